@@ -1,0 +1,106 @@
+"""The base class of every generated message, header and record.
+
+Generated classes only declare their slots, defaults and per-version encoder/decoder tables;
+the entry points and the generic helpers (equality, repr, dict form) live here once.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, Sequence
+
+from protocol.errors import DecodeError, EncodeError
+from protocol.primitives import uuid_to_str
+
+
+class _Missing:
+    """Marks a constructor argument left out, so mutable defaults are made fresh per object."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+class Message:
+    __slots__ = ()
+
+    NAME: str = ""
+    API_KEY: int | None = None
+    VALID_VERSIONS: tuple[int, int] = (0, -1)
+    FLEXIBLE_VERSIONS: tuple[int, int] | None = None
+    # (attribute, Kafka type) in wire order; struct types name the nested class.
+    FIELDS: tuple[tuple[str, str], ...] = ()
+    _DECODERS: Sequence[Callable | None] = ()
+    _ENCODERS: Sequence[Callable | None] = ()
+
+    @classmethod
+    def decode(cls, buf: bytes | bytearray | memoryview, version: int, pos: int = 0) -> tuple[Any, int]:
+        """Decode one message at ``buf[pos:]``; returns the message and the end offset."""
+        decoders = cls._DECODERS
+        if not 0 <= version < len(decoders) or decoders[version] is None:
+            raise DecodeError(cls.NAME, version, pos, "unsupported version")
+        if type(buf) is not bytes:
+            buf = bytes(buf)
+        try:
+            return decoders[version](buf, pos)
+        except DecodeError as exc:
+            raise exc.within(cls.NAME, version) from None
+
+    def encode_into(self, out: bytearray, version: int) -> None:
+        encoders = self._ENCODERS
+        if not 0 <= version < len(encoders) or encoders[version] is None:
+            raise EncodeError(f"{self.NAME} has no version {version}")
+        try:
+            encoders[version](self, out)
+        except (struct.error, TypeError, OverflowError, UnicodeEncodeError) as exc:
+            raise EncodeError(f"{self.NAME} v{version}: {exc}") from None
+
+    def encode(self, version: int) -> bytes:
+        out = bytearray()
+        self.encode_into(out, version)
+        return bytes(out)
+
+    @classmethod
+    def is_flexible(cls, version: int) -> bool:
+        flex = cls.FLEXIBLE_VERSIONS
+        return flex is not None and flex[0] <= version <= flex[1]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable value objects
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{s}={getattr(self, s)!r}" for s in self.__slots__
+                          if s != "unknown_tagged_fields" or getattr(self, s))
+        return f"{type(self).__name__}({inner})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view: UUIDs in Kafka's base64 form, bytes as hex."""
+        result: dict[str, Any] = {}
+        for name, ftype in self.FIELDS:
+            result[name] = _plain(getattr(self, name), ftype)
+        if getattr(self, "unknown_tagged_fields", None):
+            result["unknown_tagged_fields"] = {
+                str(tag): bytes(raw).hex() for tag, raw in self.unknown_tagged_fields.items()}
+        return result
+
+
+def _plain(value: Any, ftype: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, Message):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_plain(v, ftype[2:]) for v in value]
+    if ftype == "uuid":
+        return uuid_to_str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return value

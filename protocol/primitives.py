@@ -1,0 +1,297 @@
+"""Kafka wire primitives shared by the generated codecs and the hand-written runtime.
+
+Generated code inlines the common one-byte fast paths and calls these helpers for the rest.
+Every reader takes ``(buf, pos)`` and returns ``(value, new_pos)``; every writer appends to a
+``bytearray``. Readers raise ``ValueError``/``IndexError`` on bad bytes; the generated decoders
+turn those into ``protocol.errors.DecodeError`` with the message name and offset.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+
+INT8 = struct.Struct(">b")
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+UINT16 = struct.Struct(">H")
+UINT32 = struct.Struct(">I")
+FLOAT64 = struct.Struct(">d")
+
+# Kafka's UUIDs travel as 16 raw bytes; the codecs keep them as ``bytes`` because building
+# ``uuid.UUID`` objects would dominate decoding of partition-heavy messages.
+ZERO_UUID = bytes(16)
+# Kafka reserves this id for the __cluster_metadata topic (most significant bits 0, least 1).
+METADATA_TOPIC_ID = bytes(15) + b"\x01"
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned 32-bit varint (at most 5 bytes), as used for compact lengths and tags."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("unsigned varint is longer than 5 bytes")
+
+
+def read_uvarlong(buf: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned 64-bit varint (at most 10 bytes)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("unsigned varlong is longer than 10 bytes")
+
+
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag-encoded signed varint (record fields)."""
+    if buf[pos] < 0x80:
+        v = buf[pos]
+        return (v >> 1) ^ -(v & 1), pos + 1
+    v, pos = read_uvarlong(buf, pos)
+    return (v >> 1) ^ -(v & 1), pos
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"unsigned varint cannot hold {value}")
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    """Zigzag-encode a signed 64-bit value."""
+    write_uvarint(out, (value << 1) ^ (value >> 63))
+
+
+def uvarint_size(value: int) -> int:
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def uuid_to_str(value: bytes) -> str:
+    """Kafka's textual UUID form: URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(value).decode("ascii").rstrip("=")
+
+
+def uuid_from_str(text: str) -> bytes:
+    """Parse Kafka's base64 UUID form; raises ValueError on anything but 16 bytes."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"not a Kafka UUID: {text!r}") from exc
+    if len(raw) != 16:
+        raise ValueError(f"not a Kafka UUID: {text!r}")
+    return raw
+
+
+def random_uuid() -> bytes:
+    """A random version-4 UUID that is neither reserved nor starts with '-' in text form.
+
+    Kafka refuses ids whose base64 form begins with '-' because command-line tools would read
+    them as options.
+    """
+    while True:
+        raw = bytearray(os.urandom(16))
+        raw[6] = (raw[6] & 0x0F) | 0x40
+        raw[8] = (raw[8] & 0x3F) | 0x80
+        value = bytes(raw)
+        if value not in (ZERO_UUID, METADATA_TOPIC_ID) and not uuid_to_str(value).startswith("-"):
+            return value
+
+
+# --- strings and bytes ----------------------------------------------------------------------
+# Classic encodings carry an int16 (strings) or int32 (bytes) length with -1 for null; compact
+# ones carry an unsigned varint of length + 1 with 0 for null. A length that runs past the end
+# of the buffer is an error: slicing would silently truncate.
+
+def _take(buf: bytes, pos: int, n: int) -> tuple[bytes, int]:
+    end = pos + n
+    if end > len(buf):
+        raise ValueError(f"length {n} runs past the end ({len(buf) - pos} bytes remain)")
+    return buf[pos:end], end
+
+
+def read_nullable_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    (n,) = INT16.unpack_from(buf, pos)
+    if n < 0:
+        return None, pos + 2
+    raw, pos = _take(buf, pos + 2, n)
+    return raw.decode(), pos
+
+
+def read_string(buf: bytes, pos: int) -> tuple[str, int]:
+    value, end = read_nullable_string(buf, pos)
+    if value is None:
+        raise ValueError("null string where a value is required")
+    return value, end
+
+
+def read_compact_nullable_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    raw, pos = _take(buf, pos, n - 1)
+    return raw.decode(), pos
+
+
+def read_compact_string(buf: bytes, pos: int) -> tuple[str, int]:
+    value, end = read_compact_nullable_string(buf, pos)
+    if value is None:
+        raise ValueError("null string where a value is required")
+    return value, end
+
+
+def read_nullable_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    (n,) = INT32.unpack_from(buf, pos)
+    if n < 0:
+        return None, pos + 4
+    return _take(buf, pos + 4, n)
+
+
+def read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+    value, end = read_nullable_bytes(buf, pos)
+    if value is None:
+        raise ValueError("null bytes where a value is required")
+    return value, end
+
+
+def read_compact_nullable_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    return _take(buf, pos, n - 1)
+
+
+def read_compact_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+    value, end = read_compact_nullable_bytes(buf, pos)
+    if value is None:
+        raise ValueError("null bytes where a value is required")
+    return value, end
+
+
+def _require(value: object, what: str) -> None:
+    if value is None:
+        from protocol.errors import EncodeError
+        raise EncodeError(f"{what} cannot be null here")
+
+
+def write_nullable_string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out += b"\xff\xff"
+        return
+    raw = value.encode()
+    out += INT16.pack(len(raw))
+    out += raw
+
+
+def write_string(out: bytearray, value: str) -> None:
+    _require(value, "string")
+    write_nullable_string(out, value)
+
+
+def write_compact_nullable_string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out.append(0)
+        return
+    raw = value.encode()
+    n = len(raw) + 1
+    if n < 0x80:
+        out.append(n)
+    else:
+        write_uvarint(out, n)
+    out += raw
+
+
+def write_compact_string(out: bytearray, value: str) -> None:
+    _require(value, "string")
+    write_compact_nullable_string(out, value)
+
+
+def write_nullable_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+        return
+    out += INT32.pack(len(value))
+    out += value
+
+
+def write_bytes(out: bytearray, value: bytes) -> None:
+    _require(value, "bytes")
+    write_nullable_bytes(out, value)
+
+
+def write_compact_nullable_bytes(out: bytearray, value: bytes | None) -> None:
+    if value is None:
+        out.append(0)
+        return
+    write_uvarint(out, len(value) + 1)
+    out += value
+
+
+def write_compact_bytes(out: bytearray, value: bytes) -> None:
+    _require(value, "bytes")
+    write_compact_nullable_bytes(out, value)
+
+
+# --- arrays of fixed-width values and tagged fields ----------------------------------------
+
+_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def _array_struct(code: str, n: int) -> struct.Struct:
+    key = (code, n)
+    s = _ARRAY_STRUCTS.get(key)
+    if s is None:
+        s = struct.Struct(f">{n}{code}")
+        if n <= 1024:
+            _ARRAY_STRUCTS[key] = s
+    return s
+
+
+def read_fixed_array(buf: bytes, pos: int, n: int, code: str, size: int) -> tuple[list, int]:
+    """``n`` big-endian values of struct format ``code``; the caller has bounded ``n``."""
+    s = _array_struct(code, n)
+    return list(s.unpack_from(buf, pos)), pos + n * size
+
+
+def write_fixed_array(out: bytearray, values: list, code: str) -> None:
+    out += _array_struct(code, len(values)).pack(*values)
+
+
+def write_tagged_fields(out: bytearray, known: list[tuple[int, bytes]] | tuple,
+                        unknown: dict[int, bytes] | None) -> None:
+    """A tagged-field section: count, then (tag, size, payload) in ascending tag order."""
+    fields = list(known)
+    if unknown:
+        taken = {tag for tag, _ in fields}
+        fields.extend((tag, raw) for tag, raw in unknown.items() if tag not in taken)
+        fields.sort(key=lambda item: item[0])
+    write_uvarint(out, len(fields))
+    for tag, payload in fields:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(payload))
+        out += payload
