@@ -259,27 +259,32 @@ def write_compact_bytes(out: bytearray, value: bytes) -> None:
 
 # --- arrays of fixed-width values and tagged fields ----------------------------------------
 
-_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+class _ArrayStructs(dict):
+    """``table[n]`` is a ``struct.Struct`` for ``n`` big-endian values of one fixed type.
+
+    Callers bound ``n`` by the bytes that remain before indexing, so a hostile count never
+    reaches this point; only modest counts are kept so the cache stays small.
+    """
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    def __missing__(self, n: int) -> struct.Struct:
+        s = struct.Struct(f">{n}{self.code}")
+        if n <= 4096:
+            self[n] = s
+        return s
 
 
-def _array_struct(code: str, n: int) -> struct.Struct:
-    key = (code, n)
-    s = _ARRAY_STRUCTS.get(key)
-    if s is None:
-        s = struct.Struct(f">{n}{code}")
-        if n <= 1024:
-            _ARRAY_STRUCTS[key] = s
-    return s
-
-
-def read_fixed_array(buf: bytes, pos: int, n: int, code: str, size: int) -> tuple[list, int]:
-    """``n`` big-endian values of struct format ``code``; the caller has bounded ``n``."""
-    s = _array_struct(code, n)
-    return list(s.unpack_from(buf, pos)), pos + n * size
-
-
-def write_fixed_array(out: bytearray, values: list, code: str) -> None:
-    out += _array_struct(code, len(values)).pack(*values)
+BOOL_ARRAYS = _ArrayStructs("?")
+INT8_ARRAYS = _ArrayStructs("b")
+INT16_ARRAYS = _ArrayStructs("h")
+UINT16_ARRAYS = _ArrayStructs("H")
+INT32_ARRAYS = _ArrayStructs("i")
+UINT32_ARRAYS = _ArrayStructs("I")
+INT64_ARRAYS = _ArrayStructs("q")
+FLOAT64_ARRAYS = _ArrayStructs("d")
 
 
 def write_tagged_fields(out: bytearray, known: list[tuple[int, bytes]] | tuple,

@@ -68,23 +68,23 @@ def _decode_ReassignablePartitionResponse_v0(buf: bytes, pos: int) -> tuple[Reas
         obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReassignablePartitionResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -110,23 +110,23 @@ def _decode_ReassignableTopicResponse_v0(buf: bytes, pos: int) -> tuple[Reassign
         for _ in range(n):
             item, pos = _decode_ReassignablePartitionResponse_v0(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReassignableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -154,23 +154,23 @@ def _decode_AlterPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tupl
         for _ in range(n):
             item, pos = _decode_ReassignableTopicResponse_v0(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionReassignmentsResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

@@ -9,12 +9,11 @@ from typing import Any
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    INT32_ARRAYS,
     ZERO_UUID,
     read_compact_string,
-    read_fixed_array,
     read_uvarint,
     write_compact_string,
-    write_fixed_array,
     write_tagged_fields,
     write_uvarint,
 )
@@ -96,28 +95,35 @@ def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
             raise ValueError('NewIsr cannot be null in this version')
         if n > blen - pos:
             raise ValueError('NewIsr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.new_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.new_isr = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('NewIsr runs past the end')
+            obj.new_isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.partition_epoch, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.new_isr_with_epochs = []
         obj.leader_recovery_state = 0
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -144,23 +150,23 @@ def _decode_TopicData_v0(buf: bytes, pos: int) -> tuple[TopicData, int]:
             item, pos = _decode_PartitionData_v0(buf, pos)
             append(item)
         obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -187,23 +193,23 @@ def _decode_AlterPartitionRequest_v0(buf: bytes, pos: int) -> tuple[AlterPartiti
         for _ in range(n):
             item, pos = _decode_TopicData_v0(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -220,7 +226,8 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
         raise EncodeError('NewIsr cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_i.pack(obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -274,27 +281,34 @@ def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
             raise ValueError('NewIsr cannot be null in this version')
         if n > blen - pos:
             raise ValueError('NewIsr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.new_isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.new_isr = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('NewIsr runs past the end')
+            obj.new_isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
         pos += 5
         obj.new_isr_with_epochs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -321,23 +335,23 @@ def _decode_TopicData_v1(buf: bytes, pos: int) -> tuple[TopicData, int]:
             item, pos = _decode_PartitionData_v1(buf, pos)
             append(item)
         obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -364,23 +378,23 @@ def _decode_AlterPartitionRequest_v1(buf: bytes, pos: int) -> tuple[AlterPartiti
         for _ in range(n):
             item, pos = _decode_TopicData_v1(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -395,7 +409,8 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
         raise EncodeError('NewIsr cannot be null in version 1')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -455,23 +470,23 @@ def _decode_TopicData_v2(buf: bytes, pos: int) -> tuple[TopicData, int]:
             item, pos = _decode_PartitionData_v1(buf, pos)
             append(item)
         obj.topic_name = ''
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -498,23 +513,23 @@ def _decode_AlterPartitionRequest_v2(buf: bytes, pos: int) -> tuple[AlterPartiti
         for _ in range(n):
             item, pos = _decode_TopicData_v2(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -529,7 +544,8 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
         raise EncodeError('NewIsr cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -573,23 +589,23 @@ def _decode_BrokerState_v3(buf: bytes, pos: int) -> tuple[BrokerState, int]:
     try:
         obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerState', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -619,23 +635,23 @@ def _decode_PartitionData_v3(buf: bytes, pos: int) -> tuple[PartitionData, int]:
         obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
         pos += 5
         obj.new_isr = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -663,23 +679,23 @@ def _decode_TopicData_v3(buf: bytes, pos: int) -> tuple[TopicData, int]:
             item, pos = _decode_PartitionData_v3(buf, pos)
             append(item)
         obj.topic_name = ''
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -706,23 +722,23 @@ def _decode_AlterPartitionRequest_v3(buf: bytes, pos: int) -> tuple[AlterPartiti
         for _ in range(n):
             item, pos = _decode_TopicData_v3(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

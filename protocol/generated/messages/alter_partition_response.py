@@ -9,12 +9,11 @@ from typing import Any
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    INT32_ARRAYS,
     ZERO_UUID,
     read_compact_string,
-    read_fixed_array,
     read_uvarint,
     write_compact_string,
-    write_fixed_array,
     write_tagged_fields,
     write_uvarint,
 )
@@ -86,27 +85,34 @@ def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
             raise ValueError('Isr cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Isr runs past the end')
+            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.partition_epoch, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.leader_recovery_state = 0
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -133,23 +139,23 @@ def _decode_TopicData_v0(buf: bytes, pos: int) -> tuple[TopicData, int]:
             item, pos = _decode_PartitionData_v0(buf, pos)
             append(item)
         obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -176,23 +182,23 @@ def _decode_AlterPartitionResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartit
         for _ in range(n):
             item, pos = _decode_TopicData_v0(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -205,7 +211,8 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
         raise EncodeError('Isr cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_i.pack(obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -259,26 +266,33 @@ def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
             raise ValueError('Isr cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Isr runs past the end')
+            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
         pos += 5
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -305,23 +319,23 @@ def _decode_TopicData_v1(buf: bytes, pos: int) -> tuple[TopicData, int]:
             item, pos = _decode_PartitionData_v1(buf, pos)
             append(item)
         obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -348,23 +362,23 @@ def _decode_AlterPartitionResponse_v1(buf: bytes, pos: int) -> tuple[AlterPartit
         for _ in range(n):
             item, pos = _decode_TopicData_v1(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -377,7 +391,8 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
         raise EncodeError('Isr cannot be null in version 1')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -437,23 +452,23 @@ def _decode_TopicData_v2(buf: bytes, pos: int) -> tuple[TopicData, int]:
             item, pos = _decode_PartitionData_v1(buf, pos)
             append(item)
         obj.topic_name = ''
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -480,23 +495,23 @@ def _decode_AlterPartitionResponse_v2(buf: bytes, pos: int) -> tuple[AlterPartit
         for _ in range(n):
             item, pos = _decode_TopicData_v2(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterPartitionResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -509,7 +524,8 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
         raise EncodeError('Isr cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -554,7 +570,8 @@ def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
         raise EncodeError('Isr cannot be null in version 3')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -194,23 +194,23 @@ def _decode_ApiVersion_v3(buf: bytes, pos: int) -> tuple[ApiVersion, int]:
     try:
         obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
         pos += 6
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ApiVersion', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -223,23 +223,23 @@ def _decode_SupportedFeatureKey_v3(buf: bytes, pos: int) -> tuple[SupportedFeatu
         obj.name, pos = read_compact_string(buf, pos)
         obj.min_version, obj.max_version = _S_hh.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('SupportedFeatureKey', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -252,23 +252,23 @@ def _decode_FinalizedFeatureKey_v3(buf: bytes, pos: int) -> tuple[FinalizedFeatu
         obj.name, pos = read_compact_string(buf, pos)
         obj.max_version_level, obj.min_version_level = _S_hh.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FinalizedFeatureKey', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -301,70 +301,70 @@ def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRes
         obj.finalized_features_epoch = -1
         obj.finalized_features = []
         obj.zk_migration_ready = False
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        raise ValueError('SupportedFeatures cannot be null in this version')
+                    if n > blen - pos:
+                        raise ValueError('SupportedFeatures claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                    obj.supported_features = []
+                    append = obj.supported_features.append
+                    for _ in range(n):
+                        item, pos = _decode_SupportedFeatureKey_v3(buf, pos)
+                        append(item)
+                    if pos != tag_end:
+                        raise ValueError('tagged field SupportedFeatures does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    (obj.finalized_features_epoch,) = _S_q.unpack_from(buf, pos)
+                    pos += 8
+                    if pos != tag_end:
+                        raise ValueError('tagged field FinalizedFeaturesEpoch does not fill its ' + str(size) + ' bytes')
+                elif tag == 2:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        raise ValueError('FinalizedFeatures cannot be null in this version')
+                    if n > blen - pos:
+                        raise ValueError('FinalizedFeatures claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                    obj.finalized_features = []
+                    append = obj.finalized_features.append
+                    for _ in range(n):
+                        item, pos = _decode_FinalizedFeatureKey_v3(buf, pos)
+                        append(item)
+                    if pos != tag_end:
+                        raise ValueError('tagged field FinalizedFeatures does not fill its ' + str(size) + ' bytes')
+                elif tag == 3:
+                    (obj.zk_migration_ready,) = _S_o.unpack_from(buf, pos)
                     pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field ZkMigrationReady does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    raise ValueError('SupportedFeatures cannot be null in this version')
-                if n > blen - pos:
-                    raise ValueError('SupportedFeatures claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                obj.supported_features = []
-                append = obj.supported_features.append
-                for _ in range(n):
-                    item, pos = _decode_SupportedFeatureKey_v3(buf, pos)
-                    append(item)
-                if pos != tag_end:
-                    raise ValueError('tagged field SupportedFeatures does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                (obj.finalized_features_epoch,) = _S_q.unpack_from(buf, pos)
-                pos += 8
-                if pos != tag_end:
-                    raise ValueError('tagged field FinalizedFeaturesEpoch does not fill its ' + str(size) + ' bytes')
-            elif tag == 2:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    raise ValueError('FinalizedFeatures cannot be null in this version')
-                if n > blen - pos:
-                    raise ValueError('FinalizedFeatures claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                obj.finalized_features = []
-                append = obj.finalized_features.append
-                for _ in range(n):
-                    item, pos = _decode_FinalizedFeatureKey_v3(buf, pos)
-                    append(item)
-                if pos != tag_end:
-                    raise ValueError('tagged field FinalizedFeatures does not fill its ' + str(size) + ' bytes')
-            elif tag == 3:
-                (obj.zk_migration_ready,) = _S_o.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field ZkMigrationReady does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ApiVersionsResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

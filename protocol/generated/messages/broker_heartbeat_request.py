@@ -43,23 +43,23 @@ def _decode_BrokerHeartbeatRequest_v0(buf: bytes, pos: int) -> tuple[BrokerHeart
         obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down = _S_iqqoo.unpack_from(buf, pos)
         pos += 22
         obj.offline_log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerHeartbeatRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -82,42 +82,42 @@ def _decode_BrokerHeartbeatRequest_v1(buf: bytes, pos: int) -> tuple[BrokerHeart
         obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down = _S_iqqoo.unpack_from(buf, pos)
         pos += 22
         obj.offline_log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        raise ValueError('OfflineLogDirs cannot be null in this version')
+                    if n > blen - pos:
+                        raise ValueError('OfflineLogDirs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                    stop = pos + 16 * n
+                    if stop > blen:
+                        raise ValueError('OfflineLogDirs runs past the end')
+                    obj.offline_log_dirs = [buf[p:p + 16] for p in range(pos, stop, 16)]
+                    pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field OfflineLogDirs does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    raise ValueError('OfflineLogDirs cannot be null in this version')
-                if n > blen - pos:
-                    raise ValueError('OfflineLogDirs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                stop = pos + 16 * n
-                if stop > blen:
-                    raise ValueError('OfflineLogDirs runs past the end')
-                obj.offline_log_dirs = [buf[p:p + 16] for p in range(pos, stop, 16)]
-                pos = stop
-                if pos != tag_end:
-                    raise ValueError('tagged field OfflineLogDirs does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerHeartbeatRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

@@ -10,12 +10,11 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    INT32_ARRAYS,
     read_compact_string,
-    read_fixed_array,
     read_string,
     read_uvarint,
     write_compact_string,
-    write_fixed_array,
     write_string,
     write_tagged_fields,
     write_uvarint,
@@ -73,7 +72,14 @@ def _decode_CreatePartitionsAssignment_v0(buf: bytes, pos: int) -> tuple[CreateP
             raise ValueError('BrokerIds cannot be null in this version')
         if n > blen - pos:
             raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.broker_ids = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('BrokerIds runs past the end')
+            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsAssignment', None, pos, str(exc) or type(exc).__name__) from None
@@ -134,7 +140,8 @@ def _encode_CreatePartitionsAssignment_v0(obj: CreatePartitionsAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 0')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_CreatePartitionsTopic_v0(obj: CreatePartitionsTopic, out: bytearray) -> None:
@@ -166,7 +173,8 @@ def _encode_CreatePartitionsAssignment_v1(obj: CreatePartitionsAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 1')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_CreatePartitionsTopic_v1(obj: CreatePartitionsTopic, out: bytearray) -> None:
@@ -206,24 +214,31 @@ def _decode_CreatePartitionsAssignment_v2(buf: bytes, pos: int) -> tuple[CreateP
             raise ValueError('BrokerIds cannot be null in this version')
         if n > blen - pos:
             raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.broker_ids = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('BrokerIds runs past the end')
+            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsAssignment', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -252,23 +267,23 @@ def _decode_CreatePartitionsTopic_v2(buf: bytes, pos: int) -> tuple[CreatePartit
             for _ in range(n):
                 item, pos = _decode_CreatePartitionsAssignment_v2(buf, pos)
                 append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -295,23 +310,23 @@ def _decode_CreatePartitionsRequest_v2(buf: bytes, pos: int) -> tuple[CreatePart
             append(item)
         obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
         pos += 5
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -323,7 +338,8 @@ def _encode_CreatePartitionsAssignment_v2(obj: CreatePartitionsAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -367,7 +383,8 @@ def _encode_CreatePartitionsAssignment_v3(obj: CreatePartitionsAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 3')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

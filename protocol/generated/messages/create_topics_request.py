@@ -10,15 +10,14 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    INT32_ARRAYS,
     read_compact_nullable_string,
     read_compact_string,
-    read_fixed_array,
     read_nullable_string,
     read_string,
     read_uvarint,
     write_compact_nullable_string,
     write_compact_string,
-    write_fixed_array,
     write_nullable_string,
     write_string,
     write_tagged_fields,
@@ -94,7 +93,14 @@ def _decode_CreatableReplicaAssignment_v0(buf: bytes, pos: int) -> tuple[Creatab
             raise ValueError('BrokerIds cannot be null in this version')
         if n > blen - pos:
             raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.broker_ids = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('BrokerIds runs past the end')
+            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableReplicaAssignment', None, pos, str(exc) or type(exc).__name__) from None
@@ -178,7 +184,8 @@ def _encode_CreatableReplicaAssignment_v0(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 0')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_CreatableTopicConfig_v0(obj: CreatableTopicConfig, out: bytearray) -> None:
@@ -248,7 +255,8 @@ def _encode_CreatableReplicaAssignment_v1(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 1')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_CreatableTopic_v1(obj: CreatableTopic, out: bytearray) -> None:
@@ -288,7 +296,8 @@ def _encode_CreatableReplicaAssignment_v2(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 2')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_CreatableTopic_v2(obj: CreatableTopic, out: bytearray) -> None:
@@ -328,7 +337,8 @@ def _encode_CreatableReplicaAssignment_v3(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 3')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_CreatableTopic_v3(obj: CreatableTopic, out: bytearray) -> None:
@@ -368,7 +378,8 @@ def _encode_CreatableReplicaAssignment_v4(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 4')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_CreatableTopic_v4(obj: CreatableTopic, out: bytearray) -> None:
@@ -417,24 +428,31 @@ def _decode_CreatableReplicaAssignment_v5(buf: bytes, pos: int) -> tuple[Creatab
             raise ValueError('BrokerIds cannot be null in this version')
         if n > blen - pos:
             raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.broker_ids, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.broker_ids = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('BrokerIds runs past the end')
+            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableReplicaAssignment', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -446,23 +464,23 @@ def _decode_CreatableTopicConfig_v5(buf: bytes, pos: int) -> tuple[CreatableTopi
     try:
         obj.name, pos = read_compact_string(buf, pos)
         obj.value, pos = read_compact_nullable_string(buf, pos)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopicConfig', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -505,23 +523,23 @@ def _decode_CreatableTopic_v5(buf: bytes, pos: int) -> tuple[CreatableTopic, int
         for _ in range(n):
             item, pos = _decode_CreatableTopicConfig_v5(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -548,23 +566,23 @@ def _decode_CreateTopicsRequest_v5(buf: bytes, pos: int) -> tuple[CreateTopicsRe
             append(item)
         obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
         pos += 5
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreateTopicsRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -577,7 +595,8 @@ def _encode_CreatableReplicaAssignment_v5(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 5')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -638,7 +657,8 @@ def _encode_CreatableReplicaAssignment_v6(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 6')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -690,7 +710,8 @@ def _encode_CreatableReplicaAssignment_v7(obj: CreatableReplicaAssignment, out: 
         raise EncodeError('BrokerIds cannot be null in version 7')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -9,14 +9,13 @@ from typing import Any
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    INT32_ARRAYS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
-    read_fixed_array,
     read_uvarint,
     write_compact_nullable_string,
     write_compact_string,
-    write_fixed_array,
     write_tagged_fields,
     write_uvarint,
 )
@@ -103,7 +102,14 @@ def _decode_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int) ->
             raise ValueError('ReplicaNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replica_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('ReplicaNodes runs past the end')
+            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -114,7 +120,14 @@ def _decode_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int) ->
             raise ValueError('IsrNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('IsrNodes runs past the end')
+            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -126,7 +139,14 @@ def _decode_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int) ->
         else:
             if n > blen - pos:
                 raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.eligible_leader_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+            if n == 0:
+                obj.eligible_leader_replicas = []
+            else:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('EligibleLeaderReplicas runs past the end')
+                obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -138,7 +158,14 @@ def _decode_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int) ->
         else:
             if n > blen - pos:
                 raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.last_known_elr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+            if n == 0:
+                obj.last_known_elr = []
+            else:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('LastKnownElr runs past the end')
+                obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -149,24 +176,31 @@ def _decode_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int) ->
             raise ValueError('OfflineReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.offline_replicas = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('OfflineReplicas runs past the end')
+            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeTopicPartitionsResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -198,23 +232,23 @@ def _decode_DescribeTopicPartitionsResponseTopic_v0(buf: bytes, pos: int) -> tup
             append(item)
         obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeTopicPartitionsResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -227,23 +261,23 @@ def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
         obj.topic_name, pos = read_compact_string(buf, pos)
         obj.partition_index, = _S_i.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Cursor', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -275,23 +309,23 @@ def _decode_DescribeTopicPartitionsResponse_v0(buf: bytes, pos: int) -> tuple[De
             pos += 1
         else:
             obj.next_cursor, pos = _decode_Cursor_v0(buf, pos + 1)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeTopicPartitionsResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -304,31 +338,36 @@ def _encode_DescribeTopicPartitionsResponsePartition_v0(obj: DescribeTopicPartit
         raise EncodeError('ReplicaNodes cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.eligible_leader_replicas
     if value is None:
         out.append(0)
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.last_known_elr
     if value is None:
         out.append(0)
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -10,12 +10,11 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    INT32_ARRAYS,
     read_compact_string,
-    read_fixed_array,
     read_string,
     read_uvarint,
     write_compact_string,
-    write_fixed_array,
     write_string,
     write_tagged_fields,
     write_uvarint,
@@ -63,7 +62,14 @@ def _decode_TopicPartitions_v0(buf: bytes, pos: int) -> tuple[TopicPartitions, i
             raise ValueError('Partitions cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.partitions = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Partitions runs past the end')
+            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicPartitions', None, pos, str(exc) or type(exc).__name__) from None
@@ -102,7 +108,8 @@ def _encode_TopicPartitions_v0(obj: TopicPartitions, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_ElectLeadersRequest_v0(obj: ElectLeadersRequest, out: bytearray) -> None:
@@ -151,7 +158,8 @@ def _encode_TopicPartitions_v1(obj: TopicPartitions, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_ElectLeadersRequest_v1(obj: ElectLeadersRequest, out: bytearray) -> None:
@@ -181,24 +189,31 @@ def _decode_TopicPartitions_v2(buf: bytes, pos: int) -> tuple[TopicPartitions, i
             raise ValueError('Partitions cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.partitions = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Partitions runs past the end')
+            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicPartitions', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -228,23 +243,23 @@ def _decode_ElectLeadersRequest_v2(buf: bytes, pos: int) -> tuple[ElectLeadersRe
                 append(item)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ElectLeadersRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -257,7 +272,8 @@ def _encode_TopicPartitions_v2(obj: TopicPartitions, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -168,23 +168,23 @@ def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
     try:
         obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
         pos += 14
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -210,23 +210,23 @@ def _decode_TopicData_v1(buf: bytes, pos: int) -> tuple[TopicData, int]:
         for _ in range(n):
             item, pos = _decode_PartitionData_v1(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -241,23 +241,23 @@ def _decode_NodeEndpoint_v1(buf: bytes, pos: int) -> tuple[NodeEndpoint, int]:
         obj.host, pos = read_compact_string(buf, pos)
         obj.port, = _S_H.unpack_from(buf, pos)
         pos += 2
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('NodeEndpoint', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -285,42 +285,42 @@ def _decode_EndQuorumEpochResponse_v1(buf: bytes, pos: int) -> tuple[EndQuorumEp
             item, pos = _decode_TopicData_v1(buf, pos)
             append(item)
         obj.node_endpoints = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        raise ValueError('NodeEndpoints cannot be null in this version')
+                    if n > blen - pos:
+                        raise ValueError('NodeEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                    obj.node_endpoints = []
+                    append = obj.node_endpoints.append
+                    for _ in range(n):
+                        item, pos = _decode_NodeEndpoint_v1(buf, pos)
+                        append(item)
+                    if pos != tag_end:
+                        raise ValueError('tagged field NodeEndpoints does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    raise ValueError('NodeEndpoints cannot be null in this version')
-                if n > blen - pos:
-                    raise ValueError('NodeEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                obj.node_endpoints = []
-                append = obj.node_endpoints.append
-                for _ in range(n):
-                    item, pos = _decode_NodeEndpoint_v1(buf, pos)
-                    append(item)
-                if pos != tag_end:
-                    raise ValueError('tagged field NodeEndpoints does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('EndQuorumEpochResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

@@ -10,15 +10,14 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    INT32_ARRAYS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
-    read_fixed_array,
     read_string,
     read_uvarint,
     write_compact_nullable_string,
     write_compact_string,
-    write_fixed_array,
     write_string,
     write_tagged_fields,
     write_uvarint,
@@ -542,7 +541,14 @@ def _decode_ForgottenTopic_v7(buf: bytes, pos: int) -> tuple[ForgottenTopic, int
             raise ValueError('Partitions cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.partitions = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Partitions runs past the end')
+            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.topic_id = ZERO_UUID
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -611,7 +617,8 @@ def _encode_ForgottenTopic_v7(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 7')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_FetchRequest_v7(obj: FetchRequest, out: bytearray) -> None:
@@ -658,7 +665,8 @@ def _encode_ForgottenTopic_v8(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 8')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_FetchRequest_v8(obj: FetchRequest, out: bytearray) -> None:
@@ -778,7 +786,8 @@ def _encode_ForgottenTopic_v9(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 9')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_FetchRequest_v9(obj: FetchRequest, out: bytearray) -> None:
@@ -825,7 +834,8 @@ def _encode_ForgottenTopic_v10(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 10')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_FetchRequest_v10(obj: FetchRequest, out: bytearray) -> None:
@@ -909,7 +919,8 @@ def _encode_ForgottenTopic_v11(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 11')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
@@ -940,23 +951,23 @@ def _decode_FetchPartition_v12(buf: bytes, pos: int) -> tuple[FetchPartition, in
         obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
         pos += 32
         obj.replica_directory_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -983,23 +994,23 @@ def _decode_FetchTopic_v12(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
             item, pos = _decode_FetchPartition_v12(buf, pos)
             append(item)
         obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1020,25 +1031,32 @@ def _decode_ForgottenTopic_v12(buf: bytes, pos: int) -> tuple[ForgottenTopic, in
             raise ValueError('Partitions cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.partitions = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Partitions runs past the end')
+            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        obj.topic_id = ZERO_UUID
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ForgottenTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1083,28 +1101,28 @@ def _decode_FetchRequest_v12(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
         obj.rack_id, pos = read_compact_string(buf, pos)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1140,7 +1158,8 @@ def _encode_ForgottenTopic_v12(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 12')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1199,23 +1218,23 @@ def _decode_FetchTopic_v13(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
             item, pos = _decode_FetchPartition_v12(buf, pos)
             append(item)
         obj.topic = ''
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1237,25 +1256,32 @@ def _decode_ForgottenTopic_v13(buf: bytes, pos: int) -> tuple[ForgottenTopic, in
             raise ValueError('Partitions cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        obj.topic = ''
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.partitions = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Partitions runs past the end')
+            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        obj.topic = ''
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ForgottenTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1300,28 +1326,28 @@ def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
         obj.rack_id, pos = read_compact_string(buf, pos)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1349,7 +1375,8 @@ def _encode_ForgottenTopic_v13(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 13')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1408,7 +1435,8 @@ def _encode_ForgottenTopic_v14(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 14')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1451,23 +1479,23 @@ def _decode_ReplicaState_v15(buf: bytes, pos: int) -> tuple[ReplicaState, int]:
     try:
         obj.replica_id, obj.replica_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReplicaState', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1513,32 +1541,32 @@ def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
         obj.cluster_id = None
         obj.replica_id = -1
         obj.replica_state = ReplicaState()
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                obj.replica_state, pos = _decode_ReplicaState_v15(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ReplicaState does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    obj.replica_state, pos = _decode_ReplicaState_v15(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ReplicaState does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1566,7 +1594,8 @@ def _encode_ForgottenTopic_v15(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 15')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1641,7 +1670,8 @@ def _encode_ForgottenTopic_v16(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 16')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1693,29 +1723,29 @@ def _decode_FetchPartition_v17(buf: bytes, pos: int) -> tuple[FetchPartition, in
         obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
         pos += 32
         obj.replica_directory_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
-                pos += 16
-                if pos != tag_end:
-                    raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
+                    pos += 16
+                    if pos != tag_end:
+                        raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1743,23 +1773,23 @@ def _decode_FetchTopic_v17(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
             item, pos = _decode_FetchPartition_v17(buf, pos)
             append(item)
         obj.topic = ''
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1805,32 +1835,32 @@ def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
         obj.cluster_id = None
         obj.replica_id = -1
         obj.replica_state = ReplicaState()
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                obj.replica_state, pos = _decode_ReplicaState_v15(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ReplicaState does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    obj.replica_state, pos = _decode_ReplicaState_v15(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ReplicaState does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1871,7 +1901,8 @@ def _encode_ForgottenTopic_v17(obj: ForgottenTopic, out: bytearray) -> None:
         raise EncodeError('Partitions cannot be null in version 17')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -1029,23 +1029,23 @@ def _decode_AbortedTransaction_v12(buf: bytes, pos: int) -> tuple[AbortedTransac
     try:
         obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
         pos += 16
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AbortedTransaction', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1057,23 +1057,23 @@ def _decode_EpochEndOffset_v12(buf: bytes, pos: int) -> tuple[EpochEndOffset, in
     try:
         obj.epoch, obj.end_offset = _S_iq.unpack_from(buf, pos)
         pos += 12
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('EpochEndOffset', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1085,23 +1085,23 @@ def _decode_LeaderIdAndEpoch_v12(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch
     try:
         obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
         pos += 8
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('LeaderIdAndEpoch', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1113,23 +1113,23 @@ def _decode_SnapshotId_v12(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
     try:
         obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
         pos += 12
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('SnapshotId', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1163,36 +1163,36 @@ def _decode_PartitionData_v12(buf: bytes, pos: int) -> tuple[PartitionData, int]
         obj.diverging_epoch = EpochEndOffset()
         obj.current_leader = LeaderIdAndEpoch()
         obj.snapshot_id = SnapshotId()
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.diverging_epoch, pos = _decode_EpochEndOffset_v12(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field DivergingEpoch does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                obj.current_leader, pos = _decode_LeaderIdAndEpoch_v12(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field CurrentLeader does not fill its ' + str(size) + ' bytes')
-            elif tag == 2:
-                obj.snapshot_id, pos = _decode_SnapshotId_v12(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field SnapshotId does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.diverging_epoch, pos = _decode_EpochEndOffset_v12(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field DivergingEpoch does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    obj.current_leader, pos = _decode_LeaderIdAndEpoch_v12(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field CurrentLeader does not fill its ' + str(size) + ' bytes')
+                elif tag == 2:
+                    obj.snapshot_id, pos = _decode_SnapshotId_v12(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field SnapshotId does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1219,23 +1219,23 @@ def _decode_FetchableTopicResponse_v12(buf: bytes, pos: int) -> tuple[FetchableT
             item, pos = _decode_PartitionData_v12(buf, pos)
             append(item)
         obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1263,23 +1263,23 @@ def _decode_FetchResponse_v12(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             item, pos = _decode_FetchableTopicResponse_v12(buf, pos)
             append(item)
         obj.node_endpoints = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1413,23 +1413,23 @@ def _decode_FetchableTopicResponse_v13(buf: bytes, pos: int) -> tuple[FetchableT
             item, pos = _decode_PartitionData_v12(buf, pos)
             append(item)
         obj.topic = ''
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1457,23 +1457,23 @@ def _decode_FetchResponse_v13(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             item, pos = _decode_FetchableTopicResponse_v13(buf, pos)
             append(item)
         obj.node_endpoints = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1711,23 +1711,23 @@ def _decode_NodeEndpoint_v16(buf: bytes, pos: int) -> tuple[NodeEndpoint, int]:
         obj.port, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.rack, pos = read_compact_nullable_string(buf, pos)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('NodeEndpoint', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1755,42 +1755,42 @@ def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             item, pos = _decode_FetchableTopicResponse_v13(buf, pos)
             append(item)
         obj.node_endpoints = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        raise ValueError('NodeEndpoints cannot be null in this version')
+                    if n > blen - pos:
+                        raise ValueError('NodeEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                    obj.node_endpoints = []
+                    append = obj.node_endpoints.append
+                    for _ in range(n):
+                        item, pos = _decode_NodeEndpoint_v16(buf, pos)
+                        append(item)
+                    if pos != tag_end:
+                        raise ValueError('tagged field NodeEndpoints does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    raise ValueError('NodeEndpoints cannot be null in this version')
-                if n > blen - pos:
-                    raise ValueError('NodeEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                obj.node_endpoints = []
-                append = obj.node_endpoints.append
-                for _ in range(n):
-                    item, pos = _decode_NodeEndpoint_v16(buf, pos)
-                    append(item)
-                if pos != tag_end:
-                    raise ValueError('tagged field NodeEndpoints does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

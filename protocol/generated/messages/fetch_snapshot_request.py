@@ -84,23 +84,23 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
     try:
         obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
         pos += 12
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('SnapshotId', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -116,23 +116,23 @@ def _decode_PartitionSnapshot_v0(buf: bytes, pos: int) -> tuple[PartitionSnapsho
         obj.position, = _S_q.unpack_from(buf, pos)
         pos += 8
         obj.replica_directory_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionSnapshot', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -158,23 +158,23 @@ def _decode_TopicSnapshot_v0(buf: bytes, pos: int) -> tuple[TopicSnapshot, int]:
         for _ in range(n):
             item, pos = _decode_PartitionSnapshot_v0(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicSnapshot', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -202,28 +202,28 @@ def _decode_FetchSnapshotRequest_v0(buf: bytes, pos: int) -> tuple[FetchSnapshot
             item, pos = _decode_TopicSnapshot_v0(buf, pos)
             append(item)
         obj.cluster_id = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchSnapshotRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -296,29 +296,29 @@ def _decode_PartitionSnapshot_v1(buf: bytes, pos: int) -> tuple[PartitionSnapsho
         obj.position, = _S_q.unpack_from(buf, pos)
         pos += 8
         obj.replica_directory_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
-                pos += 16
-                if pos != tag_end:
-                    raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
+                    pos += 16
+                    if pos != tag_end:
+                        raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionSnapshot', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -344,23 +344,23 @@ def _decode_TopicSnapshot_v1(buf: bytes, pos: int) -> tuple[TopicSnapshot, int]:
         for _ in range(n):
             item, pos = _decode_PartitionSnapshot_v1(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicSnapshot', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -388,28 +388,28 @@ def _decode_FetchSnapshotRequest_v1(buf: bytes, pos: int) -> tuple[FetchSnapshot
             item, pos = _decode_TopicSnapshot_v1(buf, pos)
             append(item)
         obj.cluster_id = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field ClusterId does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchSnapshotRequest', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

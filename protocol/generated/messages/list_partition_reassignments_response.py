@@ -9,13 +9,12 @@ from typing import Any
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    INT32_ARRAYS,
     read_compact_nullable_string,
     read_compact_string,
-    read_fixed_array,
     read_uvarint,
     write_compact_nullable_string,
     write_compact_string,
-    write_fixed_array,
     write_tagged_fields,
     write_uvarint,
 )
@@ -81,7 +80,14 @@ def _decode_OngoingPartitionReassignment_v0(buf: bytes, pos: int) -> tuple[Ongoi
             raise ValueError('Replicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Replicas runs past the end')
+            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -92,7 +98,14 @@ def _decode_OngoingPartitionReassignment_v0(buf: bytes, pos: int) -> tuple[Ongoi
             raise ValueError('AddingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.adding_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('AddingReplicas runs past the end')
+            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -103,24 +116,31 @@ def _decode_OngoingPartitionReassignment_v0(buf: bytes, pos: int) -> tuple[Ongoi
             raise ValueError('RemovingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.removing_replicas = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('RemovingReplicas runs past the end')
+            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('OngoingPartitionReassignment', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -146,23 +166,23 @@ def _decode_OngoingTopicReassignment_v0(buf: bytes, pos: int) -> tuple[OngoingTo
         for _ in range(n):
             item, pos = _decode_OngoingPartitionReassignment_v0(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('OngoingTopicReassignment', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -190,23 +210,23 @@ def _decode_ListPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tuple
         for _ in range(n):
             item, pos = _decode_OngoingTopicReassignment_v0(buf, pos)
             append(item)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ListPartitionReassignmentsResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -219,19 +239,22 @@ def _encode_OngoingPartitionReassignment_v0(obj: OngoingPartitionReassignment, o
         raise EncodeError('Replicas cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.adding_replicas
     if value is None:
         raise EncodeError('AddingReplicas cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.removing_replicas
     if value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

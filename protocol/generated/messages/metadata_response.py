@@ -10,16 +10,15 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    INT32_ARRAYS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
-    read_fixed_array,
     read_nullable_string,
     read_string,
     read_uvarint,
     write_compact_nullable_string,
     write_compact_string,
-    write_fixed_array,
     write_nullable_string,
     write_string,
     write_tagged_fields,
@@ -124,14 +123,28 @@ def _decode_MetadataResponsePartition_v0(buf: bytes, pos: int) -> tuple[Metadata
             raise ValueError('ReplicaNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replica_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('ReplicaNodes runs past the end')
+            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('IsrNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('IsrNodes runs past the end')
+            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.leader_epoch = -1
         obj.offline_replicas = []
         obj.unknown_tagged_fields = None
@@ -216,13 +229,15 @@ def _encode_MetadataResponsePartition_v0(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 0')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 0')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v0(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -352,13 +367,15 @@ def _encode_MetadataResponsePartition_v1(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 1')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 1')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v1(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -440,13 +457,15 @@ def _encode_MetadataResponsePartition_v2(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 2')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 2')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v2(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -530,13 +549,15 @@ def _encode_MetadataResponsePartition_v3(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 3')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 3')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v3(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -583,13 +604,15 @@ def _encode_MetadataResponsePartition_v4(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 4')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 4')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v4(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -641,21 +664,42 @@ def _decode_MetadataResponsePartition_v5(buf: bytes, pos: int) -> tuple[Metadata
             raise ValueError('ReplicaNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replica_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('ReplicaNodes runs past the end')
+            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('IsrNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('IsrNodes runs past the end')
+            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('OfflineReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.offline_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('OfflineReplicas runs past the end')
+            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.leader_epoch = -1
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -736,19 +780,22 @@ def _encode_MetadataResponsePartition_v5(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 5')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 5')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 5')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v5(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -795,19 +842,22 @@ def _encode_MetadataResponsePartition_v6(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 6')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 6')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 6')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v6(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -859,21 +909,42 @@ def _decode_MetadataResponsePartition_v7(buf: bytes, pos: int) -> tuple[Metadata
             raise ValueError('ReplicaNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replica_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('ReplicaNodes runs past the end')
+            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('IsrNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('IsrNodes runs past the end')
+            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('OfflineReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.offline_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('OfflineReplicas runs past the end')
+            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
@@ -953,19 +1024,22 @@ def _encode_MetadataResponsePartition_v7(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 7')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 7')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 7')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v7(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -1080,19 +1154,22 @@ def _encode_MetadataResponsePartition_v8(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 8')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 8')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 8')
     else:
         out += INT32.pack(len(value))
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
 
 
 def _encode_MetadataResponseTopic_v8(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -1140,23 +1217,23 @@ def _decode_MetadataResponseBroker_v9(buf: bytes, pos: int) -> tuple[MetadataRes
         obj.port, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.rack, pos = read_compact_nullable_string(buf, pos)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseBroker', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1178,7 +1255,14 @@ def _decode_MetadataResponsePartition_v9(buf: bytes, pos: int) -> tuple[Metadata
             raise ValueError('ReplicaNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replica_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('ReplicaNodes runs past the end')
+            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -1189,7 +1273,14 @@ def _decode_MetadataResponsePartition_v9(buf: bytes, pos: int) -> tuple[Metadata
             raise ValueError('IsrNodes cannot be null in this version')
         if n > blen - pos:
             raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr_nodes, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr_nodes = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('IsrNodes runs past the end')
+            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -1200,24 +1291,31 @@ def _decode_MetadataResponsePartition_v9(buf: bytes, pos: int) -> tuple[Metadata
             raise ValueError('OfflineReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.offline_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-        unknown = None
-        n = buf[pos]
-        if n < 128:
-            pos += 1
+        if n == 0:
+            obj.offline_replicas = []
         else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('OfflineReplicas runs past the end')
+            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        if buf[pos] == 0:
+            pos += 1
+            obj.unknown_tagged_fields = None
+        else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1250,23 +1348,23 @@ def _decode_MetadataResponseTopic_v9(buf: bytes, pos: int) -> tuple[MetadataResp
         obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.topic_id = ZERO_UUID
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1313,23 +1411,23 @@ def _decode_MetadataResponse_v9(buf: bytes, pos: int) -> tuple[MetadataResponse,
             append(item)
         obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1353,19 +1451,22 @@ def _encode_MetadataResponsePartition_v9(obj: MetadataResponsePartition, out: by
         raise EncodeError('ReplicaNodes cannot be null in version 9')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 9')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 9')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1441,23 +1542,23 @@ def _decode_MetadataResponseTopic_v10(buf: bytes, pos: int) -> tuple[MetadataRes
             append(item)
         obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1504,23 +1605,23 @@ def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse
             append(item)
         obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1533,19 +1634,22 @@ def _encode_MetadataResponsePartition_v10(obj: MetadataResponsePartition, out: b
         raise EncodeError('ReplicaNodes cannot be null in version 10')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 10')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 10')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1635,23 +1739,23 @@ def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse
             item, pos = _decode_MetadataResponseTopic_v10(buf, pos)
             append(item)
         obj.cluster_authorized_operations = -2147483648
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1664,19 +1768,22 @@ def _encode_MetadataResponsePartition_v11(obj: MetadataResponsePartition, out: b
         raise EncodeError('ReplicaNodes cannot be null in version 11')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 11')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 11')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1753,23 +1860,23 @@ def _decode_MetadataResponseTopic_v12(buf: bytes, pos: int) -> tuple[MetadataRes
             append(item)
         obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1815,23 +1922,23 @@ def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse
             item, pos = _decode_MetadataResponseTopic_v12(buf, pos)
             append(item)
         obj.cluster_authorized_operations = -2147483648
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponse', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -1844,19 +1951,22 @@ def _encode_MetadataResponsePartition_v12(obj: MetadataResponsePartition, out: b
         raise EncodeError('ReplicaNodes cannot be null in version 12')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr_nodes
     if value is None:
         raise EncodeError('IsrNodes cannot be null in version 12')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.offline_replicas
     if value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 12')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -36,28 +36,28 @@ def _decode_BeginTransactionRecord_v0(buf: bytes, pos: int) -> tuple[BeginTransa
     obj = _new(BeginTransactionRecord)
     try:
         obj.name = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                obj.name, pos = read_compact_nullable_string(buf, pos)
-                if pos != tag_end:
-                    raise ValueError('tagged field Name does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    obj.name, pos = read_compact_nullable_string(buf, pos)
+                    if pos != tag_end:
+                        raise ValueError('tagged field Name does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BeginTransactionRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

@@ -45,29 +45,29 @@ def _decode_BrokerRegistrationChangeRecord_v0(buf: bytes, pos: int) -> tuple[Bro
         obj.fenced = 0
         obj.in_controlled_shutdown = 0
         obj.log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.fenced,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field Fenced does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.fenced,) = _S_b.unpack_from(buf, pos)
+                    pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field Fenced does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerRegistrationChangeRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -99,34 +99,34 @@ def _decode_BrokerRegistrationChangeRecord_v1(buf: bytes, pos: int) -> tuple[Bro
         obj.fenced = 0
         obj.in_controlled_shutdown = 0
         obj.log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.fenced,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field Fenced does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                (obj.in_controlled_shutdown,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field InControlledShutdown does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.fenced,) = _S_b.unpack_from(buf, pos)
+                    pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field Fenced does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    (obj.in_controlled_shutdown,) = _S_b.unpack_from(buf, pos)
+                    pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field InControlledShutdown does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerRegistrationChangeRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -160,52 +160,52 @@ def _decode_BrokerRegistrationChangeRecord_v2(buf: bytes, pos: int) -> tuple[Bro
         obj.fenced = 0
         obj.in_controlled_shutdown = 0
         obj.log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.fenced,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field Fenced does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                (obj.in_controlled_shutdown,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field InControlledShutdown does not fill its ' + str(size) + ' bytes')
-            elif tag == 2:
-                n = buf[pos] - 1
-                if n < 127:
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.fenced,) = _S_b.unpack_from(buf, pos)
                     pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field Fenced does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    (obj.in_controlled_shutdown,) = _S_b.unpack_from(buf, pos)
+                    pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field InControlledShutdown does not fill its ' + str(size) + ' bytes')
+                elif tag == 2:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        raise ValueError('LogDirs cannot be null in this version')
+                    if n > blen - pos:
+                        raise ValueError('LogDirs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                    stop = pos + 16 * n
+                    if stop > blen:
+                        raise ValueError('LogDirs runs past the end')
+                    obj.log_dirs = [buf[p:p + 16] for p in range(pos, stop, 16)]
+                    pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field LogDirs does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    raise ValueError('LogDirs cannot be null in this version')
-                if n > blen - pos:
-                    raise ValueError('LogDirs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                stop = pos + 16 * n
-                if stop > blen:
-                    raise ValueError('LogDirs runs past the end')
-                obj.log_dirs = [buf[p:p + 16] for p in range(pos, stop, 16)]
-                pos = stop
-                if pos != tag_end:
-                    raise ValueError('tagged field LogDirs does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerRegistrationChangeRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

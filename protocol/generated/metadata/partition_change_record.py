@@ -9,10 +9,9 @@ from typing import Any
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    INT32_ARRAYS,
     ZERO_UUID,
-    read_fixed_array,
     read_uvarint,
-    write_fixed_array,
     write_tagged_fields,
     write_uvarint,
 )
@@ -61,94 +60,122 @@ def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionCha
         obj.directories = None
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.isr = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.isr = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('Isr runs past the end')
+                            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    (obj.leader,) = _S_i.unpack_from(buf, pos)
+                    pos += 4
+                    if pos != tag_end:
+                        raise ValueError('tagged field Leader does not fill its ' + str(size) + ' bytes')
+                elif tag == 2:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('Replicas runs past the end')
+                            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 3:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.removing_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.removing_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('RemovingReplicas runs past the end')
+                            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 4:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.adding_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.adding_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('AddingReplicas runs past the end')
+                            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 5:
+                    (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
                     pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.isr = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                (obj.leader,) = _S_i.unpack_from(buf, pos)
-                pos += 4
-                if pos != tag_end:
-                    raise ValueError('tagged field Leader does not fill its ' + str(size) + ' bytes')
-            elif tag == 2:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 3:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.removing_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 4:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.adding_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 5:
-                (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionChangeRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -170,7 +197,8 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -183,7 +211,8 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
@@ -192,7 +221,8 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
@@ -201,7 +231,8 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -228,113 +259,141 @@ def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionCha
         obj.directories = None
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.isr = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.isr = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('Isr runs past the end')
+                            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    (obj.leader,) = _S_i.unpack_from(buf, pos)
+                    pos += 4
+                    if pos != tag_end:
+                        raise ValueError('tagged field Leader does not fill its ' + str(size) + ' bytes')
+                elif tag == 2:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('Replicas runs past the end')
+                            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 3:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.removing_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.removing_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('RemovingReplicas runs past the end')
+                            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 4:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.adding_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.adding_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('AddingReplicas runs past the end')
+                            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 5:
+                    (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
                     pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
+                elif tag == 8:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.directories = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Directories claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        stop = pos + 16 * n
+                        if stop > blen:
+                            raise ValueError('Directories runs past the end')
+                        obj.directories = [buf[p:p + 16] for p in range(pos, stop, 16)]
+                        pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Directories does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.isr = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                (obj.leader,) = _S_i.unpack_from(buf, pos)
-                pos += 4
-                if pos != tag_end:
-                    raise ValueError('tagged field Leader does not fill its ' + str(size) + ' bytes')
-            elif tag == 2:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 3:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.removing_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 4:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.adding_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 5:
-                (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
-            elif tag == 8:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.directories = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Directories claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    stop = pos + 16 * n
-                    if stop > blen:
-                        raise ValueError('Directories runs past the end')
-                    obj.directories = [buf[p:p + 16] for p in range(pos, stop, 16)]
-                    pos = stop
-                if pos != tag_end:
-                    raise ValueError('tagged field Directories does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionChangeRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -354,7 +413,8 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -367,7 +427,8 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
@@ -376,7 +437,8 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
@@ -385,7 +447,8 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -424,143 +487,185 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
         obj.directories = None
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.isr = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.isr = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('Isr runs past the end')
+                            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    (obj.leader,) = _S_i.unpack_from(buf, pos)
+                    pos += 4
+                    if pos != tag_end:
+                        raise ValueError('tagged field Leader does not fill its ' + str(size) + ' bytes')
+                elif tag == 2:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('Replicas runs past the end')
+                            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 3:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.removing_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.removing_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('RemovingReplicas runs past the end')
+                            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 4:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.adding_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.adding_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('AddingReplicas runs past the end')
+                            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 5:
+                    (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
                     pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
+                elif tag == 6:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.eligible_leader_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.eligible_leader_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('EligibleLeaderReplicas runs past the end')
+                            obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field EligibleLeaderReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 7:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.last_known_elr = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.last_known_elr = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('LastKnownElr runs past the end')
+                            obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field LastKnownElr does not fill its ' + str(size) + ' bytes')
+                elif tag == 8:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.directories = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('Directories claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        stop = pos + 16 * n
+                        if stop > blen:
+                            raise ValueError('Directories runs past the end')
+                        obj.directories = [buf[p:p + 16] for p in range(pos, stop, 16)]
+                        pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field Directories does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.isr = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                (obj.leader,) = _S_i.unpack_from(buf, pos)
-                pos += 4
-                if pos != tag_end:
-                    raise ValueError('tagged field Leader does not fill its ' + str(size) + ' bytes')
-            elif tag == 2:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 3:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.removing_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 4:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.adding_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 5:
-                (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
-            elif tag == 6:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.eligible_leader_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.eligible_leader_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field EligibleLeaderReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 7:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.last_known_elr = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.last_known_elr, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field LastKnownElr does not fill its ' + str(size) + ' bytes')
-            elif tag == 8:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.directories = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('Directories claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    stop = pos + 16 * n
-                    if stop > blen:
-                        raise ValueError('Directories runs past the end')
-                    obj.directories = [buf[p:p + 16] for p in range(pos, stop, 16)]
-                    pos = stop
-                if pos != tag_end:
-                    raise ValueError('tagged field Directories does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionChangeRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -576,7 +681,8 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -589,7 +695,8 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
@@ -598,7 +705,8 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
@@ -607,7 +715,8 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -620,7 +729,8 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((6, field_out))
     if obj.last_known_elr is not None:
         field_out = bytearray()
@@ -629,7 +739,8 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((7, field_out))
     if obj.directories is not None:
         field_out = bytearray()

@@ -9,10 +9,9 @@ from typing import Any
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    INT32_ARRAYS,
     ZERO_UUID,
-    read_fixed_array,
     read_uvarint,
-    write_fixed_array,
     write_tagged_fields,
     write_uvarint,
 )
@@ -64,7 +63,14 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('Replicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Replicas runs past the end')
+            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -75,7 +81,14 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('Isr cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Isr runs past the end')
+            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -86,7 +99,14 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('RemovingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.removing_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('RemovingReplicas runs past the end')
+            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -97,36 +117,43 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('AddingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.adding_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('AddingReplicas runs past the end')
+            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.leader, obj.leader_epoch, obj.partition_epoch = _S_iii.unpack_from(buf, pos)
         pos += 12
         obj.leader_recovery_state = 0
         obj.directories = []
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
+                    pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -145,25 +172,29 @@ def _encode_PartitionRecord_v0(obj: PartitionRecord, out: bytearray) -> None:
         raise EncodeError('Replicas cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr
     if value is None:
         raise EncodeError('Isr cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.removing_replicas
     if value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.adding_replicas
     if value is None:
         raise EncodeError('AddingReplicas cannot be null in version 0')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
     tagged = []
     if obj.leader_recovery_state != 0:
@@ -192,7 +223,14 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('Replicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Replicas runs past the end')
+            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -203,7 +241,14 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('Isr cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Isr runs past the end')
+            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -214,7 +259,14 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('RemovingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.removing_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('RemovingReplicas runs past the end')
+            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -225,7 +277,14 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('AddingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.adding_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('AddingReplicas runs past the end')
+            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.leader, obj.leader_epoch, obj.partition_epoch = _S_iii.unpack_from(buf, pos)
         pos += 12
         n = buf[pos] - 1
@@ -246,29 +305,29 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
         obj.leader_recovery_state = 0
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
+                    pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
+                else:
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -285,25 +344,29 @@ def _encode_PartitionRecord_v1(obj: PartitionRecord, out: bytearray) -> None:
         raise EncodeError('Replicas cannot be null in version 1')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr
     if value is None:
         raise EncodeError('Isr cannot be null in version 1')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.removing_replicas
     if value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 1')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.adding_replicas
     if value is None:
         raise EncodeError('AddingReplicas cannot be null in version 1')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
     value = obj.directories
     if value is None:
@@ -341,7 +404,14 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('Replicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Replicas runs past the end')
+            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -352,7 +422,14 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('Isr cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.isr, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.isr = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('Isr runs past the end')
+            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -363,7 +440,14 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('RemovingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.removing_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.removing_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('RemovingReplicas runs past the end')
+            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -374,7 +458,14 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             raise ValueError('AddingReplicas cannot be null in this version')
         if n > blen - pos:
             raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.adding_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
+        if n == 0:
+            obj.adding_replicas = []
+        else:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('AddingReplicas runs past the end')
+            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
         obj.leader, obj.leader_epoch, obj.partition_epoch = _S_iii.unpack_from(buf, pos)
         pos += 12
         n = buf[pos] - 1
@@ -395,59 +486,73 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
         obj.leader_recovery_state = 0
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
-                pos += 1
-                if pos != tag_end:
-                    raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
-            elif tag == 1:
-                n = buf[pos] - 1
-                if n < 127:
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    (obj.leader_recovery_state,) = _S_b.unpack_from(buf, pos)
                     pos += 1
+                    if pos != tag_end:
+                        raise ValueError('tagged field LeaderRecoveryState does not fill its ' + str(size) + ' bytes')
+                elif tag == 1:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.eligible_leader_replicas = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.eligible_leader_replicas = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('EligibleLeaderReplicas runs past the end')
+                            obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field EligibleLeaderReplicas does not fill its ' + str(size) + ' bytes')
+                elif tag == 2:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        obj.last_known_elr = None
+                    else:
+                        if n > blen - pos:
+                            raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                        if n == 0:
+                            obj.last_known_elr = []
+                        else:
+                            stop = pos + 4 * n
+                            if stop > blen:
+                                raise ValueError('LastKnownElr runs past the end')
+                            obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                            pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field LastKnownElr does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.eligible_leader_replicas = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.eligible_leader_replicas, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field EligibleLeaderReplicas does not fill its ' + str(size) + ' bytes')
-            elif tag == 2:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
-                else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    obj.last_known_elr = None
-                else:
-                    if n > blen - pos:
-                        raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.last_known_elr, pos = read_fixed_array(buf, pos, n, 'i', 4)
-                if pos != tag_end:
-                    raise ValueError('tagged field LastKnownElr does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -460,25 +565,29 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
         raise EncodeError('Replicas cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.isr
     if value is None:
         raise EncodeError('Isr cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.removing_replicas
     if value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     value = obj.adding_replicas
     if value is None:
         raise EncodeError('AddingReplicas cannot be null in version 2')
     else:
         write_uvarint(out, len(value) + 1)
-        write_fixed_array(out, value, 'i')
+        if value:
+            out += INT32_ARRAYS[len(value)].pack(*value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
     value = obj.directories
     if value is None:
@@ -501,7 +610,8 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((1, field_out))
     if obj.last_known_elr is not None:
         field_out = bytearray()
@@ -510,7 +620,8 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
             field_out.append(0)
         else:
             write_uvarint(field_out, len(value) + 1)
-            write_fixed_array(field_out, value, 'i')
+            if value:
+                field_out += INT32_ARRAYS[len(value)].pack(*value)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -83,23 +83,23 @@ def _decode_BrokerEndpoint_v0(buf: bytes, pos: int) -> tuple[BrokerEndpoint, int
         obj.host, pos = read_compact_string(buf, pos)
         obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerEndpoint', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -112,23 +112,23 @@ def _decode_BrokerFeature_v0(buf: bytes, pos: int) -> tuple[BrokerFeature, int]:
         obj.name, pos = read_compact_string(buf, pos)
         obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
         pos += 4
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerFeature', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -176,23 +176,23 @@ def _decode_RegisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterBroke
         obj.is_migrating_zk_broker = False
         obj.in_controlled_shutdown = False
         obj.log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('RegisterBrokerRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -288,23 +288,23 @@ def _decode_RegisterBrokerRecord_v1(buf: bytes, pos: int) -> tuple[RegisterBroke
         pos += 2
         obj.is_migrating_zk_broker = False
         obj.log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('RegisterBrokerRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -378,23 +378,23 @@ def _decode_RegisterBrokerRecord_v2(buf: bytes, pos: int) -> tuple[RegisterBroke
         obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
         pos += 2
         obj.log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if unknown is None:
-                unknown = {}
-            unknown[tag] = buf[pos:tag_end]
-            pos = tag_end
-        obj.unknown_tagged_fields = unknown
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if unknown is None:
+                    unknown = {}
+                unknown[tag] = buf[pos:tag_end]
+                pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('RegisterBrokerRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos
@@ -466,42 +466,42 @@ def _decode_RegisterBrokerRecord_v3(buf: bytes, pos: int) -> tuple[RegisterBroke
         obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
         pos += 2
         obj.log_dirs = []
-        unknown = None
-        n = buf[pos]
-        if n < 128:
+        if buf[pos] == 0:
             pos += 1
+            obj.unknown_tagged_fields = None
         else:
+            unknown = None
             n, pos = read_uvarint(buf, pos)
-        for _ in range(n):
-            tag, pos = read_uvarint(buf, pos)
-            size, pos = read_uvarint(buf, pos)
-            tag_end = pos + size
-            if tag_end > blen:
-                raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-            if tag == 0:
-                n = buf[pos] - 1
-                if n < 127:
-                    pos += 1
+            for _ in range(n):
+                tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                tag_end = pos + size
+                if tag_end > blen:
+                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                if tag == 0:
+                    n = buf[pos] - 1
+                    if n < 127:
+                        pos += 1
+                    else:
+                        n, pos = read_uvarint(buf, pos)
+                        n -= 1
+                    if n < 0:
+                        raise ValueError('LogDirs cannot be null in this version')
+                    if n > blen - pos:
+                        raise ValueError('LogDirs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                    stop = pos + 16 * n
+                    if stop > blen:
+                        raise ValueError('LogDirs runs past the end')
+                    obj.log_dirs = [buf[p:p + 16] for p in range(pos, stop, 16)]
+                    pos = stop
+                    if pos != tag_end:
+                        raise ValueError('tagged field LogDirs does not fill its ' + str(size) + ' bytes')
                 else:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                if n < 0:
-                    raise ValueError('LogDirs cannot be null in this version')
-                if n > blen - pos:
-                    raise ValueError('LogDirs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                stop = pos + 16 * n
-                if stop > blen:
-                    raise ValueError('LogDirs runs past the end')
-                obj.log_dirs = [buf[p:p + 16] for p in range(pos, stop, 16)]
-                pos = stop
-                if pos != tag_end:
-                    raise ValueError('tagged field LogDirs does not fill its ' + str(size) + ' bytes')
-            else:
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-        obj.unknown_tagged_fields = unknown
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+            obj.unknown_tagged_fields = unknown
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('RegisterBrokerRecord', None, pos, str(exc) or type(exc).__name__) from None
     return obj, pos

@@ -1,0 +1,304 @@
+"""Record batches (magic v2) and the framing of metadata records inside them.
+
+A batch is what the __cluster_metadata log stores on disk and what Fetch returns. Its CRC-32C
+covers everything from the attributes to the end, so the CRC is checked before anything in
+the batch is trusted.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import crc32c
+
+from protocol.errors import DecodeError
+from protocol.message import Message
+from protocol.primitives import (
+    INT16, read_uvarint, read_varint, uvarint_size, write_uvarint, write_varint)
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_PREFIX = struct.Struct(">qiibI")
+# attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch,
+# baseSequence, record count
+_BODY = struct.Struct(">hiqqqhii")
+PREFIX_SIZE = _PREFIX.size  # 21
+HEADER_SIZE = _PREFIX.size + _BODY.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength precede the counted length
+CRC_START = _PREFIX.size  # the CRC covers attributes onwards
+
+COMPRESSION_MASK = 0x07
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+NO_PRODUCER_ID = -1
+
+
+class ControlType:
+    """Types of control records (the key of a record in a control batch)."""
+
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+
+@dataclass
+class Record:
+    value: bytes | None
+    key: bytes | None = None
+    offset_delta: int = 0
+    timestamp_delta: int = 0
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+@dataclass
+class RecordBatch:
+    base_offset: int
+    records: list[Record]
+    partition_leader_epoch: int = 0
+    attributes: int = 0
+    base_timestamp: int = 0
+    max_timestamp: int = 0
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    last_offset_delta: int = -1
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def _encode_record(out: bytearray, rec: Record) -> None:
+    body = bytearray(b"\x00")  # record attributes, unused
+    write_varint(body, rec.timestamp_delta)
+    write_varint(body, rec.offset_delta)
+    for blob in (rec.key, rec.value):
+        if blob is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(blob))
+            body += blob
+    write_varint(body, len(rec.headers))
+    for name, value in rec.headers:
+        raw = name.encode()
+        write_varint(body, len(raw))
+        body += raw
+        if value is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(value))
+            body += value
+    write_varint(out, len(body))
+    out += body
+
+
+def encode_batch(batch: RecordBatch) -> bytes:
+    """Serialise a batch, filling in the length, last offset delta and CRC-32C."""
+    if batch.attributes & COMPRESSION_MASK:
+        raise ValueError("kraftwire writes uncompressed batches only")
+    records = bytearray()
+    for i, rec in enumerate(batch.records):
+        rec.offset_delta = i
+        _encode_record(records, rec)
+    last_delta = len(batch.records) - 1
+    batch.last_offset_delta = last_delta
+    body = _BODY.pack(batch.attributes, last_delta, batch.base_timestamp, batch.max_timestamp,
+                      batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                      len(batch.records)) + records
+    crc = crc32c.crc32c(body)
+    length = len(body) + PREFIX_SIZE - LOG_OVERHEAD
+    return _PREFIX.pack(batch.base_offset, length, batch.partition_leader_epoch, 2, crc) + body
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """The fixed part of a batch, enough to walk a log without decoding records."""
+
+    base_offset: int
+    length: int  # bytes after the length field
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size(self) -> int:
+        return self.length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+
+def read_batch_header(buf: bytes, pos: int = 0) -> BatchHeader:
+    """Parse the header at ``pos``; raises DecodeError if it is cut short or not magic 2."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise DecodeError("RecordBatch", 2, pos, "batch header is cut short")
+    prefix = _PREFIX.unpack_from(buf, pos)
+    if prefix[3] != 2:
+        raise DecodeError("RecordBatch", prefix[3], pos + 16, f"unsupported magic {prefix[3]}")
+    if prefix[1] < HEADER_SIZE - LOG_OVERHEAD:
+        raise DecodeError("RecordBatch", 2, pos + 8, f"batch length {prefix[1]} is too small")
+    return BatchHeader(*prefix, *_BODY.unpack_from(buf, pos + PREFIX_SIZE))
+
+
+def batch_crc_ok(buf: bytes, pos: int, header: BatchHeader) -> bool:
+    end = pos + header.size
+    return crc32c.crc32c(memoryview(buf)[pos + CRC_START:end]) == header.crc
+
+
+def decode_batch(buf: bytes, pos: int = 0) -> tuple[RecordBatch, int]:
+    """Decode and CRC-check the batch at ``pos``; returns it and the offset after it."""
+    header = read_batch_header(buf, pos)
+    end = pos + header.size
+    if end > len(buf):
+        raise DecodeError("RecordBatch", 2, pos, f"batch of {header.size} bytes is cut short")
+    if not batch_crc_ok(buf, pos, header):
+        raise DecodeError("RecordBatch", 2, pos, "CRC-32C mismatch")
+    if header.attributes & COMPRESSION_MASK:
+        raise DecodeError("RecordBatch", 2, pos + PREFIX_SIZE,
+                          f"compression type {header.attributes & COMPRESSION_MASK} is not supported")
+    records = []
+    p = pos + HEADER_SIZE
+    try:
+        for _ in range(header.record_count):
+            rec, p = _decode_record(buf, p, end)
+            records.append(rec)
+    except (IndexError, ValueError, UnicodeDecodeError) as exc:
+        raise DecodeError("Record", 2, p, str(exc)) from None
+    if p != end:
+        raise DecodeError("RecordBatch", 2, p, f"{end - p} bytes left after the last record")
+    batch = RecordBatch(
+        base_offset=header.base_offset, records=records,
+        partition_leader_epoch=header.partition_leader_epoch, attributes=header.attributes,
+        base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, last_offset_delta=header.last_offset_delta)
+    return batch, end
+
+
+def _decode_record(buf: bytes, pos: int, end: int) -> tuple[Record, int]:
+    length, pos = read_varint(buf, pos)
+    stop = pos + length
+    if length < 0 or stop > end:
+        raise ValueError(f"record length {length} runs past the batch")
+    pos += 1  # attributes
+    ts_delta, pos = read_varint(buf, pos)
+    off_delta, pos = read_varint(buf, pos)
+    key, pos = _read_blob(buf, pos, stop)
+    value, pos = _read_blob(buf, pos, stop)
+    count, pos = read_varint(buf, pos)
+    headers = []
+    for _ in range(count):
+        name, pos = _read_blob(buf, pos, stop)
+        if name is None:
+            raise ValueError("null record header key")
+        hval, pos = _read_blob(buf, pos, stop)
+        headers.append((name.decode(), hval))
+    if pos != stop:
+        raise ValueError("record length does not match its fields")
+    return Record(value, key, off_delta, ts_delta, headers), pos
+
+
+def _read_blob(buf: bytes, pos: int, stop: int) -> tuple[bytes | None, int]:
+    n, pos = read_varint(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > stop:
+        raise ValueError("record field runs past the record")
+    return buf[pos:pos + n], pos + n
+
+
+def iter_batches(buf: bytes, pos: int = 0) -> Iterator[tuple[RecordBatch, int]]:
+    """Every whole batch in ``buf`` with its start offset; a partial batch at the end is left."""
+    n = len(buf)
+    while n - pos >= HEADER_SIZE:
+        header = read_batch_header(buf, pos)
+        if pos + header.size > n:
+            return
+        batch, end = decode_batch(buf, pos)
+        yield batch, pos
+        pos = end
+
+
+# --- metadata record framing ------------------------------------------------------------------
+# The value of a metadata record is: frame version, API key and record version as unsigned
+# varints, then the record's own encoding.
+
+METADATA_FRAME_VERSION = 1
+
+
+def frame_metadata_record(record: Message, version: int) -> bytes:
+    out = bytearray()
+    write_uvarint(out, METADATA_FRAME_VERSION)
+    write_uvarint(out, record.API_KEY)
+    write_uvarint(out, version)
+    record.encode_into(out, version)
+    return bytes(out)
+
+
+def metadata_frame_size(record_size: int, api_key: int, version: int) -> int:
+    return uvarint_size(METADATA_FRAME_VERSION) + uvarint_size(api_key) + uvarint_size(version) + record_size
+
+
+def parse_metadata_record(value: bytes) -> tuple[Message, int]:
+    """Decode a framed metadata record; returns the record and its version."""
+    from protocol.generated.metadata import BY_API_KEY
+
+    try:
+        frame_version, pos = read_uvarint(value, 0)
+        api_key, pos = read_uvarint(value, pos)
+        version, pos = read_uvarint(value, pos)
+    except (IndexError, ValueError) as exc:
+        raise DecodeError("MetadataRecord", None, 0, f"bad frame: {exc}") from None
+    if frame_version != METADATA_FRAME_VERSION:
+        raise DecodeError("MetadataRecord", None, 0, f"unknown frame version {frame_version}")
+    cls = BY_API_KEY.get(("metadata", api_key))
+    if cls is None:
+        raise DecodeError("MetadataRecord", version, 0, f"unknown metadata record type {api_key}")
+    record, end = cls.decode(value, version, pos)
+    if end != len(value):
+        raise DecodeError(cls.NAME, version, end, f"{len(value) - end} trailing bytes")
+    return record, version
+
+
+# --- control records ---------------------------------------------------------------------------
+
+def control_key(control_type: int) -> bytes:
+    return INT16.pack(0) + INT16.pack(control_type)
+
+
+def control_value(message: Message, version: int) -> bytes:
+    out = bytearray(INT16.pack(version))
+    message.encode_into(out, version)
+    return bytes(out)
+
+
+def parse_control_key(key: bytes) -> int:
+    if key is None or len(key) < 4:
+        raise DecodeError("ControlRecordKey", None, 0, "control record key is missing or short")
+    return INT16.unpack_from(key, 2)[0]

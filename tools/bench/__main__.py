@@ -1,0 +1,28 @@
+"""python -m tools.bench SUITE [SUITE ...]
+
+Prints one JSON object per line: {"name", "ours", "anchor", "unit", "ratio"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUITES = {
+    "codec": "tools.bench.codec",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench")
+    parser.add_argument("suites", nargs="*", choices=[*SUITES, "all"], default=["all"])
+    args = parser.parse_args(argv)
+    names = list(SUITES) if "all" in args.suites else args.suites
+    for name in names:
+        importlib.import_module(SUITES[name]).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
