@@ -1,0 +1,1 @@
+"""Reading captured Kafka traffic: capture files, TCP streams and Kafka framing."""
