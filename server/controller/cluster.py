@@ -1,0 +1,306 @@
+"""Broker lifecycle (KIP-631): registration, heartbeats, leases, fencing, controlled shutdown.
+
+Replayed state: the registrations. Soft state that only the active controller keeps and never
+logs: when each broker was last heard from (its lease). A controller that becomes active gives
+every registered broker a fresh lease, as Kafka does, so nobody is fenced for the failover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Protocol
+
+from protocol.error_codes import Error
+from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
+from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
+from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
+from protocol.generated.messages.controller_registration_response import ControllerRegistrationResponse
+from protocol.generated.messages.unregister_broker_response import UnregisterBrokerResponse
+from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
+from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
+from protocol.generated.metadata.register_broker_record import (
+    BrokerEndpoint, BrokerFeature, RegisterBrokerRecord)
+from protocol.generated.metadata.register_controller_record import (
+    ControllerEndpoint, ControllerFeature, RegisterControllerRecord)
+from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
+from protocol.generated.metadata.unregister_broker_record import UnregisterBrokerRecord
+from server.controller.features import FeatureControl
+from server.controller.result import ControllerResult, VersionedRecord
+
+
+@dataclass
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    incarnation_id: bytes
+    endpoints: list[Endpoint]
+    features: dict[str, tuple[int, int]]
+    rack: str | None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    log_dirs: list[bytes] = field(default_factory=list)
+    # Offset of the record that put the broker into controlled shutdown: it may stop once it
+    # has replayed that far and leads nothing.
+    controlled_shutdown_offset: int = -1
+
+
+@dataclass
+class ControllerRegistration:
+    controller_id: int
+    incarnation_id: bytes
+    endpoints: list[Endpoint]
+    features: dict[str, tuple[int, int]]
+
+
+class Leadership(Protocol):
+    """What the broker lifecycle needs from replication control."""
+
+    def leads_any(self, broker_id: int) -> bool: ...
+
+    def move_leadership_away(self, broker_id: int, fencing: bool) -> list[VersionedRecord]: ...
+
+    def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]: ...
+
+
+class NoPartitions:
+    """Leadership when no partitions exist (a controller without replication control)."""
+
+    def leads_any(self, broker_id: int) -> bool:
+        return False
+
+    def move_leadership_away(self, broker_id: int, fencing: bool) -> list[VersionedRecord]:
+        return []
+
+    def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]:
+        return []
+
+
+class ClusterControl:
+    def __init__(self, cluster_id: str, session_timeout_ms: int, features: FeatureControl) -> None:
+        self.cluster_id = cluster_id
+        self.session_timeout_ms = session_timeout_ms
+        self.features = features
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.controllers: dict[int, ControllerRegistration] = {}
+        self._last_contact: dict[int, int] = {}  # soft state: broker id -> ms
+
+    # --- leases (soft state) -------------------------------------------------------------
+    def has_live_session(self, broker_id: int, now_ms: int) -> bool:
+        last = self._last_contact.get(broker_id)
+        return last is not None and now_ms - last < self.session_timeout_ms
+
+    def touch(self, broker_id: int, now_ms: int) -> None:
+        self._last_contact[broker_id] = now_ms
+
+    def activate(self, now_ms: int) -> None:
+        """Becoming active: every registered broker starts with a full lease."""
+        self._last_contact = {b: now_ms for b in self.brokers}
+
+    def live_broker_ids(self) -> list[int]:
+        return [b.broker_id for b in self.brokers.values() if not b.fenced]
+
+    def is_usable(self, broker_id: int) -> bool:
+        """May lead or join an ISR: registered, unfenced and not shutting down."""
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    # --- BrokerRegistration ----------------------------------------------------------------
+    def register_broker(self, req: BrokerRegistrationRequest, next_offset: int, now_ms: int,
+                        leadership: Leadership) -> ControllerResult:
+        def fail(code: int) -> ControllerResult:
+            return ControllerResult([], BrokerRegistrationResponse(error_code=code))
+
+        if req.cluster_id != self.cluster_id:
+            return fail(Error.INCONSISTENT_CLUSTER_ID)
+        supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in req.features}
+        for name, level in self.features.finalized.items():
+            lo, hi = supported.get(name, (0, 0))
+            if not lo <= level <= hi:
+                return fail(Error.UNSUPPORTED_VERSION)
+        existing = self.brokers.get(req.broker_id)
+        if existing is not None:
+            if existing.incarnation_id == req.incarnation_id:
+                # A retry of a registration that already succeeded: same answer, no new record.
+                self.touch(req.broker_id, now_ms)
+                return ControllerResult([], BrokerRegistrationResponse(broker_epoch=existing.epoch))
+            if self.has_live_session(req.broker_id, now_ms):
+                return fail(Error.DUPLICATE_BROKER_REGISTRATION)
+        records: list[VersionedRecord] = []
+        if existing is not None and req.previous_broker_epoch != existing.epoch:
+            # KIP-966: the old incarnation did not shut down cleanly, so whatever it held as
+            # an eligible leader may be lost.
+            records += leadership.forget_unclean_broker(req.broker_id)
+        epoch = next_offset + len(records)
+        record = RegisterBrokerRecord(
+            broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=epoch,
+            end_points=[BrokerEndpoint(name=l.name, host=l.host, port=l.port,
+                                       security_protocol=l.security_protocol) for l in req.listeners],
+            features=[BrokerFeature(name=f.name, min_supported_version=f.min_supported_version,
+                                    max_supported_version=f.max_supported_version) for f in req.features],
+            rack=req.rack, fenced=True, in_controlled_shutdown=False,
+            log_dirs=list(req.log_dirs) if self.features.register_broker_record_version() >= 3 else [])
+        records.append((record, self.features.register_broker_record_version()))
+        self.touch(req.broker_id, now_ms)
+        return ControllerResult(records, BrokerRegistrationResponse(broker_epoch=epoch))
+
+    # --- BrokerHeartbeat -------------------------------------------------------------------
+    def heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int,
+                  leadership: Leadership) -> ControllerResult:
+        broker = self.brokers.get(req.broker_id)
+        if broker is None:
+            return ControllerResult([], BrokerHeartbeatResponse(error_code=Error.BROKER_ID_NOT_REGISTERED))
+        if req.broker_epoch != broker.epoch:
+            return ControllerResult([], BrokerHeartbeatResponse(error_code=Error.STALE_BROKER_EPOCH))
+        self.touch(broker.broker_id, now_ms)
+        caught_up = req.current_metadata_offset >= broker.epoch
+        records: list[VersionedRecord] = []
+        fenced = broker.fenced
+        should_shut_down = False
+        if req.want_shut_down:
+            if broker.fenced and not broker.in_controlled_shutdown:
+                # A fenced broker leads nothing and holds no ISR slot: it may go at once.
+                should_shut_down = True
+            elif not broker.in_controlled_shutdown:
+                records += leadership.move_leadership_away(broker.broker_id, fencing=False)
+                records.append(self._registration_change(broker, in_controlled_shutdown=True))
+            elif (req.current_metadata_offset >= broker.controlled_shutdown_offset
+                  and not leadership.leads_any(broker.broker_id)):
+                should_shut_down = True
+                if not broker.fenced:
+                    records.append((FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
+                    fenced = True
+            else:
+                # Leaderships that could not move before (no other live replica) may move now.
+                records += leadership.move_leadership_away(broker.broker_id, fencing=False)
+            if should_shut_down:
+                self._last_contact.pop(broker.broker_id, None)  # a clean exit frees the id
+        elif req.want_fence:
+            if not broker.fenced:
+                records += leadership.move_leadership_away(broker.broker_id, fencing=True)
+                records.append((FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
+                fenced = True
+        elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
+            records.append((UnfenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
+            fenced = False
+        return ControllerResult(records, BrokerHeartbeatResponse(
+            is_caught_up=caught_up, is_fenced=fenced, should_shut_down=should_shut_down))
+
+    def _registration_change(self, broker: BrokerRegistration, **changes: bool) -> VersionedRecord:
+        record = BrokerRegistrationChangeRecord(broker_id=broker.broker_id, broker_epoch=broker.epoch)
+        if "in_controlled_shutdown" in changes:
+            record.in_controlled_shutdown = 1 if changes["in_controlled_shutdown"] else 0
+        return record, self.features.broker_registration_change_version()
+
+    def fence_expired(self, now_ms: int, leadership: Leadership) -> list[VersionedRecord]:
+        """Fence every unfenced broker whose lease has run out."""
+        records: list[VersionedRecord] = []
+        for broker in self.brokers.values():
+            if not broker.fenced and not self.has_live_session(broker.broker_id, now_ms):
+                records += leadership.move_leadership_away(broker.broker_id, fencing=True)
+                records.append((FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
+        return records
+
+    def next_lease_expiry(self) -> int | None:
+        """When the earliest lease of an unfenced broker runs out, for the shell's timer."""
+        times = [self._last_contact.get(b.broker_id, 0) for b in self.brokers.values() if not b.fenced]
+        return min(times) + self.session_timeout_ms if times else None
+
+    # --- UnregisterBroker ------------------------------------------------------------------
+    def unregister_broker(self, broker_id: int, leadership: Leadership) -> ControllerResult:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            return ControllerResult([], UnregisterBrokerResponse())
+        records = leadership.move_leadership_away(broker_id, fencing=True)
+        records.append((UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch), 0))
+        self._last_contact.pop(broker_id, None)
+        return ControllerResult(records, UnregisterBrokerResponse())
+
+    # --- ControllerRegistration ------------------------------------------------------------
+    def register_controller(self, req: ControllerRegistrationRequest) -> ControllerResult:
+        record = RegisterControllerRecord(
+            controller_id=req.controller_id, incarnation_id=req.incarnation_id,
+            zk_migration_ready=req.zk_migration_ready,
+            end_points=[ControllerEndpoint(name=l.name, host=l.host, port=l.port,
+                                           security_protocol=l.security_protocol) for l in req.listeners],
+            features=[ControllerFeature(name=f.name, min_supported_version=f.min_supported_version,
+                                        max_supported_version=f.max_supported_version)
+                      for f in req.features])
+        existing = self.controllers.get(req.controller_id)
+        if existing is not None and existing.incarnation_id == req.incarnation_id:
+            return ControllerResult([], ControllerRegistrationResponse())
+        return ControllerResult([(record, 0)], ControllerRegistrationResponse())
+
+    # --- replay ----------------------------------------------------------------------------
+    def replay_register_broker(self, rec: RegisterBrokerRecord, offset: int) -> None:
+        self.brokers[rec.broker_id] = BrokerRegistration(
+            broker_id=rec.broker_id, epoch=rec.broker_epoch, incarnation_id=rec.incarnation_id,
+            endpoints=_endpoints(rec.end_points),
+            features={f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features},
+            rack=rec.rack, fenced=rec.fenced, in_controlled_shutdown=rec.in_controlled_shutdown,
+            log_dirs=list(rec.log_dirs))
+
+    def replay_unregister_broker(self, rec: UnregisterBrokerRecord) -> None:
+        broker = self.brokers.get(rec.broker_id)
+        if broker is not None and broker.epoch == rec.broker_epoch:
+            del self.brokers[rec.broker_id]
+
+    def replay_fence(self, broker_id: int, epoch: int, fenced: bool) -> None:
+        broker = self.brokers.get(broker_id)
+        if broker is not None and broker.epoch == epoch:
+            broker.fenced = fenced
+            if not fenced:
+                broker.in_controlled_shutdown = False
+
+    def replay_registration_change(self, rec: BrokerRegistrationChangeRecord, offset: int) -> None:
+        broker = self.brokers.get(rec.broker_id)
+        if broker is None or broker.epoch != rec.broker_epoch:
+            return
+        if rec.fenced is not None and rec.fenced != 0:
+            broker.fenced = rec.fenced > 0
+        if rec.in_controlled_shutdown is not None and rec.in_controlled_shutdown != 0:
+            broker.in_controlled_shutdown = rec.in_controlled_shutdown > 0
+            if broker.in_controlled_shutdown:
+                broker.controlled_shutdown_offset = offset
+        if rec.log_dirs:
+            broker.log_dirs = list(rec.log_dirs)
+
+    def replay_register_controller(self, rec: RegisterControllerRecord) -> None:
+        self.controllers[rec.controller_id] = ControllerRegistration(
+            controller_id=rec.controller_id, incarnation_id=rec.incarnation_id,
+            endpoints=_endpoints(rec.end_points),
+            features={f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features})
+
+    # --- snapshot --------------------------------------------------------------------------
+    def snapshot_records(self) -> Iterable[VersionedRecord]:
+        """The fewest records that rebuild the registrations."""
+        version = self.features.register_broker_record_version()
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            yield RegisterBrokerRecord(
+                broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.epoch,
+                end_points=[BrokerEndpoint(name=e.name, host=e.host, port=e.port,
+                                           security_protocol=e.security_protocol) for e in b.endpoints],
+                features=[BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                          for n, (lo, hi) in b.features.items()],
+                rack=b.rack, fenced=b.fenced, in_controlled_shutdown=b.in_controlled_shutdown,
+                log_dirs=b.log_dirs if version >= 3 else []), version
+        for c in sorted(self.controllers.values(), key=lambda c: c.controller_id):
+            yield RegisterControllerRecord(
+                controller_id=c.controller_id, incarnation_id=c.incarnation_id,
+                end_points=[ControllerEndpoint(name=e.name, host=e.host, port=e.port,
+                                               security_protocol=e.security_protocol) for e in c.endpoints],
+                features=[ControllerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                          for n, (lo, hi) in c.features.items()]), 0
+
+
+def _endpoints(items: list) -> list[Endpoint]:
+    return [Endpoint(e.name, e.host, e.port, e.security_protocol) for e in items]

@@ -1,0 +1,124 @@
+"""Finalized feature levels (metadata.version and friends) and the record versions they allow.
+
+Records are written at the newest version that the finalized metadata.version permits, so
+that every broker that accepted that level can read the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.error_codes import Error
+from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
+from protocol.generated.messages.update_features_response import (
+    UpdateFeaturesResponse, UpdatableFeatureResult)
+from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
+from server.controller.result import ControllerResult
+
+METADATA_VERSION = "metadata.version"
+MV_3_3_IV3 = 7  # controlled-shutdown state in registrations; the oldest level Kafka 4 reads
+MV_3_4_IV0 = 8  # ZooKeeper migration fields in registrations
+MV_3_7_IV2 = 17  # log directory assignment (Directories, LogDirs)
+MV_4_0_IV1 = 23  # eligible leader replicas in partition records
+MV_LATEST = 25  # 4.0-IV3
+
+# What this controller can run, by feature: (min, max) level.
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
+    METADATA_VERSION: (MV_3_3_IV3, MV_LATEST),
+    "kraft.version": (0, 0),
+    "eligible.leader.replicas.version": (0, 1),
+    "group.version": (0, 1),
+    "transaction.version": (0, 2),
+}
+
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+
+
+@dataclass
+class FeatureControl:
+    finalized: dict[str, int] = field(default_factory=dict)
+    epoch: int = -1  # offset of the last FeatureLevelRecord, as Kafka reports it
+
+    @property
+    def metadata_version(self) -> int:
+        return self.finalized.get(METADATA_VERSION, MV_3_3_IV3)
+
+    def replay_feature_level(self, record: FeatureLevelRecord, offset: int) -> None:
+        if record.feature_level == 0:
+            self.finalized.pop(record.name, None)
+        else:
+            self.finalized[record.name] = record.feature_level
+        self.epoch = offset
+
+    # --- record versions chosen by metadata.version --------------------------------------
+    def register_broker_record_version(self) -> int:
+        mv = self.metadata_version
+        return 3 if mv >= MV_3_7_IV2 else 2 if mv >= MV_3_4_IV0 else 1
+
+    def broker_registration_change_version(self) -> int:
+        return 2 if self.metadata_version >= MV_3_7_IV2 else 1
+
+    def partition_record_version(self) -> int:
+        mv = self.metadata_version
+        return 2 if mv >= MV_4_0_IV1 else 1 if mv >= MV_3_7_IV2 else 0
+
+    # --- UpdateFeatures -------------------------------------------------------------------
+    def update_features(self, request: UpdateFeaturesRequest, version: int,
+                        broker_ranges: list[dict[str, tuple[int, int]]]) -> ControllerResult:
+        """Validate every update against this controller and every registered broker.
+
+        The request is all-or-nothing: one bad update fails them all, as Kafka does.
+        """
+        results = []
+        records = []
+        failed = False
+        for update in request.feature_updates:
+            if version == 0:
+                kind = SAFE_DOWNGRADE if update.allow_downgrade else UPGRADE
+            else:
+                kind = update.upgrade_type
+            code, message = self._check_update(update.feature, update.max_version_level, kind, broker_ranges)
+            failed |= code != Error.NONE
+            results.append(UpdatableFeatureResult(feature=update.feature, error_code=code, error_message=message))
+            if code == Error.NONE:
+                records.append((FeatureLevelRecord(name=update.feature, feature_level=update.max_version_level), 0))
+        if failed:
+            for r in results:
+                if r.error_code == Error.NONE:
+                    r.error_code = Error.INVALID_REQUEST
+                    r.error_message = "another update in the request failed"
+            records = []
+        if request.validate_only:
+            records = []
+        response = UpdateFeaturesResponse(results=results)
+        first_error = next((r for r in results if r.error_code != Error.NONE), None)
+        if version >= 2:
+            # v2 reports one top-level outcome; per-feature results no longer exist.
+            response.results = []
+            if first_error is not None:
+                response.error_code = first_error.error_code
+                response.error_message = first_error.error_message
+        return ControllerResult(records, response)
+
+    def _check_update(self, name: str, level: int, kind: int,
+                      broker_ranges: list[dict[str, tuple[int, int]]]) -> tuple[int, str | None]:
+        if name not in SUPPORTED_FEATURES:
+            return Error.INVALID_UPDATE_VERSION, f"the controller does not support feature {name}"
+        if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            return Error.INVALID_REQUEST, f"unknown upgrade type {kind}"
+        lo, hi = SUPPORTED_FEATURES[name]
+        current = self.finalized.get(name, 0)
+        if level != 0 and not lo <= level <= hi:
+            return Error.INVALID_UPDATE_VERSION, f"{name} level {level} is outside the controller's range {lo}-{hi}"
+        if name == METADATA_VERSION and level == 0:
+            return Error.INVALID_UPDATE_VERSION, "metadata.version cannot be removed"
+        if level < current:
+            if kind == UPGRADE:
+                return Error.INVALID_UPDATE_VERSION, f"{name} {current} -> {level} is a downgrade; ask for one explicitly"
+            if name == METADATA_VERSION:
+                return Error.INVALID_UPDATE_VERSION, "downgrading metadata.version is not supported"
+        for ranges in broker_ranges:
+            blo, bhi = ranges.get(name, (0, 0))
+            if level != 0 and not blo <= level <= bhi:
+                return Error.INVALID_UPDATE_VERSION, f"a registered broker supports {name} {blo}-{bhi} only"
+        return Error.NONE, None

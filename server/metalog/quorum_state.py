@@ -1,0 +1,46 @@
+"""The quorum-state file KRaft keeps beside the log: the current leader epoch and vote.
+
+It is JSON in Kafka's own shape (data_version 0), rewritten atomically on every change so a
+restart never goes back to an epoch it already used.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from server.metalog.meta_properties import StorageError, write_atomically
+from server.metalog.segments import PARTITION_DIR
+
+FILE_NAME = "quorum-state"
+
+
+@dataclass
+class QuorumState:
+    leader_id: int = -1
+    leader_epoch: int = 0
+    voted_id: int = -1
+    voters: tuple[int, ...] = ()
+
+
+def read_quorum_state(log_dir: Path) -> QuorumState:
+    path = Path(log_dir) / PARTITION_DIR / FILE_NAME
+    if not path.exists():
+        return QuorumState()
+    try:
+        data = json.loads(path.read_text())
+        return QuorumState(leader_id=int(data.get("leaderId", -1)), leader_epoch=int(data["leaderEpoch"]),
+                           voted_id=int(data.get("votedId", -1)),
+                           voters=tuple(int(v["voterId"]) for v in data.get("currentVoters") or []))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StorageError(f"{path}: unreadable quorum state ({exc})") from None
+
+
+def write_quorum_state(log_dir: Path, state: QuorumState) -> None:
+    directory = Path(log_dir) / PARTITION_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    data = {"clusterId": "", "leaderId": state.leader_id, "leaderEpoch": state.leader_epoch,
+            "votedId": state.voted_id, "appliedOffset": 0,
+            "currentVoters": [{"voterId": v} for v in state.voters], "data_version": 0}
+    write_atomically(directory / FILE_NAME, json.dumps(data).encode())

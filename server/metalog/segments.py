@@ -1,0 +1,282 @@
+"""The __cluster_metadata log on disk: segment files of magic-v2 record batches.
+
+Layout as Kafka keeps it: ``<metadata.log.dir>/__cluster_metadata-0/<base offset, 20 digits>.log``.
+A batch counts as committed once it is written and fsynced. Recovery verifies every CRC; a
+bad batch at the very end (a write torn by a crash) is cut off with a log line, while a bad
+batch followed by good data is corruption and stops start-up, naming the file and offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from protocol.errors import DecodeError
+from protocol.records import (
+    HEADER_SIZE, BatchHeader, RecordBatch, batch_crc_ok, decode_batch, read_batch_header)
+
+log = logging.getLogger("kraftwire.metalog")
+
+PARTITION_DIR = "__cluster_metadata-0"
+SUFFIX = ".log"
+
+
+class LogCorruption(Exception):
+    """A damaged batch that is not a torn tail; start-up must stop."""
+
+    def __init__(self, path: Path, position: int, offset: int | None, reason: str) -> None:
+        where = f"byte {position}" + ("" if offset is None else f" (log offset {offset})")
+        super().__init__(f"corrupt metadata log {path} at {where}: {reason}")
+        self.path = path
+        self.position = position
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class BatchEntry:
+    base_offset: int
+    last_offset: int
+    epoch: int
+    segment: int  # index into MetadataLog.segments
+    position: int
+    size: int
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SUFFIX}"
+
+
+class MetadataLog:
+    def __init__(self, directory: Path, segment_bytes: int = 1 << 30) -> None:
+        self.directory = Path(directory) / PARTITION_DIR
+        self.segment_bytes = segment_bytes
+        self.segments: list[Path] = []
+        self.entries: list[BatchEntry] = []
+        self._bases: list[int] = []  # entries' base offsets, for bisect
+        self._active = None  # open file of the last segment
+        self._active_size = 0
+        self.start_offset = 0
+
+    # --- opening and recovery ---------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, segment_bytes: int = 1 << 30) -> "MetadataLog":
+        self = cls(directory, segment_bytes)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        paths = sorted(self.directory.glob("*" + SUFFIX))
+        for i, path in enumerate(paths):
+            self._recover_segment(path, last=(i == len(paths) - 1))
+        if self.entries:
+            self.start_offset = self.entries[0].base_offset
+        elif paths:
+            self.start_offset = int(paths[-1].name[:-len(SUFFIX)])
+        if not self.segments:
+            self._roll(self.start_offset)
+        else:
+            self._active = open(self.segments[-1], "ab")
+            self._active_size = self.segments[-1].stat().st_size
+        return self
+
+    def _recover_segment(self, path: Path, last: bool) -> None:
+        data = path.read_bytes()
+        index = len(self.segments)
+        self.segments.append(path)
+        base = int(path.name[:-len(SUFFIX)])
+        expected = self.entries[-1].last_offset + 1 if self.entries else base
+        pos = 0
+        while pos < len(data):
+            problem = _check_batch(data, pos)
+            if problem is None:
+                header = read_batch_header(data, pos)
+                if header.base_offset != expected:
+                    raise LogCorruption(path, pos, header.base_offset,
+                                        f"batch starts at offset {header.base_offset}, expected {expected}")
+                self._index(BatchEntry(header.base_offset, header.last_offset,
+                                       header.partition_leader_epoch, index, pos, header.size))
+                expected = header.last_offset + 1
+                pos += header.size
+                continue
+            if last and not _valid_batch_after(data, pos + 1):
+                log.warning("metadata log %s: truncating a torn batch at byte %d (%d bytes: %s)",
+                            path, pos, len(data) - pos, problem)
+                with open(path, "r+b") as f:
+                    f.truncate(pos)
+                    f.flush()
+                    os.fsync(f.fileno())
+                return
+            raise LogCorruption(path, pos, expected, problem)
+
+    def _index(self, entry: BatchEntry) -> None:
+        self.entries.append(entry)
+        self._bases.append(entry.base_offset)
+
+    # --- writing ----------------------------------------------------------------------------
+    @property
+    def end_offset(self) -> int:
+        """The offset the next record will get."""
+        return self.entries[-1].last_offset + 1 if self.entries else self.start_offset
+
+    @property
+    def last_epoch(self) -> int:
+        return self.entries[-1].epoch if self.entries else 0
+
+    def append(self, batches: list[bytes]) -> None:
+        """Write whole batches and fsync them; on any failure nothing of them stays indexed.
+
+        The caller gives batches whose base offsets continue the log; a write that fails is
+        cut back off the file so a later append does not land after half a batch.
+        """
+        if self._active_size >= self.segment_bytes:
+            self._roll(self.end_offset)
+        f = self._active
+        start = self._active_size
+        try:
+            f.write(b"".join(batches))
+            f.flush()
+            os.fsync(f.fileno())
+        except OSError:
+            self._cut_back(start)
+            raise
+        pos = start
+        for raw in batches:
+            header = read_batch_header(raw)
+            self._index(BatchEntry(header.base_offset, header.last_offset,
+                                   header.partition_leader_epoch, len(self.segments) - 1, pos, len(raw)))
+            pos += len(raw)
+        self._active_size = pos
+
+    def _cut_back(self, size: int) -> None:
+        try:
+            self._active.close()
+        except OSError:
+            pass
+        try:
+            with open(self.segments[-1], "r+b") as f:
+                f.truncate(size)
+        except OSError as exc:
+            log.error("metadata log: could not cut back a failed write: %s", exc)
+        self._active = open(self.segments[-1], "ab")
+
+    def _roll(self, base_offset: int) -> None:
+        if self._active is not None:
+            self._active.close()
+        path = self.directory / segment_name(base_offset)
+        self._active = open(path, "ab")
+        self._active_size = self._active.tell()
+        self.segments.append(path)
+        _fsync_dir(self.directory)
+
+    def close(self) -> None:
+        if self._active is not None:
+            self._active.close()
+            self._active = None
+
+    # --- reading ----------------------------------------------------------------------------
+    def entry_for(self, offset: int) -> int | None:
+        """Index of the batch that holds ``offset``, or None outside the log."""
+        i = bisect_right(self._bases, offset) - 1
+        if i < 0 or offset > self.entries[i].last_offset:
+            return None
+        return i
+
+    def read(self, offset: int, max_bytes: int, up_to: int | None = None) -> bytes:
+        """Whole batches from the one holding ``offset``; at least one batch even if it is
+        larger than ``max_bytes`` (as Kafka does), and none past ``up_to``."""
+        i = self.entry_for(offset)
+        if i is None:
+            return b""
+        out = []
+        total = 0
+        while i < len(self.entries):
+            e = self.entries[i]
+            if up_to is not None and e.last_offset > up_to:
+                break
+            if out and total + e.size > max_bytes:
+                break
+            out.append(self._read_entry(e))
+            total += e.size
+            i += 1
+        return b"".join(out)
+
+    def _read_entry(self, e: BatchEntry) -> bytes:
+        with open(self.segments[e.segment], "rb") as f:
+            f.seek(e.position)
+            return f.read(e.size)
+
+    def batches(self, from_offset: int = 0) -> Iterator[RecordBatch]:
+        """Decoded batches from the one holding ``from_offset`` to the end."""
+        i = self.entry_for(max(from_offset, self.start_offset))
+        if i is None:
+            return
+        current = None
+        data = b""
+        for e in self.entries[i:]:
+            if e.segment != current:
+                current = e.segment
+                data = self.segments[e.segment].read_bytes()
+            batch, _ = decode_batch(data, e.position)
+            yield batch
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= ``epoch``, the end offset of that epoch), for diverging fetches."""
+        best_epoch, end = -1, -1
+        for e in self.entries:
+            if e.epoch > epoch:
+                break
+            best_epoch, end = e.epoch, e.last_offset + 1
+        return best_epoch, end
+
+    def delete_segments_before(self, offset: int) -> list[Path]:
+        """Delete segments wholly below ``offset`` (covered by a snapshot)."""
+        removed = []
+        while len(self.segments) > 1:
+            next_base = int(self.segments[1].name[:-len(SUFFIX)])
+            if next_base > offset:
+                break
+            removed.append(self.segments.pop(0))
+            removed[-1].unlink()
+            self.entries = [BatchEntry(e.base_offset, e.last_offset, e.epoch, e.segment - 1, e.position, e.size)
+                            for e in self.entries if e.segment > 0]
+            self._bases = [e.base_offset for e in self.entries]
+        if removed:
+            self.start_offset = self.entries[0].base_offset if self.entries else offset
+            _fsync_dir(self.directory)
+        return removed
+
+
+def _check_batch(data: bytes, pos: int) -> str | None:
+    """Why the batch at ``pos`` is not whole and valid, or None if it is."""
+    if len(data) - pos < HEADER_SIZE:
+        return "batch header is cut short"
+    try:
+        header: BatchHeader = read_batch_header(data, pos)
+    except DecodeError as exc:
+        return exc.reason
+    if pos + header.size > len(data):
+        return f"batch of {header.size} bytes runs past the end of the file"
+    if not batch_crc_ok(data, pos, header):
+        return "CRC-32C mismatch"
+    return None
+
+
+def _valid_batch_after(data: bytes, start: int) -> bool:
+    """Whether any whole, CRC-valid batch starts after ``start``: then the damage is not a
+    torn tail but corruption with good data behind it."""
+    pos = data.find(b"\x02", start)
+    while pos >= 0:
+        candidate = pos - 16  # magic sits 16 bytes into a batch
+        if candidate >= start and _check_batch(data, candidate) is None:
+            return True
+        pos = data.find(b"\x02", pos + 1)
+    return False
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,153 @@
+"""The listener: bytes and sockets only.
+
+Each connection splits its byte stream into frames, hands every frame to the router and
+writes the responses back in request order, even when a later request is answered first
+(a heartbeat that needs no commit overtaking a registration that waits for fsync). Anything
+malformed closes that one connection with one log line; other clients never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import deque
+from typing import Callable, Protocol
+
+from protocol.errors import DecodeError
+from protocol.framing import FrameReader, FrameTooLarge
+
+log = logging.getLogger("kraftwire.network")
+
+
+class RequestRejected(Exception):
+    """A request the server will not answer (unknown API key, unsupported version)."""
+
+
+class Pending(Protocol):
+    """A response still being produced: an asyncio future of the encoded frame."""
+
+    def done(self) -> bool: ...
+    def result(self) -> bytes: ...
+    def add_done_callback(self, fn: Callable) -> None: ...
+
+
+# The router turns one request frame into the encoded response frame, a future of it, or
+# None for requests that get no response.
+Dispatch = Callable[["Connection", bytes], "bytes | Pending | None"]
+
+
+class Connection(asyncio.Protocol):
+    __slots__ = ("dispatch", "reader", "transport", "peer", "_queue", "_closed", "on_close", "capture")
+
+    def __init__(self, dispatch: Dispatch, max_frame: int, on_close: Callable[["Connection"], None]) -> None:
+        self.dispatch = dispatch
+        self.reader = FrameReader(max_frame)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._queue: deque = deque()
+        self._closed = False
+        self.on_close = on_close
+        self.capture = None  # set by the server when traffic is being captured
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._queue.clear()
+        self.on_close(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.capture is not None:
+            self.capture.client_to_server(data)
+        try:
+            frames = self.reader.feed(data)
+        except FrameTooLarge as exc:
+            self.reject(str(exc))
+            return
+        for frame in frames:
+            if self._closed:
+                return
+            try:
+                result = self.dispatch(self, frame)
+            except (DecodeError, RequestRejected) as exc:
+                self.reject(str(exc))
+                return
+            if result is None:
+                continue
+            if not self._queue and type(result) is bytes:
+                self._write(result)
+            else:
+                self._queue.append(result)
+                if type(result) is not bytes:
+                    result.add_done_callback(self._drain)
+        if self._queue:
+            self._drain()
+
+    def _drain(self, _: object = None) -> None:
+        queue = self._queue
+        while queue and not self._closed:
+            head = queue[0]
+            if type(head) is not bytes:
+                if not head.done():
+                    return
+                try:
+                    head = head.result()
+                except Exception as exc:  # a handler bug must not take the server down
+                    log.exception("closing %s: request handler failed", self.peer)
+                    self.reject(f"handler failed: {exc}")
+                    return
+            queue.popleft()
+            self._write(head)
+
+    def _write(self, frame: bytes) -> None:
+        if self.capture is not None:
+            self.capture.server_to_client(frame)
+        self.transport.write(frame)
+
+    def reject(self, reason: str) -> None:
+        """Close this connection after one log line."""
+        if not self._closed:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+            self._closed = True
+            self._queue.clear()
+            if self.transport is not None:
+                self.transport.close()
+
+
+class Listener:
+    """Accepts connections on one endpoint and tracks them for shutdown."""
+
+    def __init__(self, dispatch: Dispatch, max_frame: int, capture_factory: Callable | None = None) -> None:
+        self.dispatch = dispatch
+        self.max_frame = max_frame
+        self.connections: set[Connection] = set()
+        self.server: asyncio.base_events.Server | None = None
+        self.capture_factory = capture_factory
+
+    def _new_connection(self) -> Connection:
+        conn = Connection(self.dispatch, self.max_frame, self.connections.discard)
+        self.connections.add(conn)
+        if self.capture_factory is not None:
+            conn.capture = self.capture_factory()
+        return conn
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(self._new_connection, host or None, port,
+                                               reuse_address=True, backlog=4096)
+        return self.server.sockets[0].getsockname()[:2]
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.close()
+            await self.server.wait_closed()
