@@ -1,0 +1,475 @@
+"""The controller's configuration: a Kafka server.properties file, read with Kafka's key names.
+
+Key                                              Default      Rule
+process.roles                                    (required)   exactly "controller"
+node.id                                          (required)   int >= 0; a voter if voters are set
+controller.quorum.voters                         (none)       id@host:port,...; [ipv6] hosts
+controller.quorum.bootstrap.servers              (none)       host:port,...; this or voters needed
+listeners                                        (required)   NAME://host:port,...; empty host = any
+advertised.listeners                             listeners    names must appear in listeners
+controller.listener.names                        (required)   each must name a listener
+listener.security.protocol.map                   see below    NAME:PROTOCOL,...
+listener.name.<name>.<key>                       (none)       kept as given, e.g. SASL JAAS settings
+metadata.log.dir                                 see below    else log.dirs[0], else log.dir
+log.dirs, log.dir                                (none)       log.dir is read only without log.dirs
+broker.session.timeout.ms                        9000         > 0
+broker.heartbeat.interval.ms                     2000         > 0 and < broker.session.timeout.ms
+socket.request.max.bytes                         104857600    >= 1024
+metadata.log.segment.bytes                       1073741824   >= 4096
+metadata.log.max.record.bytes.between.snapshots  20971520     >= 1
+metadata.max.idle.interval.ms                    500          >= 0 (0 disables no-op records)
+num.partitions                                   1            >= 1
+default.replication.factor                       1            >= 1
+min.insync.replicas                              1            >= 1
+unclean.leader.election.enable                   false        true or false
+eligible.leader.replicas.enabled                 false        true or false
+max.request.partition.size.limit                 2000         >= 1
+kraftwire.metadata.nodes                         controller   "controller" or "brokers"
+
+Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
+the controller listeners use PLAINTEXT. Only PLAINTEXT and SASL_PLAINTEXT listeners are served.
+Keys in IGNORED_KEYS are accepted and reported in ``ControllerConfig.ignored``; any other key is
+an error, so that a typo never silently leaves a default in place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+KAFKA_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+METADATA_NODES = ("controller", "brokers")
+
+_KNOWN_KEYS = frozenset({
+    "process.roles", "node.id", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "listeners", "advertised.listeners", "controller.listener.names",
+    "listener.security.protocol.map", "metadata.log.dir", "log.dirs", "log.dir",
+    "broker.session.timeout.ms", "broker.heartbeat.interval.ms", "socket.request.max.bytes",
+    "metadata.log.segment.bytes", "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.max.idle.interval.ms", "num.partitions", "default.replication.factor",
+    "min.insync.replicas", "unclean.leader.election.enable", "eligible.leader.replicas.enabled",
+    "max.request.partition.size.limit", "kraftwire.metadata.nodes",
+})
+
+# Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
+# stock server.properties and controller.properties files; accepting them lets those files be
+# used unchanged.
+IGNORED_KEYS = frozenset({
+    "num.network.threads",
+    "num.io.threads",
+    "num.recovery.threads.per.data.dir",
+    "num.replica.fetchers",
+    "background.threads",
+    "queued.max.requests",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "log.retention.hours",
+    "log.retention.minutes",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.retention.check.interval.ms",
+    "log.segment.bytes",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.cleaner.enable",
+    "group.initial.rebalance.delay.ms",
+    "offsets.topic.replication.factor",
+    "offsets.topic.num.partitions",
+    "offsets.retention.minutes",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.segment.bytes",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+    "inter.broker.listener.name",
+    "auto.create.topics.enable",
+})
+
+
+class ConfigError(ValueError):
+    """A configuration problem, attributed to the key (or file line) that causes it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}")
+
+
+class Listener(NamedTuple):
+    name: str
+    host: str  # "" binds every interface; IPv6 literals are kept without brackets
+    port: int
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    process_roles: list[str]
+    node_id: int
+    voters: dict[int, tuple[str, int]]
+    bootstrap_servers: list[tuple[str, int]]
+    listeners: list[Listener]
+    controller_listener_names: list[str]
+    listener_security_protocol_map: dict[str, str]
+    metadata_log_dir: Path
+    log_dirs: list[Path]
+    advertised_listeners: list[Listener] = field(default_factory=list)
+    listener_name_configs: dict[str, str] = field(default_factory=dict)
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    socket_request_max_bytes: int = 104857600
+    metadata_log_segment_bytes: int = 1073741824
+    metadata_log_max_record_bytes_between_snapshots: int = 20971520
+    metadata_max_idle_interval_ms: int = 500
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    eligible_leader_replicas_enabled: bool = False
+    max_request_partition_size_limit: int = 2000
+    metadata_nodes: str = "controller"
+    ignored: list[str] = field(default_factory=list)
+
+    @property
+    def controller_listener(self) -> Listener:
+        """The listener named first in controller.listener.names: where the quorum is served."""
+        wanted = self.controller_listener_names[0]
+        return next(lsn for lsn in self.listeners if lsn.name == wanted)
+
+    def listener_config(self, listener_name: str, key: str) -> str | None:
+        """A ``listener.name.<listener>.<key>`` setting (Kafka lower-cases the listener part)."""
+        return self.listener_name_configs.get(f"{listener_name.lower()}.{key}")
+
+
+# --- Java .properties syntax --------------------------------------------------------------------
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_BLANK = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java .properties text; a key given twice keeps its last value, as in Java."""
+    lines = _LINE_BREAK.split(text)
+    result: dict[str, str] = {}
+    i = 0
+    while i < len(lines):
+        lineno = i + 1
+        line = lines[i].lstrip(_BLANK)
+        i += 1
+        # Comment lines never continue, even when they end in a backslash.
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line):
+            line = line[:-1]
+            if i < len(lines):
+                line += lines[i].lstrip(_BLANK)
+                i += 1
+        key, value = _split_entry(line, lineno)
+        result[key] = value
+    return result
+
+
+def _continues(line: str) -> bool:
+    trailing = len(line) - len(line.rstrip("\\"))
+    return trailing % 2 == 1
+
+
+def _split_entry(line: str, lineno: int) -> tuple[str, str]:
+    end = 0
+    while end < len(line) and line[end] not in "=: \t\f":
+        end += 2 if line[end] == "\\" else 1
+    end = min(end, len(line))
+    pos = end
+    while pos < len(line) and line[pos] in _BLANK:
+        pos += 1
+    if pos < len(line) and line[pos] in "=:":
+        pos += 1
+        while pos < len(line) and line[pos] in _BLANK:
+            pos += 1
+    return _unescape(line[:end], lineno), _unescape(line[pos:], lineno)
+
+
+def _unescape(raw: str, lineno: int) -> str:
+    if "\\" not in raw:
+        return raw
+    out = []
+    i = 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch != "\\" or i + 1 == len(raw):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = raw[i + 1]
+        if nxt == "u":
+            digits = raw[i + 2:i + 6]
+            if not re.fullmatch(r"[0-9A-Fa-f]{4}", digits):
+                raise ConfigError(f"line {lineno}", f"malformed \\u escape {raw[i:i + 6]!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+    return "".join(out)
+
+
+# --- typed reading -----------------------------------------------------------------------------
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_HOST_PORT = re.compile(r"(?:\[(?P<v6>[^\]]*)\]|(?P<host>[^:\[\]\s]*)):(?P<port>[0-9]{1,5})")
+_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_-]+)://(?P<endpoint>.*)")
+_VOTER = re.compile(r"(?P<id>[0-9]+)@(?P<endpoint>.*)")
+
+
+class _Reader:
+    """Typed access to the raw values; Kafka trims surrounding whitespace, so this does too."""
+
+    def __init__(self, raw: dict[str, str]) -> None:
+        self.raw = {key: value.strip() for key, value in raw.items()}
+
+    def get(self, key: str) -> str | None:
+        return self.raw.get(key)
+
+    def required(self, key: str) -> str:
+        value = self.raw.get(key)
+        if value is None or value == "":
+            raise ConfigError(key, "is required")
+        return value
+
+    def int(self, key: str, default: int | None, minimum: int, maximum: int = INT32_MAX) -> int:
+        text = self.raw.get(key)
+        if text is None or (text == "" and default is None):
+            if default is None:
+                raise ConfigError(key, "is required")
+            return default
+        if not _INT.fullmatch(text):
+            raise ConfigError(key, f"expected an integer, got {text!r}")
+        value = int(text)
+        if value < minimum:
+            raise ConfigError(key, f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise ConfigError(key, f"must be at most {maximum}, got {value}")
+        return value
+
+    def bool(self, key: str, default: bool) -> bool:
+        text = self.raw.get(key)
+        if text is None:
+            return default
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(key, f"expected true or false, got {text!r}")
+        return text.lower() == "true"
+
+    def list(self, key: str) -> list[str]:
+        return [item.strip() for item in (self.raw.get(key) or "").split(",") if item.strip()]
+
+
+def _host_port(key: str, endpoint: str, item: str, form: str,
+               allow_empty_host: bool = False) -> tuple[str, int]:
+    """Split ``endpoint``, the host:port part of ``item``, whose whole syntax is ``form``."""
+    match = _HOST_PORT.fullmatch(endpoint)
+    if match is None:
+        raise ConfigError(key, f"expected {form}, got {item!r}")
+    host = match["v6"] if match["v6"] is not None else match["host"]
+    if not host and not allow_empty_host:
+        raise ConfigError(key, f"missing host in {item!r}")
+    port = int(match["port"])
+    if port > 65535:
+        raise ConfigError(key, f"port {port} is out of range in {item!r}")
+    return host, port
+
+
+def _listeners(key: str, items: list[str]) -> list[Listener]:
+    listeners: list[Listener] = []
+    for item in items:
+        match = _LISTENER.fullmatch(item)
+        if match is None:
+            raise ConfigError(key, f"expected NAME://host:port, got {item!r}")
+        # Kafka compares listener names upper-cased.
+        name = match["name"].upper()
+        if any(lsn.name == name for lsn in listeners):
+            raise ConfigError(key, f"listener name {name} appears twice")
+        listeners.append(Listener(name, *_host_port(key, match["endpoint"], item,
+                                                    "NAME://host:port", allow_empty_host=True)))
+    return listeners
+
+
+def _voters(reader: _Reader) -> dict[int, tuple[str, int]]:
+    key = "controller.quorum.voters"
+    voters: dict[int, tuple[str, int]] = {}
+    for item in reader.list(key):
+        match = _VOTER.fullmatch(item)
+        if match is None:
+            raise ConfigError(key, f"expected id@host:port, got {item!r}")
+        node = int(match["id"])
+        if node > INT32_MAX:
+            raise ConfigError(key, f"voter id {node} is out of range")
+        if node in voters:
+            raise ConfigError(key, f"voter {node} appears twice")
+        voters[node] = _host_port(key, match["endpoint"], item, "id@host:port")
+    return voters
+
+
+def _process_roles(reader: _Reader) -> list[str]:
+    key = "process.roles"
+    reader.required(key)
+    roles = reader.list(key)
+    if roles != ["controller"]:
+        raise ConfigError(key, f"kraftwire runs as a dedicated KRaft controller, so this must be "
+                               f"exactly 'controller' (got {reader.get(key)!r}); run brokers as "
+                               f"separate processes")
+    return roles
+
+
+def _security_map(reader: _Reader, listeners: list[Listener],
+                  controller_names: list[str]) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    if reader.get(key) is None:
+        given = {p: p for p in KAFKA_PROTOCOLS} | {n: "PLAINTEXT" for n in controller_names
+                                                  if n not in KAFKA_PROTOCOLS}
+    else:
+        given = {}
+        for item in reader.list(key):
+            name, sep, protocol = item.partition(":")
+            protocol = protocol.strip().upper()
+            if not sep or protocol not in KAFKA_PROTOCOLS:
+                raise ConfigError(key, f"expected NAME:PROTOCOL with a Kafka security protocol, "
+                                       f"got {item!r}")
+            given[name.strip().upper()] = protocol
+    effective = {}
+    for lsn in listeners:
+        protocol = given.get(lsn.name)
+        if protocol is None:
+            raise ConfigError(key, f"no security protocol for listener {lsn.name}")
+        if protocol not in SUPPORTED_PROTOCOLS:
+            raise ConfigError(key, f"listener {lsn.name} uses {protocol}; kraftwire serves "
+                                   f"only {' and '.join(sorted(SUPPORTED_PROTOCOLS))}")
+        effective[lsn.name] = protocol
+    return effective
+
+
+def _log_dirs(reader: _Reader) -> tuple[Path, list[Path]]:
+    data_dirs = reader.list("log.dirs") or reader.list("log.dir")
+    metadata_dir = reader.get("metadata.log.dir") or (data_dirs[0] if data_dirs else None)
+    if metadata_dir is None:
+        raise ConfigError("metadata.log.dir", "is required (or set log.dirs)")
+    dirs: list[Path] = []
+    for text in [metadata_dir, *data_dirs]:
+        path = Path(text)
+        if path not in dirs:
+            dirs.append(path)
+    return dirs[0], dirs
+
+
+def config_from_properties(props: dict[str, str]) -> ControllerConfig:
+    """Validate raw properties into a ControllerConfig; raises ConfigError naming the key."""
+    reader = _Reader(props)
+    for key in sorted(props):
+        known = key in _KNOWN_KEYS or key in IGNORED_KEYS or key.startswith("listener.name.")
+        if not known:
+            raise ConfigError(key, "unknown configuration key")
+
+    roles = _process_roles(reader)
+    node_id = reader.int("node.id", None, 0)
+
+    voters = _voters(reader)
+    bootstrap = [_host_port("controller.quorum.bootstrap.servers", item, item, "host:port")
+                 for item in reader.list("controller.quorum.bootstrap.servers")]
+    if not voters and not bootstrap:
+        raise ConfigError("controller.quorum.voters",
+                          "one of controller.quorum.voters or "
+                          "controller.quorum.bootstrap.servers is required")
+    if voters and node_id not in voters:
+        raise ConfigError("controller.quorum.voters",
+                          f"node.id {node_id} is not among the voters {sorted(voters)}")
+
+    reader.required("listeners")
+    listeners = _listeners("listeners", reader.list("listeners"))
+    reader.required("controller.listener.names")
+    controller_names = [name.upper() for name in reader.list("controller.listener.names")]
+    names = {lsn.name for lsn in listeners}
+    for name in controller_names:
+        if name not in names:
+            raise ConfigError("controller.listener.names",
+                              f"{name} is not among the listeners {sorted(names)}")
+    advertised = listeners
+    if reader.get("advertised.listeners"):
+        advertised = _listeners("advertised.listeners", reader.list("advertised.listeners"))
+        for lsn in advertised:
+            if lsn.name not in names:
+                raise ConfigError("advertised.listeners",
+                                  f"{lsn.name} is not among the listeners {sorted(names)}")
+    security_map = _security_map(reader, listeners, controller_names)
+
+    metadata_dir, log_dirs = _log_dirs(reader)
+
+    session_ms = reader.int("broker.session.timeout.ms", 9000, 1)
+    heartbeat_ms = reader.int("broker.heartbeat.interval.ms", 2000, 1)
+    if heartbeat_ms >= session_ms:
+        raise ConfigError("broker.heartbeat.interval.ms",
+                          f"must be less than broker.session.timeout.ms ({session_ms}), "
+                          f"got {heartbeat_ms}")
+
+    metadata_nodes = reader.get("kraftwire.metadata.nodes") or "controller"
+    if metadata_nodes not in METADATA_NODES:
+        raise ConfigError("kraftwire.metadata.nodes",
+                          f"expected one of {', '.join(METADATA_NODES)}, got {metadata_nodes!r}")
+
+    return ControllerConfig(
+        process_roles=roles,
+        node_id=node_id,
+        voters=voters,
+        bootstrap_servers=bootstrap,
+        listeners=listeners,
+        controller_listener_names=controller_names,
+        listener_security_protocol_map=security_map,
+        metadata_log_dir=metadata_dir,
+        log_dirs=log_dirs,
+        advertised_listeners=advertised,
+        listener_name_configs={key.removeprefix("listener.name."): value
+                               for key, value in reader.raw.items()
+                               if key.startswith("listener.name.")},
+        broker_session_timeout_ms=session_ms,
+        broker_heartbeat_interval_ms=heartbeat_ms,
+        socket_request_max_bytes=reader.int("socket.request.max.bytes", 104857600, 1024),
+        # Kafka insists on far larger segments; small ones let tests roll segments quickly.
+        metadata_log_segment_bytes=reader.int("metadata.log.segment.bytes", 1073741824, 4096),
+        metadata_log_max_record_bytes_between_snapshots=reader.int(
+            "metadata.log.max.record.bytes.between.snapshots", 20971520, 1, INT64_MAX),
+        metadata_max_idle_interval_ms=reader.int("metadata.max.idle.interval.ms", 500, 0),
+        num_partitions=reader.int("num.partitions", 1, 1),
+        default_replication_factor=reader.int("default.replication.factor", 1, 1),
+        min_insync_replicas=reader.int("min.insync.replicas", 1, 1),
+        unclean_leader_election_enable=reader.bool("unclean.leader.election.enable", False),
+        eligible_leader_replicas_enabled=reader.bool("eligible.leader.replicas.enabled", False),
+        max_request_partition_size_limit=reader.int("max.request.partition.size.limit", 2000, 1),
+        metadata_nodes=metadata_nodes,
+        ignored=sorted(key for key in props if key in IGNORED_KEYS),
+    )
+
+
+def load_config(path: str | Path) -> ControllerConfig:
+    """Read and validate a server.properties file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), f"cannot read the config file: {exc.strerror}") from None
+    return config_from_properties(parse_properties(text))
+
+
+def embedded_config(data_dir: Path, port: int = 9093) -> ControllerConfig:
+    """The single-node controller: node 1, sole voter, listening on 127.0.0.1:``port``."""
+    return config_from_properties({
+        "process.roles": "controller",
+        "node.id": "1",
+        "listeners": f"CONTROLLER://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"1@127.0.0.1:{port}",
+        "metadata.log.dir": str(data_dir),
+    })

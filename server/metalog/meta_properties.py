@@ -1,0 +1,127 @@
+"""meta.properties version 1 (KIP-631): the marker that a log directory belongs to a cluster.
+
+Every log directory of a KRaft node holds one, written by ``python -m tools.storage format``.
+The node refuses to start unless all of them agree on the cluster and name this node.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.primitives import uuid_from_str
+from server.config import ConfigError, ControllerConfig, parse_properties
+
+META_PROPERTIES = "meta.properties"
+FORMAT_HINT = "python -m tools.storage format --config FILE --cluster-id ID"
+_UUID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
+
+
+class StorageError(Exception):
+    """A log directory that is missing, unformatted, inconsistent or corrupt."""
+
+
+@dataclass(frozen=True)
+class MetaProperties:
+    cluster_id: str
+    node_id: int
+    version: int = 1
+    directory_id: str | None = None
+
+
+def is_kafka_uuid(text: str) -> bool:
+    """True for Kafka's textual UUID: 22 URL-safe base64 characters encoding 16 bytes."""
+    if not _UUID_TEXT.fullmatch(text):
+        return False
+    try:
+        uuid_from_str(text)
+    except ValueError:
+        return False
+    return True
+
+
+def read_meta_properties(directory: Path) -> MetaProperties:
+    """Read ``directory/meta.properties``; raises StorageError naming the file and the key."""
+    path = Path(directory) / META_PROPERTIES
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StorageError(f"{directory} is not formatted (no {META_PROPERTIES}); format it with: "
+                           f"{FORMAT_HINT}") from None
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        props = {key: value.strip() for key, value in parse_properties(text).items()}
+    except ConfigError as exc:
+        raise StorageError(f"{path}: {exc}") from None
+
+    version = props.get("version")
+    if version != "1":
+        raise StorageError(f"{path}: version: expected 1 (KRaft), got {version!r}")
+    cluster_id = props.get("cluster.id")
+    if cluster_id is None or not is_kafka_uuid(cluster_id):
+        raise StorageError(f"{path}: cluster.id: expected a 22-character base64 Kafka UUID, "
+                           f"got {cluster_id!r}")
+    node_text = props.get("node.id")
+    if node_text is None or not node_text.isdigit():
+        raise StorageError(f"{path}: node.id: expected a non-negative integer, got {node_text!r}")
+    directory_id = props.get("directory.id")
+    if directory_id is not None and not is_kafka_uuid(directory_id):
+        raise StorageError(f"{path}: directory.id: expected a 22-character base64 Kafka UUID, "
+                           f"got {directory_id!r}")
+    return MetaProperties(cluster_id, int(node_text), 1, directory_id)
+
+
+def write_meta_properties(directory: Path, meta: MetaProperties) -> None:
+    """Write ``directory/meta.properties`` so that a crash leaves the old file or the new one."""
+    if not is_kafka_uuid(meta.cluster_id):
+        raise StorageError(f"cluster.id: not a Kafka UUID: {meta.cluster_id!r}")
+    lines = ["#", "#" + time.strftime("%a %b %d %H:%M:%S %Z %Y"),
+             f"cluster.id={meta.cluster_id}", f"node.id={meta.node_id}",
+             f"version={meta.version}"]
+    if meta.directory_id is not None:
+        lines.append(f"directory.id={meta.directory_id}")
+    write_atomically(Path(directory) / META_PROPERTIES, ("\n".join(lines) + "\n").encode())
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` via a synced temporary file and a rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    # The rename itself is durable only once the directory entry is synced.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def check_log_dirs(config: ControllerConfig) -> str:
+    """Check every log directory is formatted for this node and one cluster; returns its id."""
+    first: tuple[Path, MetaProperties] | None = None
+    directory_ids: dict[str, Path] = {}
+    for directory in config.log_dirs:
+        meta = read_meta_properties(directory)
+        path = directory / META_PROPERTIES
+        if meta.node_id != config.node_id:
+            raise StorageError(f"{path}: node.id is {meta.node_id} but the config has node.id "
+                               f"{config.node_id}")
+        if first is None:
+            first = (directory, meta)
+        elif meta.cluster_id != first[1].cluster_id:
+            raise StorageError(f"{path}: cluster.id {meta.cluster_id} differs from cluster.id "
+                               f"{first[1].cluster_id} in {first[0]}")
+        if meta.directory_id is not None:
+            if meta.directory_id in directory_ids:
+                raise StorageError(f"{path}: directory.id {meta.directory_id} is also used by "
+                                   f"{directory_ids[meta.directory_id]}")
+            directory_ids[meta.directory_id] = directory
+    assert first is not None, "a validated config always has a metadata log dir"
+    return first[1].cluster_id

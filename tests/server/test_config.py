@@ -1,0 +1,270 @@
+"""server.config: Kafka-named properties files into a typed, validated ControllerConfig."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.config import (
+    IGNORED_KEYS, ConfigError, Listener, config_from_properties,
+    embedded_config, load_config, parse_properties)
+
+BASE = {
+    "process.roles": "controller",
+    "node.id": "1",
+    "controller.quorum.voters": "1@127.0.0.1:9093",
+    "listeners": "CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "metadata.log.dir": "/var/kraft/meta",
+}
+
+
+def error_for(props: dict[str, str]) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        config_from_properties(props)
+    return info.value
+
+
+def with_(**changes: str | None) -> dict[str, str]:
+    props = dict(BASE)
+    for key, value in changes.items():
+        key = key.replace("_", ".")
+        if value is None:
+            props.pop(key)
+        else:
+            props[key] = value
+    return props
+
+
+# --- every key --------------------------------------------------------------------------------
+
+def test_every_key_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(
+        "process.roles=controller\n"
+        "node.id=2\n"
+        "controller.quorum.voters=1@ctl-1:9093,2@[::1]:9094,3@10.0.0.3:9095\n"
+        "controller.quorum.bootstrap.servers=ctl-1:9093, [::1]:9094\n"
+        "listeners=CONTROLLER://:9094,sasl://[::1]:9194\n"
+        "advertised.listeners=CONTROLLER://ctl-2.example:9094\n"
+        "controller.listener.names=CONTROLLER,SASL\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL:SASL_PLAINTEXT,SSL:SSL\n"
+        "listener.name.sasl.plain.sasl.jaas.config=secret-module required;\n"
+        "metadata.log.dir=/data/meta\n"
+        "log.dirs=/data/a,/data/meta,/data/b\n"
+        "broker.session.timeout.ms=18000\n"
+        "broker.heartbeat.interval.ms=3000\n"
+        "socket.request.max.bytes=2048\n"
+        "metadata.log.segment.bytes=8192\n"
+        "metadata.log.max.record.bytes.between.snapshots=4294967296\n"
+        "metadata.max.idle.interval.ms=0\n"
+        "num.partitions=6\n"
+        "default.replication.factor=3\n"
+        "min.insync.replicas=2\n"
+        "unclean.leader.election.enable=TRUE\n"
+        "eligible.leader.replicas.enabled=true\n"
+        "max.request.partition.size.limit=500\n"
+        "kraftwire.metadata.nodes=brokers\n"
+        "num.network.threads=3\n"
+        "log.retention.hours=168\n")
+    cfg = load_config(path)
+    assert cfg.process_roles == ["controller"]
+    assert cfg.node_id == 2
+    assert cfg.voters == {1: ("ctl-1", 9093), 2: ("::1", 9094), 3: ("10.0.0.3", 9095)}
+    assert cfg.bootstrap_servers == [("ctl-1", 9093), ("::1", 9094)]
+    assert cfg.listeners == [Listener("CONTROLLER", "", 9094), Listener("SASL", "::1", 9194)]
+    assert cfg.advertised_listeners == [Listener("CONTROLLER", "ctl-2.example", 9094)]
+    assert cfg.controller_listener_names == ["CONTROLLER", "SASL"]
+    assert cfg.controller_listener == Listener("CONTROLLER", "", 9094)
+    assert cfg.listener_security_protocol_map == {"CONTROLLER": "PLAINTEXT",
+                                                  "SASL": "SASL_PLAINTEXT"}
+    assert cfg.listener_config("SASL", "plain.sasl.jaas.config") == "secret-module required;"
+    assert cfg.metadata_log_dir == Path("/data/meta")
+    assert cfg.log_dirs == [Path("/data/meta"), Path("/data/a"), Path("/data/b")]
+    assert cfg.broker_session_timeout_ms == 18000
+    assert cfg.broker_heartbeat_interval_ms == 3000
+    assert cfg.socket_request_max_bytes == 2048
+    assert cfg.metadata_log_segment_bytes == 8192
+    assert cfg.metadata_log_max_record_bytes_between_snapshots == 4294967296
+    assert cfg.metadata_max_idle_interval_ms == 0
+    assert cfg.num_partitions == 6
+    assert cfg.default_replication_factor == 3
+    assert cfg.min_insync_replicas == 2
+    assert cfg.unclean_leader_election_enable is True
+    assert cfg.eligible_leader_replicas_enabled is True
+    assert cfg.max_request_partition_size_limit == 500
+    assert cfg.metadata_nodes == "brokers"
+    assert cfg.ignored == ["log.retention.hours", "num.network.threads"]
+
+
+def test_defaults() -> None:
+    cfg = config_from_properties(BASE)
+    assert cfg.bootstrap_servers == []
+    assert cfg.advertised_listeners == cfg.listeners
+    assert cfg.listener_security_protocol_map == {"CONTROLLER": "PLAINTEXT"}
+    assert cfg.log_dirs == [Path("/var/kraft/meta")]
+    assert (cfg.broker_session_timeout_ms, cfg.broker_heartbeat_interval_ms) == (9000, 2000)
+    assert cfg.socket_request_max_bytes == 104857600
+    assert cfg.metadata_log_segment_bytes == 1073741824
+    assert cfg.metadata_log_max_record_bytes_between_snapshots == 20971520
+    assert cfg.metadata_max_idle_interval_ms == 500
+    assert (cfg.num_partitions, cfg.default_replication_factor, cfg.min_insync_replicas) == (1, 1, 1)
+    assert cfg.unclean_leader_election_enable is False
+    assert cfg.eligible_leader_replicas_enabled is False
+    assert cfg.max_request_partition_size_limit == 2000
+    assert cfg.metadata_nodes == "controller"
+    assert cfg.ignored == []
+
+
+def test_embedded_config_is_a_single_node_quorum(tmp_path: Path) -> None:
+    cfg = embedded_config(tmp_path, port=19093)
+    assert cfg.node_id == 1
+    assert cfg.voters == {1: ("127.0.0.1", 19093)}
+    assert cfg.controller_listener == Listener("CONTROLLER", "127.0.0.1", 19093)
+    assert cfg.metadata_log_dir == tmp_path and cfg.log_dirs == [tmp_path]
+
+
+def test_example_config_matches_the_embedded_default() -> None:
+    example = Path(__file__).resolve().parents[2] / "config" / "controller.properties"
+    assert load_config(example) == embedded_config(Path("./data/controller"))
+
+
+def test_metadata_dir_falls_back_to_log_dirs_then_log_dir() -> None:
+    props = with_(metadata_log_dir=None)
+    cfg = config_from_properties({**props, "log.dirs": "/x, /y", "log.dir": "/z"})
+    assert (cfg.metadata_log_dir, cfg.log_dirs) == (Path("/x"), [Path("/x"), Path("/y")])
+    cfg = config_from_properties({**props, "log.dir": "/z"})
+    assert (cfg.metadata_log_dir, cfg.log_dirs) == (Path("/z"), [Path("/z")])
+
+
+def test_bootstrap_servers_alone_are_enough() -> None:
+    cfg = config_from_properties({**with_(controller_quorum_voters=None),
+                                  "controller.quorum.bootstrap.servers": "localhost:9093"})
+    assert cfg.voters == {} and cfg.bootstrap_servers == [("localhost", 9093)]
+
+
+def test_every_ignored_key_is_accepted_and_reported() -> None:
+    cfg = config_from_properties({**BASE, **{key: "1" for key in IGNORED_KEYS}})
+    assert cfg.ignored == sorted(IGNORED_KEYS)
+
+
+# --- errors name their key --------------------------------------------------------------------
+
+@pytest.mark.parametrize("props, key, fragment", [
+    ({**BASE, "node.idd": "1"}, "node.idd", "unknown"),
+    ({**BASE, "node.id": "one"}, "node.id", "integer"),
+    ({**BASE, "node.id": "-1"}, "node.id", "at least 0"),
+    ({**BASE, "node.id": "3000000000"}, "node.id", "at most"),
+    (with_(node_id=None), "node.id", "required"),
+    (with_(process_roles=None), "process.roles", "required"),
+    ({**BASE, "process.roles": "broker"}, "process.roles", "dedicated"),
+    ({**BASE, "process.roles": "broker,controller"}, "process.roles", "dedicated"),
+    ({**BASE, "controller.quorum.voters": "2@127.0.0.1:9093"}, "controller.quorum.voters", "node.id 1"),
+    ({**BASE, "controller.quorum.voters": "1@127.0.0.1"}, "controller.quorum.voters", "id@host:port"),
+    ({**BASE, "controller.quorum.voters": "1@h:1,1@h:2"}, "controller.quorum.voters", "twice"),
+    ({**BASE, "controller.quorum.voters": "1@h:70000"}, "controller.quorum.voters", "out of range"),
+    (with_(controller_quorum_voters=None), "controller.quorum.voters", "bootstrap.servers"),
+    ({**BASE, "controller.quorum.bootstrap.servers": "nohost"},
+     "controller.quorum.bootstrap.servers", "host:port"),
+    ({**BASE, "controller.listener.names": "CTL"}, "controller.listener.names", "CTL"),
+    (with_(controller_listener_names=None), "controller.listener.names", "required"),
+    (with_(listeners=None), "listeners", "required"),
+    ({**BASE, "listeners": "127.0.0.1:9093"}, "listeners", "NAME://host:port"),
+    ({**BASE, "listeners": "CONTROLLER://:1,CONTROLLER://:2"}, "listeners", "twice"),
+    ({**BASE, "advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "OTHER"),
+    ({**BASE, "listener.security.protocol.map": "CONTROLLER:SSL"},
+     "listener.security.protocol.map", "SSL"),
+    ({**BASE, "listener.security.protocol.map": "CONTROLLER:NOPE"},
+     "listener.security.protocol.map", "NOPE"),
+    ({**BASE, "listener.security.protocol.map": "OTHER:PLAINTEXT"},
+     "listener.security.protocol.map", "CONTROLLER"),
+    ({**BASE, "listeners": "CONTROLLER://:9093,SSL://:9094"},
+     "listener.security.protocol.map", "SSL"),
+    (with_(metadata_log_dir=None), "metadata.log.dir", "required"),
+    ({**BASE, "broker.session.timeout.ms": "0"}, "broker.session.timeout.ms", "at least 1"),
+    ({**BASE, "broker.heartbeat.interval.ms": "9000"}, "broker.heartbeat.interval.ms", "less than"),
+    ({**BASE, "socket.request.max.bytes": "1023"}, "socket.request.max.bytes", "at least 1024"),
+    ({**BASE, "metadata.log.segment.bytes": "4095"}, "metadata.log.segment.bytes", "4096"),
+    ({**BASE, "num.partitions": "0"}, "num.partitions", "at least 1"),
+    ({**BASE, "min.insync.replicas": "1_0"}, "min.insync.replicas", "integer"),
+    ({**BASE, "unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable", "true or false"),
+    ({**BASE, "eligible.leader.replicas.enabled": "1"}, "eligible.leader.replicas.enabled", "true or false"),
+    ({**BASE, "kraftwire.metadata.nodes": "all"}, "kraftwire.metadata.nodes", "brokers"),
+])
+def test_errors_name_their_key(props: dict[str, str], key: str, fragment: str) -> None:
+    err = error_for(props)
+    assert err.key == key
+    assert str(err).startswith(f"{key}: ")
+    assert fragment in err.message
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.properties"
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(missing)
+
+
+# --- .properties syntax -----------------------------------------------------------------------
+
+def test_separators_comments_and_whitespace() -> None:
+    text = ("# a comment\n"
+            "! another comment\n"
+            "\n"
+            "   spaced.key   =   spaced value  \n"
+            "colon.key: colon value\n"
+            "space.key space value\n"
+            "empty.key=\n"
+            "bare.key\n"
+            "\t  tabbed=1\n")
+    assert parse_properties(text) == {
+        "spaced.key": "spaced value  ",  # Java keeps trailing blanks; config strips them later
+        "colon.key": "colon value",
+        "space.key": "space value",
+        "empty.key": "",
+        "bare.key": "",
+        "tabbed": "1",
+    }
+
+
+def test_continuation_lines() -> None:
+    text = ("listeners=CONTROLLER://127.0.0.1:9093,\\\n"
+            "          SASL://127.0.0.1:9094\n"
+            "# a comment ending in a backslash does not continue \\\n"
+            "next=1\n"
+            "two.backslashes=a\\\\\n"
+            "after=2\n"
+            "last=tail\\")
+    assert parse_properties(text) == {
+        "listeners": "CONTROLLER://127.0.0.1:9093,SASL://127.0.0.1:9094",
+        "next": "1",
+        "two.backslashes": "a\\",
+        "after": "2",
+        "last": "tail",
+    }
+
+
+def test_escapes() -> None:
+    text = "key\\=with\\:seps\\ x=tab\\there\\u00e9\\\\\\q\r\nwindows=1\rmac=2"
+    assert parse_properties(text) == {"key=with:seps x": "tab\there\u00e9\\q",
+                                      "windows": "1", "mac": "2"}
+
+
+def test_malformed_unicode_escape_names_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"^line 2: malformed \\u escape"):
+        parse_properties("ok=1\nbad=\\u12x4\n")
+
+
+def test_properties_file_end_to_end(tmp_path: Path) -> None:
+    path = tmp_path / "controller.properties"
+    path.write_text("process.roles : controller\n"
+                    "node.id 7\n"
+                    "controller.quorum.voters=7@localhost:9093,\\\n"
+                    "    8@localhost:9094\n"
+                    "listeners = CONTROLLER://localhost:9093\n"
+                    "controller.listener.names=CONTROLLER\n"
+                    "log.dirs=" + str(tmp_path / "logs") + "\n")
+    cfg = load_config(path)
+    assert cfg.node_id == 7
+    assert cfg.voters == {7: ("localhost", 9093), 8: ("localhost", 9094)}
+    assert cfg.metadata_log_dir == tmp_path / "logs"
