@@ -1,0 +1,130 @@
+"""Read-only views of the topics: Metadata and DescribeTopicPartitions (KIP-966).
+
+An admin client bootstrapped at the controller sends every later request to the nodes it
+learns from Metadata, so by default the node list is the controller's own endpoint with
+controller_id set to it; ``kraftwire.metadata.nodes=brokers`` lists the registered brokers.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from protocol.error_codes import Error
+from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from protocol.generated.messages.describe_topic_partitions_response import (
+    Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition,
+    DescribeTopicPartitionsResponseTopic)
+from protocol.generated.messages.metadata_request import MetadataRequest
+from protocol.generated.messages.metadata_response import (
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic)
+from protocol.primitives import ZERO_UUID
+from server.controller.cluster import Endpoint
+from server.controller.partitions import NO_LEADER, PartitionState
+from server.controller.replication import ReplicationControl
+
+UNKNOWN_OPERATIONS = -2147483648
+
+
+class TopicViews:
+    def __init__(self, replication: ReplicationControl, node_id: int,
+                 controller_endpoint: Endpoint | None, list_brokers: bool) -> None:
+        self.r = replication
+        self.node_id = node_id
+        self.controller_endpoint = controller_endpoint
+        self.list_brokers = list_brokers
+
+    def _offline(self, p: PartitionState) -> list[int]:
+        brokers = self.r.cluster.brokers
+        return [b for b in p.replicas if b not in brokers or brokers[b].fenced]
+
+    # --- Metadata --------------------------------------------------------------------------------
+    def metadata(self, req: MetadataRequest, version: int, cluster_id: str) -> MetadataResponse:
+        response = MetadataResponse(cluster_id=cluster_id, controller_id=self.node_id)
+        if self.list_brokers:
+            response.brokers = [
+                MetadataResponseBroker(node_id=b.broker_id, host=b.endpoints[0].host, port=b.endpoints[0].port,
+                                       rack=b.rack or None)
+                for b in sorted(self.r.cluster.brokers.values(), key=lambda b: b.broker_id)
+                if not b.fenced and b.endpoints]
+        elif self.controller_endpoint is not None:
+            e = self.controller_endpoint
+            response.brokers = [MetadataResponseBroker(node_id=self.node_id, host=e.host, port=e.port)]
+        all_topics = req.topics is None or (version == 0 and not req.topics)
+        if all_topics:
+            names = sorted(self.r.names)
+            wanted = [(n, self.r.names[n]) for n in names]
+        else:
+            wanted = []
+            for t in req.topics:
+                if version >= 10 and t.name is None:
+                    topic = self.r.topics.get(t.topic_id)
+                    wanted.append((None if topic is None else topic.name, t.topic_id))
+                else:
+                    wanted.append((t.name, self.r.names.get(t.name)))
+        for name, topic_id in wanted:
+            topic = self.r.topics.get(topic_id) if topic_id is not None else None
+            if topic is None:
+                response.topics.append(MetadataResponseTopic(
+                    error_code=Error.UNKNOWN_TOPIC_ID if name is None else Error.UNKNOWN_TOPIC_OR_PARTITION,
+                    name=name, topic_id=topic_id or ZERO_UUID))
+                continue
+            response.topics.append(MetadataResponseTopic(
+                name=topic.name, topic_id=topic.topic_id if version >= 10 else ZERO_UUID,
+                partitions=[self._metadata_partition(p, version) for p in topic.partitions],
+                topic_authorized_operations=UNKNOWN_OPERATIONS))
+        return response
+
+    def _metadata_partition(self, p: PartitionState, version: int) -> MetadataResponsePartition:
+        return MetadataResponsePartition(
+            error_code=Error.LEADER_NOT_AVAILABLE if p.leader == NO_LEADER else Error.NONE,
+            partition_index=p.partition_id, leader_id=p.leader,
+            leader_epoch=p.leader_epoch if version >= 7 else -1,
+            replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=self._offline(p) if version >= 5 else [])
+
+    # --- DescribeTopicPartitions ---------------------------------------------------------------
+    def describe_topic_partitions(self, req: DescribeTopicPartitionsRequest,
+                                  limit_cap: int) -> DescribeTopicPartitionsResponse:
+        """Topics sorted by name, partitions by index, at most the partition limit per
+        response; ``NextCursor`` names where the next page starts."""
+        limit = max(1, min(req.response_partition_limit, limit_cap))
+        if req.topics:
+            names = sorted({t.name for t in req.topics})
+        else:
+            names = sorted(self.r.names)
+        start_partition = 0
+        if req.cursor is not None:
+            i = bisect_left(names, req.cursor.topic_name)
+            names = names[i:]
+            if names and names[0] == req.cursor.topic_name:
+                start_partition = req.cursor.partition_index
+        response = DescribeTopicPartitionsResponse()
+        budget = limit
+        for index, name in enumerate(names):
+            topic_id = self.r.names.get(name)
+            if topic_id is None:
+                response.topics.append(DescribeTopicPartitionsResponseTopic(
+                    error_code=Error.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+                continue
+            topic = self.r.topics[topic_id]
+            first = start_partition if index == 0 else 0
+            if budget == 0:
+                response.next_cursor = Cursor(topic_name=name, partition_index=first)
+                break
+            parts = topic.partitions[first:first + budget]
+            budget -= len(parts)
+            response.topics.append(DescribeTopicPartitionsResponseTopic(
+                name=name, topic_id=topic_id, is_internal=False,
+                partitions=[self._dtp_partition(p) for p in parts],
+                topic_authorized_operations=UNKNOWN_OPERATIONS))
+            if first + len(parts) < len(topic.partitions):
+                response.next_cursor = Cursor(topic_name=name, partition_index=first + len(parts))
+                break
+        return response
+
+    def _dtp_partition(self, p: PartitionState) -> DescribeTopicPartitionsResponsePartition:
+        return DescribeTopicPartitionsResponsePartition(
+            error_code=Error.NONE, partition_index=p.partition_id, leader_id=p.leader,
+            leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            eligible_leader_replicas=list(p.elr), last_known_elr=list(p.last_known_elr),
+            offline_replicas=self._offline(p))

@@ -1,0 +1,233 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions, and replica placement.
+
+Placement spreads replicas over the unfenced brokers with their racks interleaved, so that
+consecutive replicas of a partition land on different racks whenever racks allow it, and
+each partition starts at the next broker so leaderships spread evenly.
+"""
+
+from __future__ import annotations
+
+import re
+
+from protocol.error_codes import Error
+from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
+from protocol.generated.messages.create_partitions_response import (
+    CreatePartitionsResponse, CreatePartitionsTopicResult)
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.generated.messages.create_topics_response import (
+    CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse)
+from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
+from protocol.generated.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+from protocol.generated.metadata.remove_topic_record import RemoveTopicRecord
+from protocol.generated.metadata.topic_record import TopicRecord
+from protocol.primitives import ZERO_UUID, random_uuid
+from server.controller.partitions import NO_LEADER, PartitionState
+from server.controller.replication import ReplicationControl
+from server.controller.result import ControllerResult, VersionedRecord
+
+TOPIC_RESOURCE = 2
+DYNAMIC_TOPIC_CONFIG = 1
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+
+
+class TopicError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def check_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise TopicError(Error.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
+    if len(name) > MAX_NAME_LENGTH:
+        raise TopicError(Error.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_NAME_LENGTH} characters")
+    if not _LEGAL.match(name):
+        raise TopicError(Error.INVALID_TOPIC_EXCEPTION,
+                         f"topic name {name!r} may only hold ASCII letters, digits, '.', '_' and '-'")
+
+
+class TopicAdmin:
+    def __init__(self, replication: ReplicationControl) -> None:
+        self.r = replication
+
+    # --- placement -------------------------------------------------------------------------------
+    def _rack_interleaved(self) -> list[int]:
+        by_rack: dict[str, list[int]] = {}
+        for b in sorted(self.r.cluster.brokers.values(), key=lambda b: b.broker_id):
+            if self.r.cluster.is_usable(b.broker_id):
+                by_rack.setdefault(b.rack or "", []).append(b.broker_id)
+        racks = [by_rack[k] for k in sorted(by_rack)]
+        order = []
+        for i in range(max((len(r) for r in racks), default=0)):
+            order += [r[i] for r in racks if i < len(r)]
+        return order
+
+    def place(self, partitions: int, replication_factor: int, first_partition: int = 0) -> list[list[int]]:
+        brokers = self._rack_interleaved()
+        if replication_factor < 1:
+            raise TopicError(Error.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1")
+        if replication_factor > len(brokers):
+            raise TopicError(Error.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {replication_factor} is larger than the "
+                             f"{len(brokers)} available brokers")
+        n = len(brokers)
+        start = self.r.partition_count  # rotate across topics too, not only within one
+        return [[brokers[(start + p + j) % n] for j in range(replication_factor)]
+                for p in range(first_partition, first_partition + partitions)]
+
+    def _check_assignment(self, replicas: list[int], index: int) -> None:
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                             f"partition {index} must list distinct brokers")
+        unknown = [b for b in replicas if b not in self.r.cluster.brokers]
+        if unknown:
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                             f"partition {index} names brokers {unknown} that are not registered")
+        if not any(self.r.cluster.is_usable(b) for b in replicas):
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                             f"every broker of partition {index} is fenced or shutting down")
+
+    def _partition_records(self, topic_id: bytes, assignments: list[list[int]], first: int) -> list[VersionedRecord]:
+        version = self.r.features.partition_record_version()
+        records = []
+        for i, replicas in enumerate(assignments):
+            isr = [b for b in replicas if self.r.cluster.is_usable(b)]
+            p = PartitionState(topic_id, first + i, list(replicas), isr, isr[0] if isr else NO_LEADER,
+                               directories=[ZERO_UUID] * len(replicas))
+            records.append((p.to_record(version), version))
+        return records
+
+    # --- CreateTopics -----------------------------------------------------------------------------
+    def create_topics(self, req: CreateTopicsRequest, version: int) -> ControllerResult:
+        records: list[VersionedRecord] = []
+        response = CreateTopicsResponse()
+        seen: set[str] = set()
+        for topic in req.topics:
+            result = CreatableTopicResult(name=topic.name)
+            response.topics.append(result)
+            if topic.name in seen:
+                result.error_code = Error.INVALID_REQUEST
+                result.error_message = "the topic appears more than once in the request"
+                continue
+            seen.add(topic.name)
+            try:
+                topic_records, topic_id, assignments = self._create_one(topic, version)
+            except TopicError as exc:
+                result.error_code = exc.code
+                result.error_message = exc.message
+                if version >= 5:
+                    result.num_partitions = result.replication_factor = -1
+                continue
+            result.topic_id = topic_id if version >= 7 else ZERO_UUID
+            if version >= 5:
+                result.num_partitions = len(assignments)
+                result.replication_factor = len(assignments[0])
+                configs = {c.name: c.value for c in topic.configs}
+                result.configs = [CreatableTopicConfigs(name=k, value=v, config_source=DYNAMIC_TOPIC_CONFIG)
+                                  for k, v in sorted(configs.items())]
+            if not req.validate_only:
+                records += topic_records
+        return ControllerResult(records, response)
+
+    def _create_one(self, topic: CreatableTopic, version: int) -> tuple[list[VersionedRecord], bytes, list[list[int]]]:
+        check_topic_name(topic.name)
+        if topic.name in self.r.names:
+            raise TopicError(Error.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        configs = {}
+        for c in topic.configs:
+            problem = self.r.configs.validate(TOPIC_RESOURCE, c.name, c.value)
+            if problem is not None:
+                raise TopicError(Error.INVALID_CONFIG, problem)
+            configs[c.name] = c.value
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                raise TopicError(Error.INVALID_REQUEST,
+                                 "give either assignments or partitions and replication factor, not both")
+            ordered = sorted(topic.assignments, key=lambda a: a.partition_index)
+            if [a.partition_index for a in ordered] != list(range(len(ordered))):
+                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "assignments must cover partitions 0..n-1")
+            assignments = [list(a.broker_ids) for a in ordered]
+            for i, replicas in enumerate(assignments):
+                self._check_assignment(replicas, i)
+        else:
+            partitions = topic.num_partitions if topic.num_partitions != -1 else self.r.configs.default_partitions()
+            rf = topic.replication_factor if topic.replication_factor != -1 else self.r.configs.default_replication_factor()
+            if partitions < 1:
+                raise TopicError(Error.INVALID_PARTITIONS, f"number of partitions must be at least 1, not {partitions}")
+            assignments = self.place(partitions, rf)
+        topic_id = random_uuid()
+        records: list[VersionedRecord] = [(TopicRecord(name=topic.name, topic_id=topic_id), 0)]
+        records += self.r.configs.create_topic_records(topic.name, configs)
+        records += self._partition_records(topic_id, assignments, 0)
+        return records, topic_id, assignments
+
+    # --- DeleteTopics ----------------------------------------------------------------------------
+    def delete_topics(self, req: DeleteTopicsRequest, version: int) -> ControllerResult:
+        wanted = ([(t.name, t.topic_id) for t in req.topics] if version >= 6
+                  else [(name, ZERO_UUID) for name in req.topic_names])
+        records: list[VersionedRecord] = []
+        response = DeleteTopicsResponse()
+        removed: set[bytes] = set()
+        for name, topic_id in wanted:
+            result = DeletableTopicResult(name=name, topic_id=topic_id)
+            response.responses.append(result)
+            if topic_id != ZERO_UUID:
+                topic = self.r.topics.get(topic_id)
+                if topic is None:
+                    result.error_code = Error.UNKNOWN_TOPIC_ID
+                    continue
+            else:
+                found = self.r.names.get(name) if name is not None else None
+                if found is None:
+                    result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                topic = self.r.topics[found]
+            result.name = topic.name
+            if version >= 6:
+                result.topic_id = topic.topic_id
+            if topic.topic_id not in removed:
+                # Removing the topic also ends any reassignment of its partitions (seed 000).
+                records.append((RemoveTopicRecord(topic_id=topic.topic_id), 0))
+                removed.add(topic.topic_id)
+        return ControllerResult(records, response)
+
+    # --- CreatePartitions ------------------------------------------------------------------------
+    def create_partitions(self, req: CreatePartitionsRequest, version: int) -> ControllerResult:
+        records: list[VersionedRecord] = []
+        response = CreatePartitionsResponse()
+        for t in req.topics:
+            result = CreatePartitionsTopicResult(name=t.name)
+            response.results.append(result)
+            try:
+                recs = self._add_partitions(t)
+            except TopicError as exc:
+                result.error_code = exc.code
+                result.error_message = exc.message
+                continue
+            if not req.validate_only:
+                records += recs
+        return ControllerResult(records, response)
+
+    def _add_partitions(self, t) -> list[VersionedRecord]:
+        topic_id = self.r.names.get(t.name)
+        if topic_id is None:
+            raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist")
+        topic = self.r.topics[topic_id]
+        current = len(topic.partitions)
+        if t.count <= current:
+            raise TopicError(Error.INVALID_PARTITIONS,
+                             f"topic {t.name!r} has {current} partitions; the new count {t.count} must be larger")
+        extra = t.count - current
+        rf = len(topic.partitions[0].replicas)
+        if t.assignments is not None:
+            if len(t.assignments) != extra:
+                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                                 f"{len(t.assignments)} assignments given for {extra} new partitions")
+            assignments = [list(a.broker_ids) for a in t.assignments]
+            for i, replicas in enumerate(assignments):
+                self._check_assignment(replicas, current + i)
+        else:
+            assignments = self.place(extra, rf, current)
+        return self._partition_records(topic_id, assignments, current)
