@@ -60,3 +60,11 @@ def test_header_layouts_read_variable_parts_by_their_lengths():
     assert (tcp.offset_reserved.data_offset, tcp.flags, tcp.options) == (7, 0x12, b"\x02\x04\x05\xb4" * 2)
     tag = f.VLAN_TAG.parse(b"\xa0\x64\x08\x00")
     assert (tag.tci.priority, tag.tci.drop_eligible, tag.tci.vlan_id, tag.ethertype) == (5, False, 100, 0x0800)
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+@given(fields=st.tuples(U32, U32))
+def test_pcapng_block_header_twin(order, fields):
+    raw = struct.pack(order + "II", *fields)
+    parsed = f.PCAPNG[order]["block_header"].parse(raw)
+    assert f.PCAPNG_BLOCK_HEADER_FAST[order].unpack_from(raw) == (parsed.block_type, parsed.block_total_length)

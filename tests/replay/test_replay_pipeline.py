@@ -179,3 +179,47 @@ def test_decode_problems_carry_the_packet_number():
     problems = [e for e in events if isinstance(e, Problem)]
     assert [(p.kind, p.offset) for p in problems] == [("truncated_headers", 5)]
     assert problems[0].detail.startswith("packet 5: ")
+
+
+def test_hand_made_pcapng_with_cooked_null_and_vlan_interfaces():
+    """Three connections, each captured on its own interface with its own link type, in a
+    big-endian pcapng whose packets are re-wrapped from the writer's Ethernet frames."""
+
+    def block(block_type: int, body: bytes) -> bytes:
+        body += b"\0" * (-len(body) % 4)
+        return struct.pack(">II", block_type, len(body) + 12) + body + struct.pack(">I", len(body) + 12)
+
+    link_headers = [
+        struct.pack(">HHIHBB8s", 0x0800, 0, 2, 1, 0, 6, b"\2\0\0\0\0\1"),  # SLL2
+        struct.pack("<I", 30),  # NULL written by a little-endian macOS: AF_INET6
+        b"\2\0\0\0\0\2\2\0\0\0\0\1" + struct.pack(">HHHHH", 0x88A8, 7, 0x8100, 8, 0x0800),  # QinQ
+    ]
+    link_types = [276, 0, 1]
+    endpoints = [
+        (("10.0.0.1", 41000), ("10.0.0.2", 9092)),
+        (("fd00::1", 41001), ("fd00::2", 9092)),
+        (("10.0.0.3", 41002), ("10.0.0.2", 9092)),
+    ]
+    raw = block(0x0A0D0D0A, struct.pack(">IHHq", 0x1A2B3C4D, 1, 0, -1))
+    for link_type in link_types:
+        raw += block(1, struct.pack(">HHI", link_type, 0, 0))
+    for if_id, (client, server) in enumerate(endpoints):
+        buffer = io.BytesIO()
+        with pcapng_writer.open(buffer) as writer:
+            conn = writer.connection(client, server, T0, client_isn=1, server_isn=2)
+            for i, req in enumerate(REQUESTS[:3]):
+                conn.client_to_server(req, T0 + i)
+                conn.server_to_client(RESPONSES[i], T0 + i)
+            conn.close(T0 + 9)
+        for p in read_packets(buffer.getvalue()):
+            frame = link_headers[if_id] + p.data[14:]
+            ticks = p.timestamp_ns // 1000  # the default resolution: microseconds
+            raw += block(6, struct.pack(">IIIII", if_id, ticks >> 32, ticks & 0xFFFFFFFF, len(frame), len(frame)) + frame)
+
+    frames, problems = frames_of(stream_events(raw))
+    assert problems == []
+    by_port = {key.sport: value for key, value in frames.items()}
+    for port in (41000, 41001, 41002):
+        assert by_port[port] == [r[4:] for r in REQUESTS[:3]]
+    assert len(frames) == 6
+    assert all(value in ([r[4:] for r in RESPONSES[:3]], [r[4:] for r in REQUESTS[:3]]) for value in frames.values())

@@ -31,6 +31,7 @@ class Packet(NamedTuple):
 
 class _Interface(NamedTuple):
     link_type: int
+    known: bool  # whether the packet decoder understands the link type
     snaplen: int
     ts_mult: int  # nanoseconds per tick when a tick is a whole number of them, else 0
     ts_units: int  # ticks per second
@@ -178,28 +179,35 @@ def _resync_pcap(buf, start, unpack, max_len, frac_limit, last_sec) -> int | Non
 
 
 def _read_pcapng(buf: Buffer) -> Iterator[Packet | Problem]:
+    # The loop runs once per packet: module constants are bound to locals.
     n = len(buf)
+    epb_type, spb_type, idb_type, shb_type = f.PCAPNG_EPB, f.PCAPNG_SPB, f.PCAPNG_IDB, f.PCAPNG_SHB
+    min_block, epb_fixed = f.PCAPNG_MIN_BLOCK_SIZE, f.PCAPNG_EPB_FIXED_SIZE
     order = "<"
+    header = f.PCAPNG_BLOCK_HEADER_FAST[order].unpack_from
+    u32 = f.PCAPNG_U32[order].unpack_from
+    epb = f.PCAPNG_EPB_FAST[order].unpack_from
     interfaces: list[_Interface] = []
     skipped: dict[int, int] = {}
     last_ts = 0
     pos = 0
     while pos < n:
-        if n - pos < f.PCAPNG_MIN_BLOCK_SIZE:
-            yield Problem("truncated_block", pos, f.PCAPNG_MIN_BLOCK_SIZE - (n - pos), "the last block header is cut short")
+        if n - pos < min_block:
+            yield Problem("truncated_block", pos, min_block - (n - pos), "the last block header is cut short")
             break
-        u32 = f.PCAPNG_U32[order].unpack_from
-        block_type = u32(buf, pos)[0]
-        if block_type == f.PCAPNG_SHB:
+        block_type, total = header(buf, pos)
+        if block_type == shb_type:
             section_order = _section_order(buf, pos)
             if section_order is None:
                 pos = yield from _skip_corrupt(buf, pos, order, "section header with a bad byte-order magic")
                 continue
             yield from _unknown_link_types(interfaces, skipped)
             order, interfaces, skipped = section_order, [], {}
+            header = f.PCAPNG_BLOCK_HEADER_FAST[order].unpack_from
             u32 = f.PCAPNG_U32[order].unpack_from
-        total = u32(buf, pos + 4)[0]
-        if total < f.PCAPNG_MIN_BLOCK_SIZE or total % 4:
+            epb = f.PCAPNG_EPB_FAST[order].unpack_from
+            total = u32(buf, pos + 4)[0]
+        if total < min_block or total % 4:
             pos = yield from _skip_corrupt(buf, pos, order, f"block length {total} is invalid")
             continue
         if pos + total > n:
@@ -209,39 +217,39 @@ def _read_pcapng(buf: Buffer) -> Iterator[Packet | Problem]:
             pos = yield from _skip_corrupt(buf, pos, order, "block length and trailing length differ")
             continue
 
-        if block_type == f.PCAPNG_EPB:
-            _, _, if_id, ts_high, ts_low, caplen, orig = f.PCAPNG_EPB_FAST[order].unpack_from(buf, pos)
-            if f.PCAPNG_EPB_FIXED_SIZE + caplen + 4 > total:
+        if block_type == epb_type:
+            _, _, if_id, ts_high, ts_low, caplen, orig = epb(buf, pos)
+            if epb_fixed + caplen + 4 > total:
                 yield Problem("corrupt_block", pos, total, f"packet of {caplen} bytes overruns its block")
             elif if_id >= len(interfaces):
                 yield Problem("unknown_interface", pos, total, f"packet on undeclared interface {if_id}")
             else:
                 iface = interfaces[if_id]
-                if iface.link_type in f.LINK_TYPES:
+                if iface.known:
                     ticks = (ts_high << 32) | ts_low
                     if iface.ts_mult:
                         last_ts = ticks * iface.ts_mult + iface.ts_offset_ns
                     else:
                         last_ts = ticks * 1_000_000_000 // iface.ts_units + iface.ts_offset_ns
-                    data_at = pos + f.PCAPNG_EPB_FIXED_SIZE
+                    data_at = pos + epb_fixed
                     yield Packet(last_ts, iface.link_type, buf[data_at : data_at + caplen], orig)
                 else:
                     skipped[if_id] = skipped.get(if_id, 0) + 1
-        elif block_type == f.PCAPNG_SPB:
+        elif block_type == spb_type:
             if not interfaces:
                 yield Problem("unknown_interface", pos, total, "simple packet before any interface")
-            elif interfaces[0].link_type in f.LINK_TYPES:
+            elif interfaces[0].known:
                 yield _simple_packet(buf, pos, total, order, interfaces[0], last_ts)
             else:
                 skipped[0] = skipped.get(0, 0) + 1
-        elif block_type == f.PCAPNG_IDB:
+        elif block_type == idb_type:
             iface = _interface(buf, pos, total, order)
             if isinstance(iface, Problem):
                 yield iface
                 # Keep interface numbering in step with the file's own.
-                iface = _Interface(-1, 0, 1000, 1_000_000, 0, pos)
+                iface = _Interface(-1, False, 0, 1000, 1_000_000, 0, pos)
             interfaces.append(iface)
-        elif block_type == f.PCAPNG_SHB:
+        elif block_type == shb_type:
             try:
                 f.PCAPNG[order]["shb"].parse(bytes(buf[pos : pos + total]))
             except f.PARSE_ERRORS as err:
@@ -277,7 +285,7 @@ def _interface(buf: Buffer, pos: int, total: int, order: str) -> _Interface | Pr
             offset_ns = int.from_bytes(option.value, "little" if order == "<" else "big", signed=True)
             offset_ns *= 1_000_000_000
     mult = 1_000_000_000 // units if 1_000_000_000 % units == 0 else 0
-    return _Interface(idb.linktype, idb.snaplen, mult, units, offset_ns, pos)
+    return _Interface(idb.linktype, idb.linktype in f.LINK_TYPES, idb.snaplen, mult, units, offset_ns, pos)
 
 
 def _simple_packet(buf: Buffer, pos: int, total: int, order: str, iface: _Interface, last_ts: int) -> Packet:

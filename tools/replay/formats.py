@@ -193,6 +193,7 @@ def _pcapng_layouts(u16, u32, s64):
 
 
 PCAPNG = {"<": _pcapng_layouts(Int16ul, Int32ul, Int64sl), ">": _pcapng_layouts(Int16ub, Int32ub, Int64sb)}
+PCAPNG_BLOCK_HEADER_FAST = {"<": struct.Struct("<II"), ">": struct.Struct(">II")}
 # block_type, block_total_length, interface_id, timestamp_high, timestamp_low,
 # captured_length, original_length
 PCAPNG_EPB_FAST = {"<": struct.Struct("<7I"), ">": struct.Struct(">7I")}

@@ -1,9 +1,9 @@
 """One captured packet -> the TCP segment inside it, through its link and IP headers.
 
 `decode_segment` first tries a `struct` fast path for the shapes Kafka captures almost always
-have (untagged Ethernet, Linux cooked or raw IP carrying unfragmented IPv4), and otherwise walks
-the `construct` layouts of `formats`. Both paths must give identical results; tests hold them
-to it.
+have (untagged Ethernet, Linux cooked or raw IP carrying unfragmented IPv4 without options),
+and otherwise walks the `construct` layouts of `formats`. Both paths must give identical
+results; tests hold them to it.
 """
 from __future__ import annotations
 
@@ -53,8 +53,10 @@ def decode_segment(link_type: int, data: bytes, orig_len: int) -> Segment | Prob
 # ---------------------------------------------------------------------------------------------
 # Fast path
 
-_IPV4_FIELDS = struct.Struct("!BxHxxHxB")  # version/ihl, total length, flags/offset, protocol
-_TCP_FIELDS = struct.Struct("!HHIIBB")  # ports, seq, ack, data offset, flags
+# An option-less IPv4 header and the fixed part of the TCP header, read in one call:
+# version/ihl, total length, flags/fragment offset, protocol, addresses, ports, seq, ack,
+# data offset, flags.
+_IPV4_TCP = struct.Struct("!BxHxxHxB2x4s4sHHIIBB")
 _FAST_LINK_OFFSETS = {
     # link type -> (offset of the IPv4 header, offset of the 2-byte ethertype or None)
     f.LINKTYPE_ETHERNET: (14, 12),
@@ -72,25 +74,22 @@ def _fast(link_type: int, data: bytes, orig_len: int) -> Segment | None:
     if offsets is None:
         return None
     ip, ethertype_at = offsets
-    if len(data) < ip + 40:
+    caplen = len(data)
+    if caplen < ip + 40 or (ethertype_at is not None and data[ethertype_at : ethertype_at + 2] != _ETHERTYPE_IPV4):
         return None
-    if ethertype_at is not None and data[ethertype_at : ethertype_at + 2] != _ETHERTYPE_IPV4:
-        return None
-    version_ihl, total_length, fragment, protocol = _IPV4_FIELDS.unpack_from(data, ip)
-    ihl = (version_ihl & 0x0F) * 4
-    if version_ihl >> 4 != 4 or protocol != f.IPPROTO_TCP or fragment & 0x3FFF or ihl < 20:
-        return None
-    tcp = ip + ihl
-    if total_length < ihl + 20 or len(data) < tcp + 20:
-        return None
-    sport, dport, seq, ack, data_offset, flags = _TCP_FIELDS.unpack_from(data, tcp)
-    payload_at = tcp + (data_offset >> 4) * 4
-    if data_offset >> 4 < 5 or payload_at > len(data) or payload_at > ip + total_length:
-        return None
-    end, missing = _payload_end(ip + total_length, len(data), orig_len)
-    return Segment(
-        data[ip + 12 : ip + 16], sport, data[ip + 16 : ip + 20], dport, seq, ack, flags, data[payload_at:end], missing
+    version_ihl, total_length, fragment, protocol, src, dst, sport, dport, seq, ack, data_offset, flags = (
+        _IPV4_TCP.unpack_from(data, ip)
     )
+    if version_ihl != 0x45 or protocol != f.IPPROTO_TCP or fragment & 0x3FFF or data_offset < 0x50:
+        return None
+    payload_at = ip + 20 + (data_offset >> 4) * 4
+    ip_end = ip + total_length
+    if payload_at > ip_end or payload_at > caplen:
+        return None
+    if ip_end <= caplen:
+        return Segment(src, sport, dst, dport, seq, ack, flags, data[payload_at:ip_end], 0)
+    end, missing = _payload_end(ip_end, caplen, orig_len)
+    return Segment(src, sport, dst, dport, seq, ack, flags, data[payload_at:end], missing)
 
 
 def _payload_end(ip_end: int, caplen: int, orig_len: int) -> tuple[int, int]:

@@ -74,10 +74,13 @@ class TcpStats:
 
 
 class _Direction:
-    __slots__ = ("key", "role", "started", "base", "offset", "pending", "pending_bytes", "acked", "fin_at", "ended")
+    __slots__ = (
+        "key", "peer", "role", "started", "base", "offset", "pending", "pending_bytes", "acked", "fin_at", "ended"
+    )
 
     def __init__(self, key: FlowKey) -> None:
         self.key = key
+        self.peer: _Direction = self
         self.role: str | None = None
         self.started = False
         self.base = 0  # sequence number of stream offset 0
@@ -101,8 +104,9 @@ class _Connection:
     __slots__ = ("dirs", "closed")
 
     def __init__(self, key: FlowKey) -> None:
-        reverse = key.reversed()
-        self.dirs = {key: _Direction(key), reverse: _Direction(reverse)}
+        forward, backward = _Direction(key), _Direction(key.reversed())
+        forward.peer, backward.peer = backward, forward
+        self.dirs = {key: forward, backward.key: backward}
         self.closed = False
 
 
@@ -149,9 +153,9 @@ class Reassembler:
             self.stats.ignored_segments += 1
             return out
 
-        if flags & TCP_ACK:
-            self._ack(conn, conn.dirs[key.reversed()], segment.ack, timestamp_ns, out)
         d = conn.dirs[key]
+        if flags & TCP_ACK:
+            self._ack(conn, d.peer, segment.ack, timestamp_ns, out)
         length = len(segment.payload) + segment.missing
         if d.ended or not (length or flags & TCP_FIN):
             return out
@@ -183,7 +187,8 @@ class Reassembler:
         return d.started and d.base != (seq + 1) & _SEQ_MASK
 
     def _syn(self, conn: _Connection, key: FlowKey, segment: Segment, ts: int, out: list) -> None:
-        d, peer = conn.dirs[key], conn.dirs[key.reversed()]
+        d = conn.dirs[key]
+        peer = d.peer
         if segment.flags & TCP_ACK:
             d.role, peer.role = "server", "client"
             if not peer.started:
