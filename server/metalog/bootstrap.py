@@ -7,19 +7,12 @@ metadata.version, at least), and a control batch holding a SnapshotFooterRecord.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from protocol.errors import DecodeError
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
-from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
-from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
 from protocol.message import Message
-from protocol.primitives import INT16
-from protocol.records import (
-    CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, decode_batch,
-    encode_batch, frame_metadata_record, parse_control_key, parse_metadata_record)
-from server.metalog.meta_properties import StorageError, write_atomically
+from server.metalog.meta_properties import StorageError
+from server.metalog.snapshot_file import read_snapshot_file, write_snapshot_file
 
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 METADATA_VERSION = "metadata.version"
@@ -66,78 +59,12 @@ def bootstrap_metadata_version(records: list[tuple[Message, int]]) -> int | None
 
 def write_bootstrap(directory: Path, records: list[tuple[Message, int]]) -> None:
     """Write ``directory/bootstrap.checkpoint`` holding ``records`` (record, version) pairs."""
-    now_ms = int(time.time() * 1000)
-    header = SnapshotHeaderRecord(version=0, last_contained_log_timestamp=now_ms)
-    batches = [_control_batch(0, now_ms, ControlType.SNAPSHOT_HEADER, header)]
-    offset = 1
-    if records:
-        batches.append(RecordBatch(
-            base_offset=offset, base_timestamp=now_ms, max_timestamp=now_ms,
-            records=[Record(value=frame_metadata_record(rec, version))
-                     for rec, version in records]))
-        offset += len(records)
-    batches.append(_control_batch(offset, now_ms, ControlType.SNAPSHOT_FOOTER,
-                                  SnapshotFooterRecord(version=0)))
-    data = b"".join(encode_batch(batch) for batch in batches)
-    write_atomically(Path(directory) / BOOTSTRAP_CHECKPOINT, data)
-
-
-def _control_batch(offset: int, now_ms: int, control_type: int, message: Message) -> RecordBatch:
-    return RecordBatch(
-        base_offset=offset, attributes=CONTROL_FLAG, base_timestamp=now_ms, max_timestamp=now_ms,
-        records=[Record(key=control_key(control_type), value=control_value(message, 0))])
+    write_snapshot_file(Path(directory) / BOOTSTRAP_CHECKPOINT, records)
 
 
 def read_bootstrap(directory: Path) -> list[tuple[Message, int]]:
     """Read and CRC-check ``directory/bootstrap.checkpoint``; returns its metadata records."""
     path = Path(directory) / BOOTSTRAP_CHECKPOINT
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise StorageError(f"{path}: no bootstrap checkpoint; the directory is not formatted") \
-            from None
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
-
-    records: list[tuple[Message, int]] = []
-    seen_header = seen_footer = False
-    pos = 0
-    while pos < len(data):
-        if seen_footer:
-            raise StorageError(f"{path}: data after the snapshot footer at byte {pos}")
-        try:
-            batch, end = decode_batch(data, pos)
-        except DecodeError as exc:
-            raise StorageError(f"{path}: corrupt record batch at byte {exc.offset}: "
-                               f"{exc.reason}") from None
-        try:
-            if batch.is_control:
-                for rec in batch.records:
-                    control_type = parse_control_key(rec.key)
-                    if control_type == ControlType.SNAPSHOT_HEADER:
-                        _decode_control(rec.value, SnapshotHeaderRecord)
-                        seen_header = True
-                    elif control_type == ControlType.SNAPSHOT_FOOTER:
-                        _decode_control(rec.value, SnapshotFooterRecord)
-                        seen_footer = True
-                    # KRaft version and voter records may follow the header; they are not
-                    # bootstrap metadata.
-            else:
-                for rec in batch.records:
-                    if rec.value is None:
-                        raise DecodeError("MetadataRecord", None, 0, "the record value is null")
-                    records.append(parse_metadata_record(rec.value))
-        except DecodeError as exc:
-            raise StorageError(f"{path}: bad record in the batch at byte {pos}: {exc}") from None
-        if not seen_header:
-            raise StorageError(f"{path}: the batch at byte {pos} is not a snapshot header")
-        pos = end
-    if not seen_footer:
-        raise StorageError(f"{path}: no snapshot footer; the file is truncated at byte {len(data)}")
-    return records
-
-
-def _decode_control(value: bytes | None, cls: type[Message]) -> None:
-    if value is None or len(value) < INT16.size:
-        raise DecodeError(cls.NAME, None, 0, "control record value is missing")
-    cls.decode(value, INT16.unpack_from(value)[0], INT16.size)
+    if not path.exists():
+        raise StorageError(f"{path}: no bootstrap checkpoint; the directory is not formatted")
+    return read_snapshot_file(path)

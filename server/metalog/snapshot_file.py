@@ -1,0 +1,126 @@
+"""KRaft's snapshot file format, shared by snapshots and the bootstrap checkpoint.
+
+A control batch with a SnapshotHeaderRecord, batches of framed metadata records, then a
+control batch with a SnapshotFooterRecord. A file without its footer was never finished and
+is not a snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from protocol.errors import DecodeError
+from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
+from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
+from protocol.message import Message
+from protocol.primitives import INT16
+from protocol.records import (
+    CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, decode_batch,
+    encode_batch, frame_metadata_record, parse_control_key, parse_metadata_record)
+from server.controller.result import VersionedRecord
+from server.metalog.meta_properties import StorageError
+
+RECORDS_PER_BATCH = 4096
+
+
+def _control_batch(offset: int, now_ms: int, epoch: int, control_type: int, message: Message) -> bytes:
+    return encode_batch(RecordBatch(
+        base_offset=offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
+        base_timestamp=now_ms, max_timestamp=now_ms,
+        records=[Record(key=control_key(control_type), value=control_value(message, 0))]))
+
+
+def encode_snapshot(records: Iterable[VersionedRecord], epoch: int = 0,
+                    now_ms: int | None = None) -> Iterator[bytes]:
+    """The batches of a snapshot holding ``records``, header first and footer last."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    yield _control_batch(0, now_ms, epoch, ControlType.SNAPSHOT_HEADER,
+                         SnapshotHeaderRecord(version=0, last_contained_log_timestamp=now_ms))
+    offset = 1
+    pending: list[Record] = []
+    for record, version in records:
+        pending.append(Record(frame_metadata_record(record, version)))
+        if len(pending) == RECORDS_PER_BATCH:
+            yield encode_batch(RecordBatch(base_offset=offset, partition_leader_epoch=epoch,
+                                           base_timestamp=now_ms, max_timestamp=now_ms, records=pending))
+            offset += len(pending)
+            pending = []
+    if pending:
+        yield encode_batch(RecordBatch(base_offset=offset, partition_leader_epoch=epoch,
+                                       base_timestamp=now_ms, max_timestamp=now_ms, records=pending))
+        offset += len(pending)
+    yield _control_batch(offset, now_ms, epoch, ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(version=0))
+
+
+def write_snapshot_file(path: Path, records: Iterable[VersionedRecord], epoch: int = 0) -> int:
+    """Write to a temporary file, fsync, then rename: a crash never leaves half a snapshot
+    under the final name. Returns the size written."""
+    tmp = path.with_name(path.name + ".part")
+    size = 0
+    with open(tmp, "wb") as out:
+        for batch in encode_snapshot(records, epoch):
+            out.write(batch)
+            size += len(batch)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return size
+
+
+def read_snapshot_file(path: Path) -> list[VersionedRecord]:
+    """Every metadata record of a snapshot file, CRC-checked; StorageError names the byte."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise StorageError(f"{path}: no such snapshot") from None
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
+    records: list[VersionedRecord] = []
+    seen_header = seen_footer = False
+    pos = 0
+    while pos < len(data):
+        if seen_footer:
+            raise StorageError(f"{path}: data after the snapshot footer at byte {pos}")
+        try:
+            batch, end = decode_batch(data, pos)
+        except DecodeError as exc:
+            raise StorageError(f"{path}: corrupt record batch at byte {exc.offset}: {exc.reason}") from None
+        try:
+            if batch.is_control:
+                for rec in batch.records:
+                    control_type = parse_control_key(rec.key)
+                    if control_type == ControlType.SNAPSHOT_HEADER:
+                        _decode_control(rec.value, SnapshotHeaderRecord)
+                        seen_header = True
+                    elif control_type == ControlType.SNAPSHOT_FOOTER:
+                        _decode_control(rec.value, SnapshotFooterRecord)
+                        seen_footer = True
+                    # KRaft version and voter records may follow the header; they describe
+                    # the quorum, not the metadata.
+            else:
+                for rec in batch.records:
+                    if rec.value is None:
+                        raise DecodeError("MetadataRecord", None, 0, "the record value is null")
+                    records.append(parse_metadata_record(rec.value))
+        except DecodeError as exc:
+            raise StorageError(f"{path}: bad record in the batch at byte {pos}: {exc}") from None
+        if not seen_header:
+            raise StorageError(f"{path}: the batch at byte {pos} is not a snapshot header")
+        pos = end
+    if not seen_footer:
+        raise StorageError(f"{path}: no snapshot footer; the file is truncated at byte {len(data)}")
+    return records
+
+
+def _decode_control(value: bytes | None, cls: type[Message]) -> None:
+    if value is None or len(value) < INT16.size:
+        raise DecodeError(cls.NAME, None, 0, "control record value is missing")
+    cls.decode(value, INT16.unpack_from(value)[0], INT16.size)
