@@ -135,3 +135,33 @@ def test_tshark_sees_the_same_tcp_segments(tmp_path, fmt):
     assert len(theirs) == len(ours)
     assert [(int(port), int(length)) for port, length, _ in theirs] == [(s.sport, len(s.payload)) for s in ours]
     assert {status for _, _, status in theirs} == {"1"}  # tshark's "checksum good"
+
+
+EDITCAP = shutil.which("editcap")
+
+
+@pytest.mark.skipif(EDITCAP is None, reason="editcap (Wireshark's) is not installed")
+@pytest.mark.parametrize("fmt,resolution_ns", [("pcap", 1000), ("nsecpcap", 1), ("pcapng", 1)])
+def test_files_rewritten_by_editcap_read_the_same(tmp_path, fmt, resolution_ns):
+    ours = tmp_path / "ours.pcapng"
+    with pcapng_writer.open(ours) as writer:
+        conn = writer.connection(("10.0.0.1", 40000), ("10.0.0.2", 9092), T0 + 123_456_789)
+        for i in range(10):
+            conn.client_to_server(bytes(range(256)) * i, T0 + 987_654_321 * i)
+        conn.close(T0 + 10**10)
+    theirs = tmp_path / f"theirs.{fmt}"
+    subprocess.run([EDITCAP, "-F", fmt, str(ours), str(theirs)], check=True, capture_output=True)
+    expected = [p._replace(timestamp_ns=p.timestamp_ns // resolution_ns * resolution_ns) for p in read_packets(ours)]
+    assert list(read_packets(theirs)) == expected
+
+
+@pytest.mark.skipif(EDITCAP is None, reason="editcap (Wireshark's) is not installed")
+def test_snaplen_applied_by_editcap_shows_as_missing_payload(tmp_path):
+    ours = tmp_path / "ours.pcapng"
+    with pcapng_writer.open(ours) as writer:
+        conn = writer.connection(("10.0.0.1", 40000), ("10.0.0.2", 9092), T0)
+        conn.client_to_server(bytes(1000), T0)
+    cut = tmp_path / "cut.pcapng"
+    subprocess.run([EDITCAP, "-s", "100", str(ours), str(cut)], check=True, capture_output=True)
+    data_segment = segments(cut)[-1]
+    assert (len(data_segment.payload), data_segment.missing) == (100 - 54, 1000 - (100 - 54))

@@ -114,14 +114,19 @@ class Framer:
                     f"{min(size, remaining)} of its {frame_size} bytes are in a gap; frame dropped",
                 )
             )
+        frame_start = self._base
         self._buf.clear()
         self._base += buffered + size
         if buffered >= 4 and size <= remaining:
             # The size prefix says where the next frame starts, gap or not.
             self._skip = remaining - size
+        elif buffered >= 4:
+            self._lose_sync(0)
         else:
-            # A size prefix cut by the gap is lost with it.
-            self._lose_sync(0 if buffered >= 4 else buffered)
+            # A size prefix cut by the gap is lost with it; skipping starts at its bytes.
+            self._lose_sync(buffered)
+            if buffered:
+                self._lost_at = frame_start
         return out
 
     def finish(self) -> list[Frame | Problem]:
@@ -240,7 +245,7 @@ class Framer:
 
     def _synced_at(self, start: int, out: list) -> None:
         skipped = self._skipped + start - self._base
-        detail = f"framing resumed after skipping {skipped} bytes from offset {self._lost_at}"
+        detail = f"framing resumed after skipping {skipped} bytes since offset {self._lost_at}"
         out.append(Problem("resync", start, skipped, detail))
         del self._buf[: start - self._base]
         self._base = start
