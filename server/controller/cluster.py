@@ -103,8 +103,11 @@ class ClusterControl:
         self._last_contact[broker_id] = now_ms
 
     def activate(self, now_ms: int) -> None:
-        """Becoming active: every registered broker starts with a full lease."""
-        self._last_contact = {b: now_ms for b in self.brokers}
+        """Becoming active: every registered broker starts with a full lease, except those that
+        completed a controlled shutdown (fenced while in controlled shutdown): a clean exit
+        freed their id, and a failover must not take that back."""
+        self._last_contact = {b.broker_id: now_ms for b in self.brokers.values()
+                              if not (b.fenced and b.in_controlled_shutdown)}
 
     def live_broker_ids(self) -> list[int]:
         return [b.broker_id for b in self.brokers.values() if not b.fenced]
