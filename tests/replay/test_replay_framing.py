@@ -1,4 +1,5 @@
 """Kafka framing of a byte stream, and resynchronisation after gaps."""
+import random
 import struct
 
 import pytest
@@ -248,3 +249,17 @@ def test_gaps_never_produce_wrong_frames_and_framing_recovers(first_id, bodies, 
         after_last_gap = gaps and starts[i] >= gaps[-1][1]
         if untouched and (before_any_gap or after_last_gap):
             assert body_of(frame) in emitted, f"frame {i} lost"
+
+
+@pytest.mark.parametrize("kind", [REQUEST, RESPONSE])
+def test_random_bytes_never_prove_a_boundary(kind):
+    data = random.Random(7).randbytes(2 << 20)
+    pieces = [data[i : i + 1460] for i in range(0, len(data), 1460)]
+    assert run(Framer(kind, synced=False), pieces) == [("unsynchronised", 0, len(data))]
+
+
+def test_correlation_ids_far_apart_prove_nothing():
+    stream = request(1, b"\xff" * 5) + request(1 + 2**20, b"\xff" * 5) + request(2 + 2**20)
+    result = run(Framer(REQUEST, synced=False), [b"\xff" + stream])
+    first = len(request(1, b"\xff" * 5)) + 1
+    assert result == [("resync", first, first), body_of(request(1 + 2**20, b"\xff" * 5)), body_of(request(2 + 2**20))]

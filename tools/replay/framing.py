@@ -3,8 +3,8 @@
 While the framer knows where frames start it trusts the size prefixes. After a gap that hides
 a frame start, or on a stream joined mid-way, it resumes only at a boundary it can prove: a
 size prefix followed by a plausible header, whose frame is itself followed by another
-plausible header with a higher correlation id (clients number their requests upwards and the
-broker answers in order), or by the end of the data. Skipped bytes are reported.
+plausible header with a correlation id a little higher (clients number their requests upwards
+and the broker answers in order), or by the end of the data. Skipped bytes are reported.
 
 The framer knows nothing of message bodies; decoding frames is the layer above's business.
 """
@@ -22,6 +22,10 @@ RESPONSE = "response"
 # Kafka's default socket.request.max.bytes.
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 
+# How far apart the correlation ids of consecutive frames of one connection may be. Clients
+# count per connection (librdkafka, kafka-python) or per client (the Java client), so steps are
+# 1 or small; random bytes pass this test once in 32768 tries.
+_MAX_CORRELATION_STEP = 1 << 16
 _MAX_API_KEY = 100
 _MAX_API_VERSION = 20
 # ControlledShutdown v0 is the one request whose header (v0) has no client id.
@@ -238,7 +242,9 @@ class Framer:
         end = i + 4 + _INT32.unpack_from(buf, i)[0]
         if end + self._need <= len(buf):
             following = self._header(buf, end)
-            return _PROVEN if following is not None and following > correlation_id else _REJECTED
+            if following is not None and 0 < following - correlation_id <= _MAX_CORRELATION_STEP:
+                return _PROVEN
+            return _REJECTED
         if at_end:
             return _PROVEN if end <= len(buf) else _REJECTED
         return self._base + end + self._need
