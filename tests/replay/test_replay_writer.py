@@ -94,9 +94,16 @@ def test_sending_on_a_closed_connection_is_an_error(tmp_path):
     assert len(segments(tmp_path / "x.pcapng")) == 6
 
 
-def test_unknown_format_is_refused(tmp_path):
+def test_unknown_format_is_refused_before_a_file_is_made(tmp_path):
     with pytest.raises(ValueError):
         pcapng_writer.open(tmp_path / "x", format="erf")
+    assert not (tmp_path / "x").exists()
+
+
+def test_closing_twice_is_harmless(tmp_path):
+    with pcapng_writer.open(tmp_path / "x.pcapng") as writer:
+        writer.close()
+    assert list(read_packets(tmp_path / "x.pcapng")) == []
 
 
 def test_pcap_header_fields(tmp_path):

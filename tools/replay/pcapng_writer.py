@@ -185,6 +185,8 @@ class _Writer:
         self._file.flush()
 
     def close(self) -> None:
+        if self._file.closed:
+            return
         self._file.flush()
         if self._owns_file:
             self._file.close()
@@ -267,15 +269,14 @@ class PcapWriter(_Writer):
         return self._record_header.pack(seconds, fraction, len(data), orig_len) + data
 
 
-def open(  # noqa: A001 - the module is used as pcapng_writer.open(path)
+def open(  # shadows the builtin on purpose: callers write pcapng_writer.open(path)
     path: Union[str, "os.PathLike[str]", BinaryIO], format: str = "pcapng", snaplen: int = 0, **options
 ) -> PcapngWriter | PcapWriter:
     """A writer on `path` (or an open binary file): format "pcapng", or "pcap" with the
     options `byte_order` ("<" or ">") and `nanosecond`. `snaplen` > 0 truncates packets."""
+    writer_class = {"pcapng": PcapngWriter, "pcap": PcapWriter}.get(format)
+    if writer_class is None:
+        raise ValueError(f"format must be 'pcapng' or 'pcap', not {format!r}")
     owns_file = not hasattr(path, "write")
     fileobj = builtins.open(path, "wb") if owns_file else path
-    if format == "pcapng":
-        return PcapngWriter(fileobj, snaplen, owns_file, **options)
-    if format == "pcap":
-        return PcapWriter(fileobj, snaplen, owns_file, **options)
-    raise ValueError(f"format must be 'pcapng' or 'pcap', not {format!r}")
+    return writer_class(fileobj, snaplen, owns_file, **options)
