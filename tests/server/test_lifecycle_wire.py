@@ -1,0 +1,205 @@
+"""The broker lifecycle over real sockets against a controller process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from protocol.error_codes import Error
+from protocol.primitives import random_uuid
+from tests.conftest import poll
+from tests.server.wire import WireBroker, connect, describe_cluster, listed_brokers, unregister
+
+SHORT_SESSION = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200"}
+CAUGHT_UP = 1 << 40  # a metadata offset beyond anything these tests write
+
+
+@pytest.fixture
+def admin(controller):
+    with connect(controller) as client:
+        yield client
+
+
+def active(controller, broker_id: int) -> WireBroker:
+    broker = WireBroker(controller, broker_id)
+    assert broker.register().error_code == Error.NONE
+    hb = broker.heartbeat()
+    assert (hb.error_code, hb.is_caught_up, hb.is_fenced) == (Error.NONE, True, False)
+    return broker
+
+
+def test_register_then_unfence_after_catching_up(controller, admin):
+    b1 = WireBroker(controller, 1)
+    reg = b1.register()
+    assert reg.error_code == Error.NONE
+    assert reg.broker_epoch > 0  # offset 0 holds the bootstrap metadata.version
+
+    behind = b1.heartbeat(offset=reg.broker_epoch - 1)
+    assert (behind.error_code, behind.is_caught_up, behind.is_fenced) == (Error.NONE, False, True)
+    assert listed_brokers(admin) == []
+
+    wants_fence = b1.heartbeat(want_fence=True)
+    assert (wants_fence.is_caught_up, wants_fence.is_fenced) == (True, True)
+    assert listed_brokers(admin) == []
+
+    caught_up = b1.heartbeat()
+    assert (caught_up.error_code, caught_up.is_caught_up, caught_up.is_fenced) == (Error.NONE, True, False)
+    described = describe_cluster(admin)
+    assert described.cluster_id == controller.cluster_id
+    assert [(b.broker_id, b.host, b.port) for b in described.brokers] == [(1, "127.0.0.1", 29001)]
+
+    b2 = WireBroker(controller, 2)
+    assert b2.register().broker_epoch > reg.broker_epoch
+    b2.heartbeat()
+    assert listed_brokers(admin) == [1, 2]
+
+
+def test_duplicate_retry_stale_and_unknown(controller):
+    b1 = active(controller, 1)
+    # Another process claiming id 1 while the first one's lease is live.
+    impostor = WireBroker(controller, 1)
+    assert impostor.register().error_code == Error.DUPLICATE_BROKER_REGISTRATION
+    # A retry of the first registration (same incarnation) on a new connection: same epoch.
+    retry = WireBroker(controller, 1, incarnation=b1.incarnation)
+    again = retry.register()
+    assert (again.error_code, again.broker_epoch) == (Error.NONE, b1.epoch)
+    # Heartbeats with any other epoch are stale; unknown ids are not registered.
+    assert b1.heartbeat(epoch=b1.epoch - 1).error_code == Error.STALE_BROKER_EPOCH
+    assert b1.heartbeat(epoch=b1.epoch + 100).error_code == Error.STALE_BROKER_EPOCH
+    assert WireBroker(controller, 99).heartbeat(epoch=5).error_code == Error.BROKER_ID_NOT_REGISTERED
+    # None of that disturbed the registered broker.
+    assert b1.heartbeat().is_fenced is False
+
+
+def test_wrong_cluster_id_and_unsupported_metadata_version(controller, admin):
+    b = WireBroker(controller, 1)
+    assert b.register(cluster_id="AAAAAAAAAAAAAAAAAAAAAA").error_code == Error.INCONSISTENT_CLUSTER_ID
+    assert b.register(mv_range=(7, 24)).error_code == Error.UNSUPPORTED_VERSION
+    assert b.heartbeat(epoch=1).error_code == Error.BROKER_ID_NOT_REGISTERED
+    # The same connection goes on working: the errors were answers, not failures.
+    ok = b.register()
+    assert ok.error_code == Error.NONE and ok.broker_epoch > 0
+
+
+@pytest.mark.controller_properties(SHORT_SESSION)
+def test_fencing_on_lease_expiry(controller, admin):
+    quiet = active(controller, 1)
+    chatty = active(controller, 2)
+    assert listed_brokers(admin) == [1, 2]
+
+    sent = time.monotonic()
+    assert quiet.heartbeat().is_fenced is False  # its last heartbeat
+
+    def quiet_fenced():
+        assert chatty.heartbeat().is_fenced is False  # broker 2 keeps its lease
+        return listed_brokers(admin) == [2]
+
+    poll(quiet_fenced, timeout=10, interval=0.05, message="broker 1 to be fenced")
+    assert time.monotonic() - sent >= 1.0, "fenced before its session timeout"
+    controller.wait_for_stderr(r"fencing brokers \[1\]")
+
+    # Its lease is gone, so a new incarnation may take the id at once.
+    reborn = WireBroker(controller, 1)
+    reg = reborn.register()
+    assert reg.error_code == Error.NONE and reg.broker_epoch > quiet.epoch
+    assert quiet.heartbeat().error_code == Error.STALE_BROKER_EPOCH
+    assert reborn.heartbeat().is_fenced is False
+    assert listed_brokers(admin) == [1, 2]
+
+
+@pytest.mark.controller_properties(SHORT_SESSION)
+def test_a_fenced_broker_heartbeating_again_is_unfenced(controller, admin):
+    b = active(controller, 1)
+    poll(lambda: listed_brokers(admin) == [], timeout=10, interval=0.05, message="the lease to expire")
+    hb = b.heartbeat()
+    assert (hb.error_code, hb.is_fenced) == (Error.NONE, False)
+    assert listed_brokers(admin) == [1]
+
+
+def test_controlled_shutdown(controller, admin):
+    b = active(controller, 1)
+    other = active(controller, 2)
+
+    first = b.heartbeat(want_shut_down=True)
+    assert (first.error_code, first.should_shut_down, first.is_fenced) == (Error.NONE, False, False)
+    # Still at its own epoch: it has not seen the controlled-shutdown record yet.
+    waiting = b.heartbeat(want_shut_down=True)
+    assert (waiting.should_shut_down, waiting.is_fenced) == (False, False)
+
+    done = b.heartbeat(offset=CAUGHT_UP, want_shut_down=True)
+    assert (done.error_code, done.should_shut_down, done.is_fenced) == (Error.NONE, True, True)
+    assert listed_brokers(admin) == [2]
+
+    # A clean shutdown frees the id: the next incarnation needs no lease to expire.
+    successor = WireBroker(controller, 1)
+    reg = successor.register(previous_broker_epoch=b.epoch)
+    assert reg.error_code == Error.NONE and reg.broker_epoch > b.epoch
+    assert successor.heartbeat().is_fenced is False
+    assert other.heartbeat().is_fenced is False
+    assert listed_brokers(admin) == [1, 2]
+
+
+def test_unregistration(controller, admin):
+    b = active(controller, 1)
+    active(controller, 2)
+    assert unregister(admin, 1).error_code == Error.NONE
+    assert listed_brokers(admin) == [2]
+    assert b.heartbeat().error_code == Error.BROKER_ID_NOT_REGISTERED
+    assert unregister(admin, 77).error_code == Error.NONE
+    assert WireBroker(controller, 1).register().error_code == Error.NONE
+
+
+def test_registrations_survive_a_restart(controller):
+    b1 = active(controller, 1)
+    b2 = active(controller, 2)
+    fenced = WireBroker(controller, 3)
+    assert fenced.register().error_code == Error.NONE
+    cluster_id, port = controller.cluster_id, controller.port
+    for b in (b1, b2, fenced):
+        b.close()
+
+    controller.restart()
+    assert (controller.cluster_id, controller.port) == (cluster_id, port)
+    with connect(controller) as admin:
+        # Unfenced state is in the log, so the brokers are listed before any heartbeat.
+        assert listed_brokers(admin) == [1, 2]
+    for b in (b1, b2, fenced):
+        b.reconnect()
+    assert (b1.heartbeat().error_code, b1.heartbeat().is_fenced) == (Error.NONE, False)
+    assert fenced.heartbeat(offset=fenced.epoch - 1).is_fenced is True
+    # Same incarnation: the same epoch; another incarnation: a duplicate, because the new
+    # controller gave every registered broker a fresh lease.
+    assert b2.register().broker_epoch == b2.epoch
+    assert WireBroker(controller, 2).register().error_code == Error.DUPLICATE_BROKER_REGISTRATION
+    # New registrations get epochs beyond everything written before the restart.
+    newcomer = WireBroker(controller, 4)
+    assert newcomer.register().broker_epoch > max(b1.epoch, b2.epoch, fenced.epoch)
+
+
+def test_acknowledged_registrations_survive_kill_9(controller):
+    brokers = [WireBroker(controller, i) for i in range(1, 6)]
+    epochs = {}
+    for b in brokers:
+        assert b.register().error_code == Error.NONE  # answered only once durable
+        epochs[b.broker_id] = b.epoch
+    assert brokers[0].heartbeat().is_fenced is False
+    controller.kill9()
+    controller.start()
+    for b in brokers:
+        b.reconnect()
+        assert b.register().broker_epoch == epochs[b.broker_id]
+    with connect(controller) as admin:
+        assert listed_brokers(admin) == [1]
+
+
+def test_a_cleanly_shut_down_broker_id_is_free_after_a_restart(controller):
+    b = active(controller, 1)
+    b.heartbeat(want_shut_down=True)
+    assert b.heartbeat(offset=CAUGHT_UP, want_shut_down=True).should_shut_down
+    b.close()
+    controller.restart()
+    successor = WireBroker(controller, 1, incarnation=random_uuid())
+    reg = successor.register(previous_broker_epoch=b.epoch)
+    assert reg.error_code == Error.NONE, Error(reg.error_code).name
+    assert reg.broker_epoch > b.epoch
