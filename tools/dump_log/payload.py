@@ -1,0 +1,63 @@
+"""The decoded content of one record: a framed metadata record, or a control record.
+
+Both come out as ``{"type": ..., "version": ..., "data": {...}}`` so the text and JSON forms
+and any script reading them treat every record alike.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from protocol.errors import DecodeError
+from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
+from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
+from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
+from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
+from protocol.generated.metadata.voters_record import VotersRecord
+from protocol.message import Message
+from protocol.primitives import INT16
+from protocol.records import ControlType, Record, parse_control_key, parse_metadata_record
+
+_CONTROL_MESSAGES: dict[int, tuple[str, type[Message]]] = {
+    ControlType.LEADER_CHANGE: ("LeaderChange", LeaderChangeMessage),
+    ControlType.SNAPSHOT_HEADER: ("SnapshotHeader", SnapshotHeaderRecord),
+    ControlType.SNAPSHOT_FOOTER: ("SnapshotFooter", SnapshotFooterRecord),
+    ControlType.KRAFT_VERSION: ("KRaftVersion", KRaftVersionRecord),
+    ControlType.KRAFT_VOTERS: ("KRaftVoters", VotersRecord),
+}
+# Transaction markers: a version, then the coordinator epoch.
+_END_TXN = struct.Struct(">hi")
+_END_TXN_TYPES = {ControlType.ABORT: "Abort", ControlType.COMMIT: "Commit"}
+
+
+def decode_payload(record: Record, is_control: bool) -> dict[str, Any]:
+    """The record's content; raises DecodeError if it cannot be read."""
+    if is_control:
+        return _control(record)
+    if record.value is None:
+        raise DecodeError("MetadataRecord", None, 0, "the record value is null")
+    message, version = parse_metadata_record(record.value)
+    return {"type": message.NAME, "version": version, "data": message.to_dict()}
+
+
+def _control(record: Record) -> dict[str, Any]:
+    control_type = parse_control_key(record.key)
+    value = record.value
+    if value is None or len(value) < INT16.size:
+        raise DecodeError("ControlRecord", None, 0, "the control record value is missing")
+    if control_type in _END_TXN_TYPES:
+        if len(value) != _END_TXN.size:
+            raise DecodeError("EndTxnMarker", None, 0, f"{len(value)} bytes, expected {_END_TXN.size}")
+        version, coordinator_epoch = _END_TXN.unpack(value)
+        return {"type": _END_TXN_TYPES[control_type], "version": version,
+                "data": {"coordinator_epoch": coordinator_epoch}}
+    known = _CONTROL_MESSAGES.get(control_type)
+    if known is None:
+        raise DecodeError("ControlRecord", None, 0, f"unknown control record type {control_type}")
+    name, cls = known
+    (version,) = INT16.unpack_from(value)
+    message, end = cls.decode(value, version, INT16.size)
+    if end != len(value):
+        raise DecodeError(cls.NAME, version, end, f"{len(value) - end} trailing bytes")
+    return {"type": name, "version": version, "data": message.to_dict()}
