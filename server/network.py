@@ -59,6 +59,10 @@ class Connection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self._closed and self.reader.pending:
+            # The peer went away in the middle of a frame: a malformed stream like any other.
+            log.warning("connection from %s closed in the middle of a frame (%d bytes discarded)",
+                        self.peer, self.reader.pending)
         self._closed = True
         self._queue.clear()
         self.on_close(self)
