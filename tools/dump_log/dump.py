@@ -63,7 +63,8 @@ def _print_batch(path: Path, item: Batch, options: Options, out: TextIO) -> bool
     for record in item.batch.records:
         rec = record_fields(item.header, record)
         ok = ok and "error" not in rec
-        print(to_json({"file": str(path), "batch": fields, **rec}) if options.json else record_line(rec), file=out)
+        line = to_json({"file": str(path), "batch": fields, **rec}) if options.json else record_line(rec)
+        print(line, file=out)
     return ok
 
 

@@ -67,7 +67,8 @@ def batch_line(fields: dict[str, Any]) -> str:
 
 
 def record_line(fields: dict[str, Any]) -> str:
-    parts = [f"{key}: {_text_value(value)}" for key, value in fields.items() if key not in ("payload", "error")]
+    parts = [f"{key}: {_text_value(value)}" for key, value in fields.items()
+             if key not in ("payload", "error")]
     if "payload" in fields:
         parts.append(f"payload: {to_json(fields['payload'])}")
     else:

@@ -61,7 +61,8 @@ def _inspect(data: bytes, pos: int) -> tuple[BatchHeader | None, str | None]:
     except DecodeError as exc:
         return None, exc.reason
     if header.size > remaining:
-        return header, f"a batch of {header.size} bytes runs past the end of the file ({remaining} bytes remain)"
+        return header, (f"a batch of {header.size} bytes runs past the end of the file "
+                        f"({remaining} bytes remain)")
     if not batch_crc_ok(data, pos, header):
         return header, "CRC-32C mismatch"
     return header, None
