@@ -1,0 +1,1 @@
+"""kraftwire's kafka-metadata-shell: the cluster metadata as a browsable tree."""

@@ -1,0 +1,62 @@
+"""``python -m tools.metadata_shell``: kafka-metadata-shell.sh for kraftwire."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tools.metadata_shell.files import load_directory, load_snapshot
+from tools.metadata_shell.interactive import interact
+from tools.metadata_shell.remote import load_controllers
+from tools.metadata_shell.replayer import LoadError, Replayer
+from tools.metadata_shell.shell import Shell
+from tools.metadata_shell.tree import build_tree
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.metadata_shell",
+        description="Browse the cluster metadata as a tree, built by replaying the metadata log "
+                    "with the controller's own replay code. Without a command it is interactive.")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("-s", "--snapshot", type=Path, metavar="FILE",
+                        help="a snapshot (.checkpoint) or bootstrap.checkpoint file")
+    source.add_argument("-d", "--directory", type=Path, metavar="DIR",
+                        help="a metadata log directory (metadata.log.dir or its __cluster_metadata-0)")
+    source.add_argument("-C", "--controllers", metavar="HOST:PORT[,...]",
+                        help="controllers to read the committed log from, as an observer")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="a command to run instead of the interactive shell, e.g. ls /topics")
+    return parser
+
+
+def _load(args: argparse.Namespace) -> tuple[Replayer, str]:
+    if args.snapshot is not None:
+        return load_snapshot(args.snapshot), str(args.snapshot)
+    if args.directory is not None:
+        return load_directory(args.directory), str(args.directory)
+    return load_controllers(args.controllers), args.controllers
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        replayer, source = _load(args)
+    except LoadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for name, count in sorted(replayer.skipped.items()):
+        print(f"note: {count} {name} records not shown: the controller keeps no state for them",
+              file=sys.stderr)
+    shell = Shell(build_tree(replayer), sys.stdout, sys.stderr)
+    if args.command:
+        shell.history.append(" ".join(args.command))
+        return 0 if shell.run(args.command) else 1
+    interact(shell, f"kraftwire metadata shell: {source} up to offset {replayer.last_offset}. "
+                    f"Type help for the commands.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

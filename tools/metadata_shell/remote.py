@@ -1,0 +1,136 @@
+"""Loading the metadata from a live controller, as a KRaft observer would.
+
+Fetch the committed log from offset 0 (replica id -1: an observer, not a voter); if the
+records are gone, the response names the snapshot to fetch first with FetchSnapshot. Stop at
+the high watermark: everything up to it is committed.
+"""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+from pathlib import Path
+
+from protocol.client import ConnectionClosed, KafkaClient
+from protocol.error_codes import Error, describe
+from protocol.errors import DecodeError
+from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
+from protocol.generated.messages.fetch_response import PartitionData
+from protocol.generated.messages.fetch_snapshot_request import (
+    FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
+from protocol.primitives import METADATA_TOPIC_ID
+from protocol.records import iter_batches
+from server.controller.result import VersionedRecord
+from server.metalog.meta_properties import StorageError
+from server.metalog.snapshot_file import read_snapshot_file
+from tools.metadata_shell.replayer import Leader, LoadError, Replayer
+
+METADATA_TOPIC = "__cluster_metadata"
+OBSERVER = -1
+FETCH_VERSION = 16
+FETCH_SNAPSHOT_VERSION = 1
+MAX_BYTES = 8 << 20
+CLIENT_ID = "kraftwire-metadata-shell"
+
+
+def parse_controllers(spec: str) -> list[tuple[str, int]]:
+    """``host:port`` or Kafka's voter form ``id@host:port``, comma separated."""
+    addresses = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        host, sep, port = item.rpartition("@")[2].rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise LoadError(f"--controllers: {item!r} is not HOST:PORT")
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise LoadError("--controllers: no controller given")
+    return addresses
+
+
+def load_controllers(spec: str, timeout: float = 10.0) -> Replayer:
+    """Read the whole committed log from the first controller that serves it."""
+    problems = []
+    for host, port in parse_controllers(spec):
+        try:
+            with KafkaClient(host, port, client_id=CLIENT_ID, timeout=timeout) as client:
+                return _read_log(client)
+        except (OSError, ConnectionClosed, DecodeError, LoadError) as exc:
+            problems.append(f"{host}:{port}: {_reason(exc)}")
+    raise LoadError("could not read the metadata log: " + "; ".join(problems))
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
+
+
+def _read_log(client: KafkaClient) -> Replayer:
+    replayer = Replayer()
+    while True:
+        part = _fetch(client, replayer.next_offset)
+        if part.snapshot_id.end_offset >= 0:
+            end, epoch = part.snapshot_id.end_offset, part.snapshot_id.epoch
+            replayer.snapshot(_fetch_snapshot(client, end, epoch), end)
+            continue
+        before = replayer.next_offset
+        for batch, _ in iter_batches(part.records or b""):
+            replayer.batch(batch)
+        if part.current_leader.leader_id >= 0:
+            replayer.leader = Leader(part.current_leader.leader_id, part.current_leader.leader_epoch)
+        if replayer.next_offset >= part.high_watermark:
+            return replayer
+        if replayer.next_offset == before:
+            raise LoadError(f"Fetch at offset {before} returned nothing below the high watermark "
+                            f"{part.high_watermark}")
+
+
+def _fetch(client: KafkaClient, offset: int) -> PartitionData:
+    request = FetchRequest(
+        replica_id=OBSERVER, replica_state=ReplicaState(replica_id=OBSERVER), max_wait_ms=0,
+        min_bytes=0, max_bytes=MAX_BYTES,
+        topics=[FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
+            FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=MAX_BYTES)])])
+    response = client.request(request, FETCH_VERSION)
+    if response.error_code != Error.NONE:
+        raise LoadError(f"Fetch failed: {describe(response.error_code)}")
+    parts = [p for t in response.responses for p in t.partitions]
+    if len(parts) != 1:
+        raise LoadError(f"Fetch answered for {len(parts)} partitions, expected 1")
+    if parts[0].error_code != Error.NONE:
+        raise LoadError(f"Fetch at offset {offset} failed: {describe(parts[0].error_code)}")
+    return parts[0]
+
+
+def _fetch_snapshot(client: KafkaClient, end_offset: int, epoch: int) -> list[VersionedRecord]:
+    """The records of snapshot (end_offset, epoch), fetched in chunks and checked whole."""
+    what = f"FetchSnapshot of {end_offset}-{epoch}"
+    chunks = []
+    position = 0
+    while True:
+        request = FetchSnapshotRequest(replica_id=OBSERVER, max_bytes=MAX_BYTES, topics=[TopicSnapshot(
+            name=METADATA_TOPIC, partitions=[PartitionSnapshot(
+                partition=0, current_leader_epoch=-1, position=position,
+                snapshot_id=SnapshotId(end_offset=end_offset, epoch=epoch))])])
+        response = client.request(request, FETCH_SNAPSHOT_VERSION)
+        parts = [p for t in response.topics for p in t.partitions]
+        code = response.error_code or (parts[0].error_code if len(parts) == 1 else Error.UNKNOWN_SERVER_ERROR)
+        if code != Error.NONE:
+            raise LoadError(f"{what} at byte {position} failed: {describe(code)}")
+        chunk = parts[0].unaligned_records or b""
+        chunks.append(chunk)
+        position += len(chunk)
+        if position >= parts[0].size:
+            break
+        if not chunk:
+            raise LoadError(f"{what} stopped at byte {position} of {parts[0].size}")
+    # The snapshot file reader checks CRCs, header and footer; give it the bytes as a file.
+    with tempfile.TemporaryDirectory(prefix="kraftwire-shell-") as tmp:
+        path = Path(tmp) / f"{end_offset:020d}-{epoch:010d}.checkpoint"
+        path.write_bytes(b"".join(chunks))
+        try:
+            return read_snapshot_file(path)
+        except StorageError as exc:
+            reason = str(exc).removeprefix(f"{path}: ")
+            raise LoadError(f"snapshot {end_offset}-{epoch} fetched from the controller: {reason}") from None

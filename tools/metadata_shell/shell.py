@@ -1,0 +1,186 @@
+"""The shell's commands over the metadata tree: ls, cd, cat, find, pwd, history, man/help, exit.
+
+Output goes to ``out`` and errors to ``err``, one ``command: path: problem`` line each, so
+the same code serves the interactive loop and a single command given on the command line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Callable, TextIO
+
+from tools.metadata_shell.paths import NoSuchNode, expand, sorted_names, to_text
+from tools.metadata_shell.tree import Dir, Node
+
+
+class CommandError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Command:
+    usage: str
+    summary: str
+    run: Callable[["Shell", list[str]], None]
+
+
+class Shell:
+    def __init__(self, root: Dir, out: TextIO, err: TextIO) -> None:
+        self.root = root
+        self.out = out
+        self.err = err
+        self.cwd: list[str] = []
+        self.history: list[str] = []
+        self.done = False
+
+    def run_line(self, line: str) -> bool:
+        """Run one command line; False if it failed (the error has been printed)."""
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            print(f"cannot parse {line!r}: {exc}", file=self.err)
+            return False
+        if not words:
+            return True
+        self.history.append(line.strip())
+        return self.run(words)
+
+    def run(self, words: list[str]) -> bool:
+        name, args = words[0], words[1:]
+        command = COMMANDS.get(name)
+        if command is None:
+            print(f"{name}: unknown command; type help for the list", file=self.err)
+            return False
+        try:
+            command.run(self, args)
+        except CommandError as exc:
+            print(f"{name}: {exc}", file=self.err)
+            return False
+        return True
+
+    def print(self, text: str) -> None:
+        print(text, file=self.out)
+
+    def expand(self, text: str) -> list[tuple[list[str], Node]]:
+        try:
+            return expand(self.root, self.cwd, text)
+        except NoSuchNode:
+            raise CommandError(f"{text}: no such node") from None
+
+    @property
+    def pwd(self) -> str:
+        return to_text(self.cwd)
+
+
+# --- the commands ---------------------------------------------------------------------------------
+
+def _ls(shell: Shell, args: list[str]) -> None:
+    matches = [m for text in args or ["."] for m in shell.expand(text)]
+    files = [parts for parts, node in matches if not isinstance(node, dict)]
+    dirs = [(parts, node) for parts, node in matches if isinstance(node, dict)]
+    for parts in files:
+        shell.print(parts[-1] if parts else "/")
+    for i, (parts, node) in enumerate(dirs):
+        if len(matches) > 1:
+            shell.print(("\n" if i or files else "") + f"{to_text(parts)}:")
+        for name in sorted_names(node):
+            shell.print(name)
+
+
+def _cd(shell: Shell, args: list[str]) -> None:
+    if len(args) > 1:
+        raise CommandError("too many arguments")
+    text = args[0] if args else "/"
+    matches = shell.expand(text)
+    if len(matches) > 1:
+        raise CommandError(f"{text}: matches {len(matches)} nodes")
+    parts, node = matches[0]
+    if not isinstance(node, dict):
+        raise CommandError(f"{text}: not a directory")
+    shell.cwd = parts
+
+
+def _cat(shell: Shell, args: list[str]) -> None:
+    if not args:
+        raise CommandError("which node? usage: " + COMMANDS["cat"].usage)
+    problems = []
+    for text in args:
+        try:
+            matches = shell.expand(text)
+        except CommandError as exc:
+            problems.append(str(exc))
+            continue
+        for parts, node in matches:
+            if isinstance(node, dict):
+                problems.append(f"{to_text(parts)}: is a directory")
+            else:
+                shell.print(node)
+    if problems:
+        raise CommandError("; ".join(problems))
+
+
+def _find(shell: Shell, args: list[str]) -> None:
+    for text in args or ["."]:
+        for parts, node in shell.expand(text):
+            _walk(shell, parts, node)
+
+
+def _walk(shell: Shell, parts: list[str], node: Node) -> None:
+    shell.print(to_text(parts))
+    if isinstance(node, dict):
+        for name in sorted_names(node):
+            _walk(shell, [*parts, name], node[name])
+
+
+def _pwd(shell: Shell, args: list[str]) -> None:
+    if args:
+        raise CommandError("takes no arguments")
+    shell.print(shell.pwd)
+
+
+def _history(shell: Shell, args: list[str]) -> None:
+    if len(args) > 1 or (args and not args[0].isdigit()):
+        raise CommandError("usage: " + COMMANDS["history"].usage)
+    count = int(args[0]) if args else len(shell.history)
+    start = max(0, len(shell.history) - count)
+    for number, line in enumerate(shell.history[start:], start + 1):
+        shell.print(f"{number:5d}  {line}")
+
+
+def _help(shell: Shell, args: list[str]) -> None:
+    if args:
+        _man(shell, args)
+        return
+    shell.print("Welcome to the kraftwire metadata shell: the cluster metadata as a tree of nodes.\n")
+    width = max(map(len, COMMANDS))
+    for name in sorted(COMMANDS):
+        shell.print(f"  {name.ljust(width)}  {COMMANDS[name].summary}")
+    shell.print("\nPaths are absolute or relative to the working directory, and may use * ? [...] patterns.")
+
+
+def _man(shell: Shell, args: list[str]) -> None:
+    if len(args) != 1:
+        raise CommandError("usage: " + COMMANDS["man"].usage)
+    command = COMMANDS.get(args[0])
+    if command is None:
+        raise CommandError(f"{args[0]}: no such command")
+    shell.print(f"usage: {command.usage}\n  {command.summary}")
+
+
+def _exit(shell: Shell, args: list[str]) -> None:
+    shell.done = True
+
+
+COMMANDS: dict[str, Command] = {
+    "cat": Command("cat PATH...", "Show the contents of metadata nodes.", _cat),
+    "cd": Command("cd [PATH]", "Set the current working directory (/ without a path).", _cd),
+    "exit": Command("exit", "Exit the metadata shell.", _exit),
+    "find": Command("find [PATH...]", "Print the paths of nodes and everything under them.", _find),
+    "help": Command("help [COMMAND]", "Display this help message, or a command's.", _help),
+    "history": Command("history [N]", "Print the command history (the last N commands).", _history),
+    "ls": Command("ls [PATH...]", "List metadata nodes.", _ls),
+    "man": Command("man COMMAND", "Show the help text for a specific command.", _man),
+    "pwd": Command("pwd", "Print the current working directory.", _pwd),
+}
+

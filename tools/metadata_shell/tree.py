@@ -1,0 +1,112 @@
+"""The metadata state as a tree of nodes, the way kafka-metadata-shell.sh lays it out.
+
+A directory is a dict of child names to nodes; a file is the text ``cat`` prints. The tree is
+built once from the replayed state: the shell shows one consistent moment of the log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Union
+
+from protocol.primitives import uuid_to_str
+from server.controller.cluster import BrokerRegistration, ControllerRegistration, Endpoint
+from server.controller.partitions import PartitionState
+from server.controller.quorum_controller import QuorumController
+from tools.metadata_shell.replayer import Replayer
+
+Node = Union["Dir", str]
+Dir = dict[str, Node]
+
+# ConfigRecord resource types by Kafka's numbers.
+_RESOURCE_TYPES = {2: "topic", 4: "broker", 8: "broker_logger", 16: "client_metrics", 32: "group"}
+CLUSTER_DEFAULT = "<default>"  # the broker resource named "", which holds cluster-wide defaults
+_RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
+
+
+def build_tree(replayer: Replayer) -> Dir:
+    c = replayer.controller
+    quorum: Dir = {"offset": str(replayer.last_offset)}
+    if replayer.leader is not None:
+        quorum["leader"] = _json({"leaderId": replayer.leader.leader_id, "epoch": replayer.leader.epoch})
+    return {
+        "brokers": {str(b.broker_id): _broker(b) for b in c.cluster.brokers.values()},
+        "controllers": {str(r.controller_id): _controller(r) for r in c.cluster.controllers.values()},
+        "topics": _topics(c),
+        "topicIds": {uuid_to_str(t.topic_id): t.name for t in c.replication.topics.values()},
+        "features": {name: str(level) for name, level in c.features.finalized.items()},
+        "configs": _configs(c),
+        "metadataQuorum": quorum,
+    }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)
+
+
+def _endpoints(endpoints: list[Endpoint]) -> list[dict[str, Any]]:
+    return [{"name": e.name, "host": e.host, "port": e.port, "securityProtocol": e.security_protocol}
+            for e in endpoints]
+
+
+def _features(features: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]:
+    return {name: {"min": lo, "max": hi} for name, (lo, hi) in sorted(features.items())}
+
+
+def _broker(b: BrokerRegistration) -> Dir:
+    registration = {
+        "id": b.broker_id, "epoch": b.epoch, "incarnationId": uuid_to_str(b.incarnation_id),
+        "listeners": _endpoints(b.endpoints), "supportedFeatures": _features(b.features),
+        "rack": b.rack, "fenced": b.fenced, "inControlledShutdown": b.in_controlled_shutdown,
+        "logDirs": [uuid_to_str(d) for d in b.log_dirs],
+    }
+    return {
+        "registration": _json(registration),
+        "isFenced": _json(b.fenced),
+        "inControlledShutdown": _json(b.in_controlled_shutdown),
+        "epoch": str(b.epoch),
+        "incarnationId": uuid_to_str(b.incarnation_id),
+        "rack": "" if b.rack is None else b.rack,
+    }
+
+
+def _controller(r: ControllerRegistration) -> str:
+    return _json({"id": r.controller_id, "incarnationId": uuid_to_str(r.incarnation_id),
+                  "listeners": _endpoints(r.endpoints), "supportedFeatures": _features(r.features)})
+
+
+def _topics(c: QuorumController) -> Dir:
+    topics: Dir = {}
+    for t in c.replication.topics.values():
+        node: Dir = {"id": uuid_to_str(t.topic_id), "name": t.name}
+        for p in t.partitions:
+            node[str(p.partition_id)] = _partition(p)
+        topics[t.name] = node
+    return topics
+
+
+def _partition(p: PartitionState) -> Dir:
+    node: Dir = {
+        "leader": str(p.leader),
+        "isr": _json(p.isr),
+        "replicas": _json(p.replicas),
+        "leaderEpoch": str(p.leader_epoch),
+        "partitionEpoch": str(p.partition_epoch),
+        "elr": _json(p.elr),
+        "lastKnownElr": _json(p.last_known_elr),
+        "addingReplicas": _json(p.adding),
+        "removingReplicas": _json(p.removing),
+        "leaderRecoveryState": _RECOVERY_STATES.get(p.recovery, str(p.recovery)),
+    }
+    if p.directories:
+        node["directories"] = _json([uuid_to_str(d) for d in p.directories])
+    return node
+
+
+def _configs(c: QuorumController) -> Dir:
+    configs: Dir = {"topic": {}, "broker": {}}
+    for record, _ in c.configs.snapshot_records():
+        kind = configs.setdefault(_RESOURCE_TYPES.get(record.resource_type, str(record.resource_type)), {})
+        resource = kind.setdefault(record.resource_name or CLUSTER_DEFAULT, {})
+        resource[record.name] = record.value
+    return configs
