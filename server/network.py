@@ -19,6 +19,10 @@ from protocol.framing import FrameReader, FrameTooLarge
 
 log = logging.getLogger("kraftwire.network")
 
+# Requests of one connection handled in one turn of the event loop before other connections get
+# theirs: enough to keep a pipelining broker's throughput, few enough to keep everyone's latency.
+FRAMES_PER_TURN = 64
+
 
 class RequestRejected(Exception):
     """A request the server will not answer (unknown API key, unsupported version)."""
@@ -38,7 +42,8 @@ Dispatch = Callable[["Connection", bytes], "bytes | Pending | None"]
 
 
 class Connection(asyncio.Protocol):
-    __slots__ = ("dispatch", "reader", "transport", "peer", "_queue", "_closed", "on_close", "capture")
+    __slots__ = ("dispatch", "reader", "transport", "peer", "_queue", "_closed", "on_close", "capture",
+                 "_backlog", "_write_paused", "_read_paused", "_turn_pending")
 
     def __init__(self, dispatch: Dispatch, max_frame: int, on_close: Callable[["Connection"], None]) -> None:
         self.dispatch = dispatch
@@ -47,6 +52,12 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self._queue: deque = deque()
         self._closed = False
+        # Whole frames received but not yet handled: at most FRAMES_PER_TURN are handled before
+        # the event loop turns to other connections.
+        self._backlog: deque[bytes] = deque()
+        self._write_paused = False  # the transport's buffer of unsent answers is over its limit
+        self._read_paused = False
+        self._turn_pending = False
         self.on_close = on_close
         self.capture = None  # set by the server when traffic is being captured
 
@@ -65,6 +76,7 @@ class Connection(asyncio.Protocol):
                         self.peer, self.reader.pending)
         self._closed = True
         self._queue.clear()
+        self._backlog.clear()
         self.on_close(self)
 
     def data_received(self, data: bytes) -> None:
@@ -75,9 +87,24 @@ class Connection(asyncio.Protocol):
         except FrameTooLarge as exc:
             self.reject(str(exc))
             return
-        for frame in frames:
-            if self._closed:
-                return
+        if frames:
+            self._backlog.extend(frames)
+            self._handle_frames()
+
+    def _handle_frames(self) -> None:
+        """Handle up to FRAMES_PER_TURN frames of the backlog, in order.
+
+        A client that pipelines thousands of requests would otherwise hold the event loop for
+        all of them (one read can bring megabytes) while every other client waits. While a
+        backlog remains, or while unsent answers pile up because the client does not read them,
+        this connection is not read from, so one client's requests never buffer without limit.
+        """
+        self._turn_pending = False
+        backlog = self._backlog
+        budget = FRAMES_PER_TURN
+        while backlog and budget and not self._closed and not self._write_paused:
+            budget -= 1
+            frame = backlog.popleft()
             try:
                 result = self.dispatch(self, frame)
             except (DecodeError, RequestRejected) as exc:
@@ -93,6 +120,29 @@ class Connection(asyncio.Protocol):
                     result.add_done_callback(self._drain)
         if self._queue:
             self._drain()
+        if self._closed:
+            return
+        if backlog and not self._write_paused and not self._turn_pending:
+            self._turn_pending = True
+            asyncio.get_running_loop().call_soon(self._handle_frames)
+        self._set_reading(not backlog and not self._write_paused)
+
+    def _set_reading(self, reading: bool) -> None:
+        if reading == self._read_paused and self.transport is not None:
+            self._read_paused = not reading
+            if reading:
+                self.transport.resume_reading()
+            else:
+                self.transport.pause_reading()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._set_reading(False)
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if not self._closed:
+            self._handle_frames()
 
     def _drain(self, _: object = None) -> None:
         queue = self._queue
@@ -111,6 +161,8 @@ class Connection(asyncio.Protocol):
             self._write(head)
 
     def _write(self, frame: bytes) -> None:
+        if self.transport.is_closing():
+            return  # the peer went away; its connection_lost is on its way
         if self.capture is not None:
             self.capture.server_to_client(frame)
         self.transport.write(frame)
@@ -121,6 +173,7 @@ class Connection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, reason)
             self._closed = True
             self._queue.clear()
+            self._backlog.clear()
             if self.transport is not None:
                 self.transport.close()
 
