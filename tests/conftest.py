@@ -256,6 +256,16 @@ def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerProce
         proc.stop()
 
 
+@pytest.fixture(scope="module")
+def module_controller(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProcess]:
+    """One embedded-default controller shared by the tests of a module (and by @given examples)."""
+    proc = ControllerProcess(tmp_path_factory.mktemp("controller"))
+    try:
+        yield proc.start()
+    finally:
+        proc.stop()
+
+
 @pytest.fixture
 def controller(request: pytest.FixtureRequest,
                controller_factory: Callable[..., ControllerProcess]) -> ControllerProcess:
