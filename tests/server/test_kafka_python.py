@@ -1,0 +1,78 @@
+"""kafka-python 3's admin client, unchanged, against the controller.
+
+What the client needs, learned from kafka-python 3.0.12: it negotiates versions with
+ApiVersions (v4), then bootstraps with a Metadata request (v12 here, no topics) and insists on
+at least one broker in the answer; it then opens a new connection to that broker for every
+later request. So Metadata must be served, and the broker it lists must be this controller's
+own endpoint. describe_cluster() then sends DescribeCluster (v1 here) to that node.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.error_codes import Error
+from server.apis import Router
+from tests.server.wire import WireBroker, api_versions, connect
+
+kafka = pytest.importorskip("kafka")
+
+METADATA_SERVED = 3 in Router(None, None).handlers  # type: ignore[arg-type]
+NEEDS_METADATA = pytest.mark.xfail(
+    not METADATA_SERVED, strict=True,
+    reason="kafka-python bootstraps with a Metadata request (API key 3) and needs at least one "
+           "broker in its answer, the controller's own endpoint; the controller does not serve "
+           "Metadata yet")
+
+
+def admin_client(controller):
+    from kafka import KafkaAdminClient
+
+    return KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{controller.port}",
+                            client_id="kraftwire-test", bootstrap_timeout_ms=5000,
+                            request_timeout_ms=10000)
+
+
+def test_api_versions_lists_what_kafka_python_looks_for(controller):
+    with connect(controller) as client:
+        response = api_versions(client, 4)
+    assert response.error_code == Error.NONE
+    keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert keys[18] == (0, 4)
+    assert keys[60][1] >= 1  # DescribeCluster with endpoint types
+    assert [f.name for f in response.finalized_features] == ["metadata.version"]
+
+
+@NEEDS_METADATA
+def test_admin_client_describe_cluster(controller):
+    broker = WireBroker(controller, 7)
+    assert broker.register().error_code == Error.NONE
+    assert broker.heartbeat().is_fenced is False
+    fenced = WireBroker(controller, 8)
+    assert fenced.register().error_code == Error.NONE
+
+    admin = admin_client(controller)
+    try:
+        described = admin.describe_cluster()
+        # The metadata it bootstrapped from points at the controller itself.
+        nodes = [(n.host, n.port) for n in admin._manager.cluster.brokers()]
+    finally:
+        admin.close()
+    assert ("127.0.0.1", controller.port) in nodes
+    assert described["cluster_id"] == controller.cluster_id
+    assert described["controller_id"] == 1
+    assert [(b["broker_id"], b["host"], b["port"]) for b in described["brokers"]] == [
+        (7, "127.0.0.1", 29007)]
+
+
+@NEEDS_METADATA
+def test_admin_client_sees_a_broker_registered_after_it_connected(controller):
+    admin = admin_client(controller)
+    try:
+        assert admin.describe_cluster()["brokers"] == []
+        broker = WireBroker(controller, 3)
+        assert broker.register().error_code == Error.NONE
+        assert broker.heartbeat().is_fenced is False
+        assert [b["broker_id"] for b in admin.describe_cluster()["brokers"]] == [3]
+    finally:
+        admin.close()
