@@ -60,6 +60,7 @@ async def serve(config: ControllerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, server.request_snapshot)
     await stop.wait()
     log.info("shutting down")
     await server.stop()

@@ -45,6 +45,20 @@ def with_error(response: Message, code: int) -> Message:
     return response
 
 
+# API key -> the QuorumController method that serves it. Writes append records and wait for
+# them; reads wait only for what they could have seen.
+WRITES = {
+    62: "register_broker", 63: "broker_heartbeat", 64: "unregister_broker", 57: "update_features",
+    70: "register_controller", 19: "create_topics", 20: "delete_topics", 37: "create_partitions",
+    56: "alter_partition", 43: "elect_leaders", 45: "alter_reassignments",
+    44: "incremental_alter_configs", 33: "alter_configs",
+}
+READS = {
+    60: "describe_cluster", 3: "metadata", 75: "describe_topic_partitions",
+    46: "list_reassignments", 32: "describe_configs",
+}
+
+
 class Router:
     def __init__(self, controller: QuorumController, committer: Committer) -> None:
         self.controller = controller
@@ -52,13 +66,22 @@ class Router:
         self.handlers: dict[int, Handler] = {}
         # Narrower version ranges than the schema's, for APIs only partly served.
         self.version_limits: dict[int, tuple[int, int]] = {}
-        self.register(62, self.broker_registration)
-        self.register(63, self.broker_heartbeat)
-        self.register(64, self.unregister_broker)
-        self.register(60, self.describe_cluster)
-        self.register(57, self.update_features)
-        self.register(70, self.controller_registration)
+        for key, name in WRITES.items():
+            self.register(key, self._writer(name))
+        for key, name in READS.items():
+            self.register(key, self._reader(name))
 
+    def _writer(self, name: str) -> Handler:
+        def handle(header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
+            applied: Applied = getattr(self.controller, name)(request, version)
+            self.committer.submit(applied.records, applied.base_offset)
+            return applied.response, self.controller.last_applied_offset
+        return handle
+
+    def _reader(self, name: str) -> Handler:
+        def handle(header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
+            return getattr(self.controller, name)(request, version), self.controller.last_applied_offset
+        return handle
     def register(self, api_key: int, handler: Handler, versions: tuple[int, int] | None = None) -> None:
         self.handlers[api_key] = handler
         if versions is not None:
@@ -88,6 +111,12 @@ class Router:
         if key == API_VERSIONS_KEY:
             return self._encode(api, version, correlation_id, self.api_versions(version))
         response, visible = self.handlers[key](header, request, version)
+        if isinstance(response, asyncio.Future):
+            # A long poll: the handler answers later by itself.
+            out = asyncio.get_running_loop().create_future()
+            response.add_done_callback(
+                lambda f: out.set_result(self._encode(api, version, correlation_id, f.result())))
+            return out
         waiter = self.committer.wait(visible)
         if waiter is None:
             return self._encode(api, version, correlation_id, response)
@@ -124,27 +153,3 @@ class Router:
             response.finalized_features = c.finalized_features()
             response.finalized_features_epoch = c.features.epoch
         return response
-
-    # --- writes -----------------------------------------------------------------------------
-    def _submit(self, applied: Applied) -> tuple[Message, int]:
-        self.committer.submit(applied.records, applied.base_offset)
-        return applied.response, self.controller.last_applied_offset
-
-    def broker_registration(self, header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
-        return self._submit(self.controller.register_broker(request))
-
-    def broker_heartbeat(self, header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
-        return self._submit(self.controller.broker_heartbeat(request))
-
-    def unregister_broker(self, header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
-        return self._submit(self.controller.unregister_broker(request))
-
-    def update_features(self, header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
-        return self._submit(self.controller.update_features(request, version))
-
-    def controller_registration(self, header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
-        return self._submit(self.controller.register_controller(request))
-
-    # --- reads ------------------------------------------------------------------------------
-    def describe_cluster(self, header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
-        return self.controller.describe_cluster(request, version), self.controller.last_applied_offset

@@ -22,13 +22,28 @@ from server.controller.result import ControllerResult
 from server.metalog.bootstrap import read_bootstrap
 from server.metalog.committer import Committer, encode_records
 from server.metalog.meta_properties import check_log_dirs
+from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+from server.metalog.snapshots import SnapshotId, load_latest_snapshot, write_snapshot
 from server.metalog.segments import MetadataLog
 from server.network import Listener
+from server.raft.fetch import MetadataFetchServer
 
 log = logging.getLogger("kraftwire.server")
 
 PLAINTEXT = 0
+
+
+def static_configs(c: ControllerConfig) -> dict[str, str]:
+    """The server.properties settings that dynamic configs fall back to."""
+    return {
+        "min.insync.replicas": str(c.min_insync_replicas),
+        "unclean.leader.election.enable": str(c.unclean_leader_election_enable).lower(),
+        "eligible.leader.replicas.enabled": str(c.eligible_leader_replicas_enabled).lower(),
+        "max.request.partition.size.limit": str(c.max_request_partition_size_limit),
+        "num.partitions": str(c.num_partitions),
+        "default.replication.factor": str(c.default_replication_factor),
+    }
 
 
 def wall_clock_ms() -> int:
@@ -45,6 +60,19 @@ class ControllerServer:
         self.controller = self._load()
         self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
         self.router = Router(self.controller, self.committer)
+        listener = config.controller_listener
+        self.fetch_server = MetadataFetchServer(
+            self.log, self.committer, self.cluster_id, config.node_id, self.epoch,
+            sorted(config.voters) or [config.node_id], (listener.host or "127.0.0.1", listener.port))
+        self.router.register(1, lambda h, r, v: (self.fetch_server.fetch(r, v), -1))
+        self.router.register(55, lambda h, r, v: (self.fetch_server.describe_quorum(r, v), -1))
+        self.router.register(59, lambda h, r, v: (self.fetch_server.fetch_snapshot(r, v), -1))
+        self.fetch_server.snapshot = self.snapshot
+        self._snapshot_wanted = False
+        self._snapshotting = False
+        # Bytes already in the log past the snapshot count towards the next one.
+        self._snapshot_mark = -self.log.bytes_after(self.snapshot.end_offset if self.snapshot else 0)
+        self.committer.listeners.append(self._maybe_snapshot)
         self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes)
         self.address: tuple[str, int] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -61,14 +89,28 @@ class ControllerServer:
 
     def _new_controller(self) -> QuorumController:
         listener = self.config.controller_listener
+        c = self.config
         return QuorumController(
-            self.cluster_id, self.config.node_id, self.clock,
-            session_timeout_ms=self.config.broker_session_timeout_ms,
-            controller_endpoints=[Endpoint(listener.name, listener.host or "127.0.0.1", listener.port, PLAINTEXT)])
+            self.cluster_id, c.node_id, self.clock,
+            session_timeout_ms=c.broker_session_timeout_ms,
+            controller_endpoints=[Endpoint(listener.name, listener.host or "127.0.0.1", listener.port, PLAINTEXT)],
+            static_configs=static_configs(c),
+            metadata_lists_brokers=c.metadata_nodes == "brokers")
 
     def _load(self) -> QuorumController:
         controller = self._new_controller()
-        if self.log.end_offset == 0:
+        loaded = load_latest_snapshot(self.log.directory)
+        self.snapshot = loaded[0] if loaded else None
+        if loaded is not None:
+            snapshot, records = loaded
+            if snapshot.end_offset < self.log.start_offset:
+                raise StorageError(f"{self.log.directory}: snapshot {snapshot.file_name} ends at offset "
+                                   f"{snapshot.end_offset} but the log starts at {self.log.start_offset}")
+            for record, _ in records:
+                controller.replay(record, snapshot.end_offset - 1)
+            controller.next_offset = snapshot.end_offset
+            log.info("loaded snapshot %s (%d records)", snapshot.file_name, len(records))
+        if self.log.end_offset == 0 and loaded is None:
             records = read_bootstrap(self.config.metadata_log_dir)
             applied = controller.apply(ControllerResult(records))
             self.log.append([encode_records(applied.records, 0, self.epoch, wall_clock_ms())])
@@ -81,7 +123,7 @@ class ControllerServer:
 
     def _replay_log(self, controller: QuorumController) -> None:
         count = 0
-        for batch in self.log.batches(0):
+        for batch in self.log.batches(controller.next_offset):
             if not batch.is_control:
                 for rec in batch.records:
                     record, _ = parse_metadata_record(rec.value)
@@ -105,9 +147,48 @@ class ControllerServer:
     def _on_commit_failure(self, exc: Exception) -> None:
         log.error("rebuilding the controller from the durable log after a failed write: %s", exc)
         self.controller = self._new_controller()
+        loaded = load_latest_snapshot(self.log.directory)
+        if loaded is not None:
+            for record, _ in loaded[1]:
+                self.controller.replay(record, loaded[0].end_offset - 1)
+            self.controller.next_offset = loaded[0].end_offset
         self._replay_log(self.controller)
         self.controller.activate()
         self.router.controller = self.controller
+
+    # --- snapshots ----------------------------------------------------------------------------
+    def request_snapshot(self) -> None:
+        """Take a snapshot at the next moment the applied state is all committed."""
+        self._snapshot_wanted = True
+        self._maybe_snapshot(self.committer.committed_offset)
+
+    def _maybe_snapshot(self, committed: int) -> None:
+        if self._snapshotting or committed != self.controller.last_applied_offset:
+            return
+        since = self.log.appended_bytes - self._snapshot_mark
+        if not self._snapshot_wanted and since < self.config.metadata_log_max_record_bytes_between_snapshots:
+            return
+        self._snapshot_wanted = False
+        self._snapshotting = True
+        snapshot = SnapshotId(committed + 1, self.epoch)
+        # The records are built now, on the loop, so they are exactly the committed state;
+        # only the file writing runs on the writer thread.
+        records = list(self.controller.snapshot_records())
+        loop = asyncio.get_running_loop()
+        task = loop.run_in_executor(None, write_snapshot, self.log.directory, snapshot, records)
+        task.add_done_callback(lambda f: self._snapshot_written(f, snapshot, len(records)))
+
+    def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId, count: int) -> None:
+        self._snapshotting = False
+        if task.exception() is not None:
+            log.error("snapshot %s failed: %s", snapshot.file_name, task.exception())
+            return
+        self.snapshot = snapshot
+        self._snapshot_mark = self.log.appended_bytes
+        self.fetch_server.snapshot = snapshot
+        removed = self.log.delete_segments_before(snapshot.end_offset)
+        log.info("wrote snapshot %s (%d records, %d bytes); removed %d old segments",
+                 snapshot.file_name, count, task.result(), len(removed))
 
     # --- serving ------------------------------------------------------------------------------
     async def start(self) -> tuple[str, int]:

@@ -71,18 +71,7 @@ class Leadership(Protocol):
 
     def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]: ...
 
-
-class NoPartitions:
-    """Leadership when no partitions exist (a controller without replication control)."""
-
-    def leads_any(self, broker_id: int) -> bool:
-        return False
-
-    def move_leadership_away(self, broker_id: int, fencing: bool) -> list[VersionedRecord]:
-        return []
-
-    def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]:
-        return []
+    def elect_after_unfence(self, broker_id: int) -> list[VersionedRecord]: ...
 
 
 class ClusterControl:
@@ -194,6 +183,7 @@ class ClusterControl:
                 fenced = True
         elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
             records.append((UnfenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
+            records += leadership.elect_after_unfence(broker.broker_id)
             fenced = False
         return ControllerResult(records, BrokerHeartbeatResponse(
             is_caught_up=caught_up, is_fenced=fenced, should_shut_down=should_shut_down))

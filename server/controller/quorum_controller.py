@@ -24,9 +24,13 @@ from protocol.generated.messages.unregister_broker_request import UnregisterBrok
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
 from protocol.message import Message
 from server.controller.clock import Clock
-from server.controller.cluster import ClusterControl, Endpoint, Leadership, NoPartitions
+from server.controller.cluster import ClusterControl, Endpoint
+from server.controller.configs import ConfigControl
+from server.controller.describe import TopicViews
 from server.controller.features import SUPPORTED_FEATURES, FeatureControl
+from server.controller.replication import ReplicationControl
 from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.topics import TopicAdmin
 
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 
@@ -47,16 +51,24 @@ class Applied:
 class QuorumController:
     def __init__(self, cluster_id: str, node_id: int, clock: Clock, *,
                  session_timeout_ms: int = 9000,
-                 controller_endpoints: list[Endpoint] | None = None) -> None:
+                 controller_endpoints: list[Endpoint] | None = None,
+                 static_configs: dict[str, str] | None = None,
+                 metadata_lists_brokers: bool = False) -> None:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
         self.features = FeatureControl()
         self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features)
-        self.leadership: Leadership = NoPartitions()
+        self.configs = ConfigControl(static_configs or {})
+        self.replication = ReplicationControl(self.cluster, self.features, self.configs)
+        self.leadership = self.replication
+        self.topic_admin = TopicAdmin(self.replication)
         # Endpoints of the voters as configured: DescribeCluster for controllers falls back
         # to them until the controllers register themselves.
         self.controller_endpoints = controller_endpoints or []
+        self.views = TopicViews(self.replication, node_id,
+                                self.controller_endpoints[0] if self.controller_endpoints else None,
+                                metadata_lists_brokers)
         self.next_offset = 0
         self._replayers: dict[str, Callable[[Message, int], None]] = {
             "RegisterBrokerRecord": self.cluster.replay_register_broker,
@@ -66,15 +78,17 @@ class QuorumController:
             "BrokerRegistrationChangeRecord": self.cluster.replay_registration_change,
             "RegisterControllerRecord": lambda r, o: self.cluster.replay_register_controller(r),
             "FeatureLevelRecord": self.features.replay_feature_level,
+            "TopicRecord": lambda r, o: self.replication.replay_topic(r),
+            "PartitionRecord": lambda r, o: self.replication.replay_partition(r),
+            "PartitionChangeRecord": lambda r, o: self.replication.replay_partition_change(r),
+            "RemoveTopicRecord": lambda r, o: self.replication.replay_remove_topic(r),
+            "ConfigRecord": lambda r, o: self.configs.replay_config(r),
             "NoOpRecord": lambda r, o: None,
         }
 
     @property
     def last_applied_offset(self) -> int:
         return self.next_offset - 1
-
-    def add_replayer(self, record_name: str, fn: Callable[[Message, int], None]) -> None:
-        self._replayers[record_name] = fn
 
     # --- the only mutators -----------------------------------------------------------------
     def replay(self, record: Message, offset: int) -> None:
@@ -94,16 +108,16 @@ class QuorumController:
         self.cluster.activate(self.clock.now_ms())
 
     # --- broker lifecycle ------------------------------------------------------------------
-    def register_broker(self, req: BrokerRegistrationRequest) -> Applied:
+    def register_broker(self, req: BrokerRegistrationRequest, version: int) -> Applied:
         return self.apply(self.cluster.register_broker(req, self.next_offset, self.clock.now_ms(), self.leadership))
 
-    def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> Applied:
+    def broker_heartbeat(self, req: BrokerHeartbeatRequest, version: int) -> Applied:
         return self.apply(self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership))
 
-    def unregister_broker(self, req: UnregisterBrokerRequest) -> Applied:
+    def unregister_broker(self, req: UnregisterBrokerRequest, version: int) -> Applied:
         return self.apply(self.cluster.unregister_broker(req.broker_id, self.leadership))
 
-    def register_controller(self, req: ControllerRegistrationRequest) -> Applied:
+    def register_controller(self, req: ControllerRegistrationRequest, version: int) -> Applied:
         return self.apply(self.cluster.register_controller(req))
 
     def fence_expired_brokers(self) -> Applied:
@@ -113,7 +127,51 @@ class QuorumController:
         ranges = [b.features for b in self.cluster.brokers.values()]
         return self.apply(self.features.update_features(req, version, ranges))
 
+    # --- topics, partitions, configs ----------------------------------------------------------
+    def create_topics(self, req: Message, version: int) -> Applied:
+        return self.apply(self.topic_admin.create_topics(req, version))
+
+    def delete_topics(self, req: Message, version: int) -> Applied:
+        return self.apply(self.topic_admin.delete_topics(req, version))
+
+    def create_partitions(self, req: Message, version: int) -> Applied:
+        return self.apply(self.topic_admin.create_partitions(req, version))
+
+    def alter_partition(self, req: Message, version: int) -> Applied:
+        return self.apply(self.replication.alter_partition(req, version))
+
+    def elect_leaders(self, req: Message, version: int) -> Applied:
+        return self.apply(self.replication.elect_leaders(req, version))
+
+    def alter_reassignments(self, req: Message, version: int) -> Applied:
+        return self.apply(self.replication.alter_reassignments(req))
+
+    def incremental_alter_configs(self, req: Message, version: int) -> Applied:
+        return self.apply(self.configs.incremental_alter_configs(
+            req, version, self._topic_exists, self._broker_exists))
+
+    def alter_configs(self, req: Message, version: int) -> Applied:
+        return self.apply(self.configs.alter_configs(req, version, self._topic_exists, self._broker_exists))
+
+    def _topic_exists(self, name: str) -> bool:
+        return name in self.replication.names
+
+    def _broker_exists(self, broker_id: int) -> bool:
+        return broker_id in self.cluster.brokers or broker_id == self.node_id
+
     # --- reads -----------------------------------------------------------------------------
+    def list_reassignments(self, req: Message, version: int) -> Message:
+        return self.replication.list_reassignments(req)
+
+    def metadata(self, req: Message, version: int) -> Message:
+        return self.views.metadata(req, version, self.cluster_id)
+
+    def describe_topic_partitions(self, req: Message, version: int) -> Message:
+        return self.views.describe_topic_partitions(req, self.configs.max_request_partition_size_limit())
+
+    def describe_configs(self, req: Message, version: int) -> Message:
+        return self.configs.describe_configs(req, version, self._topic_exists, self._broker_exists)
+
     def describe_cluster(self, req: DescribeClusterRequest, version: int) -> DescribeClusterResponse:
         response = DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.node_id,
                                            endpoint_type=req.endpoint_type if version >= 1 else 1)
@@ -152,3 +210,5 @@ class QuorumController:
         for name, level in sorted(self.features.finalized.items()):
             yield FeatureLevelRecord(name=name, feature_level=level), 0
         yield from self.cluster.snapshot_records()
+        yield from self.configs.snapshot_records()
+        yield from self.replication.snapshot_records()

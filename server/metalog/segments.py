@@ -60,6 +60,7 @@ class MetadataLog:
         self._active = None  # open file of the last segment
         self._active_size = 0
         self.start_offset = 0
+        self.appended_bytes = 0  # written since open, for the snapshot trigger
 
     # --- opening and recovery ---------------------------------------------------------------
     @classmethod
@@ -146,6 +147,7 @@ class MetadataLog:
             self._index(BatchEntry(header.base_offset, header.last_offset,
                                    header.partition_leader_epoch, len(self.segments) - 1, pos, len(raw)))
             pos += len(raw)
+        self.appended_bytes += pos - start
         self._active_size = pos
 
     def _cut_back(self, size: int) -> None:
@@ -219,6 +221,10 @@ class MetadataLog:
                 data = self.segments[e.segment].read_bytes()
             batch, _ = decode_batch(data, e.position)
             yield batch
+
+    def bytes_after(self, offset: int) -> int:
+        """Bytes of the batches that end at or after ``offset``."""
+        return sum(e.size for e in self.entries if e.last_offset >= offset)
 
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch``, the end offset of that epoch), for diverging fetches."""

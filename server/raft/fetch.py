@@ -1,0 +1,231 @@
+"""Serving the metadata log as the KRaft leader: Fetch from observers, and DescribeQuorum.
+
+Only committed batches are returned (the high watermark is the committed offset + 1), so an
+observer never replays anything that could still be lost. A fetch that finds nothing new
+waits up to MaxWaitMs for the next commit, as Kafka's long poll does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from protocol.error_codes import Error
+from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest
+from protocol.generated.messages.describe_quorum_response import (
+    DescribeQuorumResponse, Listener, Node, PartitionData as QuorumPartition, ReplicaState,
+    TopicData as QuorumTopic)
+from protocol.generated.messages.fetch_request import FetchRequest
+from protocol.generated.messages.fetch_response import (
+    EpochEndOffset, FetchableTopicResponse, FetchResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData)
+from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
+from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
+from protocol.generated.messages.fetch_snapshot_response import (
+    FetchSnapshotResponse, LeaderIdAndEpoch as SnapshotLeader, NodeEndpoint as SnapshotNodeEndpoint,
+    PartitionSnapshot, TopicSnapshot)
+from protocol.primitives import METADATA_TOPIC_ID
+from server.metalog.committer import Committer
+from server.metalog.segments import MetadataLog
+from server.metalog.snapshots import SnapshotId
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+@dataclass
+class ReplicaProgress:
+    log_end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MetadataFetchServer:
+    def __init__(self, log: MetadataLog, committer: Committer, cluster_id: str, node_id: int,
+                 epoch: int, voters: list[int], endpoint: tuple[str, int]) -> None:
+        self.log = log
+        self.committer = committer
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.epoch = epoch
+        self.voters = voters
+        self.endpoint = endpoint
+        self.observers: dict[int, ReplicaProgress] = {}
+        self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
+        self._waiting: list[asyncio.Future] = []
+        committer.listeners.append(self._on_commit)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.committer.committed_offset + 1
+
+    def _on_commit(self, _offset: int) -> None:
+        waiting, self._waiting = self._waiting, []
+        for fut in waiting:
+            if not fut.done():
+                fut.set_result(None)
+
+    # --- Fetch ---------------------------------------------------------------------------------
+    def fetch(self, req: FetchRequest, version: int) -> FetchResponse | asyncio.Future:
+        if version >= 12 and req.cluster_id is not None and req.cluster_id != self.cluster_id:
+            return FetchResponse(error_code=Error.INCONSISTENT_CLUSTER_ID)
+        response = self._read(req, version)
+        if req.max_wait_ms <= 0 or self._has_data(response):
+            return response
+        # Nothing new: park the fetch until the next commit or MaxWaitMs, then read again.
+        loop = asyncio.get_running_loop()
+        wake = loop.create_future()
+        self._waiting.append(wake)
+        timer = loop.call_later(req.max_wait_ms / 1000, lambda: wake.done() or wake.set_result(None))
+        result = loop.create_future()
+
+        def reread(_: asyncio.Future) -> None:
+            timer.cancel()
+            if not result.done():
+                result.set_result(self._read(req, version))
+
+        wake.add_done_callback(reread)
+        return result
+
+    @staticmethod
+    def _has_data(response: FetchResponse) -> bool:
+        return response.error_code != Error.NONE or any(
+            p.records or p.error_code != Error.NONE or p.diverging_epoch.epoch != -1
+            for t in response.responses for p in t.partitions)
+
+    def _read(self, req: FetchRequest, version: int) -> FetchResponse:
+        replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
+        response = FetchResponse()
+        if version >= 16:
+            host, port = self.endpoint
+            response.node_endpoints = [NodeEndpoint(node_id=self.node_id, host=host, port=port)]
+        for topic in req.topics:
+            is_metadata = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
+            out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
+            response.responses.append(out)
+            for part in topic.partitions:
+                if not is_metadata or part.partition != 0:
+                    code = Error.UNKNOWN_TOPIC_ID if version >= 13 else Error.UNKNOWN_TOPIC_OR_PARTITION
+                    out.partitions.append(PartitionData(partition_index=part.partition, error_code=code))
+                    continue
+                out.partitions.append(self._read_partition(part, version, replica_id))
+        return response
+
+    def _read_partition(self, part, version: int, replica_id: int) -> PartitionData:
+        hw = self.high_watermark
+        data = PartitionData(partition_index=0, high_watermark=hw, last_stable_offset=hw,
+                             log_start_offset=self.log.start_offset)
+        if version >= 12:
+            data.current_leader = LeaderIdAndEpoch(leader_id=self.node_id, leader_epoch=self.epoch)
+        if version >= 9 and part.current_leader_epoch > self.epoch:
+            data.error_code = Error.UNKNOWN_LEADER_EPOCH
+            return data
+        if version >= 9 and 0 <= part.current_leader_epoch < self.epoch:
+            data.error_code = Error.FENCED_LEADER_EPOCH
+            return data
+        offset = part.fetch_offset
+        if version >= 12 and part.last_fetched_epoch >= 0:
+            # The fetcher's log must agree with ours up to where it stands; if not, tell it
+            # where the epoch it last saw ends here so it can truncate (KIP-595).
+            epoch, end = self.log.epoch_end_offset(part.last_fetched_epoch)
+            if epoch != part.last_fetched_epoch or offset > end:
+                data.diverging_epoch = EpochEndOffset(epoch=epoch, end_offset=end)
+                return data
+        if offset < self.log.start_offset and self.snapshot is not None and version >= 12:
+            # The records are gone: send the fetcher to the snapshot (FetchSnapshot).
+            data.snapshot_id = FetchSnapshotId(end_offset=self.snapshot.end_offset, epoch=self.snapshot.epoch)
+            return data
+        if offset < self.log.start_offset or offset > self.log.end_offset:
+            data.error_code = Error.OFFSET_OUT_OF_RANGE
+            return data
+        self._track(replica_id, offset)
+        if offset < hw:
+            data.records = self.log.read(offset, part.partition_max_bytes, up_to=hw - 1)
+        return data
+
+    def _track(self, replica_id: int, offset: int) -> None:
+        if replica_id < 0:
+            return
+        progress = self.observers.setdefault(replica_id, ReplicaProgress())
+        now = _now_ms()
+        progress.log_end_offset = offset
+        progress.last_fetch_ms = now
+        if offset >= self.high_watermark:
+            progress.last_caught_up_ms = now
+
+    # --- FetchSnapshot ---------------------------------------------------------------------------
+    def fetch_snapshot(self, req: FetchSnapshotRequest, version: int) -> FetchSnapshotResponse:
+        if req.cluster_id is not None and req.cluster_id != self.cluster_id:
+            return FetchSnapshotResponse(error_code=Error.INCONSISTENT_CLUSTER_ID)
+        response = FetchSnapshotResponse()
+        if version >= 1:
+            host, port = self.endpoint
+            response.node_endpoints = [SnapshotNodeEndpoint(node_id=self.node_id, host=host, port=port)]
+        for t in req.topics:
+            out = TopicSnapshot(name=t.name)
+            response.topics.append(out)
+            for p in t.partitions:
+                out.partitions.append(self._snapshot_chunk(t.name, p, req.max_bytes))
+        return response
+
+    def _snapshot_chunk(self, topic: str, p, max_bytes: int) -> PartitionSnapshot:
+        result = PartitionSnapshot(index=p.partition, snapshot_id=p.snapshot_id,
+                                   current_leader=SnapshotLeader(leader_id=self.node_id, leader_epoch=self.epoch))
+        if topic != METADATA_TOPIC or p.partition != 0:
+            result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
+            return result
+        if p.current_leader_epoch > self.epoch:
+            result.error_code = Error.UNKNOWN_LEADER_EPOCH
+            return result
+        if 0 <= p.current_leader_epoch < self.epoch:
+            result.error_code = Error.FENCED_LEADER_EPOCH
+            return result
+        wanted = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        path = self.log.directory / wanted.file_name
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, 2)
+                if not 0 <= p.position <= size:
+                    result.error_code = Error.POSITION_OUT_OF_RANGE
+                    return result
+                f.seek(p.position)
+                chunk = f.read(max(1, min(max_bytes, size - p.position)))
+        except FileNotFoundError:
+            result.error_code = Error.SNAPSHOT_NOT_FOUND
+            return result
+        result.size = size
+        result.position = p.position
+        result.unaligned_records = chunk
+        return result
+
+    # --- DescribeQuorum ------------------------------------------------------------------------
+    def describe_quorum(self, req: DescribeQuorumRequest, version: int) -> DescribeQuorumResponse:
+        response = DescribeQuorumResponse()
+        for t in req.topics:
+            out = QuorumTopic(topic_name=t.topic_name)
+            response.topics.append(out)
+            for p in t.partitions:
+                if t.topic_name != METADATA_TOPIC or p.partition_index != 0:
+                    out.partitions.append(QuorumPartition(partition_index=p.partition_index,
+                                                          error_code=Error.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                now = _now_ms()
+                leader_end = self.log.end_offset
+                voters = [ReplicaState(replica_id=v, log_end_offset=leader_end if v == self.node_id else -1,
+                                       last_fetch_timestamp=now if v == self.node_id else -1,
+                                       last_caught_up_timestamp=now if v == self.node_id else -1)
+                          for v in self.voters]
+                observers = [ReplicaState(replica_id=rid, log_end_offset=pr.log_end_offset,
+                                          last_fetch_timestamp=pr.last_fetch_ms,
+                                          last_caught_up_timestamp=pr.last_caught_up_ms)
+                             for rid, pr in sorted(self.observers.items()) if rid not in self.voters]
+                out.partitions.append(QuorumPartition(
+                    partition_index=0, leader_id=self.node_id, leader_epoch=self.epoch,
+                    high_watermark=self.high_watermark, current_voters=voters, observers=observers))
+        if version >= 2:
+            host, port = self.endpoint
+            response.nodes = [Node(node_id=self.node_id, listeners=[Listener(name="CONTROLLER", host=host, port=port)])]
+        return response
