@@ -115,8 +115,10 @@ def differs_expr(fld: Field, expr: str) -> str:
     lit = default_literal(fld)
     if lit == "None":
         return f"{expr} is not None"
-    if fld.is_array or fld.type in ("bytes", "records"):
-        return expr
+    if fld.is_array:
+        return f"{expr} != []"  # None differs too, so a null where none is allowed fails loudly
+    if fld.type in ("bytes", "records"):
+        return f"{expr} != b\"\""
     if fld.type == "bool":
         return f"not {expr}" if lit == "True" else expr
     return f"{expr} != {lit}"
@@ -402,6 +404,10 @@ def _emit_write(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, expr: str, sink
                 out(f"{_encoder(mod, fld.struct, ctx)}(value, {sink})")
         return
     if t in FIXED_FORMATS:
+        if t == "uuid":
+            out(f"if len({expr}) != 16:")
+            with out.indent():
+                out(f"raise EncodeError('{fld.name} must be a 16-byte UUID')")
         var = mod.struct_var(">" + FIXED_FORMATS[t])
         out(f"{sink} += {var}.pack({expr})")
         return
@@ -463,6 +469,13 @@ def _encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
             while i + len(run) < len(regular) and _fixed(regular[i + len(run)]):
                 run.append(regular[i + len(run)])
             var = mod.struct_var(">" + "".join(FIXED_FORMATS[r.type] for r in run))
+            for r in run:
+                if r.type == "uuid":
+                    # struct would pad a short value with zeros instead of failing.
+                    mod.use("EncodeError")
+                    out(f"if len(obj.{attr_name(r)}) != 16:")
+                    with out.indent():
+                        out(f"raise EncodeError('{st.name}.{r.name} must be a 16-byte UUID')")
             args = ", ".join(f"obj.{attr_name(r)}" for r in run)
             out(f"out += {var}.pack({args})")
             i += len(run)

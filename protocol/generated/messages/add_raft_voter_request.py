@@ -139,6 +139,8 @@ def _encode_Listener_v0(obj: Listener, out: bytearray) -> None:
 
 def _encode_AddRaftVoterRequest_v0(obj: AddRaftVoterRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.cluster_id)
+    if len(obj.voter_directory_id) != 16:
+        raise EncodeError('AddRaftVoterRequest.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iiu.pack(obj.timeout_ms, obj.voter_id, obj.voter_directory_id)
     value = obj.listeners
     if value is None:

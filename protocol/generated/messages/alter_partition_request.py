@@ -216,7 +216,7 @@ def _decode_AlterPartitionRequest_v0(buf: bytes, pos: int) -> tuple[AlterPartiti
 
 
 def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr_with_epochs:
+    if obj.new_isr_with_epochs != []:
         raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 0')
     if obj.leader_recovery_state != 0:
         raise EncodeError('PartitionData.LeaderRecoveryState cannot be sent in version 0')
@@ -401,7 +401,7 @@ def _decode_AlterPartitionRequest_v1(buf: bytes, pos: int) -> tuple[AlterPartiti
 
 
 def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr_with_epochs:
+    if obj.new_isr_with_epochs != []:
         raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 1')
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
     value = obj.new_isr
@@ -536,7 +536,7 @@ def _decode_AlterPartitionRequest_v2(buf: bytes, pos: int) -> tuple[AlterPartiti
 
 
 def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr_with_epochs:
+    if obj.new_isr_with_epochs != []:
         raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 2')
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
     value = obj.new_isr
@@ -554,6 +554,8 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -753,7 +755,7 @@ def _encode_BrokerState_v3(obj: BrokerState, out: bytearray) -> None:
 
 
 def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr:
+    if obj.new_isr != []:
         raise EncodeError('PartitionData.NewIsr cannot be sent in version 3')
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
     value = obj.new_isr_with_epochs
@@ -771,6 +773,8 @@ def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:

@@ -534,6 +534,8 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -580,6 +582,8 @@ def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:

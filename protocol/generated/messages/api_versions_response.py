@@ -407,7 +407,7 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
             _encode_ApiVersion_v3(item, out)
     out += _S_i.pack(obj.throttle_time_ms)
     tagged = []
-    if obj.supported_features:
+    if obj.supported_features != []:
         field_out = bytearray()
         value = obj.supported_features
         if value is None:
@@ -421,7 +421,7 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
         field_out = bytearray()
         field_out += _S_q.pack(obj.finalized_features_epoch)
         tagged.append((1, field_out))
-    if obj.finalized_features:
+    if obj.finalized_features != []:
         field_out = bytearray()
         value = obj.finalized_features
         if value is None:
@@ -452,7 +452,7 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
             _encode_ApiVersion_v3(item, out)
     out += _S_i.pack(obj.throttle_time_ms)
     tagged = []
-    if obj.supported_features:
+    if obj.supported_features != []:
         field_out = bytearray()
         value = obj.supported_features
         if value is None:
@@ -466,7 +466,7 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         field_out = bytearray()
         field_out += _S_q.pack(obj.finalized_features_epoch)
         tagged.append((1, field_out))
-    if obj.finalized_features:
+    if obj.finalized_features != []:
         field_out = bytearray()
         value = obj.finalized_features
         if value is None:

@@ -327,6 +327,8 @@ def _decode_BeginQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[BeginQuoru
 
 
 def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
+    if len(obj.voter_directory_id) != 16:
+        raise EncodeError('PartitionData.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iuii.pack(obj.partition_index, obj.voter_directory_id, obj.leader_id, obj.leader_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -150,7 +150,7 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
 
 
 def _encode_BeginQuorumEpochResponse_v0(obj: BeginQuorumEpochResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('BeginQuorumEpochResponse.NodeEndpoints cannot be sent in version 0')
     out += _S_h.pack(obj.error_code)
     value = obj.topics
@@ -369,7 +369,7 @@ def _encode_BeginQuorumEpochResponse_v1(obj: BeginQuorumEpochResponse, out: byte
         for item in value:
             _encode_TopicData_v1(item, out)
     tagged = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         field_out = bytearray()
         value = obj.node_endpoints
         if value is None:

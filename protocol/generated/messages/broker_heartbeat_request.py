@@ -66,7 +66,7 @@ def _decode_BrokerHeartbeatRequest_v0(buf: bytes, pos: int) -> tuple[BrokerHeart
 
 
 def _encode_BrokerHeartbeatRequest_v0(obj: BrokerHeartbeatRequest, out: bytearray) -> None:
-    if obj.offline_log_dirs:
+    if obj.offline_log_dirs != []:
         raise EncodeError('BrokerHeartbeatRequest.OfflineLogDirs cannot be sent in version 0')
     out += _S_iqqoo.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
     if obj.unknown_tagged_fields:
@@ -126,7 +126,7 @@ def _decode_BrokerHeartbeatRequest_v1(buf: bytes, pos: int) -> tuple[BrokerHeart
 def _encode_BrokerHeartbeatRequest_v1(obj: BrokerHeartbeatRequest, out: bytearray) -> None:
     out += _S_iqqoo.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
     tagged = []
-    if obj.offline_log_dirs:
+    if obj.offline_log_dirs != []:
         field_out = bytearray()
         value = obj.offline_log_dirs
         if value is None:

@@ -222,6 +222,8 @@ def _encode_BrokerRegistrationRequest_v0(obj: BrokerRegistrationRequest, out: by
         raise EncodeError('BrokerRegistrationRequest.IsMigratingZkBroker cannot be sent in version 0')
     out += _S_i.pack(obj.broker_id)
     write_compact_string(out, obj.cluster_id)
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
     value = obj.listeners
     if value is None:
@@ -313,6 +315,8 @@ def _decode_BrokerRegistrationRequest_v1(buf: bytes, pos: int) -> tuple[BrokerRe
 def _encode_BrokerRegistrationRequest_v1(obj: BrokerRegistrationRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.broker_id)
     write_compact_string(out, obj.cluster_id)
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
     value = obj.listeners
     if value is None:
@@ -419,6 +423,8 @@ def _decode_BrokerRegistrationRequest_v2(buf: bytes, pos: int) -> tuple[BrokerRe
 def _encode_BrokerRegistrationRequest_v2(obj: BrokerRegistrationRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.broker_id)
     write_compact_string(out, obj.cluster_id)
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
     value = obj.listeners
     if value is None:
@@ -535,6 +541,8 @@ def _decode_BrokerRegistrationRequest_v3(buf: bytes, pos: int) -> tuple[BrokerRe
 def _encode_BrokerRegistrationRequest_v3(obj: BrokerRegistrationRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.broker_id)
     write_compact_string(out, obj.cluster_id)
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
     value = obj.listeners
     if value is None:
@@ -571,6 +579,8 @@ def _encode_BrokerRegistrationRequest_v3(obj: BrokerRegistrationRequest, out: by
 def _encode_BrokerRegistrationRequest_v4(obj: BrokerRegistrationRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.broker_id)
     write_compact_string(out, obj.cluster_id)
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
     value = obj.listeners
     if value is None:

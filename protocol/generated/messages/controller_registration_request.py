@@ -202,6 +202,8 @@ def _encode_Feature_v0(obj: Feature, out: bytearray) -> None:
 
 
 def _encode_ControllerRegistrationRequest_v0(obj: ControllerRegistrationRequest, out: bytearray) -> None:
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('ControllerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_iuo.pack(obj.controller_id, obj.incarnation_id, obj.zk_migration_ready)
     value = obj.listeners
     if value is None:

@@ -536,6 +536,8 @@ def _decode_CreateTopicsResponse_v7(buf: bytes, pos: int) -> tuple[CreateTopicsR
 
 def _encode_CreatableTopicResult_v7(obj: CreatableTopicResult, out: bytearray) -> None:
     write_compact_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('CreatableTopicResult.TopicId must be a 16-byte UUID')
     out += _S_uh.pack(obj.topic_id, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)

@@ -77,7 +77,7 @@ def _decode_DeleteTopicsRequest_v0(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
 
 
 def _encode_DeleteTopicsRequest_v0(obj: DeleteTopicsRequest, out: bytearray) -> None:
-    if obj.topics:
+    if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 0')
     value = obj.topic_names
     if value is None:
@@ -90,7 +90,7 @@ def _encode_DeleteTopicsRequest_v0(obj: DeleteTopicsRequest, out: bytearray) -> 
 
 
 def _encode_DeleteTopicsRequest_v1(obj: DeleteTopicsRequest, out: bytearray) -> None:
-    if obj.topics:
+    if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 1')
     value = obj.topic_names
     if value is None:
@@ -103,7 +103,7 @@ def _encode_DeleteTopicsRequest_v1(obj: DeleteTopicsRequest, out: bytearray) -> 
 
 
 def _encode_DeleteTopicsRequest_v2(obj: DeleteTopicsRequest, out: bytearray) -> None:
-    if obj.topics:
+    if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 2')
     value = obj.topic_names
     if value is None:
@@ -116,7 +116,7 @@ def _encode_DeleteTopicsRequest_v2(obj: DeleteTopicsRequest, out: bytearray) -> 
 
 
 def _encode_DeleteTopicsRequest_v3(obj: DeleteTopicsRequest, out: bytearray) -> None:
-    if obj.topics:
+    if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 3')
     value = obj.topic_names
     if value is None:
@@ -172,7 +172,7 @@ def _decode_DeleteTopicsRequest_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
 
 
 def _encode_DeleteTopicsRequest_v4(obj: DeleteTopicsRequest, out: bytearray) -> None:
-    if obj.topics:
+    if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 4')
     value = obj.topic_names
     if value is None:
@@ -189,7 +189,7 @@ def _encode_DeleteTopicsRequest_v4(obj: DeleteTopicsRequest, out: bytearray) -> 
 
 
 def _encode_DeleteTopicsRequest_v5(obj: DeleteTopicsRequest, out: bytearray) -> None:
-    if obj.topics:
+    if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 5')
     value = obj.topic_names
     if value is None:
@@ -280,6 +280,8 @@ def _decode_DeleteTopicsRequest_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
 
 def _encode_DeleteTopicState_v6(obj: DeleteTopicState, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('DeleteTopicState.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

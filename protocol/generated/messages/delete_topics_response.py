@@ -434,6 +434,8 @@ def _decode_DeleteTopicsResponse_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsR
 
 def _encode_DeletableTopicResult_v6(obj: DeletableTopicResult, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('DeletableTopicResult.TopicId must be a 16-byte UUID')
     out += _S_uh.pack(obj.topic_id, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
     if obj.unknown_tagged_fields:

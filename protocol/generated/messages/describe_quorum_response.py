@@ -337,7 +337,7 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
 
 
 def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearray) -> None:
-    if obj.nodes:
+    if obj.nodes != []:
         raise EncodeError('DescribeQuorumResponse.Nodes cannot be sent in version 0')
     out += _S_h.pack(obj.error_code)
     value = obj.topics
@@ -576,7 +576,7 @@ def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
 
 
 def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearray) -> None:
-    if obj.nodes:
+    if obj.nodes != []:
         raise EncodeError('DescribeQuorumResponse.Nodes cannot be sent in version 1')
     out += _S_h.pack(obj.error_code)
     value = obj.topics
@@ -856,6 +856,8 @@ def _decode_DescribeQuorumResponse_v2(buf: bytes, pos: int) -> tuple[DescribeQuo
 
 
 def _encode_ReplicaState_v2(obj: ReplicaState, out: bytearray) -> None:
+    if len(obj.replica_directory_id) != 16:
+        raise EncodeError('ReplicaState.ReplicaDirectoryId must be a 16-byte UUID')
     out += _S_iuqqq.pack(obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -377,6 +377,8 @@ def _encode_DescribeTopicPartitionsResponsePartition_v0(obj: DescribeTopicPartit
 def _encode_DescribeTopicPartitionsResponseTopic_v0(obj: DescribeTopicPartitionsResponseTopic, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
     write_compact_nullable_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('DescribeTopicPartitionsResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
     value = obj.partitions
     if value is None:

@@ -401,6 +401,8 @@ def _decode_EndQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpo
 
 
 def _encode_ReplicaInfo_v1(obj: ReplicaInfo, out: bytearray) -> None:
+    if len(obj.candidate_directory_id) != 16:
+        raise EncodeError('ReplicaInfo.CandidateDirectoryId must be a 16-byte UUID')
     out += _S_iu.pack(obj.candidate_id, obj.candidate_directory_id)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -201,7 +201,7 @@ def _encode_FetchTopic_v0(obj: FetchTopic, out: bytearray) -> None:
 def _encode_FetchRequest_v0(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 0')
-    if obj.forgotten_topics_data:
+    if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 0')
     out += _S_iii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes)
     value = obj.topics
@@ -233,7 +233,7 @@ def _encode_FetchTopic_v1(obj: FetchTopic, out: bytearray) -> None:
 def _encode_FetchRequest_v1(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 1')
-    if obj.forgotten_topics_data:
+    if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 1')
     out += _S_iii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes)
     value = obj.topics
@@ -265,7 +265,7 @@ def _encode_FetchTopic_v2(obj: FetchTopic, out: bytearray) -> None:
 def _encode_FetchRequest_v2(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 2')
-    if obj.forgotten_topics_data:
+    if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 2')
     out += _S_iii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes)
     value = obj.topics
@@ -327,7 +327,7 @@ def _encode_FetchTopic_v3(obj: FetchTopic, out: bytearray) -> None:
 def _encode_FetchRequest_v3(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 3')
-    if obj.forgotten_topics_data:
+    if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 3')
     out += _S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes)
     value = obj.topics
@@ -388,7 +388,7 @@ def _encode_FetchTopic_v4(obj: FetchTopic, out: bytearray) -> None:
 def _encode_FetchRequest_v4(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 4')
-    if obj.forgotten_topics_data:
+    if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 4')
     out += _S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
     value = obj.topics
@@ -486,7 +486,7 @@ def _encode_FetchTopic_v5(obj: FetchTopic, out: bytearray) -> None:
 def _encode_FetchRequest_v5(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 5')
-    if obj.forgotten_topics_data:
+    if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 5')
     out += _S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
     value = obj.topics
@@ -518,7 +518,7 @@ def _encode_FetchTopic_v6(obj: FetchTopic, out: bytearray) -> None:
 def _encode_FetchRequest_v6(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 6')
-    if obj.forgotten_topics_data:
+    if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 6')
     out += _S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
     value = obj.topics
@@ -1354,6 +1354,8 @@ def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
 
 
 def _encode_FetchTopic_v13(obj: FetchTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1369,6 +1371,8 @@ def _encode_FetchTopic_v13(obj: FetchTopic, out: bytearray) -> None:
 
 
 def _encode_ForgottenTopic_v13(obj: ForgottenTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1414,6 +1418,8 @@ def _encode_FetchRequest_v13(obj: FetchRequest, out: bytearray) -> None:
 
 
 def _encode_FetchTopic_v14(obj: FetchTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1429,6 +1435,8 @@ def _encode_FetchTopic_v14(obj: FetchTopic, out: bytearray) -> None:
 
 
 def _encode_ForgottenTopic_v14(obj: ForgottenTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1573,6 +1581,8 @@ def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
 
 
 def _encode_FetchTopic_v15(obj: FetchTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1588,6 +1598,8 @@ def _encode_FetchTopic_v15(obj: FetchTopic, out: bytearray) -> None:
 
 
 def _encode_ForgottenTopic_v15(obj: ForgottenTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1649,6 +1661,8 @@ def _encode_FetchRequest_v15(obj: FetchRequest, out: bytearray) -> None:
 
 
 def _encode_FetchTopic_v16(obj: FetchTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1664,6 +1678,8 @@ def _encode_FetchTopic_v16(obj: FetchTopic, out: bytearray) -> None:
 
 
 def _encode_ForgottenTopic_v16(obj: ForgottenTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1871,6 +1887,8 @@ def _encode_FetchPartition_v17(obj: FetchPartition, out: bytearray) -> None:
     tagged = []
     if obj.replica_directory_id != ZERO_UUID:
         field_out = bytearray()
+        if len(obj.replica_directory_id) != 16:
+            raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
         field_out += _S_u.pack(obj.replica_directory_id)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
@@ -1880,6 +1898,8 @@ def _encode_FetchPartition_v17(obj: FetchPartition, out: bytearray) -> None:
 
 
 def _encode_FetchTopic_v17(obj: FetchTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1895,6 +1915,8 @@ def _encode_FetchTopic_v17(obj: FetchTopic, out: bytearray) -> None:
 
 
 def _encode_ForgottenTopic_v17(obj: ForgottenTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:

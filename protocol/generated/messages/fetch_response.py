@@ -239,7 +239,7 @@ def _encode_FetchableTopicResponse_v0(obj: FetchableTopicResponse, out: bytearra
 def _encode_FetchResponse_v0(obj: FetchResponse, out: bytearray) -> None:
     if obj.session_id != 0:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 0')
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 0')
     value = obj.responses
     if value is None:
@@ -303,7 +303,7 @@ def _encode_FetchableTopicResponse_v1(obj: FetchableTopicResponse, out: bytearra
 def _encode_FetchResponse_v1(obj: FetchResponse, out: bytearray) -> None:
     if obj.session_id != 0:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 1')
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 1')
     out += _S_i.pack(obj.throttle_time_ms)
     value = obj.responses
@@ -342,7 +342,7 @@ def _encode_FetchableTopicResponse_v2(obj: FetchableTopicResponse, out: bytearra
 def _encode_FetchResponse_v2(obj: FetchResponse, out: bytearray) -> None:
     if obj.session_id != 0:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 2')
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 2')
     out += _S_i.pack(obj.throttle_time_ms)
     value = obj.responses
@@ -381,7 +381,7 @@ def _encode_FetchableTopicResponse_v3(obj: FetchableTopicResponse, out: bytearra
 def _encode_FetchResponse_v3(obj: FetchResponse, out: bytearray) -> None:
     if obj.session_id != 0:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 3')
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 3')
     out += _S_i.pack(obj.throttle_time_ms)
     value = obj.responses
@@ -521,7 +521,7 @@ def _encode_FetchableTopicResponse_v4(obj: FetchableTopicResponse, out: bytearra
 def _encode_FetchResponse_v4(obj: FetchResponse, out: bytearray) -> None:
     if obj.session_id != 0:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 4')
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 4')
     out += _S_i.pack(obj.throttle_time_ms)
     value = obj.responses
@@ -645,7 +645,7 @@ def _encode_FetchableTopicResponse_v5(obj: FetchableTopicResponse, out: bytearra
 def _encode_FetchResponse_v5(obj: FetchResponse, out: bytearray) -> None:
     if obj.session_id != 0:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 5')
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 5')
     out += _S_i.pack(obj.throttle_time_ms)
     value = obj.responses
@@ -691,7 +691,7 @@ def _encode_FetchableTopicResponse_v6(obj: FetchableTopicResponse, out: bytearra
 def _encode_FetchResponse_v6(obj: FetchResponse, out: bytearray) -> None:
     if obj.session_id != 0:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 6')
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 6')
     out += _S_i.pack(obj.throttle_time_ms)
     value = obj.responses
@@ -759,7 +759,7 @@ def _encode_FetchableTopicResponse_v7(obj: FetchableTopicResponse, out: bytearra
 
 
 def _encode_FetchResponse_v7(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 7')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -803,7 +803,7 @@ def _encode_FetchableTopicResponse_v8(obj: FetchableTopicResponse, out: bytearra
 
 
 def _encode_FetchResponse_v8(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 8')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -847,7 +847,7 @@ def _encode_FetchableTopicResponse_v9(obj: FetchableTopicResponse, out: bytearra
 
 
 def _encode_FetchResponse_v9(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 9')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -891,7 +891,7 @@ def _encode_FetchableTopicResponse_v10(obj: FetchableTopicResponse, out: bytearr
 
 
 def _encode_FetchResponse_v10(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 10')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -1011,7 +1011,7 @@ def _encode_FetchableTopicResponse_v11(obj: FetchableTopicResponse, out: bytearr
 
 
 def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 11')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -1375,7 +1375,7 @@ def _encode_FetchableTopicResponse_v12(obj: FetchableTopicResponse, out: bytearr
 
 
 def _encode_FetchResponse_v12(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 12')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -1522,6 +1522,8 @@ def _encode_PartitionData_v13(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_FetchableTopicResponse_v13(obj: FetchableTopicResponse, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1537,7 +1539,7 @@ def _encode_FetchableTopicResponse_v13(obj: FetchableTopicResponse, out: bytearr
 
 
 def _encode_FetchResponse_v13(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 13')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -1596,6 +1598,8 @@ def _encode_PartitionData_v14(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_FetchableTopicResponse_v14(obj: FetchableTopicResponse, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1611,7 +1615,7 @@ def _encode_FetchableTopicResponse_v14(obj: FetchableTopicResponse, out: bytearr
 
 
 def _encode_FetchResponse_v14(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 14')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -1670,6 +1674,8 @@ def _encode_PartitionData_v15(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_FetchableTopicResponse_v15(obj: FetchableTopicResponse, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1685,7 +1691,7 @@ def _encode_FetchableTopicResponse_v15(obj: FetchableTopicResponse, out: bytearr
 
 
 def _encode_FetchResponse_v15(obj: FetchResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 15')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
     value = obj.responses
@@ -1839,6 +1845,8 @@ def _encode_PartitionData_v16(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_FetchableTopicResponse_v16(obj: FetchableTopicResponse, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1874,7 +1882,7 @@ def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
         for item in value:
             _encode_FetchableTopicResponse_v16(item, out)
     tagged = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         field_out = bytearray()
         value = obj.node_endpoints
         if value is None:
@@ -1933,6 +1941,8 @@ def _encode_PartitionData_v17(obj: PartitionData, out: bytearray) -> None:
 
 
 def _encode_FetchableTopicResponse_v17(obj: FetchableTopicResponse, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     value = obj.partitions
     if value is None:
@@ -1957,7 +1967,7 @@ def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
         for item in value:
             _encode_FetchableTopicResponse_v17(item, out)
     tagged = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         field_out = bytearray()
         value = obj.node_endpoints
         if value is None:

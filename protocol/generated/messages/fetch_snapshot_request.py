@@ -426,6 +426,8 @@ def _encode_PartitionSnapshot_v1(obj: PartitionSnapshot, out: bytearray) -> None
     tagged = []
     if obj.replica_directory_id != ZERO_UUID:
         field_out = bytearray()
+        if len(obj.replica_directory_id) != 16:
+            raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
         field_out += _S_u.pack(obj.replica_directory_id)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:

@@ -340,7 +340,7 @@ def _encode_TopicSnapshot_v0(obj: TopicSnapshot, out: bytearray) -> None:
 
 
 def _encode_FetchSnapshotResponse_v0(obj: FetchSnapshotResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('FetchSnapshotResponse.NodeEndpoints cannot be sent in version 0')
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     value = obj.topics
@@ -509,7 +509,7 @@ def _encode_FetchSnapshotResponse_v1(obj: FetchSnapshotResponse, out: bytearray)
         for item in value:
             _encode_TopicSnapshot_v1(item, out)
     tagged = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         field_out = bytearray()
         value = obj.node_endpoints
         if value is None:

@@ -474,6 +474,8 @@ def _decode_MetadataRequest_v10(buf: bytes, pos: int) -> tuple[MetadataRequest, 
 
 
 def _encode_MetadataRequestTopic_v10(obj: MetadataRequestTopic, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('MetadataRequestTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     write_compact_nullable_string(out, obj.name)
     if obj.unknown_tagged_fields:

@@ -1659,6 +1659,8 @@ def _encode_MetadataResponsePartition_v10(obj: MetadataResponsePartition, out: b
 def _encode_MetadataResponseTopic_v10(obj: MetadataResponseTopic, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
     write_compact_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
     value = obj.partitions
     if value is None:
@@ -1793,6 +1795,8 @@ def _encode_MetadataResponsePartition_v11(obj: MetadataResponsePartition, out: b
 def _encode_MetadataResponseTopic_v11(obj: MetadataResponseTopic, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
     write_compact_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
     value = obj.partitions
     if value is None:
@@ -1976,6 +1980,8 @@ def _encode_MetadataResponsePartition_v12(obj: MetadataResponsePartition, out: b
 def _encode_MetadataResponseTopic_v12(obj: MetadataResponseTopic, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
     write_compact_nullable_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
     value = obj.partitions
     if value is None:

@@ -66,6 +66,8 @@ def _decode_RemoveRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[RemoveRaftV
 
 def _encode_RemoveRaftVoterRequest_v0(obj: RemoveRaftVoterRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.cluster_id)
+    if len(obj.voter_directory_id) != 16:
+        raise EncodeError('RemoveRaftVoterRequest.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

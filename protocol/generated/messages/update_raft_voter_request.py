@@ -189,6 +189,8 @@ def _encode_KRaftVersionFeature_v0(obj: KRaftVersionFeature, out: bytearray) -> 
 
 def _encode_UpdateRaftVoterRequest_v0(obj: UpdateRaftVoterRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.cluster_id)
+    if len(obj.voter_directory_id) != 16:
+        raise EncodeError('UpdateRaftVoterRequest.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iiu.pack(obj.current_leader_epoch, obj.voter_id, obj.voter_directory_id)
     value = obj.listeners
     if value is None:

@@ -335,6 +335,10 @@ def _decode_VoteRequest_v1(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
 
 
 def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
+    if len(obj.candidate_directory_id) != 16:
+        raise EncodeError('PartitionData.CandidateDirectoryId must be a 16-byte UUID')
+    if len(obj.voter_directory_id) != 16:
+        raise EncodeError('PartitionData.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iiiuuiq.pack(obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -213,7 +213,7 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
 
 
 def _encode_VoteResponse_v0(obj: VoteResponse, out: bytearray) -> None:
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         raise EncodeError('VoteResponse.NodeEndpoints cannot be sent in version 0')
     out += _S_h.pack(obj.error_code)
     value = obj.topics
@@ -358,7 +358,7 @@ def _encode_VoteResponse_v1(obj: VoteResponse, out: bytearray) -> None:
         for item in value:
             _encode_TopicData_v1(item, out)
     tagged = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         field_out = bytearray()
         value = obj.node_endpoints
         if value is None:

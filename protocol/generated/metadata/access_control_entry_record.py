@@ -78,6 +78,8 @@ def _decode_AccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[AccessCon
 
 
 def _encode_AccessControlEntryRecord_v0(obj: AccessControlEntryRecord, out: bytearray) -> None:
+    if len(obj.id) != 16:
+        raise EncodeError('AccessControlEntryRecord.Id must be a 16-byte UUID')
     out += _S_ub.pack(obj.id, obj.resource_type)
     write_compact_string(out, obj.resource_name)
     out += _S_b.pack(obj.pattern_type)

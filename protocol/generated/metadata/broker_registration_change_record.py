@@ -76,7 +76,7 @@ def _decode_BrokerRegistrationChangeRecord_v0(buf: bytes, pos: int) -> tuple[Bro
 def _encode_BrokerRegistrationChangeRecord_v0(obj: BrokerRegistrationChangeRecord, out: bytearray) -> None:
     if obj.in_controlled_shutdown != 0:
         raise EncodeError('BrokerRegistrationChangeRecord.InControlledShutdown cannot be sent in version 0')
-    if obj.log_dirs:
+    if obj.log_dirs != []:
         raise EncodeError('BrokerRegistrationChangeRecord.LogDirs cannot be sent in version 0')
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
     tagged = []
@@ -133,7 +133,7 @@ def _decode_BrokerRegistrationChangeRecord_v1(buf: bytes, pos: int) -> tuple[Bro
 
 
 def _encode_BrokerRegistrationChangeRecord_v1(obj: BrokerRegistrationChangeRecord, out: bytearray) -> None:
-    if obj.log_dirs:
+    if obj.log_dirs != []:
         raise EncodeError('BrokerRegistrationChangeRecord.LogDirs cannot be sent in version 1')
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
     tagged = []
@@ -222,7 +222,7 @@ def _encode_BrokerRegistrationChangeRecord_v2(obj: BrokerRegistrationChangeRecor
         field_out = bytearray()
         field_out += _S_b.pack(obj.in_controlled_shutdown)
         tagged.append((1, field_out))
-    if obj.log_dirs:
+    if obj.log_dirs != []:
         field_out = bytearray()
         value = obj.log_dirs
         if value is None:

@@ -253,6 +253,8 @@ def _decode_LeaderChangeMessage_v1(buf: bytes, pos: int) -> tuple[LeaderChangeMe
 
 
 def _encode_Voter_v1(obj: Voter, out: bytearray) -> None:
+    if len(obj.voter_directory_id) != 16:
+        raise EncodeError('Voter.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

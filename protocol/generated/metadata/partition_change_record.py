@@ -188,6 +188,8 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
         raise EncodeError('PartitionChangeRecord.EligibleLeaderReplicas cannot be sent in version 0')
     if obj.last_known_elr is not None:
         raise EncodeError('PartitionChangeRecord.LastKnownElr cannot be sent in version 0')
+    if len(obj.topic_id) != 16:
+        raise EncodeError('PartitionChangeRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
     tagged = []
     if obj.isr is not None:
@@ -404,6 +406,8 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         raise EncodeError('PartitionChangeRecord.EligibleLeaderReplicas cannot be sent in version 1')
     if obj.last_known_elr is not None:
         raise EncodeError('PartitionChangeRecord.LastKnownElr cannot be sent in version 1')
+    if len(obj.topic_id) != 16:
+        raise EncodeError('PartitionChangeRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
     tagged = []
     if obj.isr is not None:
@@ -672,6 +676,8 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
 
 
 def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('PartitionChangeRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
     tagged = []
     if obj.isr is not None:

@@ -160,12 +160,14 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
 
 
 def _encode_PartitionRecord_v0(obj: PartitionRecord, out: bytearray) -> None:
-    if obj.directories:
+    if obj.directories != []:
         raise EncodeError('PartitionRecord.Directories cannot be sent in version 0')
     if obj.eligible_leader_replicas is not None:
         raise EncodeError('PartitionRecord.EligibleLeaderReplicas cannot be sent in version 0')
     if obj.last_known_elr is not None:
         raise EncodeError('PartitionRecord.LastKnownElr cannot be sent in version 0')
+    if len(obj.topic_id) != 16:
+        raise EncodeError('PartitionRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
     value = obj.replicas
     if value is None:
@@ -338,6 +340,8 @@ def _encode_PartitionRecord_v1(obj: PartitionRecord, out: bytearray) -> None:
         raise EncodeError('PartitionRecord.EligibleLeaderReplicas cannot be sent in version 1')
     if obj.last_known_elr is not None:
         raise EncodeError('PartitionRecord.LastKnownElr cannot be sent in version 1')
+    if len(obj.topic_id) != 16:
+        raise EncodeError('PartitionRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
     value = obj.replicas
     if value is None:
@@ -559,6 +563,8 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
 
 
 def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('PartitionRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
     value = obj.replicas
     if value is None:

@@ -222,8 +222,10 @@ def _encode_RegisterBrokerRecord_v0(obj: RegisterBrokerRecord, out: bytearray) -
         raise EncodeError('RegisterBrokerRecord.IsMigratingZkBroker cannot be sent in version 0')
     if obj.in_controlled_shutdown:
         raise EncodeError('RegisterBrokerRecord.InControlledShutdown cannot be sent in version 0')
-    if obj.log_dirs:
+    if obj.log_dirs != []:
         raise EncodeError('RegisterBrokerRecord.LogDirs cannot be sent in version 0')
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iuq.pack(obj.broker_id, obj.incarnation_id, obj.broker_epoch)
     value = obj.end_points
     if value is None:
@@ -313,8 +315,10 @@ def _decode_RegisterBrokerRecord_v1(buf: bytes, pos: int) -> tuple[RegisterBroke
 def _encode_RegisterBrokerRecord_v1(obj: RegisterBrokerRecord, out: bytearray) -> None:
     if obj.is_migrating_zk_broker:
         raise EncodeError('RegisterBrokerRecord.IsMigratingZkBroker cannot be sent in version 1')
-    if obj.log_dirs:
+    if obj.log_dirs != []:
         raise EncodeError('RegisterBrokerRecord.LogDirs cannot be sent in version 1')
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iuq.pack(obj.broker_id, obj.incarnation_id, obj.broker_epoch)
     value = obj.end_points
     if value is None:
@@ -401,8 +405,10 @@ def _decode_RegisterBrokerRecord_v2(buf: bytes, pos: int) -> tuple[RegisterBroke
 
 
 def _encode_RegisterBrokerRecord_v2(obj: RegisterBrokerRecord, out: bytearray) -> None:
-    if obj.log_dirs:
+    if obj.log_dirs != []:
         raise EncodeError('RegisterBrokerRecord.LogDirs cannot be sent in version 2')
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iouq.pack(obj.broker_id, obj.is_migrating_zk_broker, obj.incarnation_id, obj.broker_epoch)
     value = obj.end_points
     if value is None:
@@ -508,6 +514,8 @@ def _decode_RegisterBrokerRecord_v3(buf: bytes, pos: int) -> tuple[RegisterBroke
 
 
 def _encode_RegisterBrokerRecord_v3(obj: RegisterBrokerRecord, out: bytearray) -> None:
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iouq.pack(obj.broker_id, obj.is_migrating_zk_broker, obj.incarnation_id, obj.broker_epoch)
     value = obj.end_points
     if value is None:
@@ -526,7 +534,7 @@ def _encode_RegisterBrokerRecord_v3(obj: RegisterBrokerRecord, out: bytearray) -
     write_compact_nullable_string(out, obj.rack)
     out += _S_oo.pack(obj.fenced, obj.in_controlled_shutdown)
     tagged = []
-    if obj.log_dirs:
+    if obj.log_dirs != []:
         field_out = bytearray()
         value = obj.log_dirs
         if value is None:

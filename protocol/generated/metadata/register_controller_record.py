@@ -202,6 +202,8 @@ def _encode_ControllerFeature_v0(obj: ControllerFeature, out: bytearray) -> None
 
 
 def _encode_RegisterControllerRecord_v0(obj: RegisterControllerRecord, out: bytearray) -> None:
+    if len(obj.incarnation_id) != 16:
+        raise EncodeError('RegisterControllerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iuo.pack(obj.controller_id, obj.incarnation_id, obj.zk_migration_ready)
     value = obj.end_points
     if value is None:

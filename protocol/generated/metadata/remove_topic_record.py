@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from protocol.errors import DecodeError
+from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     ZERO_UUID,
@@ -60,6 +60,8 @@ def _decode_RemoveTopicRecord_v0(buf: bytes, pos: int) -> tuple[RemoveTopicRecor
 
 
 def _encode_RemoveTopicRecord_v0(obj: RemoveTopicRecord, out: bytearray) -> None:
+    if len(obj.topic_id) != 16:
+        raise EncodeError('RemoveTopicRecord.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -65,6 +65,8 @@ def _decode_TopicRecord_v0(buf: bytes, pos: int) -> tuple[TopicRecord, int]:
 
 def _encode_TopicRecord_v0(obj: TopicRecord, out: bytearray) -> None:
     write_compact_string(out, obj.name)
+    if len(obj.topic_id) != 16:
+        raise EncodeError('TopicRecord.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

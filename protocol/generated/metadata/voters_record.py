@@ -237,6 +237,8 @@ def _encode_KRaftVersionFeature_v0(obj: KRaftVersionFeature, out: bytearray) -> 
 
 
 def _encode_Voter_v0(obj: Voter, out: bytearray) -> None:
+    if len(obj.voter_directory_id) != 16:
+        raise EncodeError('Voter.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
     value = obj.endpoints
     if value is None:
