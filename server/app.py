@@ -123,13 +123,13 @@ class ControllerServer:
 
     def _replay_log(self, controller: QuorumController) -> None:
         count = 0
-        for batch in self.log.batches(controller.next_offset):
-            if not batch.is_control:
-                for rec in batch.records:
-                    record, _ = parse_metadata_record(rec.value)
-                    controller.replay(record, batch.base_offset + rec.offset_delta)
-                    count += 1
-            controller.next_offset = batch.next_offset
+        for header, values in self.log.record_values(controller.next_offset):
+            if not header.is_control:
+                for offset, value in values:
+                    record, _ = parse_metadata_record(value)
+                    controller.replay(record, offset)
+                count += len(values)
+            controller.next_offset = header.last_offset + 1
         log.info("replayed %d metadata records up to offset %d", count, controller.last_applied_offset)
 
     def _append_leader_change(self, controller: QuorumController) -> None:

@@ -19,7 +19,8 @@ from protocol.message import Message
 from protocol.primitives import INT16
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, decode_batch,
-    encode_batch, frame_metadata_record, parse_control_key, parse_metadata_record)
+    encode_batch, frame_metadata_record, parse_control_key, parse_metadata_record, read_batch_header,
+    record_values)
 from server.controller.result import VersionedRecord
 from server.metalog.meta_properties import StorageError
 
@@ -90,11 +91,9 @@ def read_snapshot_file(path: Path) -> list[VersionedRecord]:
         if seen_footer:
             raise StorageError(f"{path}: data after the snapshot footer at byte {pos}")
         try:
-            batch, end = decode_batch(data, pos)
-        except DecodeError as exc:
-            raise StorageError(f"{path}: corrupt record batch at byte {exc.offset}: {exc.reason}") from None
-        try:
-            if batch.is_control:
+            header = read_batch_header(data, pos)
+            if header.is_control:
+                batch, end = decode_batch(data, pos)
                 for rec in batch.records:
                     control_type = parse_control_key(rec.key)
                     if control_type == ControlType.SNAPSHOT_HEADER:
@@ -106,11 +105,15 @@ def read_snapshot_file(path: Path) -> list[VersionedRecord]:
                     # KRaft version and voter records may follow the header; they describe
                     # the quorum, not the metadata.
             else:
-                for rec in batch.records:
-                    if rec.value is None:
+                _, values = record_values(data, pos)
+                end = pos + header.size
+                for _, value in values:
+                    if value is None:
                         raise DecodeError("MetadataRecord", None, 0, "the record value is null")
-                    records.append(parse_metadata_record(rec.value))
+                    records.append(parse_metadata_record(value))
         except DecodeError as exc:
+            if exc.message_name in ("RecordBatch", "Record"):
+                raise StorageError(f"{path}: corrupt record batch at byte {exc.offset}: {exc.reason}") from None
             raise StorageError(f"{path}: bad record in the batch at byte {pos}: {exc}") from None
         if not seen_header:
             raise StorageError(f"{path}: the batch at byte {pos} is not a snapshot header")
