@@ -101,6 +101,8 @@ class Connection(asyncio.Protocol):
         """
         self._turn_pending = False
         backlog = self._backlog
+        queue = self._queue
+        out: list[bytes] = []  # answers ready in this turn, written with one call
         budget = FRAMES_PER_TURN
         while backlog and budget and not self._closed and not self._write_paused:
             budget -= 1
@@ -108,17 +110,19 @@ class Connection(asyncio.Protocol):
             try:
                 result = self.dispatch(self, frame)
             except (DecodeError, RequestRejected) as exc:
+                self._write(out)
                 self.reject(str(exc))
                 return
             if result is None:
                 continue
-            if not self._queue and type(result) is bytes:
-                self._write(result)
+            if not queue and type(result) is bytes:
+                out.append(result)
             else:
-                self._queue.append(result)
+                queue.append(result)
                 if type(result) is not bytes:
                     result.add_done_callback(self._drain)
-        if self._queue:
+        self._write(out)
+        if queue:
             self._drain()
         if self._closed:
             return
@@ -146,26 +150,32 @@ class Connection(asyncio.Protocol):
 
     def _drain(self, _: object = None) -> None:
         queue = self._queue
+        out: list[bytes] = []
         while queue and not self._closed:
             head = queue[0]
             if type(head) is not bytes:
                 if not head.done():
-                    return
+                    break
                 try:
                     head = head.result()
                 except Exception as exc:  # a handler bug must not take the server down
+                    self._write(out)
                     log.exception("closing %s: request handler failed", self.peer)
                     self.reject(f"handler failed: {exc}")
                     return
             queue.popleft()
-            self._write(head)
+            out.append(head)
+        self._write(out)
 
-    def _write(self, frame: bytes) -> None:
-        if self.transport.is_closing():
-            return  # the peer went away; its connection_lost is on its way
+    def _write(self, frames: list[bytes]) -> None:
+        """Send answers in order with one write: a system call per answer would cost more than
+        producing most answers."""
+        if not frames or self.transport.is_closing():
+            return  # nothing to send, or the peer went away and connection_lost is on its way
         if self.capture is not None:
-            self.capture.server_to_client(frame)
-        self.transport.write(frame)
+            for frame in frames:
+                self.capture.server_to_client(frame)
+        self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     def reject(self, reason: str) -> None:
         """Close this connection after one log line."""
