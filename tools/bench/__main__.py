@@ -11,6 +11,7 @@ import sys
 
 SUITES = {
     "codec": "tools.bench.codec",
+    "server": "tools.bench.server",
 }
 
 
