@@ -6,7 +6,6 @@ The node refuses to start unless all of them agree on the cluster and name this 
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from protocol.primitives import uuid_from_str
 from server.config import ConfigError, ControllerConfig, parse_properties
+from server.metalog.durable import write_atomically
 
 META_PROPERTIES = "meta.properties"
 FORMAT_HINT = "python -m tools.storage format --config FILE --cluster-id ID"
@@ -85,22 +85,6 @@ def write_meta_properties(directory: Path, meta: MetaProperties) -> None:
     if meta.directory_id is not None:
         lines.append(f"directory.id={meta.directory_id}")
     write_atomically(Path(directory) / META_PROPERTIES, ("\n".join(lines) + "\n").encode())
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` via a synced temporary file and a rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    # The rename itself is durable only once the directory entry is synced.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def check_log_dirs(config: ControllerConfig) -> str:

@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.metalog.meta_properties import StorageError, write_atomically
+from server.metalog.durable import write_atomically
+from server.metalog.meta_properties import StorageError
 from server.metalog.segments import PARTITION_DIR
 
 FILE_NAME = "quorum-state"

@@ -18,6 +18,7 @@ from typing import Iterator
 from protocol.errors import DecodeError
 from protocol.records import (
     HEADER_SIZE, BatchHeader, RecordBatch, batch_crc_ok, decode_batch, read_batch_header, record_values)
+from server.metalog.durable import fsync_dir
 
 log = logging.getLogger("kraftwire.metalog")
 
@@ -169,7 +170,7 @@ class MetadataLog:
         self._active = open(path, "ab")
         self._active_size = self._active.tell()
         self.segments.append(path)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def close(self) -> None:
         if self._active is not None:
@@ -257,7 +258,7 @@ class MetadataLog:
             self._bases = [e.base_offset for e in self.entries]
         if removed:
             self.start_offset = self.entries[0].base_offset if self.entries else offset
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
         return removed
 
 
@@ -286,11 +287,3 @@ def _valid_batch_after(data: bytes, start: int) -> bool:
             return True
         pos = data.find(b"\x02", pos + 1)
     return False
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -22,6 +22,7 @@ from protocol.records import (
     encode_batch, frame_metadata_record, parse_control_key, parse_metadata_record, read_batch_header,
     record_values)
 from server.controller.result import VersionedRecord
+from server.metalog.durable import fsync_dir
 from server.metalog.meta_properties import StorageError
 
 RECORDS_PER_BATCH = 4096
@@ -68,11 +69,7 @@ def write_snapshot_file(path: Path, records: Iterable[VersionedRecord], epoch: i
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
     return size
 
 
