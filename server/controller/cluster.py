@@ -240,7 +240,11 @@ class ClusterControl:
             endpoints=_endpoints(rec.end_points),
             features={f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features},
             rack=rec.rack, fenced=rec.fenced, in_controlled_shutdown=rec.in_controlled_shutdown,
-            log_dirs=list(rec.log_dirs))
+            log_dirs=list(rec.log_dirs),
+            # Only a snapshot registers a broker already in controlled shutdown; the record that
+            # started it is at or before the snapshot's offset, so the broker may go once it has
+            # caught up that far (and no sooner).
+            controlled_shutdown_offset=offset if rec.in_controlled_shutdown else -1)
 
     def replay_unregister_broker(self, rec: UnregisterBrokerRecord) -> None:
         broker = self.brokers.get(rec.broker_id)
