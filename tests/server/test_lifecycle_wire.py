@@ -203,3 +203,31 @@ def test_a_cleanly_shut_down_broker_id_is_free_after_a_restart(controller):
     reg = successor.register(previous_broker_epoch=b.epoch)
     assert reg.error_code == Error.NONE, Error(reg.error_code).name
     assert reg.broker_epoch > b.epoch
+
+
+@pytest.mark.controller_properties({"metadata.log.max.record.bytes.between.snapshots": "1"})
+def test_controlled_shutdown_survives_a_restart_from_a_snapshot(controller):
+    b = active(controller, 1)
+    active(controller, 2)
+    first = b.heartbeat(want_shut_down=True)
+    assert (first.should_shut_down, first.is_fenced) == (False, False)
+    with connect(controller) as admin:  # a read after the change: everything is committed
+        listed_brokers(admin)
+    controller.wait_for_stderr(r"wrote snapshot")
+    b.close()
+    controller.restart()
+    controller.wait_for_stderr(r"loaded snapshot")
+    b.reconnect()
+    # The broker has not seen its controlled-shutdown record yet: it may not go.
+    waiting = b.heartbeat(want_shut_down=True)
+    assert (waiting.error_code, waiting.should_shut_down, waiting.is_fenced) == (Error.NONE, False, False)
+    done = b.heartbeat(offset=CAUGHT_UP, want_shut_down=True)
+    assert (done.should_shut_down, done.is_fenced) == (True, True)
+
+
+def test_describe_cluster_for_controllers(controller, admin):
+    response = describe_cluster(admin, endpoint_type=2)
+    assert (response.error_code, response.endpoint_type, response.controller_id) == (Error.NONE, 2, 1)
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", controller.port)]
+    bad = describe_cluster(admin, endpoint_type=3)
+    assert bad.error_code == Error.UNSUPPORTED_ENDPOINT_TYPE

@@ -567,3 +567,31 @@ def test_any_command_sequence_replays_to_the_same_state(commands):
                 assert b.epoch <= h.qc.last_applied_offset
     assert [offset for offset, _, _ in h.journal] == list(range(len(h.journal)))
     assert_same_state(h)
+
+
+def test_a_snapshot_of_the_state_rebuilds_the_same_registrations():
+    h = Harness(metadata_version=20)
+    e1 = h.active_broker(1)
+    h.active_broker(2)
+    h.register(3, rack="r3")
+    h.heartbeat(1, e1, want_shut_down=True)  # in controlled shutdown, not yet done
+    # Loaded as the server loads a snapshot: every record at the last offset it covers.
+    fresh = QuorumController(CLUSTER_ID, 1, ManualClock(), session_timeout_ms=SESSION_MS)
+    for record, version in h.qc.snapshot_records():
+        decoded, _ = parse_metadata_record(frame_metadata_record(record, version))
+        fresh.replay(decoded, h.qc.last_applied_offset)
+    fresh.next_offset = h.qc.next_offset
+    assert fresh.features.finalized == h.qc.features.finalized
+    assert {b: (r.epoch, r.fenced, r.in_controlled_shutdown, r.rack, r.endpoints, r.features)
+            for b, r in fresh.cluster.brokers.items()} == {
+        b: (r.epoch, r.fenced, r.in_controlled_shutdown, r.rack, r.endpoints, r.features)
+        for b, r in h.qc.cluster.brokers.items()}
+    # Broker 1 must still catch up with its controlled-shutdown record before it may go.
+    fresh.activate()
+    early = call(fresh.broker_heartbeat, BrokerHeartbeatRequest(
+        broker_id=1, broker_epoch=e1, current_metadata_offset=e1, want_shut_down=True), 1)
+    assert early.response.should_shut_down is False
+    done = call(fresh.broker_heartbeat, BrokerHeartbeatRequest(
+        broker_id=1, broker_epoch=e1, current_metadata_offset=h.qc.last_applied_offset,
+        want_shut_down=True), 1)
+    assert done.response.should_shut_down is True
