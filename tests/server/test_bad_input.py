@@ -26,6 +26,8 @@ from protocol.framing import begin_frame, end_frame
 from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from protocol.generated.messages.api_versions_response import ApiVersionsResponse
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
+from protocol.generated.messages.describe_cluster_response import DescribeClusterResponse
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.response_header import ResponseHeader
 from tests.conftest import poll
@@ -380,3 +382,31 @@ def test_a_pipelining_client_does_not_starve_the_others(controller):
     flooder.join(timeout=30)
     assert max(rtts) < 2.0, f"round trips of other clients while one floods: {rtts}"
     assert controller.running
+
+
+# --- unusual but valid ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_every_api_versions_version_is_answered(module_controller, version):
+    with raw_socket(module_controller) as sock:
+        sock.sendall(api_versions_frame(version, -7))  # a negative correlation id is echoed too
+        reply = read_frame(sock)
+    header, pos = ResponseHeader.decode(reply, 0)
+    assert header.correlation_id == -7
+    body, end = ApiVersionsResponse.decode(reply, version, pos)
+    assert end == len(reply)
+    assert body.error_code == Error.NONE
+    assert {k.api_key for k in body.api_keys} >= {18, 57, 60, 62, 63, 64}
+    if version >= 3:
+        assert [(f.name, f.max_version_level) for f in body.finalized_features] == [("metadata.version", 25)]
+
+
+def test_a_null_client_id_is_accepted(module_controller):
+    with raw_socket(module_controller) as sock:
+        body = DescribeClusterRequest(endpoint_type=1).encode(1)
+        sock.sendall(request_frame(60, 1, 11, body, header_version=2, client_id=None))
+        reply = read_frame(sock)
+    header, pos = ResponseHeader.decode(reply, 1)
+    assert header.correlation_id == 11
+    response, _ = DescribeClusterResponse.decode(reply, 1, pos)
+    assert (response.error_code, response.cluster_id) == (Error.NONE, module_controller.cluster_id)
