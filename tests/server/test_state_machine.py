@@ -7,8 +7,6 @@ would be written to the log, and replay it into a fresh controller.
 
 from __future__ import annotations
 
-import inspect
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -87,10 +85,8 @@ class Harness:
 
 
 def call(handler, request, version: int):
-    """Call a QuorumController command with the request's API version where it takes one."""
-    if len(inspect.signature(handler).parameters) >= 2:
-        return handler(request, version)
-    return handler(request)
+    """Call a QuorumController command as the router does: with the request's API version."""
+    return handler(request, version)
 
 
 def registration(broker_id: int, incarnation: bytes | None = None, *, cluster_id: str = CLUSTER_ID,
