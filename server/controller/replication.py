@@ -263,9 +263,12 @@ class ReplicationControl:
             entry.partition_result.append(PartitionResult(partition_id=pid, error_code=code, error_message=message))
         if req.topic_partitions is None:
             # "All partitions" reports only those whose election was needed, as Kafka does.
+            # A topic left with no partition to report is not listed at all.
             for entry in results.values():
                 entry.partition_result = [r for r in entry.partition_result
                                           if r.error_code != Error.ELECTION_NOT_NEEDED]
+            return ControllerResult(records, ElectLeadersResponse(
+                replica_election_results=[e for e in results.values() if e.partition_result]))
         return ControllerResult(records, ElectLeadersResponse(replica_election_results=list(results.values())))
 
     def _elect_one(self, name: str, pid: int, election_type: int) -> tuple[int, str | None, list[VersionedRecord]]:
