@@ -320,8 +320,14 @@ class ReplicationControl:
             if not p.reassigning:
                 return Error.NO_REASSIGNMENT_IN_PROGRESS, "nothing to cancel", []
             original = p.original_replicas()
+            isr = [r for r in p.isr if r in original]
+            if not isr:
+                # Only replicas the reassignment was adding are in sync: dropping them would
+                # leave the partition with an empty ISR and no leader, so they stay.
+                isr = list(p.isr)
+                original += [r for r in p.adding if r in isr]
             change.replicas = original
-            change.isr = [r for r in p.isr if r in original] or [r for r in original if r in p.isr]
+            change.isr = isr
             change.removing, change.adding = [], []
             return Error.NONE, None, self._record(change)
         if not target or len(set(target)) != len(target):
