@@ -181,11 +181,15 @@ class Connection(asyncio.Protocol):
         """Close this connection after one log line."""
         if not self._closed:
             log.warning("closing connection from %s: %s", self.peer, reason)
-            self._closed = True
-            self._queue.clear()
-            self._backlog.clear()
-            if self.transport is not None:
-                self.transport.close()
+            self.close()
+
+    def close(self) -> None:
+        """Close this connection quietly (the server is stopping)."""
+        self._closed = True
+        self._queue.clear()
+        self._backlog.clear()
+        if self.transport is not None:
+            self.transport.close()
 
 
 class Listener:
@@ -215,6 +219,5 @@ class Listener:
         if self.server is not None:
             self.server.close()
             for conn in list(self.connections):
-                if conn.transport is not None:
-                    conn.transport.close()
+                conn.close()
             await self.server.wait_closed()
