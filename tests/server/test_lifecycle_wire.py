@@ -9,7 +9,8 @@ import pytest
 from protocol.error_codes import Error
 from protocol.primitives import random_uuid
 from tests.conftest import poll
-from tests.server.wire import WireBroker, connect, describe_cluster, listed_brokers, unregister
+from tests.server.wire import (
+    WireBroker, closed_by_peer, connect, describe_cluster, listed_brokers, raw_socket, unregister)
 
 SHORT_SESSION = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200"}
 CAUGHT_UP = 1 << 40  # a metadata offset beyond anything these tests write
@@ -231,3 +232,21 @@ def test_describe_cluster_for_controllers(controller, admin):
     assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", controller.port)]
     bad = describe_cluster(admin, endpoint_type=3)
     assert bad.error_code == Error.UNSUPPORTED_ENDPOINT_TYPE
+
+
+def test_sigterm_stops_cleanly_with_clients_connected(controller):
+    b = active(controller, 1)
+    idle = raw_socket(controller)
+    half = raw_socket(controller)
+    half.sendall(b"\x00\x00\x00\x40abc")  # part of a frame, then nothing
+    time.sleep(0.1)  # let the server take in those bytes before it is told to stop
+    assert controller.stop() == 0
+    text = controller.stderr_text()
+    assert "shutting down" in text and "Traceback" not in text, text
+    assert "kraftwire.network" not in text, "the server closed those connections itself"
+    assert closed_by_peer(idle) and closed_by_peer(half)
+    idle.close()
+    half.close()
+    controller.start()
+    b.reconnect()
+    assert b.heartbeat().is_fenced is False
