@@ -319,15 +319,7 @@ class ReplicationControl:
         if target is None:
             if not p.reassigning:
                 return Error.NO_REASSIGNMENT_IN_PROGRESS, "nothing to cancel", []
-            original = p.original_replicas()
-            isr = [r for r in p.isr if r in original]
-            if not isr:
-                # Only replicas the reassignment was adding are in sync: dropping them would
-                # leave the partition with an empty ISR and no leader, so they stay.
-                isr = list(p.isr)
-                original += [r for r in p.adding if r in isr]
-            change.replicas = original
-            change.isr = isr
+            change.replicas, change.isr = _reverted(p)
             change.removing, change.adding = [], []
             return Error.NONE, None, self._record(change)
         if not target or len(set(target)) != len(target):
@@ -335,7 +327,8 @@ class ReplicationControl:
         unknown = [b for b in target if b not in self.cluster.brokers]
         if unknown:
             return Error.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not registered", []
-        base = p.original_replicas() if p.reassigning else p.replicas
+        # A new target replaces an ongoing reassignment: start from where reverting it leads.
+        base, isr = _reverted(p) if p.reassigning else (p.replicas, p.isr)
         if all(r in p.isr for r in target):
             # Every target replica is already in sync: nothing to copy, complete at once.
             change.replicas = list(target)
@@ -343,6 +336,7 @@ class ReplicationControl:
             change.removing, change.adding = [], []
         else:
             change.replicas = list(target) + [r for r in base if r not in target]
+            change.isr = list(isr)
             change.adding = [r for r in target if r not in base]
             change.removing = [r for r in base if r not in target]
         return Error.NONE, None, self._record(change)
@@ -374,6 +368,18 @@ class ReplicationControl:
             yield TopicRecord(name=topic.name, topic_id=topic.topic_id), 0
             for p in topic.partitions:
                 yield p.to_record(version), version
+
+
+def _reverted(p: PartitionState) -> tuple[list[int], list[int]]:
+    """Replicas and ISR once an ongoing reassignment is undone: without the replicas it was
+    adding, unless those are the only ones in sync. Dropping them then would leave the
+    partition with an empty ISR and no leader, so they stay (as in Kafka's revert)."""
+    original = p.original_replicas()
+    isr = [r for r in p.isr if r in original]
+    if not isr:
+        isr = list(p.isr)
+        original += [r for r in p.adding if r in isr]
+    return original, isr
 
 
 def _order(p: PartitionState) -> tuple[bytes, int]:
