@@ -113,6 +113,11 @@ class Connection(asyncio.Protocol):
                 self._write(out)
                 self.reject(str(exc))
                 return
+            except Exception as exc:  # a handler bug must not take the server down
+                self._write(out)
+                log.exception("closing %s: request handler failed", self.peer)
+                self.reject(f"handler failed: {exc!r}")
+                return
             if result is None:
                 continue
             if not queue and type(result) is bytes:
