@@ -1,0 +1,155 @@
+"""python -m tools.broker: a test broker, or a fleet of them, against a kraftwire controller.
+
+    python -m tools.broker --controller 127.0.0.1:9093 --node-id 1
+    python -m tools.broker --controller 127.0.0.1:9093 --fleet 1000 --base-id 100 --faults 0.2 --seed 7
+
+SIGTERM or SIGINT: controlled shutdown of every broker, then exit 0 (1 if the controller did
+not grant it in time; a second signal stops at once). SIGUSR1: print the summary line. Each
+state transition is logged in one line on stderr; summaries go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import resource
+import signal
+import sys
+from pathlib import Path
+from typing import Callable
+
+from tools.broker.fleet import Fleet, FleetOptions
+from tools.metadata_shell.remote import parse_controllers
+from tools.metadata_shell.replayer import LoadError
+
+DEFAULT_STATE_ROOT = Path("data")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tools.broker", description="kraftwire test broker")
+    p.add_argument("--controller", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                   help="bootstrap controllers; the active one is found among them")
+    p.add_argument("--node-id", type=int, help="the broker id (one broker)")
+    p.add_argument("--fleet", type=int, metavar="N", help="run N brokers in this process")
+    p.add_argument("--base-id", type=int, default=1, help="id of the first broker of a fleet (default 1)")
+    p.add_argument("--rack", help="rack, or a comma-separated list given out round robin in a fleet")
+    p.add_argument("--cluster-id", help="expected cluster id (default: asked of the controller)")
+    p.add_argument("--state-dir", type=Path,
+                   help="where the clean-shutdown epoch is kept (default data/broker-ID; "
+                        "a fleet uses DIR/broker-ID)")
+    p.add_argument("--heartbeat-interval-ms", type=int, default=2000)
+    p.add_argument("--request-timeout-ms", type=int, default=5000)
+    p.add_argument("--seed", type=int, default=0, help="seeds the lag model and the faults")
+    p.add_argument("--mean-in-sync-s", type=float, default=0.0,
+                   help="mean time a simulated follower stays in sync before falling behind "
+                        "(default 0: it never falls behind by itself)")
+    p.add_argument("--mean-catch-up-s", type=float, default=2.0,
+                   help="mean time a simulated follower needs to catch up (default 2)")
+    p.add_argument("--faults", type=float, default=0.0, metavar="RATE",
+                   help="kill, pause or restart a random broker RATE times per second on average")
+    p.add_argument("--fault-max-s", type=float, default=20.0,
+                   help="longest down or paused time of a fault (default 20)")
+    p.add_argument("--ramp-ms", type=int,
+                   help="spread the brokers' start over this long (default: one heartbeat interval "
+                        "for a fleet, 0 for one broker)")
+    p.add_argument("--shutdown-timeout-ms", type=int, default=60000)
+    p.add_argument("--advertised-host", default="127.0.0.1")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]:
+    """The fleet's options and the log level."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if (args.node_id is None) == (args.fleet is None):
+        parser.error("give either --node-id (one broker) or --fleet N")
+    if args.fleet is not None and args.fleet < 1:
+        parser.error("--fleet must be at least 1")
+    if args.heartbeat_interval_ms <= 0 or args.request_timeout_ms <= 0:
+        parser.error("intervals and timeouts must be positive")
+    if args.faults < 0 or args.mean_in_sync_s < 0 or args.mean_catch_up_s < 0:
+        parser.error("rates and mean times must not be negative")
+    try:
+        bootstrap = parse_controllers(args.controller)
+    except LoadError as exc:
+        parser.error(str(exc))
+    single = args.fleet is None
+    ids = [args.node_id] if single else list(range(args.base_id, args.base_id + args.fleet))
+    if ids[0] < 0:
+        parser.error("broker ids must not be negative")
+    interval_s = args.heartbeat_interval_ms / 1000
+    ramp_ms = args.ramp_ms if args.ramp_ms is not None else (0 if single else args.heartbeat_interval_ms)
+    return FleetOptions(
+        bootstrap=bootstrap, node_ids=ids, state_dir=_state_dirs(args.state_dir, single),
+        racks=args.rack.split(",") if args.rack else None, cluster_id=args.cluster_id,
+        heartbeat_interval_s=interval_s, request_timeout_s=args.request_timeout_ms / 1000, seed=args.seed,
+        mean_in_sync_s=args.mean_in_sync_s, mean_catch_up_s=args.mean_catch_up_s, fault_rate=args.faults,
+        fault_max_s=args.fault_max_s, ramp_s=ramp_ms / 1000,
+        shutdown_timeout_s=args.shutdown_timeout_ms / 1000, advertised_host=args.advertised_host), args.log_level
+
+
+def _state_dirs(given: Path | None, single: bool) -> Callable[[int], Path]:
+    def state_dir(node_id: int) -> Path:
+        if given is None:
+            return DEFAULT_STATE_ROOT / f"broker-{node_id}"
+        return given if single else given / f"broker-{node_id}"
+    return state_dir
+
+
+async def serve(options: FleetOptions) -> int:
+    """Run until a signal; the exit code."""
+    fleet = Fleet(options)
+    loop = asyncio.get_running_loop()
+    stop, force = asyncio.Event(), asyncio.Event()
+
+    def on_signal() -> None:
+        (force if stop.is_set() else stop).set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: print(fleet.summary(), flush=True))
+    starting = asyncio.ensure_future(fleet.start())
+    starting.add_done_callback(fleet.report_crash)
+    stopped, failed = asyncio.ensure_future(stop.wait()), asyncio.ensure_future(fleet.failed.wait())
+    await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    failed.cancel()
+    if not starting.done():
+        starting.cancel()
+    shutdown = asyncio.ensure_future(fleet.shutdown())
+    forced = asyncio.ensure_future(force.wait())
+    await asyncio.wait([shutdown, forced], return_when=asyncio.FIRST_COMPLETED)
+    if shutdown.done():
+        clean = shutdown.result()
+        forced.cancel()
+    else:
+        shutdown.cancel()
+        fleet.close()
+        clean = False
+    print(fleet.summary(), flush=True)
+    return 0 if clean and not fleet.failed.is_set() else 1
+
+
+def raise_fd_limit() -> None:
+    """A fleet holds a connection per broker; the default 1024 descriptors is too few."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    options, level = options_from_args(argv)
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    raise_fd_limit()
+    import uvloop
+
+    return uvloop.run(serve(options))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
