@@ -94,8 +94,10 @@ class MetadataLog:
             if problem is None:
                 header = read_batch_header(data, pos)
                 if header.base_offset != expected:
-                    raise LogCorruption(path, pos, header.base_offset,
+                    # Name the offset the log is at: the damaged field is not to be trusted.
+                    raise LogCorruption(path, pos, expected,
                                         f"batch starts at offset {header.base_offset}, expected {expected}")
+                self._check_epoch(path, pos, header)
                 self._index(BatchEntry(header.base_offset, header.last_offset,
                                        header.partition_leader_epoch, index, pos, header.size))
                 expected = header.last_offset + 1
@@ -110,6 +112,25 @@ class MetadataLog:
                     os.fsync(f.fileno())
                 return
             raise LogCorruption(path, pos, expected, problem)
+
+    def _check_epoch(self, path: Path, pos: int, header: BatchHeader) -> None:
+        """Leader epochs never go down along the log. The CRC does not cover the epoch field,
+        so this is the only check a damaged epoch meets."""
+        epoch = header.partition_leader_epoch
+        if epoch < 0:
+            raise LogCorruption(path, pos, header.base_offset, f"negative leader epoch {epoch}")
+        if not self.entries or epoch >= self.entries[-1].epoch:
+            return
+        prev = self.entries[-1]
+        before = self.entries[-2] if len(self.entries) > 1 else None
+        if before is not None and before.epoch <= epoch:
+            # The batch before this one stands out from both neighbours: it is the odd one.
+            raise LogCorruption(self.segments[prev.segment], prev.position, prev.base_offset,
+                                f"leader epoch {prev.epoch} is above the epochs around it "
+                                f"({before.epoch} before, {epoch} after)")
+        raise LogCorruption(path, pos, header.base_offset,
+                            f"leader epoch {epoch} is below {prev.epoch} of the batch before it "
+                            f"(at byte {prev.position} of {self.segments[prev.segment].name})")
 
     def _index(self, entry: BatchEntry) -> None:
         self.entries.append(entry)
