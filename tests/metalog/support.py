@@ -1,0 +1,343 @@
+"""Shared pieces of the metadata log tests: comparable controller state, loading a data dir the
+way the server does, a raw-socket KRaft observer, and broker/admin requests over the wire."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from protocol.client import KafkaClient
+from protocol.error_codes import Error
+from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.broker_registration_request import (
+    BrokerRegistrationRequest, Feature, Listener)
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.generated.messages.describe_quorum_request import (
+    DescribeQuorumRequest, PartitionData as QuorumPartitionRequest, TopicData as QuorumTopicRequest)
+from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
+from protocol.generated.messages.fetch_response import PartitionData
+from protocol.generated.messages.fetch_snapshot_request import (
+    FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
+from protocol.generated.messages.metadata_request import MetadataRequest
+from protocol.primitives import METADATA_TOPIC_ID, random_uuid
+from protocol.records import iter_batches, parse_metadata_record, read_batch_header
+from server.controller.clock import ManualClock
+from server.controller.quorum_controller import QuorumController
+from server.metalog.segments import PARTITION_DIR, SUFFIX, MetadataLog
+from server.metalog.snapshots import load_latest_snapshot
+from tests.conftest import PYTHON, ROOT, ControllerProcess, _bounded_child
+
+METADATA_TOPIC = "__cluster_metadata"
+FETCH_V = 17
+FETCH_SNAPSHOT_V = 1
+DESCRIBE_QUORUM_V = 2
+METADATA_V = 12
+CREATE_TOPICS_V = 7
+REGISTRATION_V = 4
+HEARTBEAT_V = 1
+MV_RANGE = (7, 25)
+
+
+# --- state ----------------------------------------------------------------------------------------
+
+def state_of(qc: QuorumController, *, with_feature_epoch: bool = False) -> dict:
+    """Every replayed fact of a controller as plain data, so two controllers compare with ==.
+
+    Soft state (leases) is left out: it is not in the log. The derived replication indexes are
+    included, keyed by partition, since replay alone must keep them right.
+    """
+    brokers = {
+        b.broker_id: {
+            "epoch": b.epoch, "incarnation": b.incarnation_id, "rack": b.rack, "fenced": b.fenced,
+            "in_controlled_shutdown": b.in_controlled_shutdown, "log_dirs": list(b.log_dirs),
+            "controlled_shutdown_offset": b.controlled_shutdown_offset,
+            "features": dict(sorted(b.features.items())),
+            "endpoints": [(e.name, e.host, e.port, e.security_protocol) for e in b.endpoints],
+        } for b in qc.cluster.brokers.values()}
+    controllers = {
+        c.controller_id: {
+            "incarnation": c.incarnation_id, "features": dict(sorted(c.features.items())),
+            "endpoints": [(e.name, e.host, e.port, e.security_protocol) for e in c.endpoints],
+        } for c in qc.cluster.controllers.values()}
+    r = qc.replication
+    topics = {}
+    for t in r.topics.values():
+        topics[t.name] = {
+            "id": t.topic_id,
+            "partitions": [partition_state(p) for p in t.partitions],
+        }
+    key = lambda p: (r.topics[p.topic_id].name, p.partition_id)  # noqa: E731
+    state = {
+        "brokers": brokers,
+        "controllers": controllers,
+        "topics": topics,
+        "names": dict(r.names),
+        "partition_count": r.partition_count,
+        "isr_of": {b: sorted(map(key, ps)) for b, ps in r.isr_of.items() if ps},
+        "leaderless": sorted(map(key, r.leaderless)),
+        "reassigning": sorted(map(key, r.reassigning)),
+        "configs": {k: dict(v) for k, v in qc.configs._configs.items()},
+        "features": dict(qc.features.finalized),
+    }
+    if with_feature_epoch:
+        state["feature_epoch"] = qc.features.epoch
+    return state
+
+
+def partition_state(p) -> dict:
+    return {name: getattr(p, name) for name in p.__slots__}
+
+
+def new_controller(cluster_id: str = "", node_id: int = -1) -> QuorumController:
+    return QuorumController(cluster_id, node_id, ManualClock())
+
+
+def replay_values(qc: QuorumController, batches: Iterable[tuple]) -> None:
+    """Replay (header, [(offset, value)]) pairs as the server's start-up does."""
+    for header, values in batches:
+        if not header.is_control:
+            for offset, value in values:
+                qc.replay(parse_metadata_record(value)[0], offset)
+        qc.next_offset = header.last_offset + 1
+
+
+def replay_bytes(qc: QuorumController, data: bytes) -> int:
+    """Replay whole batches from raw log bytes (a Fetch answer); returns the batches seen."""
+    count = 0
+    for batch, _ in iter_batches(data):
+        if batch.base_offset != qc.next_offset:
+            raise AssertionError(f"batch at offset {batch.base_offset}, expected {qc.next_offset}")
+        if not batch.is_control:
+            for rec in batch.records:
+                qc.replay(parse_metadata_record(rec.value)[0], batch.base_offset + rec.offset_delta)
+        qc.next_offset = batch.next_offset
+        count += 1
+    return count
+
+
+def replay_snapshot(qc: QuorumController, records, end_offset: int) -> None:
+    for record, _ in records:
+        qc.replay(record, end_offset - 1)
+    qc.next_offset = end_offset
+
+
+def load_data_dir(data_dir: Path) -> QuorumController:
+    """A controller loaded from a stopped server's metadata.log.dir: the latest snapshot, then
+    the log after it, as ControllerServer loads itself (recovery included)."""
+    log = MetadataLog.open(data_dir)
+    try:
+        qc = new_controller()
+        loaded = load_latest_snapshot(log.directory)
+        if loaded is not None:
+            replay_snapshot(qc, loaded[1], loaded[0].end_offset)
+        replay_values(qc, log.record_values(qc.next_offset))
+        return qc
+    finally:
+        log.close()
+
+
+def partition_dir(data_dir: Path) -> Path:
+    return Path(data_dir) / PARTITION_DIR
+
+
+def segment_paths(data_dir: Path) -> list[Path]:
+    return sorted(partition_dir(data_dir).glob("*" + SUFFIX))
+
+
+def batch_positions(data: bytes) -> list[tuple[int, int, int]]:
+    """(byte position, size, base offset) of every whole batch in segment bytes."""
+    out = []
+    pos = 0
+    while len(data) - pos >= 61:
+        header = read_batch_header(data, pos)
+        if pos + header.size > len(data):
+            break
+        out.append((pos, header.size, header.base_offset))
+        pos += header.size
+    return out
+
+
+# --- the wire -------------------------------------------------------------------------------------
+
+def connect(controller, timeout: float = 15.0) -> KafkaClient:
+    return KafkaClient(controller.host, controller.port, client_id="kraftwire-metalog-test", timeout=timeout)
+
+
+def registration(cluster_id: str, broker_id: int, incarnation: bytes | None = None,
+                 port: int | None = None) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(
+        broker_id=broker_id, cluster_id=cluster_id, incarnation_id=incarnation or random_uuid(),
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=port or 20000 + broker_id,
+                            security_protocol=0)],
+        features=[Feature(name="metadata.version", min_supported_version=MV_RANGE[0],
+                          max_supported_version=MV_RANGE[1])],
+        rack=None, previous_broker_epoch=-1)
+
+
+def heartbeat(broker_id: int, epoch: int, offset: int | None = None) -> BrokerHeartbeatRequest:
+    return BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=epoch,
+                                  current_metadata_offset=epoch if offset is None else offset,
+                                  want_fence=False, want_shut_down=False)
+
+
+def active_brokers(client: KafkaClient, cluster_id: str, ids: Iterable[int]) -> dict[int, int]:
+    """Register and unfence brokers; returns their epochs."""
+    epochs = {}
+    for b in ids:
+        reg = client.request(registration(cluster_id, b), REGISTRATION_V)
+        assert reg.error_code == Error.NONE, reg
+        hb = client.request(heartbeat(b, reg.broker_epoch), HEARTBEAT_V)
+        assert (hb.error_code, hb.is_fenced) == (Error.NONE, False), hb
+        epochs[b] = reg.broker_epoch
+    return epochs
+
+
+def create_topics_request(*topics: tuple[str, int], rf: int = 1) -> CreateTopicsRequest:
+    return CreateTopicsRequest(topics=[CreatableTopic(name=n, num_partitions=p, replication_factor=rf)
+                                       for n, p in topics])
+
+
+def create_topic(client: KafkaClient, name: str, partitions: int, rf: int = 1) -> None:
+    response = client.request(create_topics_request((name, partitions), rf=rf), CREATE_TOPICS_V)
+    assert [t.error_code for t in response.topics] == [Error.NONE], response
+
+
+def metadata_topics(client: KafkaClient) -> dict[str, list[tuple]]:
+    """name -> [(partition, leader, replicas, isr)] as the controller answers Metadata."""
+    response = client.request(MetadataRequest(topics=None, allow_auto_topic_creation=False), METADATA_V)
+    return {t.name: sorted((p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+                           for p in t.partitions)
+            for t in response.topics}
+
+
+def metadata_view(qc: QuorumController) -> dict[str, list[tuple]]:
+    """What metadata_topics would show for a replayed controller."""
+    return {t.name: sorted((p.partition_id, p.leader, list(p.replicas), list(p.isr)) for p in t.partitions)
+            for t in qc.replication.topics.values()}
+
+
+# --- a KRaft observer over a raw socket -------------------------------------------------------------
+
+def fetch_request(offset: int, *, replica_id: int = -1, last_fetched_epoch: int = -1,
+                  max_wait_ms: int = 0, max_bytes: int = 1 << 20, cluster_id: str | None = None,
+                  current_leader_epoch: int = -1) -> FetchRequest:
+    return FetchRequest(
+        cluster_id=cluster_id, replica_id=replica_id, replica_state=ReplicaState(replica_id=replica_id),
+        max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+        topics=[FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
+            FetchPartition(partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+                           last_fetched_epoch=last_fetched_epoch, partition_max_bytes=max_bytes)])])
+
+
+def fetch(client: KafkaClient, offset: int, version: int = FETCH_V, **kwargs) -> PartitionData:
+    response = client.request(fetch_request(offset, **kwargs), version)
+    assert response.error_code == Error.NONE, response
+    [part] = [p for t in response.responses for p in t.partitions]
+    return part
+
+
+def fetch_snapshot_bytes(client: KafkaClient, end_offset: int, epoch: int, chunk: int) -> tuple[bytes, int]:
+    """The whole snapshot file in chunks of at most ``chunk`` bytes; returns it and the number
+    of requests it took."""
+    parts = []
+    position = 0
+    requests = 0
+    while True:
+        request = FetchSnapshotRequest(replica_id=-1, max_bytes=chunk, topics=[TopicSnapshot(
+            name=METADATA_TOPIC, partitions=[PartitionSnapshot(
+                partition=0, current_leader_epoch=-1, position=position,
+                snapshot_id=SnapshotId(end_offset=end_offset, epoch=epoch))])])
+        response = client.request(request, FETCH_SNAPSHOT_V)
+        requests += 1
+        [p] = [p for t in response.topics for p in t.partitions]
+        assert (response.error_code, p.error_code) == (Error.NONE, Error.NONE), response
+        assert p.position == position
+        data = p.unaligned_records or b""
+        assert 0 < len(data) <= chunk
+        parts.append(data)
+        position += len(data)
+        if position >= p.size:
+            assert position == p.size
+            return b"".join(parts), requests
+
+
+def observe_log(client: KafkaClient, qc: QuorumController, *, max_bytes: int = 1 << 20,
+                replica_id: int = -1) -> PartitionData:
+    """Fetch from ``qc.next_offset`` up to the high watermark, replaying as it goes."""
+    while True:
+        part = fetch(client, qc.next_offset, max_bytes=max_bytes, replica_id=replica_id)
+        assert part.error_code == Error.NONE, part
+        assert part.snapshot_id.end_offset == -1, part.snapshot_id
+        before = qc.next_offset
+        replay_bytes(qc, part.records or b"")
+        if qc.next_offset >= part.high_watermark:
+            assert qc.next_offset == part.high_watermark
+            return part
+        assert qc.next_offset > before, f"no progress at offset {before}"
+
+
+def describe_quorum(client: KafkaClient):
+    response = client.request(DescribeQuorumRequest(topics=[QuorumTopicRequest(
+        topic_name=METADATA_TOPIC, partitions=[QuorumPartitionRequest(partition_index=0)])]), DESCRIBE_QUORUM_V)
+    [p] = [p for t in response.topics for p in t.partitions]
+    return p
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+def run_server_once(config_path: Path, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    """Run ``python -m server --config`` to completion (a start-up that must fail)."""
+    return subprocess.run([PYTHON, "-m", "server", "--config", str(config_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=_bounded_child,
+                          stdin=subprocess.DEVNULL)
+
+
+class LimitedController(ControllerProcess):
+    """A controller whose process may not grow any file beyond ``file_size_limit`` bytes
+    (RLIMIT_FSIZE), with SIGXFSZ ignored so such a write fails with EFBIG instead of killing it."""
+
+    file_size_limit: int | None = None
+
+    def _launch(self, args: list[str]) -> None:
+        import tests.conftest as conftest_module
+
+        limit = self.file_size_limit
+
+        def child() -> None:
+            _bounded_child()
+            if limit is not None:
+                import resource
+
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        original = conftest_module._bounded_child
+        conftest_module._bounded_child = child
+        try:
+            super()._launch(args)
+        finally:
+            conftest_module._bounded_child = original
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, message: str, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+def process_rlimit_fsize(pid: int) -> int:
+    """The RLIMIT_FSIZE soft limit of a running process, as /proc reports it (-1: unlimited)."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max file size"):
+            value = line.split()[3]
+            return -1 if value == "unlimited" else int(value)
+    raise AssertionError("no file size limit line")
+
