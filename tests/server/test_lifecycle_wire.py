@@ -250,3 +250,32 @@ def test_sigterm_stops_cleanly_with_clients_connected(controller):
     controller.start()
     b.reconnect()
     assert b.heartbeat().is_fenced is False
+
+
+@pytest.mark.controller_properties({}, release_version="3.7-IV4")
+def test_metadata_version_upgrade_and_broker_ranges_over_the_wire(controller, admin):
+    from protocol.generated.messages.update_features_request import (
+        FeatureUpdateKey, UpdateFeaturesRequest)
+    from tests.server.wire import api_versions
+
+    def finalized() -> dict[str, int]:
+        return {f.name: f.max_version_level for f in api_versions(admin).finalized_features}
+
+    assert finalized() == {"metadata.version": 19}
+    old = WireBroker(controller, 1)
+    assert old.register(mv_range=(7, 18)).error_code == Error.UNSUPPORTED_VERSION
+    assert old.register(mv_range=(7, 21)).error_code == Error.NONE
+
+    def upgrade(level: int, validate_only: bool = False):
+        return admin.request(UpdateFeaturesRequest(
+            feature_updates=[FeatureUpdateKey(feature="metadata.version", max_version_level=level)],
+            validate_only=validate_only), 1)
+
+    # Broker 1 cannot run 25, so the cluster cannot move there.
+    assert upgrade(25).results[0].error_code == Error.INVALID_UPDATE_VERSION
+    assert upgrade(21, validate_only=True).results[0].error_code == Error.NONE
+    assert finalized() == {"metadata.version": 19}
+    assert upgrade(21).results[0].error_code == Error.NONE
+    assert finalized() == {"metadata.version": 21}
+    # A newcomer must now support 21.
+    assert WireBroker(controller, 2).register(mv_range=(7, 20)).error_code == Error.UNSUPPORTED_VERSION
