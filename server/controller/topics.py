@@ -64,7 +64,10 @@ class TopicAdmin:
             order += [r[i] for r in racks if i < len(r)]
         return order
 
-    def place(self, partitions: int, replication_factor: int, first_partition: int = 0) -> list[list[int]]:
+    def place(self, partitions: int, replication_factor: int, first_partition: int = 0,
+              placed_before: int = 0) -> list[list[int]]:
+        """``placed_before``: partitions placed earlier in the same request, which the
+        partition count does not include yet because their records are not replayed."""
         brokers = self._rack_interleaved()
         if replication_factor < 1:
             raise TopicError(Error.INVALID_REPLICATION_FACTOR, "replication factor must be at least 1")
@@ -73,7 +76,7 @@ class TopicAdmin:
                              f"replication factor {replication_factor} is larger than the "
                              f"{len(brokers)} available brokers")
         n = len(brokers)
-        start = self.r.partition_count  # rotate across topics too, not only within one
+        start = self.r.partition_count + placed_before  # rotate across topics too, not only within one
         return [[brokers[(start + p + j) % n] for j in range(replication_factor)]
                 for p in range(first_partition, first_partition + partitions)]
 
@@ -104,6 +107,7 @@ class TopicAdmin:
         records: list[VersionedRecord] = []
         response = CreateTopicsResponse()
         seen: set[str] = set()
+        placed = 0
         for topic in req.topics:
             result = CreatableTopicResult(name=topic.name)
             response.topics.append(result)
@@ -113,7 +117,7 @@ class TopicAdmin:
                 continue
             seen.add(topic.name)
             try:
-                topic_records, topic_id, assignments = self._create_one(topic, version)
+                topic_records, topic_id, assignments = self._create_one(topic, version, placed)
             except TopicError as exc:
                 result.error_code = exc.code
                 result.error_message = exc.message
@@ -129,9 +133,11 @@ class TopicAdmin:
                                   for k, v in sorted(configs.items())]
             if not req.validate_only:
                 records += topic_records
+                placed += len(assignments)
         return ControllerResult(records, response)
 
-    def _create_one(self, topic: CreatableTopic, version: int) -> tuple[list[VersionedRecord], bytes, list[list[int]]]:
+    def _create_one(self, topic: CreatableTopic, version: int,
+                    placed_before: int) -> tuple[list[VersionedRecord], bytes, list[list[int]]]:
         check_topic_name(topic.name)
         if topic.name in self.r.names:
             raise TopicError(Error.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
@@ -156,7 +162,7 @@ class TopicAdmin:
             rf = topic.replication_factor if topic.replication_factor != -1 else self.r.configs.default_replication_factor()
             if partitions < 1:
                 raise TopicError(Error.INVALID_PARTITIONS, f"number of partitions must be at least 1, not {partitions}")
-            assignments = self.place(partitions, rf)
+            assignments = self.place(partitions, rf, placed_before=placed_before)
         topic_id = random_uuid()
         records: list[VersionedRecord] = [(TopicRecord(name=topic.name, topic_id=topic_id), 0)]
         records += self.r.configs.create_topic_records(topic.name, configs)
