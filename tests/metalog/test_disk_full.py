@@ -1,0 +1,94 @@
+"""A write the disk refuses fails the request: the client gets an error, never a false success.
+
+The limit is real: the controller process runs with RLIMIT_FSIZE (and SIGXFSZ ignored), so the
+kernel refuses with EFBIG any write that would grow the segment past the limit, exactly as a
+full disk refuses with ENOSPC.
+"""
+
+from __future__ import annotations
+
+from protocol.error_codes import Error
+from tests.metalog.support import (
+    CREATE_TOPICS_V, HEARTBEAT_V, REGISTRATION_V, LimitedController, active_brokers, batch_positions,
+    connect, create_topic, create_topics_request, heartbeat, load_data_dir, metadata_topics,
+    process_rlimit_fsize, registration, segment_paths)
+
+PROPS = {"broker.session.timeout.ms": "120000"}
+LIMIT = 48 * 1024  # bytes any one file of the process may reach
+
+
+def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
+    controller = LimitedController(tmp_path / "controller", PROPS)
+    controller.file_size_limit = LIMIT
+    try:
+        controller.start()
+        assert process_rlimit_fsize(controller.pid) == LIMIT
+        with connect(controller) as client:
+            epochs = active_brokers(client, controller.cluster_id, [1])
+            create_topic(client, "before", 2)
+            # Registrations of identical size, one at a time, until the log is full.
+            acked: dict[int, int] = {}
+            broker_id = 1000
+            while True:
+                response = client.request(registration(controller.cluster_id, broker_id), REGISTRATION_V)
+                if response.error_code != Error.NONE:
+                    break
+                acked[broker_id] = response.broker_epoch
+                broker_id += 1
+                assert broker_id < 2000, "the file size limit never bit"
+            assert response.error_code == Error.NOT_CONTROLLER
+            first_failed = broker_id
+            [segment] = segment_paths(controller.data_dir)
+            size = segment.stat().st_size
+            last_batch = batch_positions(segment.read_bytes())[-1][1]
+            assert size <= LIMIT < size + last_batch + 16, (size, last_batch)
+
+            # Every write after the limit fails the same way: one at a time ...
+            failed = [first_failed]
+            for broker_id in range(first_failed + 1, first_failed + 21):
+                response = client.request(registration(controller.cluster_id, broker_id), REGISTRATION_V)
+                assert response.error_code == Error.NOT_CONTROLLER, response
+                failed.append(broker_id)
+            # ... pipelined, so that they are committed as one group ...
+            pipelined = list(range(first_failed + 21, first_failed + 61))
+            ids = [client.send(registration(controller.cluster_id, b), REGISTRATION_V) for b in pipelined]
+            for correlation_id in ids:
+                response = client.receive(62, REGISTRATION_V, correlation_id)
+                assert response.error_code == Error.NOT_CONTROLLER, response
+            failed += pipelined
+            # ... and for every kind of write: a topic creation reports it per topic.
+            created = client.request(create_topics_request(("after", 3)), CREATE_TOPICS_V)
+            assert [t.error_code for t in created.topics] == [Error.NOT_CONTROLLER]
+
+            # What the controller now shows is what the log holds: none of the failed changes.
+            assert set(metadata_topics(client)) == {"before"}
+            for broker_id in (first_failed, failed[-1]):
+                response = client.request(heartbeat(broker_id, 1), HEARTBEAT_V)
+                assert response.error_code == Error.BROKER_ID_NOT_REGISTERED
+            # Writes that need no record still work.
+            assert client.request(heartbeat(1, epochs[1]), HEARTBEAT_V).error_code == Error.NONE
+            assert segment.stat().st_size == size, "a failed write was left in the segment"
+        assert "File too large" in controller.stderr_text()
+        assert "Traceback" not in controller.stderr_text()
+        controller.stop()
+
+        # Without the limit: exactly the answered changes, and the log takes writes again.
+        controller.file_size_limit = None
+        controller.start()
+        assert process_rlimit_fsize(controller.pid) == -1
+        assert "truncating" not in controller.stderr_text()
+        with connect(controller) as client:
+            assert set(metadata_topics(client)) == {"before"}
+            response = client.request(registration(controller.cluster_id, first_failed), REGISTRATION_V)
+            assert response.error_code == Error.NONE
+            create_topic(client, "after", 3)
+        controller.stop()
+        qc = load_data_dir(controller.data_dir)
+        registered = {b.broker_id: b.epoch for b in qc.cluster.brokers.values()}
+        assert registered == {1: qc.cluster.brokers[1].epoch, **acked,
+                              first_failed: qc.cluster.brokers[first_failed].epoch}
+        assert not set(failed[1:]) & set(registered)
+        assert set(qc.replication.names) == {"before", "after"}
+    finally:
+        controller.stop()
+
