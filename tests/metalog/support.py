@@ -14,7 +14,12 @@ from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_registration_request import (
     BrokerRegistrationRequest, Feature, Listener)
-from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+from protocol.generated.messages.create_topics_request import (
+    CreatableTopic, CreatableTopicConfig, CreateTopicsRequest)
+from protocol.generated.messages.delete_topics_request import DeleteTopicState, DeleteTopicsRequest
+from protocol.generated.messages.incremental_alter_configs_request import (
+    AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
 from protocol.generated.messages.describe_quorum_request import (
     DescribeQuorumRequest, PartitionData as QuorumPartitionRequest, TopicData as QuorumTopicRequest)
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
@@ -22,6 +27,7 @@ from protocol.generated.messages.fetch_response import PartitionData
 from protocol.generated.messages.fetch_snapshot_request import (
     FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
 from protocol.generated.messages.metadata_request import MetadataRequest
+from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
 from protocol.primitives import METADATA_TOPIC_ID, random_uuid
 from protocol.records import iter_batches, parse_metadata_record, read_batch_header
 from server.controller.clock import ManualClock
@@ -203,6 +209,38 @@ def create_topics_request(*topics: tuple[str, int], rf: int = 1) -> CreateTopics
 def create_topic(client: KafkaClient, name: str, partitions: int, rf: int = 1) -> None:
     response = client.request(create_topics_request((name, partitions), rf=rf), CREATE_TOPICS_V)
     assert [t.error_code for t in response.topics] == [Error.NONE], response
+
+
+def build_state(client: KafkaClient, cluster_id: str, topics: int = 12, first_broker: int = 1) -> None:
+    """A varied metadata state over the wire: brokers (one fenced, one gone), topics with
+    replication, configs, more partitions, a deleted topic."""
+    ids = list(range(first_broker, first_broker + 5))
+    epochs = active_brokers(client, cluster_id, ids)
+    for i in range(topics):
+        configs = [CreatableTopicConfig(name="cleanup.policy", value="compact")] if i % 4 == 0 else []
+        response = client.request(CreateTopicsRequest(topics=[CreatableTopic(
+            name=f"state-{first_broker}-{i:03d}", num_partitions=1 + i % 4, replication_factor=3,
+            configs=configs)]), CREATE_TOPICS_V)
+        assert [t.error_code for t in response.topics] == [Error.NONE], response
+    response = client.request(IncrementalAlterConfigsRequest(resources=[
+        AlterConfigsResource(resource_type=2, resource_name=f"state-{first_broker}-001", configs=[
+            AlterableConfig(name="retention.ms", config_operation=0, value="3600000"),
+            AlterableConfig(name="min.insync.replicas", config_operation=0, value="2")]),
+        AlterConfigsResource(resource_type=4, resource_name=str(first_broker), configs=[
+            AlterableConfig(name="log.retention.ms", config_operation=0, value="7200000")])]), 1)
+    assert [r.error_code for r in response.responses] == [Error.NONE, Error.NONE], response
+    response = client.request(CreatePartitionsRequest(topics=[CreatePartitionsTopic(
+        name=f"state-{first_broker}-002", count=7, assignments=None)], timeout_ms=1000), 3)
+    assert [r.error_code for r in response.results] == [Error.NONE], response
+    response = client.request(DeleteTopicsRequest(topics=[DeleteTopicState(name=f"state-{first_broker}-003")],
+                                                  timeout_ms=1000), 6)
+    assert [r.error_code for r in response.responses] == [Error.NONE], response
+    fence, leave = ids[-1], ids[-2]
+    response = client.request(BrokerHeartbeatRequest(broker_id=fence, broker_epoch=epochs[fence],
+                                                      current_metadata_offset=1 << 40, want_fence=True), HEARTBEAT_V)
+    assert (response.error_code, response.is_fenced) == (Error.NONE, True), response
+    response = client.request(UnregisterBrokerRequest(broker_id=leave), 0)
+    assert response.error_code == Error.NONE, response
 
 
 def metadata_topics(client: KafkaClient) -> dict[str, list[tuple]]:

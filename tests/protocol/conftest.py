@@ -1,0 +1,21 @@
+"""Session fixtures for the protocol tests."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.protocol.corpus import UPSTREAM_PACKAGE, UPSTREAM_SCHEMAS, GeneratedTree, generate_package
+
+
+@pytest.fixture(scope="session")
+def upstream_tree(tmp_path_factory) -> GeneratedTree:
+    """Apache Kafka's schemas rendered by tools.codegen into an importable temporary package."""
+    parent = tmp_path_factory.mktemp("upstream")
+    tree = generate_package(UPSTREAM_SCHEMAS, parent, UPSTREAM_PACKAGE)
+    yield tree
+    for name in [m for m in sys.modules if m == UPSTREAM_PACKAGE or m.startswith(UPSTREAM_PACKAGE + ".")]:
+        del sys.modules[name]
+    if str(parent) in sys.path:
+        sys.path.remove(str(parent))
