@@ -23,6 +23,7 @@ from server.controller.partitions import NO_LEADER, PartitionState
 from server.controller.replication import ReplicationControl
 
 UNKNOWN_OPERATIONS = -2147483648
+_REFUSED = object()  # stands for the topic id of a lookup by id that the version cannot answer
 
 
 class TopicViews:
@@ -57,11 +58,19 @@ class TopicViews:
             wanted = []
             for t in req.topics:
                 if version >= 10 and t.name is None:
+                    if version < 12:
+                        # v10-11 carry a topic id, but their answer cannot hold a null name
+                        # (an unknown id has none): Kafka refuses lookups by id before v12.
+                        wanted.append((None, _REFUSED))
+                        continue
                     topic = self.r.topics.get(t.topic_id)
                     wanted.append((None if topic is None else topic.name, t.topic_id))
                 else:
                     wanted.append((t.name, self.r.names.get(t.name)))
         for name, topic_id in wanted:
+            if topic_id is _REFUSED:
+                response.topics.append(MetadataResponseTopic(error_code=Error.INVALID_REQUEST, name=""))
+                continue
             topic = self.r.topics.get(topic_id) if topic_id is not None else None
             if topic is None:
                 response.topics.append(MetadataResponseTopic(

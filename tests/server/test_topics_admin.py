@@ -538,3 +538,13 @@ def test_describe_fills_elr_fields_and_offline_replicas():
     c.register(1, previous_epoch=-1)
     p = describe(c).topics[0].partitions[0]
     assert (p.eligible_leader_replicas, p.last_known_elr) == ([], [1])
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_by_topic_id_before_v12_is_refused_in_an_answer_that_encodes(c, version):
+    topic_id = c.topic("m", partitions=1, rf=1)
+    response = metadata(c, version, [MetadataRequestTopic(name=None, topic_id=topic_id),
+                                     MetadataRequestTopic(name=None, topic_id=random_uuid()),
+                                     MetadataRequestTopic(name="m")])
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("", Error.INVALID_REQUEST), ("", Error.INVALID_REQUEST), ("m", Error.NONE)]
