@@ -410,3 +410,18 @@ def test_a_null_client_id_is_accepted(module_controller):
     assert header.correlation_id == 11
     response, _ = DescribeClusterResponse.decode(reply, 1, pos)
     assert (response.error_code, response.cluster_id) == (Error.NONE, module_controller.cluster_id)
+
+
+@pytest.mark.parametrize("version", [10, 11, 12])
+def test_metadata_by_topic_id_is_answered_in_every_version(module_controller, version):
+    from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+    from protocol.primitives import random_uuid
+
+    with connect(module_controller) as client:
+        response = client.request(MetadataRequest(
+            topics=[MetadataRequestTopic(topic_id=random_uuid(), name=None)]), version)
+        # Ids are looked up from v12; before that Kafka refuses them as invalid.
+        expected = Error.UNKNOWN_TOPIC_ID if version >= 12 else Error.INVALID_REQUEST
+        assert [t.error_code for t in response.topics] == [expected]
+        assert api_versions(client).error_code == Error.NONE  # the connection stays open
+    assert "handler failed" not in module_controller.stderr_text()
