@@ -12,6 +12,8 @@ import base64
 import os
 import struct
 
+from protocol.errors import EncodeError
+
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -124,6 +126,10 @@ def random_uuid() -> bytes:
 # ones carry an unsigned varint of length + 1 with 0 for null. A length that runs past the end
 # of the buffer is an error: slicing would silently truncate.
 
+# Kafka caps every string at an int16 length, compact ones included.
+MAX_STRING_LENGTH = 0x7FFF
+
+
 def _take(buf: bytes, pos: int, n: int) -> tuple[bytes, int]:
     end = pos + n
     if end > len(buf):
@@ -154,6 +160,8 @@ def read_compact_nullable_string(buf: bytes, pos: int) -> tuple[str | None, int]
         n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
+    if n > MAX_STRING_LENGTH + 1:
+        raise ValueError(f"string length {n - 1} exceeds Kafka's limit of {MAX_STRING_LENGTH}")
     raw, pos = _take(buf, pos, n - 1)
     return raw.decode(), pos
 
@@ -195,7 +203,6 @@ def read_compact_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
 
 def _require(value: object, what: str) -> None:
     if value is None:
-        from protocol.errors import EncodeError
         raise EncodeError(f"{what} cannot be null here")
 
 
@@ -219,6 +226,8 @@ def write_compact_nullable_string(out: bytearray, value: str | None) -> None:
         return
     raw = value.encode()
     n = len(raw) + 1
+    if n > MAX_STRING_LENGTH + 1:
+        raise EncodeError(f"string of {n - 1} bytes exceeds Kafka's limit of {MAX_STRING_LENGTH}")
     if n < 0x80:
         out.append(n)
     else:

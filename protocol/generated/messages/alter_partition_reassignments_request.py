@@ -69,19 +69,16 @@ def _decode_ReassignablePartition_v0(buf: bytes, pos: int) -> tuple[Reassignable
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            obj.replicas = None
-        else:
-            if n > blen - pos:
+        if n > 0:
+            stop = pos + 4 * n
+            if stop > blen:
                 raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            if n == 0:
-                obj.replicas = []
-            else:
-                stop = pos + 4 * n
-                if stop > blen:
-                    raise ValueError('Replicas runs past the end')
-                obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                pos = stop
+            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        elif n == 0:
+            obj.replicas = []
+        else:
+            obj.replicas = None
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

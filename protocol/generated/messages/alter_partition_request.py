@@ -91,18 +91,16 @@ def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('NewIsr cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('NewIsr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.new_isr = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('NewIsr runs past the end')
+                raise ValueError('NewIsr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.new_isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.new_isr = []
+        else:
+            raise ValueError('NewIsr cannot be null in this version')
         obj.partition_epoch, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.new_isr_with_epochs = []
@@ -277,18 +275,16 @@ def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('NewIsr cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('NewIsr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.new_isr = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('NewIsr runs past the end')
+                raise ValueError('NewIsr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.new_isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.new_isr = []
+        else:
+            raise ValueError('NewIsr cannot be null in this version')
         obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
         pos += 5
         obj.new_isr_with_epochs = []

@@ -81,18 +81,16 @@ def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Isr cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Isr runs past the end')
+                raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr = []
+        else:
+            raise ValueError('Isr cannot be null in this version')
         obj.partition_epoch, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.leader_recovery_state = 0
@@ -262,18 +260,16 @@ def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Isr cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Isr runs past the end')
+                raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr = []
+        else:
+            raise ValueError('Isr cannot be null in this version')
         obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
         pos += 5
         if buf[pos] == 0:

@@ -89,18 +89,16 @@ def _decode_CreatableReplicaAssignment_v0(buf: bytes, pos: int) -> tuple[Creatab
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('BrokerIds cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.broker_ids = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('BrokerIds runs past the end')
+                raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.broker_ids = []
+        else:
+            raise ValueError('BrokerIds cannot be null in this version')
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableReplicaAssignment', None, pos, str(exc) or type(exc).__name__) from None
@@ -424,18 +422,16 @@ def _decode_CreatableReplicaAssignment_v5(buf: bytes, pos: int) -> tuple[Creatab
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('BrokerIds cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.broker_ids = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('BrokerIds runs past the end')
+                raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.broker_ids = []
+        else:
+            raise ValueError('BrokerIds cannot be null in this version')
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

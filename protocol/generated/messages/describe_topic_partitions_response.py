@@ -98,92 +98,80 @@ def _decode_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int) ->
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replica_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('ReplicaNodes runs past the end')
+                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replica_nodes = []
+        else:
+            raise ValueError('ReplicaNodes cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('IsrNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('IsrNodes runs past the end')
+                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr_nodes = []
+        else:
+            raise ValueError('IsrNodes cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            obj.eligible_leader_replicas = None
-        else:
-            if n > blen - pos:
-                raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            if n == 0:
-                obj.eligible_leader_replicas = []
-            else:
-                stop = pos + 4 * n
-                if stop > blen:
-                    raise ValueError('EligibleLeaderReplicas runs past the end')
-                obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                pos = stop
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            obj.last_known_elr = None
-        else:
-            if n > blen - pos:
-                raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            if n == 0:
-                obj.last_known_elr = []
-            else:
-                stop = pos + 4 * n
-                if stop > blen:
-                    raise ValueError('LastKnownElr runs past the end')
-                obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                pos = stop
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.offline_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('OfflineReplicas runs past the end')
+                raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        elif n == 0:
+            obj.eligible_leader_replicas = []
+        else:
+            obj.eligible_leader_replicas = None
+        n = buf[pos] - 1
+        if n < 127:
+            pos += 1
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+        if n > 0:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+            pos = stop
+        elif n == 0:
+            obj.last_known_elr = []
+        else:
+            obj.last_known_elr = None
+        n = buf[pos] - 1
+        if n < 127:
+            pos += 1
+        else:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+        if n > 0:
+            stop = pos + 4 * n
+            if stop > blen:
+                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.offline_replicas = []
+        else:
+            raise ValueError('OfflineReplicas cannot be null in this version')
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -58,18 +58,16 @@ def _decode_TopicPartitions_v0(buf: bytes, pos: int) -> tuple[TopicPartitions, i
         obj.topic, pos = read_string(buf, pos)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.partitions = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Partitions runs past the end')
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.partitions = []
+        else:
+            raise ValueError('Partitions cannot be null in this version')
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicPartitions', None, pos, str(exc) or type(exc).__name__) from None
@@ -185,18 +183,16 @@ def _decode_TopicPartitions_v2(buf: bytes, pos: int) -> tuple[TopicPartitions, i
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.partitions = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Partitions runs past the end')
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.partitions = []
+        else:
+            raise ValueError('Partitions cannot be null in this version')
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

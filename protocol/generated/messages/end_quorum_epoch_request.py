@@ -102,18 +102,16 @@ def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
         pos += 12
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('PreferredSuccessors cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('PreferredSuccessors claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.preferred_successors = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('PreferredSuccessors runs past the end')
+                raise ValueError('PreferredSuccessors claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.preferred_successors = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.preferred_successors = []
+        else:
+            raise ValueError('PreferredSuccessors cannot be null in this version')
         obj.preferred_candidates = []
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:

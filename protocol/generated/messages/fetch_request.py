@@ -537,18 +537,16 @@ def _decode_ForgottenTopic_v7(buf: bytes, pos: int) -> tuple[ForgottenTopic, int
         obj.topic, pos = read_string(buf, pos)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.partitions = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Partitions runs past the end')
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.partitions = []
+        else:
+            raise ValueError('Partitions cannot be null in this version')
         obj.topic_id = ZERO_UUID
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -1027,18 +1025,16 @@ def _decode_ForgottenTopic_v12(buf: bytes, pos: int) -> tuple[ForgottenTopic, in
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.partitions = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Partitions runs past the end')
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.partitions = []
+        else:
+            raise ValueError('Partitions cannot be null in this version')
         obj.topic_id = ZERO_UUID
         if buf[pos] == 0:
             pos += 1
@@ -1252,18 +1248,16 @@ def _decode_ForgottenTopic_v13(buf: bytes, pos: int) -> tuple[ForgottenTopic, in
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.partitions = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Partitions runs past the end')
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.partitions = []
+        else:
+            raise ValueError('Partitions cannot be null in this version')
         obj.topic = ''
         if buf[pos] == 0:
             pos += 1

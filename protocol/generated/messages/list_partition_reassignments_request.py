@@ -57,18 +57,16 @@ def _decode_ListPartitionReassignmentsTopics_v0(buf: bytes, pos: int) -> tuple[L
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('PartitionIndexes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('PartitionIndexes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.partition_indexes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('PartitionIndexes runs past the end')
+                raise ValueError('PartitionIndexes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partition_indexes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.partition_indexes = []
+        else:
+            raise ValueError('PartitionIndexes cannot be null in this version')
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

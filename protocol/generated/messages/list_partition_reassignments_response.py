@@ -76,54 +76,48 @@ def _decode_OngoingPartitionReassignment_v0(buf: bytes, pos: int) -> tuple[Ongoi
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Replicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Replicas runs past the end')
+                raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replicas = []
+        else:
+            raise ValueError('Replicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('AddingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.adding_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('AddingReplicas runs past the end')
+                raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.adding_replicas = []
+        else:
+            raise ValueError('AddingReplicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('RemovingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.removing_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('RemovingReplicas runs past the end')
+                raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.removing_replicas = []
+        else:
+            raise ValueError('RemovingReplicas cannot be null in this version')
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

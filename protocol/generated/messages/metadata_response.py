@@ -119,32 +119,28 @@ def _decode_MetadataResponsePartition_v0(buf: bytes, pos: int) -> tuple[Metadata
         pos += 10
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replica_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('ReplicaNodes runs past the end')
+                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replica_nodes = []
+        else:
+            raise ValueError('ReplicaNodes cannot be null in this version')
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('IsrNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('IsrNodes runs past the end')
+                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr_nodes = []
+        else:
+            raise ValueError('IsrNodes cannot be null in this version')
         obj.leader_epoch = -1
         obj.offline_replicas = []
         obj.unknown_tagged_fields = None
@@ -660,46 +656,40 @@ def _decode_MetadataResponsePartition_v5(buf: bytes, pos: int) -> tuple[Metadata
         pos += 10
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replica_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('ReplicaNodes runs past the end')
+                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replica_nodes = []
+        else:
+            raise ValueError('ReplicaNodes cannot be null in this version')
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('IsrNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('IsrNodes runs past the end')
+                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr_nodes = []
+        else:
+            raise ValueError('IsrNodes cannot be null in this version')
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.offline_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('OfflineReplicas runs past the end')
+                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.offline_replicas = []
+        else:
+            raise ValueError('OfflineReplicas cannot be null in this version')
         obj.leader_epoch = -1
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -905,46 +895,40 @@ def _decode_MetadataResponsePartition_v7(buf: bytes, pos: int) -> tuple[Metadata
         pos += 14
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replica_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('ReplicaNodes runs past the end')
+                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replica_nodes = []
+        else:
+            raise ValueError('ReplicaNodes cannot be null in this version')
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('IsrNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('IsrNodes runs past the end')
+                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr_nodes = []
+        else:
+            raise ValueError('IsrNodes cannot be null in this version')
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
-        if n < 0:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.offline_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('OfflineReplicas runs past the end')
+                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.offline_replicas = []
+        else:
+            raise ValueError('OfflineReplicas cannot be null in this version')
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
@@ -1251,54 +1235,48 @@ def _decode_MetadataResponsePartition_v9(buf: bytes, pos: int) -> tuple[Metadata
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replica_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('ReplicaNodes runs past the end')
+                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replica_nodes = []
+        else:
+            raise ValueError('ReplicaNodes cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('IsrNodes cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr_nodes = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('IsrNodes runs past the end')
+                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr_nodes = []
+        else:
+            raise ValueError('IsrNodes cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.offline_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('OfflineReplicas runs past the end')
+                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.offline_replicas = []
+        else:
+            raise ValueError('OfflineReplicas cannot be null in this version')
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

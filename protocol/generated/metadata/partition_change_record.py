@@ -79,19 +79,16 @@ def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.isr = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.isr = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('Isr runs past the end')
-                            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.isr = []
+                    else:
+                        obj.isr = None
                     if pos != tag_end:
                         raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
                 elif tag == 1:
@@ -106,19 +103,16 @@ def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('Replicas runs past the end')
-                            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.replicas = []
+                    else:
+                        obj.replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 3:
@@ -128,19 +122,16 @@ def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.removing_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.removing_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('RemovingReplicas runs past the end')
-                            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.removing_replicas = []
+                    else:
+                        obj.removing_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 4:
@@ -150,19 +141,16 @@ def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.adding_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.adding_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('AddingReplicas runs past the end')
-                            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.adding_replicas = []
+                    else:
+                        obj.adding_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 5:
@@ -280,19 +268,16 @@ def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.isr = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.isr = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('Isr runs past the end')
-                            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.isr = []
+                    else:
+                        obj.isr = None
                     if pos != tag_end:
                         raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
                 elif tag == 1:
@@ -307,19 +292,16 @@ def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('Replicas runs past the end')
-                            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.replicas = []
+                    else:
+                        obj.replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 3:
@@ -329,19 +311,16 @@ def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.removing_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.removing_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('RemovingReplicas runs past the end')
-                            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.removing_replicas = []
+                    else:
+                        obj.removing_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 4:
@@ -351,19 +330,16 @@ def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.adding_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.adding_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('AddingReplicas runs past the end')
-                            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.adding_replicas = []
+                    else:
+                        obj.adding_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 5:
@@ -510,19 +486,16 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.isr = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.isr = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('Isr runs past the end')
-                            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.isr = []
+                    else:
+                        obj.isr = None
                     if pos != tag_end:
                         raise ValueError('tagged field Isr does not fill its ' + str(size) + ' bytes')
                 elif tag == 1:
@@ -537,19 +510,16 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('Replicas runs past the end')
-                            obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.replicas = []
+                    else:
+                        obj.replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field Replicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 3:
@@ -559,19 +529,16 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.removing_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.removing_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('RemovingReplicas runs past the end')
-                            obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.removing_replicas = []
+                    else:
+                        obj.removing_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field RemovingReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 4:
@@ -581,19 +548,16 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.adding_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.adding_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('AddingReplicas runs past the end')
-                            obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.adding_replicas = []
+                    else:
+                        obj.adding_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field AddingReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 5:
@@ -608,19 +572,16 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.eligible_leader_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.eligible_leader_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('EligibleLeaderReplicas runs past the end')
-                            obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.eligible_leader_replicas = []
+                    else:
+                        obj.eligible_leader_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field EligibleLeaderReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 7:
@@ -630,19 +591,16 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.last_known_elr = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.last_known_elr = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('LastKnownElr runs past the end')
-                            obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.last_known_elr = []
+                    else:
+                        obj.last_known_elr = None
                     if pos != tag_end:
                         raise ValueError('tagged field LastKnownElr does not fill its ' + str(size) + ' bytes')
                 elif tag == 8:

@@ -59,72 +59,64 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Replicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Replicas runs past the end')
+                raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replicas = []
+        else:
+            raise ValueError('Replicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Isr cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Isr runs past the end')
+                raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr = []
+        else:
+            raise ValueError('Isr cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('RemovingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.removing_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('RemovingReplicas runs past the end')
+                raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.removing_replicas = []
+        else:
+            raise ValueError('RemovingReplicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('AddingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.adding_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('AddingReplicas runs past the end')
+                raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.adding_replicas = []
+        else:
+            raise ValueError('AddingReplicas cannot be null in this version')
         obj.leader, obj.leader_epoch, obj.partition_epoch = _S_iii.unpack_from(buf, pos)
         pos += 12
         obj.leader_recovery_state = 0
@@ -221,72 +213,64 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Replicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Replicas runs past the end')
+                raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replicas = []
+        else:
+            raise ValueError('Replicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Isr cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Isr runs past the end')
+                raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr = []
+        else:
+            raise ValueError('Isr cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('RemovingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.removing_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('RemovingReplicas runs past the end')
+                raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.removing_replicas = []
+        else:
+            raise ValueError('RemovingReplicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('AddingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.adding_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('AddingReplicas runs past the end')
+                raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.adding_replicas = []
+        else:
+            raise ValueError('AddingReplicas cannot be null in this version')
         obj.leader, obj.leader_epoch, obj.partition_epoch = _S_iii.unpack_from(buf, pos)
         pos += 12
         n = buf[pos] - 1
@@ -404,72 +388,64 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Replicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Replicas runs past the end')
+                raise ValueError('Replicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.replicas = []
+        else:
+            raise ValueError('Replicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('Isr cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.isr = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('Isr runs past the end')
+                raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.isr = []
+        else:
+            raise ValueError('Isr cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('RemovingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.removing_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('RemovingReplicas runs past the end')
+                raise ValueError('RemovingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.removing_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.removing_replicas = []
+        else:
+            raise ValueError('RemovingReplicas cannot be null in this version')
         n = buf[pos] - 1
         if n < 127:
             pos += 1
         else:
             n, pos = read_uvarint(buf, pos)
             n -= 1
-        if n < 0:
-            raise ValueError('AddingReplicas cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        if n == 0:
-            obj.adding_replicas = []
-        else:
+        if n > 0:
             stop = pos + 4 * n
             if stop > blen:
-                raise ValueError('AddingReplicas runs past the end')
+                raise ValueError('AddingReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.adding_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
             pos = stop
+        elif n == 0:
+            obj.adding_replicas = []
+        else:
+            raise ValueError('AddingReplicas cannot be null in this version')
         obj.leader, obj.leader_epoch, obj.partition_epoch = _S_iii.unpack_from(buf, pos)
         pos += 12
         n = buf[pos] - 1
@@ -514,19 +490,16 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.eligible_leader_replicas = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.eligible_leader_replicas = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('EligibleLeaderReplicas runs past the end')
-                            obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.eligible_leader_replicas = []
+                    else:
+                        obj.eligible_leader_replicas = None
                     if pos != tag_end:
                         raise ValueError('tagged field EligibleLeaderReplicas does not fill its ' + str(size) + ' bytes')
                 elif tag == 2:
@@ -536,19 +509,16 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
                     else:
                         n, pos = read_uvarint(buf, pos)
                         n -= 1
-                    if n < 0:
-                        obj.last_known_elr = None
-                    else:
-                        if n > blen - pos:
+                    if n > 0:
+                        stop = pos + 4 * n
+                        if stop > blen:
                             raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                        if n == 0:
-                            obj.last_known_elr = []
-                        else:
-                            stop = pos + 4 * n
-                            if stop > blen:
-                                raise ValueError('LastKnownElr runs past the end')
-                            obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-                            pos = stop
+                        obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                        pos = stop
+                    elif n == 0:
+                        obj.last_known_elr = []
+                    else:
+                        obj.last_known_elr = None
                     if pos != tag_end:
                         raise ValueError('tagged field LastKnownElr does not fill its ' + str(size) + ' bytes')
                 else:
