@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,9 @@ class MetadataLog:
         self._active_size = 0
         self.start_offset = 0
         self.appended_bytes = 0  # written since open, for the snapshot trigger
+        # append() runs on the committer's writer thread while delete_segments_before() runs
+        # on the event loop; both rewrite the segment list and the index under this lock.
+        self._lock = threading.Lock()
 
     # --- opening and recovery ---------------------------------------------------------------
     @classmethod
@@ -152,8 +156,9 @@ class MetadataLog:
         The caller gives batches whose base offsets continue the log; a write that fails is
         cut back off the file so a later append does not land after half a batch.
         """
-        if self._active_size >= self.segment_bytes:
-            self._roll(self.end_offset)
+        with self._lock:
+            if self._active_size >= self.segment_bytes:
+                self._roll(self.end_offset)
         f = self._active
         start = self._active_size
         try:
@@ -163,14 +168,18 @@ class MetadataLog:
         except OSError:
             self._cut_back(start)
             raise
-        pos = start
-        for raw in batches:
-            header = read_batch_header(raw)
-            self._index(BatchEntry(header.base_offset, header.last_offset,
-                                   header.partition_leader_epoch, len(self.segments) - 1, pos, len(raw)))
-            pos += len(raw)
-        self.appended_bytes += pos - start
-        self._active_size = pos
+        with self._lock:
+            # The active segment is always the last one, but a delete while the write was
+            # under way may have moved its index.
+            segment = len(self.segments) - 1
+            pos = start
+            for raw in batches:
+                header = read_batch_header(raw)
+                self._index(BatchEntry(header.base_offset, header.last_offset,
+                                       header.partition_leader_epoch, segment, pos, len(raw)))
+                pos += len(raw)
+            self.appended_bytes += pos - start
+            self._active_size = pos
 
     def _cut_back(self, size: int) -> None:
         try:
@@ -268,18 +277,20 @@ class MetadataLog:
     def delete_segments_before(self, offset: int) -> list[Path]:
         """Delete segments wholly below ``offset`` (covered by a snapshot)."""
         removed = []
-        while len(self.segments) > 1:
-            next_base = int(self.segments[1].name[:-len(SUFFIX)])
-            if next_base > offset:
-                break
-            removed.append(self.segments.pop(0))
-            removed[-1].unlink()
-            self.entries = [BatchEntry(e.base_offset, e.last_offset, e.epoch, e.segment - 1, e.position, e.size)
-                            for e in self.entries if e.segment > 0]
-            self._bases = [e.base_offset for e in self.entries]
-        if removed:
-            self.start_offset = self.entries[0].base_offset if self.entries else offset
-            fsync_dir(self.directory)
+        with self._lock:
+            while len(self.segments) > 1:
+                next_base = int(self.segments[1].name[:-len(SUFFIX)])
+                if next_base > offset:
+                    break
+                removed.append(self.segments.pop(0))
+                removed[-1].unlink()
+                entries = [BatchEntry(e.base_offset, e.last_offset, e.epoch, e.segment - 1, e.position, e.size)
+                           for e in self.entries if e.segment > 0]
+                self._bases = [e.base_offset for e in entries]
+                self.entries = entries
+            if removed:
+                self.start_offset = self.entries[0].base_offset if self.entries else offset
+                fsync_dir(self.directory)
         return removed
 
 
