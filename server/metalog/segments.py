@@ -8,6 +8,7 @@ batch followed by good data is corruption and stops start-up, naming the file an
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -66,6 +67,7 @@ class MetadataLog:
         # append() runs on the committer's writer thread while delete_segments_before() runs
         # on the event loop; both rewrite the segment list and the index under this lock.
         self._lock = threading.Lock()
+        self._unusable: str | None = None  # why appends are refused, after a failed cut back
 
     # --- opening and recovery ---------------------------------------------------------------
     @classmethod
@@ -156,6 +158,8 @@ class MetadataLog:
         The caller gives batches whose base offsets continue the log; a write that fails is
         cut back off the file so a later append does not land after half a batch.
         """
+        if self._unusable is not None:
+            raise OSError(errno.EIO, self._unusable)
         with self._lock:
             if self._active_size >= self.segment_bytes:
                 self._roll(self.end_offset)
@@ -189,9 +193,12 @@ class MetadataLog:
         try:
             with open(self.segments[-1], "r+b") as f:
                 f.truncate(size)
+            self._active = open(self.segments[-1], "ab")
         except OSError as exc:
-            log.error("metadata log: could not cut back a failed write: %s", exc)
-        self._active = open(self.segments[-1], "ab")
+            # The failed bytes may still be in the file: a later batch written after them would
+            # sit behind garbage and be indexed at the wrong position. Refuse every write.
+            self._unusable = f"a failed write could not be cut back off {self.segments[-1]}: {exc}"
+            log.error("metadata log: %s; refusing further writes", self._unusable)
 
     def _roll(self, base_offset: int) -> None:
         if self._active is not None:
