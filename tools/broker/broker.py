@@ -3,8 +3,9 @@
 The decisions are the Lifecycle's; this driver does the talking and the waiting. Heartbeats
 go out every interval, one at a time, carrying the offset the shared image has replayed; a
 fenced broker that is still catching up heartbeats again as soon as the image reaches its
-registration, and a broker in controlled shutdown as soon as the image moves, so neither
-waits a whole interval for the controller's next answer.
+registration, and a broker in controlled shutdown as soon as the image holds the record that
+started it, so neither waits a whole interval for the controller's next answer, and a fleet
+shutting down at once does not heartbeat on every step of the image.
 """
 
 from __future__ import annotations
@@ -110,6 +111,12 @@ class Broker:
         self.lifecycle.fenced_in_metadata(offset)
         self._wake_now()  # ask the controller at once rather than trust a possibly stale image
 
+    def controlled_shutdown_in_metadata(self) -> None:
+        """The image replayed the record that put this broker in controlled shutdown: the
+        leaderships it had moved in the same batch, so the next heartbeat may be granted."""
+        if self.state is State.PENDING_SHUTDOWN:
+            self._wake_now()
+
     def pause(self, seconds: float) -> None:
         """Stop heartbeating and leading for ``seconds``, keeping the connection: a frozen process."""
         self.paused_until = asyncio.get_running_loop().time() + seconds
@@ -123,7 +130,9 @@ class Broker:
     # --- the conversation -------------------------------------------------------------------
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        previous = self.state_dir.take_clean_shutdown_epoch()
+        # Off the loop: a fleet's brokers start and stop together, and an fsync each would
+        # stall every heartbeat in the process.
+        previous = await loop.run_in_executor(None, self.state_dir.take_clean_shutdown_epoch)
         try:
             registered = await self._register(previous)
             while registered:
@@ -139,7 +148,7 @@ class Broker:
         finally:
             self.channel.close()
         if self.lifecycle.clean_shutdown:
-            self.state_dir.record_clean_shutdown(self.lifecycle.epoch)
+            await loop.run_in_executor(None, self.state_dir.record_clean_shutdown, self.lifecycle.epoch)
 
     async def _register(self, previous_epoch: int) -> bool:
         """Register until the controller accepts; False if shutdown came first."""
@@ -164,7 +173,9 @@ class Broker:
             if response.error_code == Error.NONE:
                 self.stats.registrations += 1
                 self._last_error = Error.NONE
-                self.lifecycle.registered(response.broker_epoch)
+                if self.state is State.FENCED:  # registering again: no change of state to report
+                    log.info("broker %d: registered again with broker epoch %d", self.node_id, response.broker_epoch)
+                self.lifecycle.registered(response.broker_epoch, previous_epoch)
                 return True
             self._note_error("registration", response.error_code)
             attempt += 1
@@ -207,8 +218,6 @@ class Broker:
         due = sent + self.config.heartbeat_interval_s
         if self.state is State.FENCED and reported < self.epoch:
             await self._wait(due, self.epoch)
-        elif self.state is State.PENDING_SHUTDOWN:
-            await self._wait(due, reported + 1)
         else:
             await self._wait(due)
         while self.paused:

@@ -146,6 +146,10 @@ class Fleet:
             broker = self.brokers.get(record.id)
             if broker is not None and broker.epoch == record.epoch:
                 broker.fenced_in_metadata(offset)
+        elif record.NAME == "BrokerRegistrationChangeRecord" and record.in_controlled_shutdown == 1:
+            broker = self.brokers.get(record.broker_id)
+            if broker is not None and broker.epoch == record.broker_epoch:
+                broker.controlled_shutdown_in_metadata()
 
     # --- faults (FaultTarget) -----------------------------------------------------------------
     def size(self) -> int:

@@ -57,9 +57,12 @@ class Lifecycle:
         """May act as partition leader: the controller knows it as an unfenced broker."""
         return self.state in (State.ACTIVE, State.PENDING_SHUTDOWN)
 
-    def registered(self, epoch: int) -> None:
+    def registered(self, epoch: int, previous_epoch: int) -> None:
+        """Registered as ``epoch``, having sent ``previous_epoch`` (-1: no clean shutdown known)."""
         self.epoch = epoch
-        self._to(State.FENCED, f"registered with broker epoch {epoch}")
+        after = (f"after a clean shutdown at epoch {previous_epoch}" if previous_epoch >= 0
+                 else "with no clean shutdown before")
+        self._to(State.FENCED, f"registered with broker epoch {epoch} {after}")
         if self.shutdown_requested:
             self._to(State.PENDING_SHUTDOWN, "shutdown requested during registration")
 
