@@ -44,7 +44,6 @@ class Lifecycle:
         self.on_transition = on_transition
         self.state = State.INITIAL
         self.epoch = -1
-        self.shutdown_requested = False
         self.clean_shutdown = False  # the controller granted a controlled shutdown
 
     def _to(self, state: State, reason: str) -> None:
@@ -60,11 +59,11 @@ class Lifecycle:
     def registered(self, epoch: int, previous_epoch: int) -> None:
         """Registered as ``epoch``, having sent ``previous_epoch`` (-1: no clean shutdown known)."""
         self.epoch = epoch
+        if self.state is State.PENDING_SHUTDOWN:
+            return  # asked to stop while registering again: the shutdown goes on with this epoch
         after = (f"after a clean shutdown at epoch {previous_epoch}" if previous_epoch >= 0
                  else "with no clean shutdown before")
         self._to(State.FENCED, f"registered with broker epoch {epoch} {after}")
-        if self.shutdown_requested:
-            self._to(State.PENDING_SHUTDOWN, "shutdown requested during registration")
 
     def heartbeat_request(self, metadata_offset: int) -> tuple[bool, bool]:
         """(WantFence, WantShutDown) for a heartbeat reporting ``metadata_offset``.
@@ -100,7 +99,6 @@ class Lifecycle:
             self._to(State.FENCED, f"fenced by the controller at metadata offset {offset}")
 
     def request_shutdown(self) -> Action:
-        self.shutdown_requested = True
         if self.state is State.INITIAL:
             self._to(State.SHUTDOWN, "shutdown requested before registration")
             return Action.STOP
