@@ -127,17 +127,23 @@ class MetadataFetchServer:
             data.error_code = Error.FENCED_LEADER_EPOCH
             return data
         offset = part.fetch_offset
+        snapshot = self.snapshot if version >= 12 else None
+        if offset < self.log.start_offset and snapshot is not None:
+            # The records are gone: send the fetcher to the snapshot (FetchSnapshot). KRaft
+            # checks this before the epoch, which the remaining log may know nothing of.
+            data.snapshot_id = FetchSnapshotId(end_offset=snapshot.end_offset, epoch=snapshot.epoch)
+            return data
         if version >= 12 and part.last_fetched_epoch >= 0:
             # The fetcher's log must agree with ours up to where it stands; if not, tell it
             # where the epoch it last saw ends here so it can truncate (KIP-595).
             epoch, end = self.log.epoch_end_offset(part.last_fetched_epoch)
+            if epoch < 0 and snapshot is not None:
+                # Its epoch is older than every batch left: only the snapshot can help it.
+                data.snapshot_id = FetchSnapshotId(end_offset=snapshot.end_offset, epoch=snapshot.epoch)
+                return data
             if epoch != part.last_fetched_epoch or offset > end:
                 data.diverging_epoch = EpochEndOffset(epoch=epoch, end_offset=end)
                 return data
-        if offset < self.log.start_offset and self.snapshot is not None and version >= 12:
-            # The records are gone: send the fetcher to the snapshot (FetchSnapshot).
-            data.snapshot_id = FetchSnapshotId(end_offset=self.snapshot.end_offset, epoch=self.snapshot.epoch)
-            return data
         if offset < self.log.start_offset or offset > self.log.end_offset:
             data.error_code = Error.OFFSET_OUT_OF_RANGE
             return data
