@@ -259,11 +259,15 @@ def metadata_view(qc: QuorumController) -> dict[str, list[tuple]]:
 
 # --- a KRaft observer over a raw socket -------------------------------------------------------------
 
-def fetch_request(offset: int, *, replica_id: int = -1, last_fetched_epoch: int = -1,
+def fetch_request(offset: int, *, version: int = FETCH_V, replica_id: int = -1, last_fetched_epoch: int = -1,
                   max_wait_ms: int = 0, max_bytes: int = 1 << 20, cluster_id: str | None = None,
                   current_leader_epoch: int = -1) -> FetchRequest:
+    """An observer's Fetch of the metadata partition; the replica id goes in the top-level
+    field before v15 and in ReplicaState from v15 on, as KRaft sends it."""
+    state = version >= 15
     return FetchRequest(
-        cluster_id=cluster_id, replica_id=replica_id, replica_state=ReplicaState(replica_id=replica_id),
+        cluster_id=cluster_id, replica_id=-1 if state else replica_id,
+        replica_state=ReplicaState(replica_id=replica_id if state else -1),
         max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
         topics=[FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
             FetchPartition(partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
@@ -271,7 +275,7 @@ def fetch_request(offset: int, *, replica_id: int = -1, last_fetched_epoch: int 
 
 
 def fetch(client: KafkaClient, offset: int, version: int = FETCH_V, **kwargs) -> PartitionData:
-    response = client.request(fetch_request(offset, **kwargs), version)
+    response = client.request(fetch_request(offset, version=version, **kwargs), version)
     assert response.error_code == Error.NONE, response
     [part] = [p for t in response.responses for p in t.partitions]
     return part

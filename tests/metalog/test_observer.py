@@ -82,3 +82,29 @@ def test_an_observer_rebuilds_the_state_from_a_snapshot(controller_factory):
         assert unfenced(observer_qc) == listed_brokers(client)
     controller.stop()
     assert state_of(observer_qc) == state_of(load_data_dir(controller.data_dir))
+
+
+def test_a_fetcher_behind_the_log_start_is_sent_to_the_snapshot_whatever_its_epoch(controller_factory):
+    """KRaft checks the snapshot before the epoch: a fetcher whose offset is gone from the log
+    gets the snapshot id, even when the epoch it last saw is older than any batch left."""
+    controller = controller_factory({**PROPS, "metadata.log.segment.bytes": "4096"})
+    partition = partition_dir(controller.data_dir)
+    with connect(controller) as client:
+        build_state(client, controller.cluster_id, topics=5)
+        first_epoch_end = fetch(client, 0).high_watermark
+    controller.stop()
+    controller.start()
+    with connect(controller) as client:
+        build_state(client, controller.cluster_id, topics=40, first_broker=20)
+        os.kill(controller.pid, signal.SIGUSR1)
+        [snapshot] = wait_until(lambda: list_snapshots(partition), 10, "a snapshot")
+        controller.wait_for_stderr(r"wrote snapshot .* removed \d+ old segments")
+        start = fetch(client, 0)
+        assert start.log_start_offset > first_epoch_end, "the first epoch's segments must be gone"
+        wanted = (snapshot.end_offset, snapshot.epoch)
+        for offset in (first_epoch_end - 1, start.log_start_offset):
+            part = fetch(client, offset, last_fetched_epoch=snapshot.epoch - 1)
+            assert part.error_code == Error.NONE
+            assert (part.snapshot_id.end_offset, part.snapshot_id.epoch) == wanted, \
+                (offset, part.diverging_epoch, part.snapshot_id)
+            assert not part.records
