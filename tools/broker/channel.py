@@ -1,8 +1,10 @@
 """The way to the active controller: one connection, found from the bootstrap list.
 
-On NOT_CONTROLLER, a lost connection or a timeout the channel drops its connection and moves
-to the next bootstrap address, after an exponential backoff with jitter so that a fleet that
-loses its controller does not come back in one burst.
+Every new connection starts with ApiVersions, as a Kafka client's does; a request at a version
+the controller does not serve is refused here with a message naming both, instead of being
+sent to be cut off. On NOT_CONTROLLER, a lost connection or a timeout the channel drops its
+connection and moves to the next bootstrap address, after an exponential backoff with jitter
+so that a fleet that loses its controller does not come back in one burst.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import asyncio
 import logging
 import random
 
-from protocol.error_codes import Error
+from protocol.api_keys import APIS
+from protocol.error_codes import Error, describe
+from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from protocol.message import Message
 from tools.broker.connection import ConnectionLost, KafkaConnection
 
@@ -20,6 +24,7 @@ log = logging.getLogger("kraftwire.broker.channel")
 BACKOFF_BASE_S = 0.1
 BACKOFF_MAX_S = 2.0
 CONNECT_TIMEOUT_S = 5.0
+API_VERSIONS_VERSION = 3
 
 
 class ControllerUnavailable(Exception):
@@ -38,6 +43,7 @@ class ControllerChannel:
         self._index = 0
         self._conn: KafkaConnection | None = None
         self._lock = asyncio.Lock()
+        self.api_versions: dict[int, tuple[int, int]] = {}  # api key -> (min, max) served
 
     @property
     def address(self) -> str:
@@ -47,6 +53,13 @@ class ControllerChannel:
     async def call(self, message: Message, version: int, timeout_s: float | None = None) -> Message:
         """The controller's answer; ControllerUnavailable if there was none or it was NOT_CONTROLLER."""
         conn = await self._connected()
+        lo, hi = self.api_versions.get(message.API_KEY, (0, -1))
+        if not lo <= version <= hi:
+            served = f"v{lo}-v{hi}" if lo <= hi else "nothing"
+            problem = f"{self.address} serves {APIS[message.API_KEY].name} {served}, not v{version}"
+            log.error("%s: %s", self.client_id, problem)
+            self.rotate(problem)  # another controller of the list may serve it
+            raise ControllerUnavailable(problem)
         try:
             response = await conn.request(message, version, timeout_s or self.request_timeout_s)
         except ConnectionLost as exc:
@@ -83,7 +96,21 @@ class ControllerChannel:
                     await asyncio.sleep(delay * self.rng.uniform(0.5, 1.0))
                 host, port = self.bootstrap[self._index]
                 try:
-                    self._conn = await KafkaConnection.open(host, port, self.client_id, CONNECT_TIMEOUT_S)
+                    conn = await KafkaConnection.open(host, port, self.client_id, CONNECT_TIMEOUT_S)
                 except (OSError, asyncio.TimeoutError) as exc:
                     self.rotate(f"cannot connect: {exc.strerror if isinstance(exc, OSError) else 'timed out'}")
+                    continue
+                try:
+                    versions = await conn.request(ApiVersionsRequest(client_software_name="kraftwire-broker",
+                                                                     client_software_version="1"),
+                                                  API_VERSIONS_VERSION, self.request_timeout_s)
+                except ConnectionLost as exc:
+                    self.rotate(f"ApiVersions failed: {exc}")
+                    continue
+                if versions.error_code != Error.NONE:
+                    conn.close()
+                    self.rotate(f"ApiVersions answered {describe(versions.error_code)}")
+                    continue
+                self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+                self._conn = conn
             return self._conn
