@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import PYTHON, ROOT, _bounded_child, poll
 
+STARTED = re.compile(r"^kraftwire test .* starting against", re.M)
 TRANSITION = re.compile(r"broker (\d+): (\w+) -> (\w+) \((.*)\)")
 STOP_TIMEOUT_S = 20.0
 
@@ -72,8 +73,14 @@ class BrokerProcess:
         poll(lambda: self.state(broker_id) == state, timeout,
              message=f"broker {broker_id} to be {state}; its log:\n{self.stderr()[-3000:]}")
 
+    def wait_until_started(self, timeout: float = 20.0) -> None:
+        """Until the process says its brokers start: its signal handlers are in place."""
+        poll(lambda: STARTED.search(self.stdout()), timeout,
+             message=f"the brokers to start; their log:\n{self.stderr()[-3000:]}")
+
     def summary(self, timeout: float = 10.0) -> str:
         """Ask for a summary line (SIGUSR1) and return it."""
+        self.wait_until_started()
         before = self.stdout().count("\n")
         os.kill(self.pid, signal.SIGUSR1)
         poll(lambda: self.stdout().count("\n") > before, timeout, message="a summary line")
@@ -106,12 +113,13 @@ class BrokerProcess:
 
 @pytest.fixture
 def broker_factory(controller, tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
-    """``broker_factory(*args)``: start ``python -m tools.broker --controller ADDR *args``."""
+    """``broker_factory(*args, controllers=None)``: start ``python -m tools.broker --controller
+    ADDR *args``, ADDR being the ``controller`` fixture's address unless ``controllers`` is given."""
     started: list[BrokerProcess] = []
 
-    def start(*args: str) -> BrokerProcess:
+    def start(*args: str, controllers: str | None = None) -> BrokerProcess:
         proc = BrokerProcess(tmp_path / f"broker-proc-{len(started)}",
-                             ["--controller", f"{controller.host}:{controller.port}", *args])
+                             ["--controller", controllers or f"{controller.host}:{controller.port}", *args])
         started.append(proc)
         return proc.start()
 

@@ -5,7 +5,8 @@
 
 SIGTERM or SIGINT: controlled shutdown of every broker, then exit 0 (1 if the controller did
 not grant it in time; a second signal stops at once). SIGUSR1: print the summary line. Each
-state transition is logged in one line on stderr; summaries go to stdout.
+state transition is logged in one line on stderr; a line when the brokers start (the signal
+handlers are in place by then) and the summaries go to stdout.
 """
 
 from __future__ import annotations
@@ -98,6 +99,15 @@ def _state_dirs(given: Path | None, single: bool) -> Callable[[int], Path]:
     return state_dir
 
 
+async def _start(fleet: Fleet) -> None:
+    await fleet.start()
+    ids = fleet.options.node_ids
+    who = f"broker {ids[0]}" if len(ids) == 1 else f"{len(ids)} brokers ({ids[0]}-{ids[-1]})"
+    controllers = ",".join(f"{h}:{p}" for h, p in fleet.options.bootstrap)
+    print(f"kraftwire test {who} of cluster {fleet.config.cluster_id} starting against {controllers}",
+          flush=True)
+
+
 async def serve(options: FleetOptions) -> int:
     """Run until a signal; the exit code."""
     fleet = Fleet(options)
@@ -110,7 +120,7 @@ async def serve(options: FleetOptions) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     loop.add_signal_handler(signal.SIGUSR1, lambda: print(fleet.summary(), flush=True))
-    starting = asyncio.ensure_future(fleet.start())
+    starting = asyncio.ensure_future(_start(fleet))
     starting.add_done_callback(fleet.report_crash)
     stopped, failed = asyncio.ensure_future(stop.wait()), asyncio.ensure_future(fleet.failed.wait())
     await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
