@@ -1,0 +1,325 @@
+"""Kafka flows -> one row per frame, decoded with the generated codecs and judged by the rules.
+
+Within a flow, a response is matched to its request by correlation id and decoded with that
+request's API key and version. Every frame gets a row whether or not it decodes; what is
+wrong with it is in its row's `violations` and, with details, in `Violation`s.
+
+    for item in decode_capture("traffic.pcapng", "traffic.pcapng"):
+        ...  # FrameRow, Violation, FlowRow and ControllerEvent items, in capture order
+
+`validate` gathers them and adds the rules that span flows.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from typing import Iterable, Iterator, NamedTuple
+
+from protocol.api_keys import API_VERSIONS_KEY, APIS, Api
+from protocol.errors import DecodeError
+from protocol.generated.messages.request_header import RequestHeader
+from protocol.generated.messages.response_header import ResponseHeader
+from protocol.message import Message
+from tools.replay.flows import FlowEnd, FlowFrame, FlowStart, kafka_flows
+from tools.replay.framing import REQUEST
+from tools.replay.rules import INFO, ControllerEvent, Violation, controller_violations, violation
+from tools.replay.streams import Source
+from tools.replay.walk import bad_batches, inspect
+
+OK = "ok"
+DECODE_ERROR = "decode_error"
+UNKNOWN_API_KEY = "unknown_api_key"
+UNSUPPORTED_VERSION = "unsupported_version"
+UNMATCHED = "unmatched"  # a response no request of the flow asked for
+UNDECODED = "undecoded"  # the response to a request that could not be read
+
+_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_UNSUPPORTED_VERSION_ERROR = 35
+_METADATA, _DESCRIBE_CLUSTER, _BROKER_REGISTRATION, _BROKER_HEARTBEAT = 3, 60, 62, 63
+
+
+class FrameRow(NamedTuple):
+    capture: str
+    flow: str
+    frame: int  # position of the frame in its flow, both directions counted
+    direction: str  # "request" or "response"
+    timestamp_ns: int
+    api_key: int | None
+    api_name: str | None
+    api_version: int | None
+    correlation_id: int
+    client_id: str | None  # a response carries its request's
+    size: int  # bytes on the wire, size prefix included
+    latency_ms: float | None  # responses: time since their request
+    status: str
+    violations: list[str]  # names of the rules the frame breaks
+
+
+class FlowRow(NamedTuple):
+    capture: str
+    flow: str
+    client: str
+    server: str
+    kafka: bool
+    start_ns: int
+    end_ns: int
+    requests: int
+    responses: int
+    unanswered: int  # requests still waiting for a response when the flow ended
+    bytes_to_server: int
+    bytes_to_client: int
+    gap_bytes: int
+    client_ids: list[str]
+    violation_count: int
+    end_reason: str
+
+
+class _Request(NamedTuple):
+    """A request waiting for its response."""
+
+    index: int  # the request's frame position in the flow
+    api: Api | None
+    api_key: int
+    version: int
+    timestamp_ns: int
+    client_id: str | None
+    decodable: bool  # whether its response can be decoded
+    broker_id: int | None  # BrokerRegistration: whose epoch the response grants
+
+
+class FlowDecoder:
+    """Decodes the frames of one flow, in order."""
+
+    def __init__(self, capture: str, flow: str) -> None:
+        self.capture = capture
+        self.flow = flow
+        self.frames = 0
+        self.requests = 0
+        self.responses = 0
+        self.violations = 0
+        self.skipped = 0  # requests overtaken by a later one's response
+        self.client_ids: dict[str, None] = {}
+        self.outstanding: dict[int, _Request] = {}  # by correlation id, in request order
+        # api key -> (min, max) from the server's ApiVersions answer in this flow
+        self.advertised: dict[int, tuple[int, int]] | None = None
+
+    def frame(self, direction: str, timestamp_ns: int, data: bytes) -> list[FrameRow | Violation | ControllerEvent]:
+        out: list = []
+        index = self.frames
+        self.frames += 1
+        if direction == REQUEST:
+            self.requests += 1
+            row = self._request(index, timestamp_ns, data, out)
+        else:
+            self.responses += 1
+            row = self._response(index, timestamp_ns, data, out)
+        self.violations += len(row.violations)
+        out.append(row)
+        return out
+
+    def summary(self, end: FlowEnd) -> FlowRow:
+        return FlowRow(
+            self.capture, end.flow, end.client, end.server, end.kafka, end.start_ns, end.end_ns, self.requests,
+            self.responses, len(self.outstanding) + self.skipped, end.bytes_to_server, end.bytes_to_client, end.gap_bytes,
+            list(self.client_ids), self.violations, end.reason,
+        )
+
+    # --- requests ----------------------------------------------------------------------------------
+
+    def _request(self, index: int, ts: int, data: bytes, out: list) -> FrameRow:
+        rules: list[str] = []
+        key, version, correlation_id = _PREFIX.unpack_from(data, 0)
+        api = APIS.get(key)
+        client_id = None
+        status = OK
+        broker_id = None
+
+        def broken(rule: str, offset: int | None, detail: str, severity: str | None = None) -> None:
+            rules.append(rule)
+            out.append(violation(self.capture, self.flow, index, ts, rule, offset, detail, severity))
+
+        if self.advertised is not None:
+            advertised = self.advertised.get(key)
+            if advertised is None:
+                broken("version_not_advertised", 2, f"API key {key} is not in the server's ApiVersions")
+            elif not advertised[0] <= version <= advertised[1]:
+                broken("version_not_advertised", 2,
+                       f"{_name(api, key)} v{version}, the server advertised v{advertised[0]}-{advertised[1]}")
+        # An unknown API's header is read as v1, as Kafka reads one to answer it.
+        header_version = api.request_header_version(version) if api is not None else 1
+        try:
+            header, pos = RequestHeader.decode(data, header_version)
+        except DecodeError as exc:
+            header = None
+            status = DECODE_ERROR
+            broken("decode_error", exc.offset, str(exc))
+        else:
+            client_id = header.client_id
+            if client_id is not None:
+                self.client_ids[client_id] = None
+        if api is None:
+            if status == OK:
+                status = UNKNOWN_API_KEY
+            # A key the server advertised is real Kafka that these codecs leave out.
+            known = self.advertised is not None and key in self.advertised
+            broken("unknown_api_key", 0, f"API key {key} v{version}" + (" (advertised by the server)" if known else ""),
+                   INFO if known else None)
+        elif not api.min_version <= version <= api.max_version:
+            if status == OK:
+                status = UNSUPPORTED_VERSION
+            broken("unsupported_version", 2, f"{api.name} v{version}; the codecs know v{api.min_version}-{api.max_version}")
+        elif header is not None:
+            body = self._body(api.request, version, data, pos, header, broken)
+            if body is None:
+                status = DECODE_ERROR
+            elif key == _BROKER_REGISTRATION:
+                broker_id = body.broker_id
+                out.append(ControllerEvent(self.capture, ts, self.flow, index, "register", body.broker_id, None,
+                                           body.cluster_id, 0))
+            elif key == _BROKER_HEARTBEAT:
+                out.append(ControllerEvent(self.capture, ts, self.flow, index, "heartbeat", body.broker_id,
+                                           body.broker_epoch, None, 0))
+        decodable = api is not None and api.min_version <= version <= api.max_version
+        self.outstanding[correlation_id] = _Request(index, api, key, version, ts, client_id, decodable, broker_id)
+        return FrameRow(self.capture, self.flow, index, "request", ts, key, _name(api, key), version, correlation_id,
+                        client_id, len(data) + 4, None, status, rules)
+
+    # --- responses ---------------------------------------------------------------------------------
+
+    def _response(self, index: int, ts: int, data: bytes, out: list) -> FrameRow:
+        rules: list[str] = []
+        (correlation_id,) = _INT32.unpack_from(data, 0)
+
+        def broken(rule: str, offset: int | None, detail: str, severity: str | None = None) -> None:
+            rules.append(rule)
+            out.append(violation(self.capture, self.flow, index, ts, rule, offset, detail, severity))
+
+        outstanding = self.outstanding
+        request = outstanding.pop(correlation_id, None)
+        if request is None:
+            broken("response_without_request", 0, f"no request of this flow has correlation id {correlation_id}")
+            return FrameRow(self.capture, self.flow, index, "response", ts, None, None, None, correlation_id, None,
+                            len(data) + 4, None, UNMATCHED, rules)
+        if outstanding and next(iter(outstanding)) != correlation_id:
+            # Kafka answers a connection's requests in order: the earlier ones this response
+            # overtook will not be answered in order any more, so they are judged once, here.
+            skipped = []
+            for earlier, pending in list(outstanding.items()):
+                if pending.index > request.index:
+                    break
+                skipped.append(earlier)
+                del outstanding[earlier]
+            self.skipped += len(skipped)
+            broken("correlation_id_out_of_order", 0,
+                   f"answers correlation id {correlation_id} before the earlier {skipped}")
+        api, key, version = request.api, request.api_key, request.version
+        status = OK
+        if not request.decodable:
+            status = UNDECODED if api is None else UNSUPPORTED_VERSION
+        else:
+            try:
+                header, pos = ResponseHeader.decode(data, api.response_header_version(version))
+            except DecodeError as exc:
+                status = DECODE_ERROR
+                broken("decode_error", exc.offset, str(exc))
+            else:
+                if key == API_VERSIONS_KEY and _error_code(data, pos) == _UNSUPPORTED_VERSION_ERROR:
+                    # A server that does not know the version answers with v0, so the client can read it.
+                    version = 0
+                body = self._body(api.response, version, data, pos, header, broken)
+                if body is None:
+                    status = DECODE_ERROR
+                else:
+                    self._learn(body, request, index, ts, out)
+        return FrameRow(self.capture, self.flow, index, "response", ts, key, _name(api, key), request.version,
+                        correlation_id, request.client_id, len(data) + 4, (ts - request.timestamp_ns) / 1e6,
+                        status, rules)
+
+    def _learn(self, body: Message, request: _Request, index: int, ts: int, out: list) -> None:
+        """What a response tells the rules: the advertised versions, epochs, the cluster id."""
+        key = request.api_key
+        if key == API_VERSIONS_KEY:
+            if body.error_code == 0:
+                self.advertised = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
+        elif key == _BROKER_REGISTRATION:
+            out.append(ControllerEvent(self.capture, ts, self.flow, index, "registered", request.broker_id,
+                                       body.broker_epoch, None, body.error_code))
+        elif key in (_METADATA, _DESCRIBE_CLUSTER) and body.cluster_id:
+            out.append(ControllerEvent(self.capture, ts, self.flow, index, "cluster", None, None, body.cluster_id, 0))
+
+    # --- both --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _body(cls: type[Message], version: int, data: bytes, pos: int, header: Message, broken) -> Message | None:
+        """The decoded body, with its trailing bytes, unknown tags and record CRCs judged;
+        None when it does not decode."""
+        try:
+            body, end = cls.decode(data, version, pos)
+        except DecodeError as exc:
+            broken("decode_error", exc.offset, str(exc))
+            return None
+        if end != len(data):
+            broken("trailing_bytes", end, f"{len(data) - end} bytes after {cls.NAME} v{version}")
+        tagged: list[str] = []
+        records: list[bytes] = []
+        if header.unknown_tagged_fields:
+            tagged.append(f"{header.NAME}{sorted(header.unknown_tagged_fields)}")
+        inspect(body, tagged, records)
+        if tagged:
+            broken("unknown_tagged_fields", None, ", ".join(tagged))
+        for value in records:
+            for at, base_offset in bad_batches(value):
+                broken("record_batch_crc_mismatch", None,
+                       f"batch with base offset {base_offset} at byte {at} of a records field")
+        return body
+
+
+def _name(api: Api | None, key: int) -> str | None:
+    return api.name if api is not None else None
+
+
+def _error_code(data: bytes, pos: int) -> int | None:
+    return _INT16.unpack_from(data, pos)[0] if len(data) - pos >= 2 else None
+
+
+def decode_capture(
+    source: Source, capture: str, ports: Iterable[int] | None = None, part: int = 0, parts: int = 1
+) -> Iterator[FrameRow | Violation | FlowRow | ControllerEvent]:
+    """Every frame row, violation, flow summary and controller event of one capture (or of
+    share `part` of `parts` of its connections; see `flows.kafka_flows`)."""
+    decoders: dict[str, FlowDecoder] = {}
+    for item in kafka_flows(source, capture, ports, part, parts):
+        kind = type(item)
+        if kind is FlowFrame:
+            yield from decoders[item.flow].frame(item.direction, item.timestamp_ns, item.data)
+        elif kind is Violation:
+            decoder = decoders.get(item.flow)
+            if decoder is not None:
+                decoder.violations += 1
+            yield item
+        elif kind is FlowStart:
+            decoders[item.flow] = FlowDecoder(capture, item.flow)
+        else:
+            decoder = decoders.pop(item.flow, None) or FlowDecoder(capture, item.flow)
+            yield decoder.summary(item)
+
+
+class Result(NamedTuple):
+    frames: list[FrameRow]
+    violations: list[Violation]
+    flows: list[FlowRow]
+
+
+def validate(source: Source, capture: str | None = None, ports: Iterable[int] | None = None) -> Result:
+    """Decode one capture in this process and judge it by every rule."""
+    if capture is None:
+        capture = str(source) if isinstance(source, (str, os.PathLike)) else "<capture>"
+    result = Result([], [], [])
+    events: list[ControllerEvent] = []
+    sinks = {FrameRow: result.frames, Violation: result.violations, FlowRow: result.flows, ControllerEvent: events}
+    for item in decode_capture(source, capture, ports):
+        sinks[type(item)].append(item)
+    result.violations.extend(controller_violations(events))
+    return result

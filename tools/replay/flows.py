@@ -1,0 +1,315 @@
+"""TCP stream events -> Kafka flows: which connections carry Kafka, who is the client, and
+the frames of each direction.
+
+A connection is Kafka when one of its ports is in `ports`, or, without ports, when its
+client's first bytes parse as a Kafka request header (a stream joined mid-way, or one whose
+start is in a gap, must instead yield a request frame the framer can prove). The client is
+the side that sent the SYN, else the side talking to one of `ports`, else the side whose
+bytes parse as requests. Until that is decided a connection's events are held back, up to
+`PROBE_LIMIT` bytes.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Iterable, Iterator, NamedTuple
+
+from tools.replay.framing import REQUEST, RESPONSE, Frame, Framer
+from tools.replay.packet import Segment, format_endpoint
+from tools.replay.problems import Problem
+from tools.replay.rules import Violation, problem_violation, violation
+from tools.replay.streams import Source, stream_events
+from tools.replay.tcp import FlowKey, StreamData, StreamEnd, StreamEvent, StreamGap, StreamStart
+
+# Bytes of a connection held back while deciding whether it carries Kafka.
+PROBE_LIMIT = 64 * 1024
+_REQUEST_PREFIX = struct.Struct(">ihhih")  # size, api key, api version, correlation id, client id length
+# Kafka's default socket.request.max.bytes.
+_MAX_REQUEST = 100 * 1024 * 1024
+_MAX_API_KEY = 1000
+_MAX_API_VERSION = 100
+
+
+class FlowStart(NamedTuple):
+    flow: str
+    client: str
+    server: str
+    timestamp_ns: int
+
+
+class FlowFrame(NamedTuple):
+    flow: str
+    direction: str  # framing.REQUEST or framing.RESPONSE
+    timestamp_ns: int
+    data: bytes  # the frame without its size prefix
+
+
+class FlowEnd(NamedTuple):
+    flow: str
+    client: str
+    server: str
+    kafka: bool
+    start_ns: int
+    end_ns: int
+    bytes_to_server: int
+    bytes_to_client: int
+    gap_bytes: int
+    reason: str  # how the connection ended: fin, rst, reused, eof
+
+
+FlowItem = FlowStart | FlowFrame | FlowEnd | Violation
+
+
+def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
+    """Whether a size-prefixed Kafka request header can start at `pos` (14 bytes needed)."""
+    size, api_key, version, correlation_id, client_id_length = _REQUEST_PREFIX.unpack_from(data, pos)
+    return (
+        8 <= size <= _MAX_REQUEST
+        and 0 <= api_key <= _MAX_API_KEY
+        and 0 <= version <= _MAX_API_VERSION
+        and correlation_id >= 0
+        and -1 <= client_id_length <= size - 10
+    )
+
+
+def connection_share(segment: Segment, parts: int) -> int:
+    """Which of `parts` readers of a file takes the connection of `segment`: both directions
+    of a connection land on the same one, in every process (no salted hash)."""
+    a, b = segment.src + segment.sport.to_bytes(2, "big"), segment.dst + segment.dport.to_bytes(2, "big")
+    return zlib.crc32(a + b if a < b else b + a) % parts
+
+
+def kafka_flows(
+    source: Source, capture: str, ports: Iterable[int] | None = None, part: int = 0, parts: int = 1
+) -> Iterator[FlowItem]:
+    """Frames of every Kafka connection of a capture, with its layers' violations.
+
+    With `parts` > 1 only the connections of share `part` are read (see `connection_share`),
+    and only share 0 reports the problems of the capture as a whole.
+    """
+    keep = None if parts == 1 else (lambda segment: connection_share(segment, parts) == part)
+    router = _Router(capture, frozenset(ports or ()))
+    for event in stream_events(source, keep=keep):
+        if type(event) is Problem:
+            if part == 0:
+                yield problem_violation(capture, event.kind, event.offset, event.detail)
+        else:
+            yield from router.event(event)
+    yield from router.finish()
+
+
+class _Probe:
+    """Decides whether one direction's bytes are a client's Kafka requests."""
+
+    def __init__(self, synced: bool) -> None:
+        self.head = bytearray() if synced else None
+        self.framer = None if synced else Framer(REQUEST, synced=False)
+
+    def data(self, ts: int, data: bytes) -> bool | None:
+        if self.head is not None:
+            self.head += data
+            return plausible_request(self.head) if len(self.head) >= _REQUEST_PREFIX.size else None
+        return self._judge(self.framer.feed(ts, data))
+
+    def gap(self, ts: int, size: int) -> bool | None:
+        if self.head is not None:
+            # The start is known but a header cut by a gap proves nothing: look further on.
+            self.framer = Framer(REQUEST, synced=False)
+            self.head = None
+        return self._judge(self.framer.gap(ts, size))
+
+    @staticmethod
+    def _judge(out: list) -> bool | None:
+        for item in out:
+            if type(item) is Frame:
+                return True
+        return None
+
+
+class _Connection:
+    __slots__ = (
+        "flow", "starts", "ended", "client", "kafka", "why_not", "announced", "held", "held_bytes", "probes",
+        "framers", "bytes", "gap_bytes", "start_ns", "end_ns", "reason",
+    )
+
+    def __init__(self, flow: str, ts: int) -> None:
+        self.flow = flow
+        self.starts: dict[FlowKey, StreamStart] = {}
+        self.ended: set[FlowKey] = set()
+        self.client: FlowKey | None = None  # the client's direction
+        self.kafka: bool | None = None  # undecided while None
+        self.why_not = "none of its ports is a Kafka port"  # said of a flow found not to be Kafka
+        self.announced = False  # FlowStart sent
+        self.held: list[StreamEvent] = []
+        self.held_bytes = 0
+        self.probes: dict[FlowKey, _Probe] = {}
+        self.framers: dict[FlowKey, Framer] = {}
+        self.bytes: dict[FlowKey, int] = {}
+        self.gap_bytes = 0
+        self.start_ns = self.end_ns = ts
+        self.reason = "eof"
+
+    def endpoints(self) -> tuple[str, str]:
+        key = self.client or next(iter(self.starts))
+        return format_endpoint(key.src, key.sport), format_endpoint(key.dst, key.dport)
+
+
+class _Router:
+    def __init__(self, capture: str, ports: frozenset[int]) -> None:
+        self.capture = capture
+        self.ports = ports
+        self.active: dict[FlowKey, _Connection] = {}
+        self.uses: dict[tuple, int] = {}  # connections seen per address/port pair, for flow ids
+
+    def event(self, event: StreamEvent) -> Iterator[FlowItem]:
+        key = event.key
+        if type(event) is StreamStart:
+            for stale in self._stale(key):
+                yield from self._close(stale)
+            conn = self._start(event)
+        else:
+            conn = self.active[key]
+        conn.end_ns = event.timestamp_ns
+        if type(event) is StreamData:
+            conn.bytes[key] = conn.bytes.get(key, 0) + len(event.data)
+        elif type(event) is StreamGap:
+            conn.gap_bytes += event.size
+        if conn.kafka is None:
+            yield from self._probe(conn, event)
+        elif conn.kafka:
+            yield from self._frames(conn, event)
+        if type(event) is StreamEnd:
+            conn.ended.add(key)
+            conn.reason = event.reason
+            if conn.ended.issuperset(conn.starts) and (len(conn.starts) == 2 or event.reason != "fin"):
+                yield from self._close(conn)
+
+    def finish(self) -> Iterator[FlowItem]:
+        for conn in list(dict.fromkeys(self.active.values())):
+            yield from self._close(conn)
+
+    # --- connections -----------------------------------------------------------------------------
+
+    def _stale(self, key: FlowKey) -> list[_Connection]:
+        """Connections a new stream on `key` cannot belong to: the same ports again after
+        they ended (the reassembler ends a connection before it reports one reusing them)."""
+        found = [self.active.get(key), self.active.get(key.reversed())]
+        return [
+            conn for conn in dict.fromkeys(found)
+            if conn is not None and (key in conn.starts or conn.ended.issuperset(conn.starts))
+        ]
+
+    def _start(self, start: StreamStart) -> _Connection:
+        key = start.key
+        conn = self.active.get(key.reversed())
+        if conn is None:
+            pair = tuple(sorted(((key.src, key.sport), (key.dst, key.dport))))
+            uses = self.uses[pair] = self.uses.get(pair, 0) + 1
+            client, server = format_endpoint(key.src, key.sport), format_endpoint(key.dst, key.dport)
+            flow = f"{client} -> {server}" if uses == 1 else f"{client} -> {server} #{uses}"
+            conn = _Connection(flow, start.timestamp_ns)
+        self.active[key] = conn
+        conn.starts[key] = start
+        if conn.client is None:
+            if start.role is not None:
+                conn.client = key if start.role == "client" else key.reversed()
+            elif self.ports and (key.dport in self.ports) != (key.sport in self.ports):
+                conn.client = key if key.dport in self.ports else key.reversed()
+        if conn.kafka is None and self.ports:
+            conn.kafka = key.dport in self.ports or key.sport in self.ports
+        return conn
+
+    def _forget(self, conn: _Connection) -> None:
+        for key in conn.starts:
+            if self.active.get(key) is conn:
+                del self.active[key]
+
+    def _close(self, conn: _Connection) -> Iterator[FlowItem]:
+        self._forget(conn)
+        if conn.kafka is None:
+            self._not_kafka(conn, "its bytes do not parse as Kafka requests")
+        if not conn.kafka and any(conn.bytes.values()):
+            yield violation(self.capture, conn.flow, None, conn.start_ns, "non_kafka_flow", None, conn.why_not)
+        if conn.kafka:
+            for key, framer in conn.framers.items():
+                yield from self._framed(conn, key, framer.finish())
+        client, server = conn.endpoints()
+        to_server = conn.bytes.get(conn.client, 0) if conn.client else sum(conn.bytes.values())
+        to_client = conn.bytes.get(conn.client.reversed(), 0) if conn.client else 0
+        yield FlowEnd(conn.flow, client, server, conn.kafka, conn.start_ns, conn.end_ns, to_server, to_client,
+                      conn.gap_bytes, conn.reason)
+
+    @staticmethod
+    def _not_kafka(conn: _Connection, why: str) -> None:
+        conn.kafka = False
+        conn.why_not = why
+        conn.held.clear()
+
+    # --- deciding ----------------------------------------------------------------------------
+
+    def _probe(self, conn: _Connection, event: StreamEvent) -> Iterator[FlowItem]:
+        conn.held.append(event)
+        kind = type(event)
+        if kind is StreamStart or kind is StreamEnd:
+            return
+        candidates = [conn.client] if conn.client is not None else list(conn.starts)
+        key = event.key
+        if key not in candidates:
+            return
+        probe = conn.probes.get(key)
+        if probe is None:
+            probe = conn.probes[key] = _Probe(conn.starts[key].from_syn)
+        if kind is StreamData:
+            conn.held_bytes += len(event.data)
+            verdict = probe.data(event.timestamp_ns, event.data)
+        else:
+            verdict = probe.gap(event.timestamp_ns, event.size)
+        if verdict:
+            conn.client = key
+            conn.kafka = True
+            held, conn.held = conn.held, []
+            for e in held:
+                yield from self._frames(conn, e)
+        elif verdict is False and conn.client is not None:
+            self._not_kafka(conn, "its first bytes are not a Kafka request header")
+        elif verdict is False:
+            conn.probes[key] = _Probe(False)  # not a start of requests; maybe it joined mid-way
+        elif conn.held_bytes > PROBE_LIMIT:
+            self._not_kafka(conn, f"no Kafka request found in its first {conn.held_bytes} bytes")
+
+    # --- framing -----------------------------------------------------------------------------
+
+    def _frames(self, conn: _Connection, event: StreamEvent) -> Iterator[FlowItem]:
+        key = event.key
+        kind = type(event)
+        if kind is StreamStart:
+            if conn.client is None:
+                # Decided by port alone with both ports in the list: the first to start is the client.
+                conn.client = key
+            if not conn.announced:
+                conn.announced = True
+                yield FlowStart(conn.flow, *conn.endpoints(), conn.start_ns)
+            conn.framers[key] = Framer(REQUEST if key == conn.client else RESPONSE, synced=event.from_syn)
+            return
+        framer = conn.framers[key]
+        if kind is StreamData:
+            out = framer.feed(event.timestamp_ns, event.data)
+        elif kind is StreamGap:
+            yield violation(self.capture, conn.flow, None, event.timestamp_ns, "gap", event.offset,
+                            f"{event.size} bytes of the {framer.kind} stream missing at stream offset {event.offset}")
+            out = framer.gap(event.timestamp_ns, event.size)
+        else:
+            out = framer.finish()
+            del conn.framers[key]
+        if out:
+            yield from self._framed(conn, key, out)
+
+    def _framed(self, conn: _Connection, key: FlowKey, out: list) -> Iterator[FlowItem]:
+        direction = REQUEST if key == conn.client else RESPONSE
+        flow = conn.flow
+        for item in out:
+            if type(item) is Frame:
+                yield FlowFrame(flow, direction, item.timestamp_ns, item.data)
+            else:
+                yield violation(self.capture, flow, None, conn.end_ns, "framing_error", item.offset,
+                                f"{direction} stream: {item.kind}: {item.detail}")
