@@ -47,10 +47,10 @@ def _raise_fd_limit() -> None:
             pass
 
 
-async def serve(config: ControllerConfig) -> None:
+async def serve(config: ControllerConfig, capture_file: Path | None = None) -> None:
     from server.app import ControllerServer
 
-    server = ControllerServer(config)
+    server = ControllerServer(config, capture_file=capture_file)
     host, port = await server.start()
     print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is active on "
           f"{host}:{port}\n  point brokers at: controller.quorum.bootstrap.servers={host}:{port}"
@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="data directory of the embedded default (without --config)")
     parser.add_argument("--port", type=int, default=9093, help="port of the embedded default")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--capture-file", type=Path,
+                        help="write the server's own traffic to this pcapng file (read it with tools.replay)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         _raise_fd_limit()
         import uvloop
 
-        uvloop.run(serve(config))
+        uvloop.run(serve(config, args.capture_file))
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

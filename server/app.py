@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
@@ -51,7 +52,8 @@ def wall_clock_ms() -> int:
 
 
 class ControllerServer:
-    def __init__(self, config: ControllerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: ControllerConfig, clock: Clock | None = None,
+                 capture_file: Path | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.cluster_id = check_log_dirs(config)
@@ -73,7 +75,14 @@ class ControllerServer:
         # Bytes already in the log past the snapshot count towards the next one.
         self._snapshot_mark = -self.log.bytes_after(self.snapshot.end_offset if self.snapshot else 0)
         self.committer.listeners.append(self._maybe_snapshot)
-        self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes)
+        # The server's own traffic as pcapng, for tools.replay: one connection per client.
+        self.capture = None
+        if capture_file is not None:
+            from tools.replay.server_capture import ServerCapture  # the capture formats load only when used
+
+            self.capture = ServerCapture(capture_file)
+        self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes,
+                                 self.capture.connection if self.capture is not None else None)
         self.address: tuple[str, int] | None = None
         self._timer: asyncio.TimerHandle | None = None
 
@@ -213,6 +222,8 @@ class ControllerServer:
         if self._timer is not None:
             self._timer.cancel()
         await self.listener.stop()
+        if self.capture is not None:
+            self.capture.close()
         await self.committer.drain()
         self.committer.close()
         self.log.close()

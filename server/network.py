@@ -68,6 +68,8 @@ class Connection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.capture is not None:
+            self.capture.connected(peer, transport.get_extra_info("sockname"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._closed and self.reader.pending:
@@ -77,6 +79,8 @@ class Connection(asyncio.Protocol):
         self._closed = True
         self._queue.clear()
         self._backlog.clear()
+        if self.capture is not None:
+            self.capture.close()
         self.on_close(self)
 
     def data_received(self, data: bytes) -> None:
