@@ -1,0 +1,161 @@
+"""Real traffic on loopback, captured by the controller itself (--capture-file): kafka-python's
+admin client and simulated brokers against a controller process, then the capture read by the
+decoder, by tshark where installed, and by the Spark job in local mode; and re-sent."""
+from __future__ import annotations
+
+import collections
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import ControllerProcess
+from tests.server.wire import WireBroker
+from tools.replay import job, send
+from tools.replay.decode import validate
+
+kafka = pytest.importorskip("kafka")
+
+TOPICS = {"orders": 3, "payments": 1, "audit": 2}
+HEARTBEATS = 4
+CREATE_TOPICS, DESCRIBE_CLUSTER, API_VERSIONS, METADATA, REGISTRATION, HEARTBEAT = 19, 60, 18, 3, 62, 63
+
+
+class CapturingController(ControllerProcess):
+    """A controller process started with --capture-file."""
+
+    def __init__(self, workdir, capture_file) -> None:
+        super().__init__(workdir)
+        self.capture_file = capture_file
+
+    def _launch(self, args: list[str]) -> None:
+        super()._launch([*args, "--capture-file", str(self.capture_file)])
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """The controller (stopped, so its capture is complete) and the admin client's traffic."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    workdir = tmp_path_factory.mktemp("live")
+    controller = CapturingController(workdir, workdir / "controller.pcapng")
+    controller.start()
+    try:
+        brokers = [WireBroker(controller, broker_id) for broker_id in (1, 2)]
+        for broker in brokers:
+            assert broker.register().error_code == 0
+        for _ in range(HEARTBEATS):
+            for broker in brokers:
+                assert broker.heartbeat().error_code == 0
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{controller.port}", client_id="replay-admin",
+                                 request_timeout_ms=10000)
+        try:
+            for name, partitions in TOPICS.items():
+                admin.create_topics([NewTopic(name, partitions, 1)])
+            described = admin.describe_cluster()
+            listed = admin.list_topics()
+        finally:
+            admin.close()
+        for broker in brokers:
+            broker.close()
+    finally:
+        assert controller.stop() == 0
+    assert described["cluster_id"] == controller.cluster_id and set(TOPICS) <= set(listed)
+    return controller
+
+
+def requests_per_api(frames) -> collections.Counter:
+    return collections.Counter(f.api_key for f in frames if f.direction == "request")
+
+
+def test_the_controller_capture_decodes_cleanly_with_the_counts_sent(live):
+    result = validate(live.capture_file)
+    assert result.violations == []
+    assert {f.status for f in result.frames} == {"ok"}
+    sent = requests_per_api(result.frames)
+    assert sent[CREATE_TOPICS] == len(TOPICS)
+    assert sent[REGISTRATION] == 2
+    assert sent[HEARTBEAT] == 2 * HEARTBEATS
+    assert sent[DESCRIBE_CLUSTER] == 1
+    assert sent[API_VERSIONS] >= 1 and sent[METADATA] >= 1
+    answered = collections.Counter(f.api_key for f in result.frames if f.direction == "response")
+    assert answered == sent
+    assert all(flow.kafka and flow.unanswered == 0 and flow.end_reason == "fin" for flow in result.flows)
+    admin_flows = [flow for flow in result.flows if flow.client_ids == ["replay-admin"]]
+    assert admin_flows and all(flow.server == f"127.0.0.1:{live.port}" for flow in result.flows)
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
+def test_tshark_counts_the_same_frames(live):
+    result = validate(live.capture_file)
+
+    def tshark(display_filter: str, field: str) -> list[str]:
+        out = subprocess.run(
+            ["tshark", "-r", str(live.capture_file), "-d", f"tcp.port=={live.port},kafka", "-Y", display_filter,
+             "-T", "fields", "-e", field], capture_output=True, text=True, timeout=120, check=True).stdout
+        # A packet holding several Kafka messages lists their values joined by commas.
+        return [value for line in out.splitlines() for value in line.split(",") if value]
+
+    assert len(tshark("kafka", "kafka.correlation_id")) == len(result.frames)
+    theirs = collections.Counter(int(key) for key in tshark(f"kafka && tcp.dstport=={live.port}", "kafka.api_key"))
+    assert theirs == requests_per_api(result.frames)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = job.spark_session("local[2]", "kraftwire-replay-tests")
+    yield session
+    session.stop()
+
+
+def test_the_spark_job_on_real_and_broken_captures(live, spark, tmp_path):
+    good = str(live.capture_file)
+    data = live.capture_file.read_bytes()
+    empty, truncated, garbage = tmp_path / "empty.pcapng", tmp_path / "truncated.pcapng", tmp_path / "garbage.pcap"
+    empty.write_bytes(b"")
+    truncated.write_bytes(data[: len(data) // 2])
+    garbage.write_bytes(b"\x00" * 1000)
+    out = tmp_path / "out"
+
+    figures = job.validate([good, str(empty), str(truncated), str(garbage)], str(out), spark=spark)
+
+    frames = spark.read.parquet(str(out / "frames"))
+    violations = spark.read.parquet(str(out / "violations"))
+    flows = spark.read.parquet(str(out / "flows"))
+    expected = requests_per_api(validate(good).frames)
+    ours = {r.api_key: r["count"] for r in frames.where(f"capture = '{good}' and direction = 'request'")
+            .groupBy("api_key").count().collect()}
+    assert ours == dict(expected)
+    assert violations.where(f"capture = '{good}'").count() == 0
+    assert frames.where(f"capture = '{good}' and size(violations) > 0").count() == 0
+    assert flows.where(f"capture = '{good}'").count() == len(validate(good).flows)
+    by_capture = {(r.capture, r.rule) for r in violations.select("capture", "rule").distinct().collect()}
+    assert (str(empty), "empty_file") in by_capture
+    assert (str(truncated), "truncated_file") in by_capture
+    assert (str(garbage), "corrupt_capture") in by_capture
+    # The half of the capture before the cut was still read.
+    assert frames.where(f"capture = '{truncated}'").count() > 0
+    assert figures["totals"]["captures"] == 4
+    assert {a["api_name"] for a in figures["apis"]} >= {"CreateTopics", "BrokerHeartbeat", "ApiVersions"}
+    assert {r["api_name"] for r in figures["latency"]} >= {"CreateTopics", "BrokerHeartbeat"}
+    page = (out / "report.html").read_text()
+    assert "<svg" in page and "Requests over time per API" in page and "http" not in page.replace(
+        "http://www.w3.org/2000/svg", "")
+
+
+def test_send_replays_the_capture_and_reports_what_changed(live, tmp_path):
+    # The same controller again, on the same data: the topics exist now.
+    captured = live.capture_file
+    live.capture_file = tmp_path / "second.pcapng"
+    live.start()
+    try:
+        report = send.send(str(captured), live.host, live.port)
+    finally:
+        live.stop()
+        live.capture_file = captured
+    assert report.failures == []
+    assert report.flows > 0 and report.sent == report.compared
+    changed = {(d.api, d.path) for d in report.differences}
+    assert ("CreateTopics v7", "topics[0].error_code") in changed  # TOPIC_ALREADY_EXISTS now
+    assert not any(api.startswith("ApiVersions") for api, _ in changed)

@@ -1,0 +1,173 @@
+"""The Spark job: captures -> Parquet tables `frames`, `violations`, `flows`, and a summary.
+
+Each capture is read by one or more Spark tasks: a large file is split into shares of its
+connections (`flows.connection_share`), each task reading the whole file but reassembling and
+decoding only its share, so one big capture still keeps every core busy. Tasks ship nothing
+but a path; the pure-Python decoder runs inside them and returns plain tuples.
+
+The job runs the same in local mode (the default, `local[*]`), with `--master URL`, and under
+spark-submit; capture paths must then be readable by the executors (a shared filesystem), and
+the project's `protocol` and `tools.replay` packages are shipped to them as a zip.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
+
+from tools.replay.decode import FlowRow, FrameRow, decode_capture
+from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
+
+ROOT = Path(__file__).resolve().parents[2]
+# A capture is split into shares of its connections when it is at least this large per share.
+SHARE_BYTES = 16 << 20
+_FRAME, _VIOLATION, _FLOW, _EVENT = 0, 1, 2, 3
+_TAGS = {FrameRow: _FRAME, Violation: _VIOLATION, FlowRow: _FLOW, ControllerEvent: _EVENT}
+
+
+class Task(NamedTuple):
+    path: str
+    capture: str  # the name rows carry: the path as given
+    part: int
+    parts: int
+    ports: tuple[int, ...]
+
+
+def run_task(task: Task) -> Iterator[tuple[int, tuple]]:
+    """(tag, row) for one share of one capture. A file that cannot be read, or a decoder
+    failure, becomes a violation: one bad capture never stops the job."""
+    try:
+        for item in decode_capture(task.path, task.capture, task.ports or None, task.part, task.parts):
+            yield _TAGS[type(item)], tuple(item)
+    except OSError as exc:
+        yield _VIOLATION, tuple(violation(task.capture, None, None, None, "unreadable_file", None, str(exc)))
+    except Exception as exc:  # a decoder bug must cost one share of one capture, not the job
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        detail = f"{type(exc).__name__}: {exc} at {Path(where.filename).name}:{where.lineno}; rest of the share skipped"
+        yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
+
+
+def controller_task(events: Iterable[tuple]) -> Iterator[tuple]:
+    return (tuple(v) for v in controller_violations(ControllerEvent(*e) for e in events))
+
+
+def plan(captures: Iterable[str], ports: Iterable[int], parallelism: int) -> list[Task]:
+    """Tasks for the captures: large files are split into up to `parallelism` shares."""
+    tasks = []
+    for path in captures:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0  # the task reports why it cannot read it
+        parts = max(1, min(parallelism, math.ceil(size / SHARE_BYTES)))
+        tasks += [Task(path, path, part, parts, tuple(ports)) for part in range(parts)]
+    return tasks
+
+
+def code_zip(directory: str) -> str:
+    """The packages the tasks import, zipped for the executors."""
+    path = os.path.join(directory, "kraftwire_replay.zip")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in ("protocol", "tools/replay"):
+            for file in sorted((ROOT / package).rglob("*.py")):
+                archive.write(file, file.relative_to(ROOT).as_posix())
+        archive.write(ROOT / "tools" / "__init__.py", "tools/__init__.py")
+    return path
+
+
+def spark_session(master: str | None, app_name: str = "kraftwire-replay"):
+    from pyspark.sql import SparkSession
+
+    local = master is None or master.startswith("local")
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    if local:
+        # Local workers run this interpreter, whose packages (construct, crc32c) the tasks need;
+        # on a cluster, the executors' Python is the cluster's business.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no guessing at interfaces for a local run
+        # The decoding is Python's work; the JVM only moves rows, and its full JIT's warm-up
+        # would double the time of a small run.
+        builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+    # Spark's own console progress bar is the job's progress bar; the web UI is not needed.
+    builder = builder.config("spark.ui.showConsoleProgress", "true").config("spark.ui.enabled", "false")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    # Every shuffle of this job aggregates down to a handful of rows per API: Spark's default of
+    # 200 partitions would only add tasks.
+    spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
+    return spark
+
+
+class Tables(NamedTuple):
+    frames: object  # pyspark DataFrames
+    violations: object
+    flows: object
+
+
+def build_tables(spark, captures: list[str], ports: Iterable[int] = ()) -> Tables:
+    """Decode the captures on the cluster; the DataFrames of frames, violations and flows."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from tools.replay import schema
+
+    sc = spark.sparkContext
+    tasks = plan(captures, ports, sc.defaultParallelism)
+    _note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
+    rows = sc.parallelize(tasks, len(tasks)).flatMap(run_task).persist(StorageLevel.MEMORY_AND_DISK)
+    frames = spark.createDataFrame(rows.filter(lambda r: r[0] == _FRAME).values(), schema.FRAMES, verifySchema=False)
+    decoded = rows.filter(lambda r: r[0] == _VIOLATION).values()
+    events = rows.filter(lambda r: r[0] == _EVENT).values()
+    judged = events.groupBy(lambda e: e[0]).flatMap(lambda kv: controller_task(kv[1]))
+    violations = spark.createDataFrame(decoded.union(judged), schema.VIOLATIONS, verifySchema=False)
+    flows = spark.createDataFrame(rows.filter(lambda r: r[0] == _FLOW).values(), schema.FLOWS, verifySchema=False)
+    # Rules judged across flows name their frame; add them to that frame's own list.
+    late = (violations.where(F.col("frame").isNotNull() & F.col("rule").isin(*CROSS_FLOW_RULES))
+            .groupBy("capture", "flow", "frame").agg(F.collect_list("rule").alias("late")))
+    frames = (frames.join(F.broadcast(late), ["capture", "flow", "frame"], "left")
+              .withColumn("violations", F.concat("violations", F.coalesce("late", F.array().cast("array<string>"))))
+              .drop("late").select(*schema.FRAMES.fieldNames()))
+    return Tables(frames, violations, flows)
+
+
+def validate(captures: list[str], out: str, master: str | None = None, ports: Iterable[int] = (),
+             spark=None) -> dict:
+    """Run the job: write the tables and report.html under `out`, print the summary, and
+    return the summary's figures."""
+    from tools.replay import report, summary
+
+    started = time.monotonic()
+    own_session = spark is None
+    with tempfile.TemporaryDirectory(prefix="kraftwire-replay-") as scratch:
+        if own_session:
+            spark = spark_session(master)
+        try:
+            spark.sparkContext.addPyFile(code_zip(scratch))
+            tables = build_tables(spark, captures, ports)
+            _note(f"writing tables under {out}")
+            for name in Tables._fields:
+                getattr(tables, name).write.mode("overwrite").parquet(os.path.join(out, name))
+            # The summary reads the Parquet just written rather than decoding the captures again.
+            written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
+            _note("summarising")
+            figures = summary.collect(written, captures)
+            _note(f"done in {time.monotonic() - started:.1f} s")
+        finally:
+            if own_session:
+                spark.stop()
+    figures["seconds"] = round(time.monotonic() - started, 3)
+    print(report.terminal(figures))
+    report.write_html(figures, os.path.join(out, "report.html"))
+    return figures
+
+
+def _note(text: str) -> None:
+    print(f"replay: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,108 @@
+"""The figures of a validation run, aggregated by Spark from its tables into plain Python
+values (small whatever the capture size) for the terminal summary and the HTML report."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+TIMELINE_BINS = 60
+# Latency histogram: bins of a quarter decade, from 1 µs to 100 s.
+LATENCY_BINS_PER_DECADE = 4
+LATENCY_MIN_MS = 1e-3
+LATENCY_MAX_MS = 1e5
+_NO_NAME = "(unmatched)"
+
+
+def latency_edges() -> list[float]:
+    decades = round(math.log10(LATENCY_MAX_MS / LATENCY_MIN_MS))
+    return [LATENCY_MIN_MS * 10 ** (i / LATENCY_BINS_PER_DECADE) for i in range(decades * LATENCY_BINS_PER_DECADE + 1)]
+
+
+def collect(tables, captures: list[str]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    frames, violations, flows = tables.frames, tables.violations, tables.flows
+    is_request = F.col("direction") == "request"
+    name = F.coalesce("api_name", F.concat(F.lit("key "), F.col("api_key").cast("string")), F.lit(_NO_NAME))
+    named = frames.withColumn("name", name)
+
+    apis = [
+        dict(api_key=r.api_key, api_name=r.name, api_version=r.api_version, requests=r.requests, responses=r.responses)
+        for r in named.groupBy("api_key", "name", "api_version")
+        .agg(F.sum(is_request.cast("int")).alias("requests"), F.sum((~is_request).cast("int")).alias("responses"))
+        .orderBy(F.col("api_key").asc_nulls_last(), "api_version").collect()
+    ]
+    rules = [
+        dict(rule=r.rule, severity=r.severity, count=r["count"], example=r.example)
+        for r in violations.groupBy("rule", "severity")
+        .agg(F.count("*").alias("count"), F.first("detail").alias("example"))
+        .orderBy(F.desc("count")).collect()
+    ]
+    latency = [
+        dict(api_name=r.name, count=r["count"], p50=r.p[0], p90=r.p[1], p99=r.p[2], max=r.max)
+        for r in named.where(F.col("latency_ms").isNotNull()).groupBy("name")
+        .agg(F.count("*").alias("count"), F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p"),
+             F.max("latency_ms").alias("max"))
+        .orderBy("name").collect()
+    ]
+    clients = [
+        dict(client_id=r.client_id, api_name=r.name, versions=sorted(r.versions))
+        for r in named.where(is_request).groupBy("client_id", "name")
+        .agg(F.collect_set("api_version").alias("versions"))
+        .orderBy(F.col("client_id").asc_nulls_first(), "name").collect()
+    ]
+    problems = [
+        dict(capture=r.capture, flow=r.flow, rule=r.rule, severity=r.severity, detail=r.detail)
+        for r in violations.where(F.col("frame").isNull()).orderBy("capture", "flow").limit(50).collect()
+    ]
+    flow_totals = flows.agg(
+        F.count("*").alias("flows"), F.sum(F.col("kafka").cast("int")).alias("kafka_flows"),
+        F.sum("gap_bytes").alias("gap_bytes"), F.sum("unanswered").alias("unanswered")).first()
+    frame_totals = frames.agg(
+        F.count("*").alias("frames"), F.sum(is_request.cast("int")).alias("requests"),
+        F.sum("size").alias("kafka_bytes"), F.min("timestamp_ns").alias("first"),
+        F.max("timestamp_ns").alias("last")).first()
+    severities = {r.severity: r["count"] for r in violations.groupBy("severity").count().collect()}
+
+    sizes = [(path, os.path.getsize(path) if os.path.exists(path) else None) for path in captures]
+    totals = dict(
+        captures=len(captures), bytes=sum(size or 0 for _, size in sizes), frames=frame_totals.frames,
+        requests=frame_totals.requests or 0, kafka_bytes=frame_totals.kafka_bytes or 0,
+        flows=flow_totals.flows, kafka_flows=flow_totals.kafka_flows or 0, gap_bytes=flow_totals.gap_bytes or 0,
+        unanswered=flow_totals.unanswered or 0, violations=sum(severities.values()), **severities,
+    )
+    return dict(
+        captures=[dict(capture=path, bytes=size) for path, size in sizes], totals=totals, apis=apis, rules=rules,
+        latency=latency, clients=clients, problems=problems,
+        timeline=_timeline(named, is_request, frame_totals.first, frame_totals.last),
+        latency_histogram=_latency_histogram(named),
+    )
+
+
+def _timeline(named, is_request, first: int | None, last: int | None) -> dict[str, Any]:
+    """Requests per API in TIMELINE_BINS equal slices of the capture's time."""
+    from pyspark.sql import functions as F
+
+    if first is None:
+        return dict(start_ns=0, bin_ns=0, series={})
+    bin_ns = max(1, math.ceil((last - first + 1) / TIMELINE_BINS))
+    series: dict[str, list[int]] = {}
+    for r in (named.where(is_request).groupBy("name", F.floor((F.col("timestamp_ns") - first) / bin_ns).alias("bin"))
+              .count().collect()):
+        series.setdefault(r.name, [0] * TIMELINE_BINS)[min(int(r.bin), TIMELINE_BINS - 1)] += r["count"]
+    return dict(start_ns=first, bin_ns=bin_ns, series=dict(sorted(series.items())))
+
+
+def _latency_histogram(named) -> dict[str, Any]:
+    """Responses per API in logarithmic latency bins (`latency_edges`)."""
+    from pyspark.sql import functions as F
+
+    edges = latency_edges()
+    last = len(edges) - 2
+    scaled = F.floor(F.log10(F.col("latency_ms") / LATENCY_MIN_MS) * LATENCY_BINS_PER_DECADE)
+    bin_column = F.least(F.greatest(F.coalesce(scaled, F.lit(0)), F.lit(0)), F.lit(last)).alias("bin")
+    series: dict[str, list[int]] = {}
+    for r in named.where(F.col("latency_ms").isNotNull()).groupBy("name", bin_column).count().collect():
+        series.setdefault(r.name, [0] * (last + 1))[int(r.bin)] += r["count"]
+    return dict(edges_ms=edges, series=dict(sorted(series.items())))
