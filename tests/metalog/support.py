@@ -383,3 +383,26 @@ def process_rlimit_fsize(pid: int) -> int:
             return -1 if value == "unlimited" else int(value)
     raise AssertionError("no file size limit line")
 
+
+
+def state_diff(a, b, path: str = "", limit: int = 10) -> list[str]:
+    """Where two states differ, as 'path: left != right' lines (the first ``limit``)."""
+    out: list[str] = []
+
+    def walk(x, y, where: str) -> None:
+        if len(out) >= limit or x == y:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y), key=repr):
+                if k not in x or k not in y:
+                    out.append(f"{where}/{k}: only on the {'right' if k not in x else 'left'}")
+                else:
+                    walk(x[k], y[k], f"{where}/{k}")
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for i, (p, q) in enumerate(zip(x, y)):
+                walk(p, q, f"{where}[{i}]")
+        else:
+            out.append(f"{where}: {x!r} != {y!r}")
+
+    walk(a, b, path)
+    return out
