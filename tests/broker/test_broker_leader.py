@@ -46,15 +46,15 @@ def image_with(isr: list[int], leader: int = 1, recovery: int = RECOVERED) -> Me
 
 def test_nothing_to_do_when_the_isr_matches_the_followers():
     image = image_with([1, 2, 3])
-    assert plan(image, [1], LagModel(0, 0.0, 1.0), 0.0, {}) == {}
-    assert plan(image, [2, 3], LagModel(0, 0.0, 1.0), 0.0, {}) == {}  # they do not lead it
+    assert plan(image, {1}.__contains__, LagModel(0, 0.0, 1.0), 0.0, {}) == {}
+    assert plan(image, {2, 3}.__contains__, LagModel(0, 0.0, 1.0), 0.0, {}) == {}  # they do not lead it
 
 
 def test_a_caught_up_follower_joins_with_the_epochs_of_the_image():
     image = image_with([1, 2])
     model = LagModel(0, 0.0, 1.0)
-    assert plan(image, [1], model, 0.0, {}) == {}  # broker 3 starts behind
-    (change,) = plan(image, [1], model, 60.0, {})[1]
+    assert plan(image, {1}.__contains__, model, 0.0, {}) == {}  # broker 3 starts behind
+    (change,) = plan(image, {1}.__contains__, model, 60.0, {})[1]
     assert (change.topic, change.partition, change.leader_epoch, change.partition_epoch) == ("orders", 0, 4, 9)
     assert change.isr == [1, 2, 3] and change.isr_epochs == [10, 11, 12]
     assert change.recovery == RECOVERED and change.describe() == "ISR [1, 2] -> [1, 2, 3]"
@@ -64,14 +64,14 @@ def test_a_fenced_or_unreachable_follower_never_catches_up_and_leaves_the_isr():
     image = image_with([1, 2])
     image.replay_batch(batch(image.next_offset, (FenceBrokerRecord(id=3, epoch=12), 0)))
     model = LagModel(0, 0.0, 1.0)
-    assert plan(image, [1], model, 1000.0, {}) == {}
-    (change,) = plan(image, [1], model, 1000.0, {}, unreachable={2})[1]
+    assert plan(image, {1}.__contains__, model, 1000.0, {}) == {}
+    (change,) = plan(image, {1}.__contains__, model, 1000.0, {}, unreachable={2}.__contains__)[1]
     assert change.isr == [1]
 
 
 def test_after_an_unclean_election_the_leader_reports_recovered_alone():
     image = image_with([2], leader=2, recovery=RECOVERING)
-    (change,) = plan(image, [2], LagModel(0, 0.0, 1.0), 1000.0, {})[2]
+    (change,) = plan(image, {2}.__contains__, LagModel(0, 0.0, 1.0), 1000.0, {})[2]
     assert (change.isr, change.recovery) == ([2], RECOVERED)
     assert change.describe() == "leader recovery state RECOVERED"
 
@@ -80,10 +80,10 @@ def test_a_held_partition_waits_for_the_image_or_the_deadline():
     image = image_with([1, 2])
     model = LagModel(0, 0.0, 0.0)  # followers catch up at once
     held = {(TOPIC, 0): Hold(partition_epoch=9, until=5.0)}
-    assert plan(image, [1], model, 1.0, held) == {}
-    assert len(plan(image, [1], model, 6.0, held)[1]) == 1
+    assert plan(image, {1}.__contains__, model, 1.0, held) == {}
+    assert len(plan(image, {1}.__contains__, model, 6.0, held)[1]) == 1
     moved = {(TOPIC, 0): Hold(partition_epoch=8, until=5.0)}  # the image has moved past the hold
-    assert len(plan(image, [1], model, 1.0, moved)[1]) == 1
+    assert len(plan(image, {1}.__contains__, model, 1.0, moved)[1]) == 1
 
 
 def test_the_image_replays_partition_changes_and_skips_what_it_has():

@@ -161,9 +161,12 @@ class Fleet:
     def disturbed_count(self) -> int:
         return len(self.killed) + sum(1 for b in self.brokers.values() if b.paused or b.state is not State.ACTIVE)
 
-    def unreachable(self) -> set[int]:
-        """Brokers of this process that cannot fetch as followers right now."""
-        return self.killed | {i for i, b in self.brokers.items() if b.paused}
+    def unreachable(self, node_id: int) -> bool:
+        """A broker of this process that cannot fetch as a follower right now."""
+        if node_id in self.killed:
+            return True
+        broker = self.brokers.get(node_id)
+        return broker is not None and broker.paused
 
     def kill(self, node_id: int, down_s: float) -> None:
         self.brokers.pop(node_id).kill()

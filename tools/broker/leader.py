@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import AbstractSet as Set, Callable, Iterable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.alter_partition_request import (
@@ -61,20 +61,20 @@ class Hold:
     until: float
 
 
-def plan(image: MetadataImage, leaders: Iterable[int], model: LagModel, now: float,
-         holds: Mapping[tuple[bytes, int], Hold], unreachable: Set[int] = frozenset()
+def plan(image: MetadataImage, leads_here: Callable[[int], bool], model: LagModel, now: float,
+         holds: Mapping[tuple[bytes, int], Hold], unreachable: Callable[[int], bool] = lambda b: False
          ) -> dict[int, list[IsrChange]]:
-    """The ISR changes each of ``leaders`` wants to send now, by leader.
+    """The ISR changes wanted now by the leaders for which ``leads_here`` holds, by leader.
 
-    Followers in ``unreachable`` (brokers of this process that are killed or paused) cannot
-    fetch, so they fall behind at once and do not catch up, whatever the image says of them."""
-    leaders = set(leaders)
+    Followers that are ``unreachable`` (brokers of this process that are killed or paused)
+    cannot fetch, so they fall behind at once and do not catch up, whatever the image says.
+    Both are asked per partition, so a fleet of thousands with few partitions costs little."""
     brokers = image.cluster.brokers
     changes: dict[int, list[IsrChange]] = {}
     seen: set[ReplicaKey] = set()
     for topic in image.replication.topics.values():
         for p in topic.partitions:
-            if p.leader not in leaders:
+            if not leads_here(p.leader):
                 continue
             followers = [r for r in p.replicas if r != p.leader]
             seen.update((p.topic_id, p.partition_id, r) for r in followers)
@@ -86,7 +86,7 @@ def plan(image: MetadataImage, leaders: Iterable[int], model: LagModel, now: flo
             else:
                 isr, recovery = [], p.recovery
                 for r in p.replicas:
-                    eligible = r not in unreachable and image.is_usable(r)
+                    eligible = not unreachable(r) and image.is_usable(r)
                     if r == p.leader or model.in_sync((p.topic_id, p.partition_id, r), now, eligible, r in p.isr):
                         isr.append(r)
             if recovery == p.recovery and sorted(isr) == sorted(p.isr):
@@ -119,8 +119,7 @@ class LeaderBroker(Protocol):
 
 class PartitionLeaders:
     def __init__(self, image: Callable[[], MetadataImage], brokers: Mapping[int, LeaderBroker],
-                 model: LagModel, stats: AlterPartitionStats,
-                 unreachable: Callable[[], Set[int]] = frozenset) -> None:
+                 model: LagModel, stats: AlterPartitionStats, unreachable: Callable[[int], bool]) -> None:
         self.image = image
         self.unreachable = unreachable
         self.brokers = brokers
@@ -136,15 +135,18 @@ class PartitionLeaders:
             await asyncio.sleep(TICK_S)
 
     def tick(self, now: float) -> None:
-        image = self.image()
-        leaders = [b for b, broker in self.brokers.items() if broker.can_lead]
         self.holds = {k: h for k, h in self.holds.items() if now < h.until}
-        for leader, changes in plan(image, leaders, self.model, now, self.holds, self.unreachable()).items():
+        for leader, changes in plan(self.image(), self._leads_here, self.model, now, self.holds,
+                                    self.unreachable).items():
             for c in changes:
                 self.holds[(c.topic_id, c.partition)] = Hold(c.partition_epoch, float("inf"))
             task = asyncio.ensure_future(self._send(self.brokers[leader], changes))
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
+
+    def _leads_here(self, broker_id: int) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.can_lead
 
     async def _send(self, broker: LeaderBroker, changes: list[IsrChange]) -> None:
         loop = asyncio.get_running_loop()
