@@ -26,17 +26,18 @@ TOPICS = {"orders": 6, "payments": 4}
 ISR_CHANGE = re.compile(r"ISR \[([\d, ]*)\] -> \[([\d, ]*)\]")
 
 
-def create_topics(controller) -> None:
+def create_topics(controller, topics: dict[str, int]) -> None:
+    """Through kafka-python's admin client, replication factor 3."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=f"{controller.host}:{controller.port}",
                              client_id="kraftwire-broker-test", request_timeout_ms=10000)
     try:
-        result = admin.create_topics([NewTopic(name, count, 3) for name, count in TOPICS.items()])
+        result = admin.create_topics([NewTopic(name, count, 3) for name, count in topics.items()])
     finally:
         admin.close()
-    assert [t["error_code"] for t in result["topics"]] == [0] * len(TOPICS), result
+    assert [t["error_code"] for t in result["topics"]] == [0] * len(topics), result
 
 
 def layout(admin) -> dict[tuple[str, int], tuple[int, list[int], list[int]]]:
@@ -63,7 +64,7 @@ def test_kill_restart_and_controlled_shutdown(controller, broker_factory, tmp_pa
         b.wait_for_state(i, "ACTIVE")
     admin = client(controller)
     wait_until(lambda: unfenced_brokers(admin) == list(IDS), 10, "all five brokers unfenced")
-    create_topics(controller)
+    create_topics(controller, TOPICS)
     assert isr_full(admin)
 
     # --- SIGKILL a leader: after the session timeout its leaderships move ----------------------
@@ -127,4 +128,34 @@ def test_kill_restart_and_controlled_shutdown(controller, broker_factory, tmp_pa
     assert f"after a clean shutdown at epoch {recorded}" in proc.transitions(target)[-2][3]
     assert not (state[target] / ".kafka_cleanshutdown").exists()
     wait_until(lambda: isr_full(admin), 20, "every ISR full again")
+    admin.close()
+
+
+@pytest.mark.controller_properties({**SESSION, "unclean.leader.election.enable": "true"})
+def test_a_leader_elected_uncleanly_reports_recovered(controller, broker_factory, tmp_path):
+    brokers = {i: broker_factory("--node-id", str(i), "--state-dir", str(tmp_path / f"state-{i}"), *BROKER_ARGS)
+               for i in (1, 2, 3)}
+    for i, b in brokers.items():
+        b.wait_for_state(i, "ACTIVE")
+    admin = client(controller)
+    wait_until(lambda: unfenced_brokers(admin) == [1, 2, 3], 10, "three brokers unfenced")
+    create_topics(controller, {"ledger": 1})
+    leader, isr, replicas = partitions(admin, "ledger")[0]
+    others = [r for r in replicas if r != leader]
+    # Only the leader stays in sync, then it dies too: the partition waits for it, leaderless.
+    for r in others:
+        brokers[r].kill9()
+    wait_until(lambda: partitions(admin, "ledger")[0][1] == [leader], 15, "the ISR to shrink to the leader")
+    brokers[leader].kill9()
+    wait_until(lambda: partitions(admin, "ledger")[0][0] == -1, 15, "the partition to go leaderless")
+    # A replica that was out of the ISR comes back: with unclean election allowed it leads,
+    # recovering, and tells the controller once it has recovered.
+    comeback = others[0]
+    brokers[comeback].start()
+    wait_until(lambda: partitions(admin, "ledger")[0][0] == comeback, 15, f"broker {comeback} to lead")
+    wait_until(lambda: "ledger-0 leader recovery state RECOVERED" in brokers[comeback].stderr(), 15,
+               "the new leader to report RECOVERED")
+    brokers[others[1]].start()
+    wait_until(lambda: partitions(admin, "ledger")[0][1] == sorted(others), 20,
+               "the ISR to grow once the leader has recovered")
     admin.close()
