@@ -11,6 +11,7 @@ import sys
 
 SUITES = {
     "codec": "tools.bench.codec",
+    "fleet": "tools.bench.fleet",
     "metadata": "tools.bench.metadata",
     "server": "tools.bench.server",
 }

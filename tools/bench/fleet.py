@@ -1,0 +1,165 @@
+"""A fleet of test brokers heartbeating against one controller: 1,000, 5,000 and 10,000 brokers.
+
+For each size a fresh controller starts as a subprocess (the embedded default: session timeout
+9 s) and the fleet runs in this process on one uvloop event loop, every broker on its own
+connection, heartbeating every 2 s. Once every broker is unfenced and one more interval has
+passed, the counters start; after MEASURE_S they are read:
+
+    {"name": "fleet.heartbeats brokers=N", "ours": answered heartbeats/s,
+     "anchor": N / 2 (the offered rate), "unit": "heartbeats/s", "ratio": achieved / offered,
+     "p50_ms", "p99_ms", "max_ms", "controller_cpu_pct", "controller_rss_mb", "fleet_cpu_pct",
+     "other_processes_cpu_pct", ...}
+
+Latency is measured in the fleet, from handing a heartbeat to the socket to decoding its
+answer, so it includes the fleet's own event loop delays. CPU is a percentage of one core over
+the window (from /proc/PID/stat); memory is VmRSS at the end of the window. Controller and
+fleet share the machine's cores, so neither is measured alone, and whatever else runs on the
+machine competes with both: ``other_processes_cpu_pct`` is the CPU the rest of the machine
+used in the same window (from /proc/stat), to read the latencies against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tools.bench.report import emit, note
+from tools.broker.__main__ import raise_fd_limit
+from tools.broker.fleet import Fleet, FleetOptions
+from tools.broker.lifecycle import State
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = (1000, 5000, 10000)
+INTERVAL_S = 2.0
+MEASURE_S = 60.0
+SETTLE_TIMEOUT_S = 180.0
+CHILD_LIFETIME_S = 600
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _bounded_child() -> None:
+    """In the child before exec: die with this process, and after CHILD_LIFETIME_S regardless."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    signal.alarm(CHILD_LIFETIME_S)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_controller(workdir: Path) -> tuple[subprocess.Popen, int]:
+    port = _free_port()
+    out = workdir / "controller.out"
+    with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "--data-dir", str(workdir / "data"), "--port", str(port),
+             "--log-level", "WARNING"],
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=_bounded_child)
+    deadline = time.monotonic() + 30
+    while b"is active on" not in out.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            raise RuntimeError(f"the controller did not start:\n{(workdir / 'controller.err').read_text()}")
+        time.sleep(0.02)
+    return proc, port
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def cpu_seconds(pid: int | str) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime: fields 14 and 15
+
+
+def host_cpu_seconds() -> float:
+    """CPU time spent by every process of the machine so far (all cores, from /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / CLOCK_TICKS
+
+
+def rss_mb(pid: int | str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _measure(size: int, port: int, controller_pid: int, state_root: Path) -> dict:
+    fleet = Fleet(FleetOptions(
+        bootstrap=[("127.0.0.1", port)], node_ids=list(range(1, size + 1)),
+        state_dir=lambda node_id: state_root / f"broker-{node_id}", heartbeat_interval_s=INTERVAL_S,
+        ramp_s=INTERVAL_S))
+    loop = asyncio.get_running_loop()
+    try:
+        began = loop.time()
+        await fleet.start()
+        while fleet.state_counts()[State.ACTIVE.value] < size:
+            if loop.time() - began > SETTLE_TIMEOUT_S:
+                raise RuntimeError(f"only {fleet.state_counts()} of {size} brokers active "
+                                   f"after {SETTLE_TIMEOUT_S:.0f} s")
+            await asyncio.sleep(0.2)
+        settled = loop.time() - began
+        await asyncio.sleep(INTERVAL_S)  # past the burst of first heartbeats after unfencing
+        fleet.stats.reset()
+        start, c0, f0, h0 = time.monotonic(), cpu_seconds(controller_pid), cpu_seconds("self"), host_cpu_seconds()
+        await asyncio.sleep(MEASURE_S)
+        elapsed = time.monotonic() - start
+        c1, f1, h1 = cpu_seconds(controller_pid), cpu_seconds("self"), host_cpu_seconds()
+        s = fleet.stats
+        return {
+            "answered_per_s": s.heartbeats_answered / elapsed, "elapsed": elapsed, "settle_s": settled,
+            "p50": s.latency.percentile_ms(50), "p99": s.latency.percentile_ms(99),
+            "max": s.latency.max_s * 1000, "errors": s.heartbeat_errors, "unanswered": s.heartbeats_unanswered,
+            "controller_cpu": 100 * (c1 - c0) / elapsed, "fleet_cpu": 100 * (f1 - f0) / elapsed,
+            "other_cpu": 100 * ((h1 - h0) - (c1 - c0) - (f1 - f0)) / elapsed,
+            "controller_rss": rss_mb(controller_pid), "fleet_rss": rss_mb("self"),
+            "not_active": size - fleet.state_counts()[State.ACTIVE.value]}
+    finally:
+        fleet.close()
+
+
+def run() -> None:
+    import uvloop
+
+    raise_fd_limit()
+    note(f"fleet: {', '.join(map(str, SIZES))} brokers, heartbeat every {INTERVAL_S:.0f} s, "
+         f"{MEASURE_S:.0f} s measured each; anchor = the offered rate N/{INTERVAL_S:.0f} per second; "
+         f"fleet and controller share {os.cpu_count()} cores")
+    for size in SIZES:
+        with tempfile.TemporaryDirectory(prefix="kraftwire-bench-fleet-") as tmp:
+            workdir = Path(tmp)
+            proc, port = _start_controller(workdir)
+            try:
+                r = uvloop.run(_measure(size, port, proc.pid, workdir / "brokers"))
+            finally:
+                _stop(proc)
+        emit(f"fleet.heartbeats brokers={size}", r["answered_per_s"], size / INTERVAL_S, "heartbeats/s",
+             p50_ms=round(r["p50"], 2), p99_ms=round(r["p99"], 2), max_ms=round(r["max"], 2),
+             controller_cpu_pct=round(r["controller_cpu"], 1), controller_rss_mb=round(r["controller_rss"], 1),
+             fleet_cpu_pct=round(r["fleet_cpu"], 1), fleet_rss_mb=round(r["fleet_rss"], 1),
+             other_processes_cpu_pct=round(r["other_cpu"], 1),
+             errors=r["errors"], unanswered=r["unanswered"], not_active_at_end=r["not_active"],
+             seconds=round(r["elapsed"], 1), settle_s=round(r["settle_s"], 1))
