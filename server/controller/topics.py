@@ -80,10 +80,15 @@ class TopicAdmin:
         return [[brokers[(start + p + j) % n] for j in range(replication_factor)]
                 for p in range(first_partition, first_partition + partitions)]
 
-    def _check_assignment(self, replicas: list[int], index: int) -> None:
+    def _check_assignment(self, replicas: list[int], index: int, replication_factor: int) -> None:
         if not replicas or len(set(replicas)) != len(replicas):
             raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
                              f"partition {index} must list distinct brokers")
+        if len(replicas) != replication_factor:
+            # Every partition of a topic has the same number of replicas, as Kafka requires.
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                             f"partition {index} has {len(replicas)} replicas, but the topic's other "
+                             f"partitions have {replication_factor}")
         unknown = [b for b in replicas if b not in self.r.cluster.brokers]
         if unknown:
             raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
@@ -156,7 +161,7 @@ class TopicAdmin:
                 raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "assignments must cover partitions 0..n-1")
             assignments = [list(a.broker_ids) for a in ordered]
             for i, replicas in enumerate(assignments):
-                self._check_assignment(replicas, i)
+                self._check_assignment(replicas, i, len(assignments[0]))
         else:
             partitions = topic.num_partitions if topic.num_partitions != -1 else self.r.configs.default_partitions()
             rf = topic.replication_factor if topic.replication_factor != -1 else self.r.configs.default_replication_factor()
@@ -226,14 +231,17 @@ class TopicAdmin:
             raise TopicError(Error.INVALID_PARTITIONS,
                              f"topic {t.name!r} has {current} partitions; the new count {t.count} must be larger")
         extra = t.count - current
-        rf = len(topic.partitions[0].replicas)
+        # The replication factor of a partition being reassigned is where it is heading: its
+        # replica list holds the replicas being added and those being removed together.
+        settled = next((p for p in topic.partitions if not p.reassigning), None)
+        rf = len(settled.replicas) if settled is not None else len(topic.partitions[0].target_replicas())
         if t.assignments is not None:
             if len(t.assignments) != extra:
                 raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
                                  f"{len(t.assignments)} assignments given for {extra} new partitions")
             assignments = [list(a.broker_ids) for a in t.assignments]
             for i, replicas in enumerate(assignments):
-                self._check_assignment(replicas, current + i)
+                self._check_assignment(replicas, current + i, rf)
         else:
             assignments = self.place(extra, rf, current)
         return self._partition_records(topic_id, assignments, current)
