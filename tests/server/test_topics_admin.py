@@ -164,19 +164,20 @@ def test_topics_created_in_one_request_spread_their_leaders(c):
 def test_explicit_assignments(c):
     c.add_broker(4)
     c.expire(4)
-    applied, response = create(c, [new_topic("manual", assignments=[[3, 1], [4, 2], [2, 3, 1]])], 5)
+    applied, response = create(c, [new_topic("manual", assignments=[[3, 1], [4, 2], [2, 3]])], 5)
     assert response.topics[0].error_code == Error.NONE
     assert (response.topics[0].num_partitions, response.topics[0].replication_factor) == (3, 2)
     parts = partitions_of(c, "manual")
-    assert [p.replicas for p in parts] == [[3, 1], [4, 2], [2, 3, 1]]
+    assert [p.replicas for p in parts] == [[3, 1], [4, 2], [2, 3]]
     # A fenced replica starts outside the ISR and does not lead.
-    assert [(p.isr, p.leader) for p in parts] == [([3, 1], 3), ([2], 2), ([2, 3, 1], 2)]
+    assert [(p.isr, p.leader) for p in parts] == [([3, 1], 3), ([2], 2), ([2, 3], 2)]
 
 
 @pytest.mark.parametrize("assignments", [
     [[1, 1]],  # a broker twice
     [[1, 9]],  # an unregistered broker
     [[]],  # no replicas
+    [[1, 2], [2, 3, 1]],  # partitions with different replication factors
 ])
 def test_bad_explicit_assignments(c, assignments):
     applied, response = create(c, [new_topic("bad", assignments=assignments)])
@@ -342,12 +343,29 @@ def test_create_partitions_with_assignments_and_errors(c):
             CreatePartitionsAssignment(broker_ids=[1, 2])]), Error.INVALID_REPLICA_ASSIGNMENT),
         (CreatePartitionsTopic(name="grow", count=4, assignments=[
             CreatePartitionsAssignment(broker_ids=[1, 7])]), Error.INVALID_REPLICA_ASSIGNMENT),
+        (CreatePartitionsTopic(name="grow", count=4, assignments=[
+            CreatePartitionsAssignment(broker_ids=[1, 2, 3])]), Error.INVALID_REPLICA_ASSIGNMENT),
     ]:
         applied, response = create_partitions(c, [topic])
         assert response.results[0].error_code == code
         assert response.results[0].error_message
         assert applied.records == []
     assert len(partitions_of(c, "grow")) == 3
+
+
+def test_new_partitions_of_a_topic_being_reassigned_get_its_replication_factor():
+    c = Cluster()
+    c.brokers(1, 2, 3, 4, 5, 6)
+    c.topic("moving", [[1, 2, 3], [2, 3, 4]])
+    c.reassign("moving", 0, [4, 5, 6])
+    c.reassign("moving", 1, [5, 6, 1])
+    assert len(partitions_of(c, "moving")[0].replicas) == 6  # the merged list while it moves
+    _, response = create_partitions(c, [CreatePartitionsTopic(name="moving", count=3, assignments=None)])
+    assert response.results[0].error_code == Error.NONE
+    assert len(partitions_of(c, "moving")[2].replicas) == 3
+    _, response = create_partitions(c, [CreatePartitionsTopic(name="moving", count=4, assignments=[
+        CreatePartitionsAssignment(broker_ids=[1, 2, 3])])])
+    assert response.results[0].error_code == Error.NONE
 
 
 def test_create_partitions_validate_only(c):
