@@ -88,6 +88,9 @@ class ControllerChannel:
             self._conn = None
 
     async def _connected(self) -> KafkaConnection:
+        conn = self._conn
+        if conn is not None and conn.is_open:
+            return conn  # the common case, without the lock
         async with self._lock:
             while self._conn is None or not self._conn.is_open:
                 self._conn = None
