@@ -201,7 +201,8 @@ class Fleet:
         paused = sum(1 for b in self.brokers.values() if b.paused)
         rediscoveries = sum(b.channel.rediscoveries for b in self.brokers.values())
         s = self.stats
-        line = (f"summary: {self.size()} brokers ({states or 'none started'}; paused {paused}) | "
+        n = self.size()
+        line = (f"summary: {n} broker{'s' if n != 1 else ''} ({states or 'none started'}; paused {paused}) | "
                 f"{s.heartbeat_line()} | registrations {s.registrations}, controller rediscoveries "
                 f"{rediscoveries} | alter-partition sent {s.alter_partition_sent}, errors "
                 f"{s.alter_partition_errors}, isr changes {s.isr_changes}")
