@@ -20,7 +20,6 @@ from protocol.generated.messages.alter_partition_request import (
     AlterPartitionRequest, BrokerState, PartitionData, TopicData)
 from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
-from tests.conftest import poll
 from tests.server.wire import WireBroker, connect
 
 kafka = pytest.importorskip("kafka")
