@@ -153,6 +153,16 @@ def test_responses_without_requests_and_out_of_order():
     assert result.flows[0].unanswered == 1
 
 
+def test_a_flow_joined_mid_way_is_found_by_its_frames():
+    packets = k.packets(k.capture([k.metadata(1), k.metadata(2), k.metadata(3)]))
+    result = validate(k.rewrite(packets[3:]))  # no handshake: who is the client is learnt from the bytes
+    assert result.violations == []
+    # Unsynchronised framers hold each frame until the next header proves it: the order
+    # across directions shifts, the frames do not.
+    assert sorted(frames_of(result)) == [("Metadata", "request", "ok")] * 3 + [("Metadata", "response", "ok")] * 3
+    assert result.flows[0].client == f"{k.CLIENT[0]}:{k.CLIENT[1]}"
+
+
 def test_a_flow_that_is_not_kafka():
     http = (b"GET / HTTP/1.1\r\nHost: example\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
     result = validate(k.capture([http], [k.metadata(1)]))

@@ -197,23 +197,24 @@ class FlowDecoder:
             out.append(violation(self.capture, self.flow, index, ts, rule, offset, detail, severity))
 
         outstanding = self.outstanding
-        request = outstanding.pop(correlation_id, None)
+        request = outstanding.get(correlation_id)
         if request is None:
             broken("response_without_request", 0, f"no request of this flow has correlation id {correlation_id}")
             return FrameRow(self.capture, self.flow, index, "response", ts, None, None, None, correlation_id, None,
                             len(data) + 4, None, UNMATCHED, rules)
-        if outstanding and next(iter(outstanding)) != correlation_id:
+        if next(iter(outstanding)) != correlation_id:
             # Kafka answers a connection's requests in order: the earlier ones this response
             # overtook will not be answered in order any more, so they are judged once, here.
             skipped = []
             for earlier, pending in list(outstanding.items()):
-                if pending.index > request.index:
+                if pending.index >= request.index:
                     break
                 skipped.append(earlier)
                 del outstanding[earlier]
             self.skipped += len(skipped)
             broken("correlation_id_out_of_order", 0,
                    f"answers correlation id {correlation_id} before the earlier {skipped}")
+        del outstanding[correlation_id]
         api, key, version = request.api, request.api_key, request.version
         status = OK
         if not request.decodable:

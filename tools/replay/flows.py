@@ -310,6 +310,6 @@ class _Router:
         for item in out:
             if type(item) is Frame:
                 yield FlowFrame(flow, direction, item.timestamp_ns, item.data)
-            else:
+            elif item.size or item.kind != "resync":  # a stream joined right at a frame start lost nothing
                 yield violation(self.capture, flow, None, conn.end_ns, "framing_error", item.offset,
                                 f"{direction} stream: {item.kind}: {item.detail}")
