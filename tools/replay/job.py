@@ -6,8 +6,9 @@ decoding only its share, so one big capture still keeps every core busy. Tasks s
 but a path; the pure-Python decoder runs inside them and returns plain tuples.
 
 The job runs the same in local mode (the default, `local[*]`), with `--master URL`, and under
-spark-submit; capture paths must then be readable by the executors (a shared filesystem), and
-the project's `protocol` and `tools.replay` packages are shipped to them as a zip.
+spark-submit. Local workers import the project from its tree; on a cluster the `protocol` and
+`tools.replay` packages are shipped to the executors as a zip, and the capture paths must be
+readable by them (a shared filesystem).
 """
 from __future__ import annotations
 
@@ -93,6 +94,10 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay"):
         # on a cluster, the executors' Python is the cluster's business.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no guessing at interfaces for a local run
+        # Local workers import the project from its tree, compiled once into __pycache__; a
+        # shipped zip would make every worker compile the generated codecs again.
+        paths = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         # The decoding is Python's work; the JVM only moves rows, and its full JIT's warm-up
         # would double the time of a small run.
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
@@ -150,7 +155,8 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
         if own_session:
             spark = spark_session(master)
         try:
-            spark.sparkContext.addPyFile(code_zip(scratch))
+            if not spark.sparkContext.master.startswith("local"):
+                spark.sparkContext.addPyFile(code_zip(scratch))
             tables = build_tables(spark, captures, ports)
             _note(f"writing tables under {out}")
             for name in Tables._fields:
