@@ -13,7 +13,9 @@ SUITES = {
     "codec": "tools.bench.codec",
     "fleet": "tools.bench.fleet",
     "metadata": "tools.bench.metadata",
+    "metalog": "tools.bench.metalog",
     "server": "tools.bench.server",
+    "replay": "tools.bench.replay",
 }
 
 
