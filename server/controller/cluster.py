@@ -92,11 +92,10 @@ class ClusterControl:
         self._last_contact[broker_id] = now_ms
 
     def activate(self, now_ms: int) -> None:
-        """Becoming active: every registered broker starts with a full lease, except those that
-        completed a controlled shutdown (fenced while in controlled shutdown): a clean exit
-        freed their id, and a failover must not take that back."""
-        self._last_contact = {b.broker_id: now_ms for b in self.brokers.values()
-                              if not (b.fenced and b.in_controlled_shutdown)}
+        """Becoming active: every unfenced broker starts with a full lease. A fenced broker
+        holds no session (its lease ran out, or it shut down cleanly), so a new incarnation
+        may take its id at once, as before the failover."""
+        self._last_contact = {b.broker_id: now_ms for b in self.brokers.values() if not b.fenced}
 
     def live_broker_ids(self) -> list[int]:
         return [b.broker_id for b in self.brokers.values() if not b.fenced]
@@ -107,8 +106,8 @@ class ClusterControl:
         return b is not None and not b.fenced and not b.in_controlled_shutdown
 
     # --- BrokerRegistration ----------------------------------------------------------------
-    def register_broker(self, req: BrokerRegistrationRequest, next_offset: int, now_ms: int,
-                        leadership: Leadership) -> ControllerResult:
+    def refuse_registration(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult | None:
+        """The answer when no new registration is written: an error, or a retry's epoch."""
         def fail(code: int) -> ControllerResult:
             return ControllerResult([], BrokerRegistrationResponse(error_code=code))
 
@@ -127,23 +126,21 @@ class ClusterControl:
                 return ControllerResult([], BrokerRegistrationResponse(broker_epoch=existing.epoch))
             if self.has_live_session(req.broker_id, now_ms):
                 return fail(Error.DUPLICATE_BROKER_REGISTRATION)
-        records: list[VersionedRecord] = []
-        if existing is not None and req.previous_broker_epoch != existing.epoch:
-            # KIP-966: the old incarnation did not shut down cleanly, so whatever it held as
-            # an eligible leader may be lost.
-            records += leadership.forget_unclean_broker(req.broker_id)
-        epoch = next_offset + len(records)
+        return None
+
+    def register_broker(self, req: BrokerRegistrationRequest, next_offset: int, now_ms: int) -> ControllerResult:
+        """The new registration itself; its epoch is the offset its record will have."""
+        version = self.features.register_broker_record_version()
         record = RegisterBrokerRecord(
-            broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=epoch,
+            broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=next_offset,
             end_points=[BrokerEndpoint(name=l.name, host=l.host, port=l.port,
                                        security_protocol=l.security_protocol) for l in req.listeners],
             features=[BrokerFeature(name=f.name, min_supported_version=f.min_supported_version,
                                     max_supported_version=f.max_supported_version) for f in req.features],
             rack=req.rack, fenced=True, in_controlled_shutdown=False,
-            log_dirs=list(req.log_dirs) if self.features.register_broker_record_version() >= 3 else [])
-        records.append((record, self.features.register_broker_record_version()))
+            log_dirs=list(req.log_dirs) if version >= 3 else [])
         self.touch(req.broker_id, now_ms)
-        return ControllerResult(records, BrokerRegistrationResponse(broker_epoch=epoch))
+        return ControllerResult([(record, version)], BrokerRegistrationResponse(broker_epoch=next_offset))
 
     # --- BrokerHeartbeat -------------------------------------------------------------------
     def heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int,
@@ -194,14 +191,14 @@ class ClusterControl:
             record.in_controlled_shutdown = 1 if changes["in_controlled_shutdown"] else 0
         return record, self.features.broker_registration_change_version()
 
-    def fence_expired(self, now_ms: int, leadership: Leadership) -> list[VersionedRecord]:
-        """Fence every unfenced broker whose lease has run out."""
-        records: list[VersionedRecord] = []
-        for broker in self.brokers.values():
-            if not broker.fenced and not self.has_live_session(broker.broker_id, now_ms):
-                records += leadership.move_leadership_away(broker.broker_id, fencing=True)
-                records.append((FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
-        return records
+    def expired_brokers(self, now_ms: int) -> list[int]:
+        """Unfenced brokers whose lease has run out."""
+        return [b.broker_id for b in self.brokers.values()
+                if not b.fenced and not self.has_live_session(b.broker_id, now_ms)]
+
+    def fence(self, broker_id: int) -> ControllerResult:
+        broker = self.brokers[broker_id]
+        return ControllerResult([(FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0)])
 
     def next_lease_expiry(self) -> int | None:
         """When the earliest lease of an unfenced broker runs out, for the shell's timer."""
@@ -209,14 +206,13 @@ class ClusterControl:
         return min(times) + self.session_timeout_ms if times else None
 
     # --- UnregisterBroker ------------------------------------------------------------------
-    def unregister_broker(self, broker_id: int, leadership: Leadership) -> ControllerResult:
+    def unregister_broker(self, broker_id: int) -> ControllerResult:
         broker = self.brokers.get(broker_id)
         if broker is None:
             return ControllerResult([], UnregisterBrokerResponse())
-        records = leadership.move_leadership_away(broker_id, fencing=True)
-        records.append((UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch), 0))
         self._last_contact.pop(broker_id, None)
-        return ControllerResult(records, UnregisterBrokerResponse())
+        return ControllerResult([(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch), 0)],
+                                UnregisterBrokerResponse())
 
     # --- ControllerRegistration ------------------------------------------------------------
     def register_controller(self, req: ControllerRegistrationRequest) -> ControllerResult:

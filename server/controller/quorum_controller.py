@@ -109,19 +109,59 @@ class QuorumController:
 
     # --- broker lifecycle ------------------------------------------------------------------
     def register_broker(self, req: BrokerRegistrationRequest, version: int) -> Applied:
-        return self.apply(self.cluster.register_broker(req, self.next_offset, self.clock.now_ms(), self.leadership))
+        now = self.clock.now_ms()
+        refusal = self.cluster.refuse_registration(req, now)
+        if refusal is not None:
+            return self.apply(refusal)
+        broker_id = req.broker_id
+        existing = self.cluster.brokers.get(broker_id)
+        steps: list[Callable[[], ControllerResult]] = []
+        if existing is not None and not existing.fenced:
+            # The old incarnation's lease ran out before the fence timer noticed: it must not
+            # keep leading under the new, fenced registration.
+            steps.append(lambda: ControllerResult(self.leadership.move_leadership_away(broker_id, fencing=True)))
+        if existing is not None and req.previous_broker_epoch != existing.epoch:
+            # KIP-966: the old incarnation did not shut down cleanly, so whatever it held as
+            # an eligible leader may be lost.
+            steps.append(lambda: ControllerResult(self.leadership.forget_unclean_broker(broker_id)))
+        steps.append(lambda: self.cluster.register_broker(req, self.next_offset, now))
+        return self._steps(steps)
 
     def broker_heartbeat(self, req: BrokerHeartbeatRequest, version: int) -> Applied:
         return self.apply(self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership))
 
     def unregister_broker(self, req: UnregisterBrokerRequest, version: int) -> Applied:
-        return self.apply(self.cluster.unregister_broker(req.broker_id, self.leadership))
+        broker_id = req.broker_id
+        if broker_id not in self.cluster.brokers:
+            return self.apply(self.cluster.unregister_broker(broker_id))
+        # An id that comes back later is a new, empty broker: it must not stay an eligible leader.
+        return self._steps([
+            lambda: ControllerResult(self.leadership.move_leadership_away(broker_id, fencing=True)),
+            lambda: ControllerResult(self.leadership.forget_unclean_broker(broker_id)),
+            lambda: self.cluster.unregister_broker(broker_id)])
 
     def register_controller(self, req: ControllerRegistrationRequest, version: int) -> Applied:
         return self.apply(self.cluster.register_controller(req))
 
     def fence_expired_brokers(self) -> Applied:
-        return self.apply(ControllerResult(self.cluster.fence_expired(self.clock.now_ms(), self.leadership)))
+        steps: list[Callable[[], ControllerResult]] = []
+        for broker_id in self.cluster.expired_brokers(self.clock.now_ms()):
+            steps.append(lambda b=broker_id: ControllerResult(self.leadership.move_leadership_away(b, fencing=True)))
+            steps.append(lambda b=broker_id: self.cluster.fence(b))
+        return self._steps(steps)
+
+    def _steps(self, steps: list[Callable[[], ControllerResult]]) -> Applied:
+        """Run dependent parts of one command in order, each built on the state the previous
+        ones left, so that two parts never write conflicting changes to one partition."""
+        base = self.next_offset
+        records: list[VersionedRecord] = []
+        response = None
+        for step in steps:
+            applied = self.apply(step())
+            records += applied.records
+            if applied.response is not None:
+                response = applied.response
+        return Applied(records, base, response)
 
     def update_features(self, req: UpdateFeaturesRequest, version: int) -> Applied:
         ranges = [b.features for b in self.cluster.brokers.values()]

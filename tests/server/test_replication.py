@@ -970,10 +970,6 @@ def test_elr_needs_a_metadata_version_with_partition_record_v2():
 
 # --- state that the log and snapshots rebuild -----------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ClusterControl.fence_expired builds the records for every expired broker against state that "
-    "does not yet include the records built for the brokers before it, so fencing 1 and 3 together "
-    "writes two conflicting changes for a partition both were in (ISR [1], leader 3 afterwards)"))
 def test_brokers_expiring_together_leave_consistent_partitions(c):
     c.alter(1, "t", 0, [1, 3])
     c.clock.advance(SESSION_MS)
@@ -985,10 +981,6 @@ def test_brokers_expiring_together_leave_consistent_partitions(c):
     assert p.leader == NO_LEADER and len(p.isr) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ClusterControl.register_broker replaces a registration whose lease ran out but that was "
-    "not fenced yet with a fenced one without moving leadership away: the partition keeps a "
-    "fenced leader, and fence_expired skips it from then on because it is already fenced"))
 def test_a_restart_before_the_fence_timer_still_moves_leadership(c):
     c.clock.advance(SESSION_MS)
     c.heartbeat(2)
@@ -999,11 +991,6 @@ def test_a_restart_before_the_fence_timer_still_moves_leadership(c):
     assert c.part("t").leader != 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an unregistered broker stays in the ELR (move_leadership_away adds it as a leaving ISR "
-    "member), and a new registration of its id is not treated as an unclean restart because "
-    "there is no previous registration to compare with, so an empty broker is elected as a "
-    "clean leader"))
 def test_an_unregistered_broker_is_not_an_eligible_leader_when_its_id_returns(e):
     e.expire(3)
     e.unregister(2)
