@@ -968,7 +968,7 @@ def test_elr_needs_a_metadata_version_with_partition_record_v2():
     assert_replays(c)
 
 
-# --- state that the log and snapshots rebuild -----------------------------------------------------------
+# --- commands that touch partitions in several steps ----------------------------------------------------
 
 def test_brokers_expiring_together_leave_consistent_partitions(c):
     c.alter(1, "t", 0, [1, 3])
@@ -998,6 +998,8 @@ def test_an_unregistered_broker_is_not_an_eligible_leader_when_its_id_returns(e)
     e.add_broker(2)
     assert 2 not in e.part("t").elr and e.part("t").leader != 2
 
+
+# --- random histories: invariants, and the log and snapshot rebuilding the state ----------------------
 
 def check_invariants(c: Cluster) -> None:
     cluster = c.qc.cluster
@@ -1036,7 +1038,16 @@ def test_random_histories_keep_invariants_and_replay_to_the_same_state(seed):
     for _ in range(120):
         live = c.alive()
         op = rng.randrange(10)
-        if op == 0 and len(live) > 1:
+        if op == 0 and len(live) > 2 and rng.random() < 0.3:
+            # Two leases run out together and are fenced by one timer tick.
+            together = rng.sample(live, 2)
+            c.clock.advance(SESSION_MS)
+            for b in live:
+                if b not in together:
+                    c.heartbeat(b)
+            c.clock.advance(1)
+            c.run(c.qc.fence_expired_brokers())
+        elif op == 0 and len(live) > 1:
             c.expire(rng.choice(live))
         elif op == 1:
             fenced = [b for b in ids if b not in live and b in c.qc.cluster.brokers]
@@ -1083,6 +1094,16 @@ def test_random_histories_keep_invariants_and_replay_to_the_same_state(seed):
         elif op == 7:
             made += 1
             c.create(f"n{made}", partitions=rng.randint(1, 3), rf=rng.randint(1, 3))
+        elif op == 9 and len(live) > 1 and rng.random() < 0.3:
+            # A live broker dies and its next incarnation registers before the fence timer runs.
+            b = rng.choice(live)
+            c.clock.advance(SESSION_MS)
+            for other in live:
+                if other != b:
+                    c.heartbeat(other)
+            c.clock.advance(1)
+            c.register(b, previous_epoch=c.epochs[b] if rng.random() < 0.5 else -1)
+            c.unfence(b)
         elif op == 8 and rng.random() < 0.3:
             names = sorted(c.qc.replication.names)
             if names:
