@@ -10,24 +10,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
+from dataclasses import dataclass
 from typing import Callable
 
 from protocol.api_keys import API_VERSIONS_KEY, APIS, Api
 from protocol.error_codes import Error
 from protocol.errors import DecodeError
-from protocol.framing import begin_frame, end_frame
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from protocol.generated.messages.request_header import RequestHeader
-from protocol.generated.messages.response_header import ResponseHeader
-from protocol.headers import peek_request_prefix
 from protocol.message import Message
+from protocol.primitives import INT32
 from server.controller.quorum_controller import Applied, QuorumController
 from server.metalog.committer import Committer
 from server.network import Connection, RequestRejected
 
 log = logging.getLogger("kraftwire.apis")
 
-Handler = Callable[[RequestHeader, Message, int], tuple[Message, int]]
+Handler = Callable[[Message, int], tuple[Message, int]]
+
+_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation id
+
+
+@dataclass(frozen=True)
+class Route:
+    api: Api
+    version: int
+    decode_header: Callable[[bytes, int], tuple[Message, int]]
+    decode_request: Callable[[bytes, int], tuple[Message, int]]
+    response_header_tail: bytes  # response header v1 adds an empty tagged-field section
+    handler: Handler
+
+
+def _decode_or_label(decoder: Callable, name: str, buf: bytes, pos: int) -> tuple[Message, int]:
+    try:
+        return decoder(buf, pos)
+    except DecodeError as exc:
+        raise exc.within(name, -1) from None
 
 
 def with_error(response: Message, code: int) -> Message:
@@ -70,20 +90,22 @@ class Router:
             self.register(key, self._writer(name))
         for key, name in READS.items():
             self.register(key, self._reader(name))
+        self.register(API_VERSIONS_KEY, lambda request, version: (self.api_versions(version), -1))
 
     def _writer(self, name: str) -> Handler:
-        def handle(header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
+        def handle(request: Message, version: int) -> tuple[Message, int]:
             applied: Applied = getattr(self.controller, name)(request, version)
             self.committer.submit(applied.records, applied.base_offset)
             return applied.response, self.controller.last_applied_offset
         return handle
 
     def _reader(self, name: str) -> Handler:
-        def handle(header: RequestHeader, request: Message, version: int) -> tuple[Message, int]:
+        def handle(request: Message, version: int) -> tuple[Message, int]:
             return getattr(self.controller, name)(request, version), self.controller.last_applied_offset
         return handle
     def register(self, api_key: int, handler: Handler, versions: tuple[int, int] | None = None) -> None:
         self.handlers[api_key] = handler
+        self._routes: dict[tuple[int, int], Route] = {}
         if versions is not None:
             self.version_limits[api_key] = versions
 
@@ -92,34 +114,30 @@ class Router:
 
     # --- dispatch ---------------------------------------------------------------------------
     def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future | None:
-        key, version, correlation_id = peek_request_prefix(frame)
-        api = APIS.get(key)
-        if api is None or (key not in self.handlers and key != API_VERSIONS_KEY):
-            raise RequestRejected(f"unknown or unserved API key {key}")
-        lo, hi = self.served_versions(api)
-        if not lo <= version <= hi:
-            if key == API_VERSIONS_KEY:
-                # Kafka answers with a v0 body listing what it does support, so the client
-                # can retry at a version both sides know.
-                return self._encode(api, 0, correlation_id, ApiVersionsResponse(
+        if len(frame) < _PREFIX.size:
+            raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
+        key, version, correlation_id = _PREFIX.unpack_from(frame)
+        route = self._routes.get((key, version))
+        if route is None:
+            route = self._route(key, version)
+            if route is None:
+                # Kafka answers an ApiVersions it cannot read with a v0 body listing what it
+                # does support, so the client can retry at a version both sides know.
+                return self._encode(self._route(API_VERSIONS_KEY, 0), correlation_id, ApiVersionsResponse(
                     error_code=Error.UNSUPPORTED_VERSION, api_keys=self._api_versions_list()))
-            raise RequestRejected(f"{api.name} v{version} is not supported (v{lo}-v{hi})")
-        header, pos = RequestHeader.decode(frame, api.request_header_version(version))
-        request, end = api.request.decode(frame, version, pos)
+        _, pos = route.decode_header(frame, 0)
+        request, end = route.decode_request(frame, pos)
         if end != len(frame):
-            raise DecodeError(api.request.NAME, version, end, f"{len(frame) - end} trailing bytes")
-        if key == API_VERSIONS_KEY:
-            return self._encode(api, version, correlation_id, self.api_versions(version))
-        response, visible = self.handlers[key](header, request, version)
+            raise DecodeError(route.api.request.NAME, version, end, f"{len(frame) - end} trailing bytes")
+        response, visible = route.handler(request, version)
         if isinstance(response, asyncio.Future):
             # A long poll: the handler answers later by itself.
             out = asyncio.get_running_loop().create_future()
-            response.add_done_callback(
-                lambda f: out.set_result(self._encode(api, version, correlation_id, f.result())))
+            response.add_done_callback(lambda f: out.set_result(self._encode(route, correlation_id, f.result())))
             return out
         waiter = self.committer.wait(visible)
         if waiter is None:
-            return self._encode(api, version, correlation_id, response)
+            return self._encode(route, correlation_id, response)
         out = asyncio.get_running_loop().create_future()
 
         def release(f: asyncio.Future) -> None:
@@ -127,21 +145,41 @@ class Router:
                 # The records behind this answer never became durable: tell the client to
                 # retry instead of pretending it worked.
                 with_error(response, Error.NOT_CONTROLLER)
-            out.set_result(self._encode(api, version, correlation_id, response))
+            out.set_result(self._encode(route, correlation_id, response))
 
         waiter.add_done_callback(release)
         return out
 
+    def _route(self, key: int, version: int) -> Route | None:
+        """Everything version-specific about one (API, version), worked out once."""
+        api = APIS.get(key)
+        if api is None or key not in self.handlers:
+            raise RequestRejected(f"unknown or unserved API key {key}")
+        lo, hi = self.served_versions(api)
+        if not lo <= version <= hi:
+            if key == API_VERSIONS_KEY:
+                return None
+            raise RequestRejected(f"{api.name} v{version} is not supported (v{lo}-v{hi})")
+        header_decoder = RequestHeader._DECODERS[api.request_header_version(version)]
+        route = Route(api, version,
+                      lambda buf, pos: _decode_or_label(header_decoder, "RequestHeader", buf, pos),
+                      lambda buf, pos: api.request.decode(buf, version, pos),
+                      b"\x00" if api.response_header_version(version) == 1 else b"",
+                      self.handlers[key])
+        self._routes[(key, version)] = route
+        return route
+
     @staticmethod
-    def _encode(api: Api, version: int, correlation_id: int, response: Message) -> bytes:
-        out = begin_frame()
-        ResponseHeader(correlation_id).encode_into(out, api.response_header_version(version))
-        response.encode_into(out, version)
-        return end_frame(out)
+    def _encode(route: Route, correlation_id: int, response: Message) -> bytes:
+        out = bytearray(_FRAME_HEAD.pack(0, correlation_id))
+        out += route.response_header_tail
+        response.encode_into(out, route.version)
+        INT32.pack_into(out, 0, len(out) - 4)
+        return bytes(out)
 
     # --- ApiVersions ------------------------------------------------------------------------
     def _api_versions_list(self) -> list[ApiVersion]:
-        keys = sorted({*self.handlers, API_VERSIONS_KEY})
+        keys = sorted(self.handlers)
         return [ApiVersion(api_key=k, min_version=self.served_versions(APIS[k])[0],
                            max_version=self.served_versions(APIS[k])[1]) for k in keys]
 

@@ -66,9 +66,9 @@ class ControllerServer:
         self.fetch_server = MetadataFetchServer(
             self.log, self.committer, self.cluster_id, config.node_id, self.epoch,
             sorted(config.voters) or [config.node_id], (listener.host or "127.0.0.1", listener.port))
-        self.router.register(1, lambda h, r, v: (self.fetch_server.fetch(r, v), -1))
-        self.router.register(55, lambda h, r, v: (self.fetch_server.describe_quorum(r, v), -1))
-        self.router.register(59, lambda h, r, v: (self.fetch_server.fetch_snapshot(r, v), -1))
+        self.router.register(1, lambda r, v: (self.fetch_server.fetch(r, v), -1))
+        self.router.register(55, lambda r, v: (self.fetch_server.describe_quorum(r, v), -1))
+        self.router.register(59, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), -1))
         self.fetch_server.snapshot = self.snapshot
         self._snapshot_wanted = False
         self._snapshotting = False
