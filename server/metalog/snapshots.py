@@ -51,10 +51,15 @@ def write_snapshot(partition_dir: Path, snapshot: SnapshotId, records: Iterable[
 
 def load_latest_snapshot(partition_dir: Path) -> tuple[SnapshotId, list[VersionedRecord]] | None:
     """The newest snapshot that reads back whole; a damaged newer one is reported and skipped
-    only if an older valid one exists, never silently."""
+    only if an older valid one exists, never silently. None only when there is no snapshot:
+    if every one is damaged, StorageError says why, since the log they covered may be gone."""
+    problems = []
     for snapshot in reversed(list_snapshots(partition_dir)):
         try:
             return snapshot, read_snapshot_file(partition_dir / snapshot.file_name)
         except StorageError as exc:
             log.error("snapshot %s is unusable, trying an older one: %s", snapshot.file_name, exc)
+            problems.append(str(exc))
+    if problems:
+        raise StorageError("no usable snapshot: " + "; ".join(problems))
     return None
