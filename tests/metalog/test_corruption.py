@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 
 import pytest
 
 from protocol.records import HEADER_SIZE
+from server.metalog.snapshots import list_snapshots
 from tests.metalog.support import (
-    active_brokers, batch_positions, connect, create_topic, load_data_dir, metadata_topics,
-    run_server_once, segment_paths, state_of)
+    active_brokers, batch_positions, build_state, connect, create_topic, load_data_dir, metadata_topics,
+    partition_dir, run_server_once, segment_paths, state_of, wait_until)
 
 PROPS = {"broker.session.timeout.ms": "120000"}
 TOPICS = 24
@@ -137,3 +139,25 @@ def test_a_torn_tail_is_truncated_with_a_log_line(controller_factory, damage):
         recovered["isr_of"] = {b: [p for p in ps if p[0] != "after-the-tear"] for b, ps in recovered["isr_of"].items()}
         recovered["isr_of"] = {b: ps for b, ps in recovered["isr_of"].items() if ps}
         assert recovered == state_of(whole)
+
+
+def test_a_damaged_snapshot_whose_log_is_gone_stops_start_up(controller_factory):
+    controller = controller_factory({**PROPS, "metadata.log.segment.bytes": "4096"})
+    partition = partition_dir(controller.data_dir)
+    with connect(controller) as client:
+        build_state(client, controller.cluster_id, topics=40)
+        os.kill(controller.pid, signal.SIGUSR1)
+        [snapshot] = wait_until(lambda: list_snapshots(partition), 10, "a snapshot")
+        controller.wait_for_stderr(r"wrote snapshot .* removed \d+ old segments")
+        create_topic(client, "after-the-snapshot", 1)
+    controller.stop()
+    assert int(segment_paths(controller.data_dir)[0].name[:20]) > 0
+    path = partition / snapshot.file_name
+    data = path.read_bytes()
+    flip(path, len(data) // 2)
+
+    result = run_server_once(controller.config_path)
+    assert result.returncode != 0, result.stdout
+    assert "is active" not in result.stdout
+    assert f"{path}: corrupt record batch at byte" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
