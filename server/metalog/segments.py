@@ -228,17 +228,27 @@ class MetadataLog:
         i = self.entry_for(offset)
         if i is None:
             return b""
-        out = []
+        chosen: list[BatchEntry] = []
         total = 0
         while i < len(self.entries):
             e = self.entries[i]
             if up_to is not None and e.last_offset > up_to:
                 break
-            if out and total + e.size > max_bytes:
+            if chosen and total + e.size > max_bytes:
                 break
-            out.append(self._read_entry(e))
+            chosen.append(e)
             total += e.size
             i += 1
+        # Batches of one segment lie back to back: one read per segment, not one per batch.
+        out = []
+        start = 0
+        for j in range(1, len(chosen) + 1):
+            if j == len(chosen) or chosen[j].segment != chosen[start].segment:
+                first, last = chosen[start], chosen[j - 1]
+                with open(self.segments[first.segment], "rb") as f:
+                    f.seek(first.position)
+                    out.append(f.read(last.position + last.size - first.position))
+                start = j
         return b"".join(out)
 
     def _read_entry(self, e: BatchEntry) -> bytes:
