@@ -384,3 +384,26 @@ def test_fetch_rejects_another_cluster_and_offsets_past_the_end(module_controlle
         hw = fetch(client, 0).high_watermark
         assert fetch(client, hw + 10).error_code == Error.OFFSET_OUT_OF_RANGE
         assert fetch(client, 0, current_leader_epoch=1 << 20).error_code == Error.UNKNOWN_LEADER_EPOCH
+
+
+def test_reads_stop_at_max_bytes_and_up_to_across_segments(tmp_path):
+    log = MetadataLog.open(tmp_path, segment_bytes=2048)
+    written = [raw for _ in range(12) for raw in fill(log, 5, count=1 + _ % 3)]
+    assert len(log.segments) > 4
+    starts = [read_batch_header(raw).base_offset for raw in written]
+    for offset in range(0, log.end_offset, 3):
+        for max_bytes in (1, 500, 3000, 1 << 20):
+            for up_to in (None, offset + 7, log.end_offset - 1):
+                got = log.read(offset, max_bytes, up_to)
+                first = max(i for i, s in enumerate(starts) if s <= offset)
+                expected, total = [], 0
+                for raw in written[first:]:
+                    header = read_batch_header(raw)
+                    if up_to is not None and header.last_offset > up_to:
+                        break
+                    if expected and total + len(raw) > max_bytes:
+                        break
+                    expected.append(raw)
+                    total += len(raw)
+                assert got == b"".join(expected), (offset, max_bytes, up_to)
+    log.close()
