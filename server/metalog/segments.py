@@ -60,6 +60,9 @@ class MetadataLog:
         self.segments: list[Path] = []
         self.entries: list[BatchEntry] = []
         self._bases: list[int] = []  # entries' base offsets, for bisect
+        # Each leader epoch in the log and the offset of its first batch, for diverging fetches.
+        self._epoch_starts: list[int] = []
+        self._epochs: list[int] = []
         self._active = None  # open file of the last segment
         self._active_size = 0
         self.start_offset = 0
@@ -141,6 +144,10 @@ class MetadataLog:
     def _index(self, entry: BatchEntry) -> None:
         self.entries.append(entry)
         self._bases.append(entry.base_offset)
+        if not self._epochs or entry.epoch != self._epochs[-1]:
+            # Start before epoch: a reader on another thread never finds an epoch without it.
+            self._epoch_starts.append(entry.base_offset)
+            self._epochs.append(entry.epoch)
 
     # --- writing ----------------------------------------------------------------------------
     @property
@@ -283,13 +290,18 @@ class MetadataLog:
         return sum(e.size for e in self.entries if e.last_offset >= offset)
 
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
-        """(largest epoch <= ``epoch``, the end offset of that epoch), for diverging fetches."""
-        best_epoch, end = -1, -1
-        for e in self.entries:
-            if e.epoch > epoch:
-                break
-            best_epoch, end = e.epoch, e.last_offset + 1
-        return best_epoch, end
+        """(largest epoch <= ``epoch``, the end offset of that epoch), for diverging fetches.
+
+        Observers send their last fetched epoch with every fetch, so this looks the epoch up
+        in the per-epoch index instead of walking every batch; epochs never go down along
+        the log (recovery checks it)."""
+        epochs = self._epochs
+        count = len(epochs)
+        i = bisect_right(epochs, epoch, 0, count) - 1
+        if i < 0:
+            return -1, -1
+        end = self._epoch_starts[i + 1] if i + 1 < count else self.end_offset
+        return epochs[i], end
 
     def delete_segments_before(self, offset: int) -> list[Path]:
         """Delete segments wholly below ``offset`` (covered by a snapshot)."""
@@ -306,6 +318,12 @@ class MetadataLog:
                 self._bases = [e.base_offset for e in entries]
                 self.entries = entries
             if removed:
+                starts, epochs = [], []
+                for e in self.entries:
+                    if not epochs or e.epoch != epochs[-1]:
+                        starts.append(e.base_offset)
+                        epochs.append(e.epoch)
+                self._epoch_starts, self._epochs = starts, epochs
                 self.start_offset = self.entries[0].base_offset if self.entries else offset
                 fsync_dir(self.directory)
         return removed
