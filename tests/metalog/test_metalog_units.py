@@ -407,3 +407,28 @@ def test_reads_stop_at_max_bytes_and_up_to_across_segments(tmp_path):
                     total += len(raw)
                 assert got == b"".join(expected), (offset, max_bytes, up_to)
     log.close()
+
+
+def test_epoch_end_offsets_match_a_walk_over_every_batch(tmp_path):
+    def walk(log: MetadataLog, epoch: int) -> tuple[int, int]:
+        best = (-1, -1)
+        for e in log.entries:
+            if e.epoch > epoch:
+                break
+            best = (e.epoch, e.last_offset + 1)
+        return best
+
+    log = MetadataLog.open(tmp_path, segment_bytes=1024)
+    epoch = 1
+    for i in range(120):
+        epoch += 1 if i % 17 == 0 else 3 if i % 41 == 0 else 0
+        log.append([topic_batch(log.end_offset, count=1 + i % 2, epoch=epoch)])
+    for stage in ("written", "reopened", "after deletion"):
+        if stage == "reopened":
+            log.close()
+            log = MetadataLog.open(tmp_path, segment_bytes=1024)
+        elif stage == "after deletion":
+            assert log.delete_segments_before(log.end_offset // 2)
+        for asked in range(0, epoch + 3):
+            assert log.epoch_end_offset(asked) == walk(log, asked), (stage, asked)
+    log.close()
