@@ -20,7 +20,7 @@ from protocol.errors import DecodeError
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.message import Message
-from protocol.primitives import INT32
+from protocol.primitives import INT16, INT32
 from server.controller.quorum_controller import Applied, QuorumController
 from server.metalog.committer import Committer
 from server.network import Connection, RequestRejected
@@ -35,19 +35,36 @@ _FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation i
 
 @dataclass(frozen=True)
 class Route:
+    """Everything version-specific about serving one (API, version): the generated decoder
+    and encoder functions themselves, so a request costs no lookups."""
+
     api: Api
     version: int
-    decode_header: Callable[[bytes, int], tuple[Message, int]]
+    flexible_header: bool  # request header v2: tagged fields after the client id
     decode_request: Callable[[bytes, int], tuple[Message, int]]
+    encode_response: Callable[[Message, bytearray], None]
     response_header_tail: bytes  # response header v1 adds an empty tagged-field section
     handler: Handler
 
 
-def _decode_or_label(decoder: Callable, name: str, buf: bytes, pos: int) -> tuple[Message, int]:
+def _body_start(frame: bytes, flexible_header: bool) -> int:
+    """Skip the request header (its fields were read from the prefix; the client id is only
+    checked), decoding it in full only when it carries tagged fields."""
+    if len(frame) < _PREFIX.size + 2:
+        raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
+    (n,) = INT16.unpack_from(frame, _PREFIX.size)
+    pos = _PREFIX.size + 2 + max(n, 0)
+    if pos > len(frame):
+        raise DecodeError("RequestHeader", None, _PREFIX.size, f"client id of {n} bytes runs past the frame")
     try:
-        return decoder(buf, pos)
-    except DecodeError as exc:
-        raise exc.within(name, -1) from None
+        frame[_PREFIX.size + 2:pos].decode()
+    except UnicodeDecodeError as exc:
+        raise DecodeError("RequestHeader", None, _PREFIX.size + 2, f"client id is not UTF-8: {exc}") from None
+    if flexible_header:
+        if pos < len(frame) and frame[pos] == 0:
+            return pos + 1
+        _, pos = RequestHeader.decode(frame, 2)
+    return pos
 
 
 def with_error(response: Message, code: int) -> Message:
@@ -125,8 +142,11 @@ class Router:
                 # does support, so the client can retry at a version both sides know.
                 return self._encode(self._route(API_VERSIONS_KEY, 0), correlation_id, ApiVersionsResponse(
                     error_code=Error.UNSUPPORTED_VERSION, api_keys=self._api_versions_list()))
-        _, pos = route.decode_header(frame, 0)
-        request, end = route.decode_request(frame, pos)
+        pos = _body_start(frame, route.flexible_header)
+        try:
+            request, end = route.decode_request(frame, pos)
+        except DecodeError as exc:
+            raise exc.within(route.api.request.NAME, version) from None
         if end != len(frame):
             raise DecodeError(route.api.request.NAME, version, end, f"{len(frame) - end} trailing bytes")
         response, visible = route.handler(request, version)
@@ -160,10 +180,8 @@ class Router:
             if key == API_VERSIONS_KEY:
                 return None
             raise RequestRejected(f"{api.name} v{version} is not supported (v{lo}-v{hi})")
-        header_decoder = RequestHeader._DECODERS[api.request_header_version(version)]
-        route = Route(api, version,
-                      lambda buf, pos: _decode_or_label(header_decoder, "RequestHeader", buf, pos),
-                      lambda buf, pos: api.request.decode(buf, version, pos),
+        route = Route(api, version, api.request_header_version(version) == 2,
+                      api.request._DECODERS[version], api.response._ENCODERS[version],
                       b"\x00" if api.response_header_version(version) == 1 else b"",
                       self.handlers[key])
         self._routes[(key, version)] = route
@@ -173,7 +191,7 @@ class Router:
     def _encode(route: Route, correlation_id: int, response: Message) -> bytes:
         out = bytearray(_FRAME_HEAD.pack(0, correlation_id))
         out += route.response_header_tail
-        response.encode_into(out, route.version)
+        route.encode_response(response, out)
         INT32.pack_into(out, 0, len(out) - 4)
         return bytes(out)
 
