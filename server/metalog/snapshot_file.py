@@ -63,13 +63,18 @@ def write_snapshot_file(path: Path, records: Iterable[VersionedRecord], epoch: i
     under the final name. Returns the size written."""
     tmp = path.with_name(path.name + ".part")
     size = 0
-    with open(tmp, "wb") as out:
-        for batch in encode_snapshot(records, epoch):
-            out.write(batch)
-            size += len(batch)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as out:
+            for batch in encode_snapshot(records, epoch):
+                out.write(batch)
+                size += len(batch)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk or a failed fsync: nothing would ever read or remove the partial file.
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)
     return size
 
