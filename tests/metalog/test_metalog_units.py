@@ -432,3 +432,22 @@ def test_epoch_end_offsets_match_a_walk_over_every_batch(tmp_path):
         for asked in range(0, epoch + 3):
             assert log.epoch_end_offset(asked) == walk(log, asked), (stage, asked)
     log.close()
+
+
+def test_a_snapshot_that_cannot_be_written_leaves_no_file_behind(tmp_path, monkeypatch):
+    from server.metalog import snapshot_file
+    from server.metalog.snapshots import SnapshotId, list_snapshots, write_snapshot
+
+    class FailingSync(_NoSync):
+        @staticmethod
+        def fsync(fd: int) -> None:
+            raise OSError(28, "No space left on device")
+
+    records = [(TopicRecord(name=f"t{i}", topic_id=random_uuid()), 0) for i in range(10)]
+    write_snapshot(tmp_path, SnapshotId(10, 1), records)
+    monkeypatch.setattr(snapshot_file, "os", FailingSync())
+    with pytest.raises(OSError):
+        write_snapshot(tmp_path, SnapshotId(20, 1), records)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SnapshotId(10, 1).file_name]
+    assert list_snapshots(tmp_path) == [SnapshotId(10, 1)]
