@@ -28,7 +28,7 @@ from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, con
 ROOT = Path(__file__).resolve().parents[2]
 # A capture is split into shares of its connections when it is at least this large per share.
 SHARE_BYTES = 16 << 20
-_FRAME, _VIOLATION, _FLOW, _EVENT = 0, 1, 2, 3
+_FRAME, _VIOLATION, _FLOW, _EVENT = 0, 1, 2, 3  # the tags of schema.TAGGED
 _TAGS = {FrameRow: _FRAME, Violation: _VIOLATION, FlowRow: _FLOW, ControllerEvent: _EVENT}
 
 
@@ -119,7 +119,6 @@ class Tables(NamedTuple):
 
 def build_tables(spark, captures: list[str], ports: Iterable[int] = ()) -> Tables:
     """Decode the captures on the cluster; the DataFrames of frames, violations and flows."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from tools.replay import schema
@@ -127,20 +126,31 @@ def build_tables(spark, captures: list[str], ports: Iterable[int] = ()) -> Table
     sc = spark.sparkContext
     tasks = plan(captures, ports, sc.defaultParallelism)
     _note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
-    rows = sc.parallelize(tasks, len(tasks)).flatMap(run_task).persist(StorageLevel.MEMORY_AND_DISK)
-    frames = spark.createDataFrame(rows.filter(lambda r: r[0] == _FRAME).values(), schema.FRAMES, verifySchema=False)
-    decoded = rows.filter(lambda r: r[0] == _VIOLATION).values()
-    events = rows.filter(lambda r: r[0] == _EVENT).values()
-    judged = events.groupBy(lambda e: e[0]).flatMap(lambda kv: controller_task(kv[1]))
-    violations = spark.createDataFrame(decoded.union(judged), schema.VIOLATIONS, verifySchema=False)
-    flows = spark.createDataFrame(rows.filter(lambda r: r[0] == _FLOW).values(), schema.FLOWS, verifySchema=False)
+    # One pass of Python -> JVM conversion: every kind of row in one cached table, one struct
+    # column per kind, split apart by the JVM.
+    tagged = sc.parallelize(tasks, len(tasks)).flatMap(run_task).map(_spread)
+    rows = spark.createDataFrame(tagged, schema.TAGGED, verifySchema=False).persist()
+    frames = rows.where("tag = 0").select("frame.*")
+    events = rows.where("tag = 3").select("event.*").rdd.map(tuple)
+    judged = spark.createDataFrame(events.groupBy(lambda e: e[0]).flatMap(lambda kv: controller_task(kv[1])),
+                                   schema.VIOLATIONS, verifySchema=False).persist()  # read twice below
+    violations = rows.where("tag = 1").select("violation.*").unionByName(judged)
+    flows = rows.where("tag = 2").select("flow.*")
     # Rules judged across flows name their frame; add them to that frame's own list.
-    late = (violations.where(F.col("frame").isNotNull() & F.col("rule").isin(*CROSS_FLOW_RULES))
+    late = (judged.where(F.col("frame").isNotNull() & F.col("rule").isin(*CROSS_FLOW_RULES))
             .groupBy("capture", "flow", "frame").agg(F.collect_list("rule").alias("late")))
     frames = (frames.join(F.broadcast(late), ["capture", "flow", "frame"], "left")
               .withColumn("violations", F.concat("violations", F.coalesce("late", F.array().cast("array<string>"))))
               .drop("late").select(*schema.FRAMES.fieldNames()))
     return Tables(frames, violations, flows)
+
+
+def _spread(tagged: tuple[int, tuple]) -> tuple:
+    """(tag, row) -> (tag, frame, violation, flow, event) with the row in its kind's column."""
+    tag, row = tagged
+    out = [tag, None, None, None, None]
+    out[tag + 1] = row
+    return tuple(out)
 
 
 def validate(captures: list[str], out: str, master: str | None = None, ports: Iterable[int] = (),

@@ -6,7 +6,7 @@ from pyspark.sql.types import (
     ArrayType, BooleanType, DataType, DoubleType, IntegerType, LongType, StringType, StructField, StructType)
 
 from tools.replay.decode import FlowRow, FrameRow
-from tools.replay.rules import Violation
+from tools.replay.rules import ControllerEvent, Violation
 
 _TYPES: dict[str, DataType] = {
     "capture": StringType(), "flow": StringType(), "frame": IntegerType(), "direction": StringType(),
@@ -18,11 +18,13 @@ _TYPES: dict[str, DataType] = {
     "end_ns": LongType(), "requests": IntegerType(), "responses": IntegerType(), "unanswered": IntegerType(),
     "bytes_to_server": LongType(), "bytes_to_client": LongType(), "gap_bytes": LongType(),
     "client_ids": ArrayType(StringType(), False), "violation_count": IntegerType(), "end_reason": StringType(),
+    "kind": StringType(), "broker_id": IntegerType(), "epoch": LongType(), "cluster_id": StringType(),
+    "error_code": IntegerType(),
 }
 # Columns some rows leave empty: what a frame that does not decode, or a problem of a whole
 # capture, cannot say.
 _NULLABLE = {"api_key", "api_name", "api_version", "client_id", "latency_ms", "flow", "frame", "timestamp_ns",
-             "offset"}
+             "offset", "broker_id", "epoch", "cluster_id"}
 
 
 def _schema(fields: tuple[str, ...], nullable: set[str]) -> StructType:
@@ -32,3 +34,9 @@ def _schema(fields: tuple[str, ...], nullable: set[str]) -> StructType:
 FRAMES = _schema(FrameRow._fields, _NULLABLE - {"flow", "frame", "timestamp_ns"})
 VIOLATIONS = _schema(Violation._fields, _NULLABLE)
 FLOWS = _schema(FlowRow._fields, set())
+EVENTS = _schema(ControllerEvent._fields, _NULLABLE - {"flow", "frame", "timestamp_ns"})
+# Every kind of row the decoder yields, in one table: `tag` says which column holds it (the
+# others are null), in this order: frame, violation, flow, event.
+TAGGED = StructType([StructField("tag", IntegerType(), False)] + [
+    StructField(name, kind, True) for name, kind in
+    (("frame", FRAMES), ("violation", VIOLATIONS), ("flow", FLOWS), ("event", EVENTS))])
