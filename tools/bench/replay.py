@@ -1,0 +1,282 @@
+"""Validating a capture of controller traffic: the Spark job on 2 cores against tshark.
+
+``run()`` starts a controller with ``--capture-file`` and plays a session of real traffic
+against it with raw clients: brokers negotiate versions, register, heartbeat and fetch the
+metadata log; an admin creates topics and asks for Metadata, DescribeTopicPartitions and
+DescribeCluster. The session's connections, with the controller's own request and response
+bytes, are then written again with the capture writer (new client ports, later timestamps,
+connections of a round interleaved by time) until the file holds SIZE_MB: driving the
+controller for the whole size would take far longer than reading it. Both readers then take
+the same file in the same run:
+
+    {"name": "replay.validate", "ours": MB/s, "anchor": MB/s, "unit": "MB/s", "ratio": ...}
+
+``ours`` is the Spark job (local[2]: decode, rules, Parquet tables, summary and report) once
+its session is up; the session's start-up is reported apart. ``anchor`` is
+``tshark -r FILE -Y kafka -T fields -e kafka.api_key`` (with ``-d tcp.port==PORT,kafka``: the
+controller does not listen on Kafka's registered port). Without tshark the anchor is null.
+
+    python -m tools.bench replay
+    python -m tools.bench.replay --size-mb 50
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tools.bench.report import emit, note
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE_MB = 200
+BROKERS = 12
+ROUNDS = 30
+TOPICS_PER_ROUND = 2
+PARTITIONS = 6
+HEARTBEATS_PER_ROUND = 4
+CORES = 2
+CHILD_LIFETIME_S = 300
+TSHARK_TIMEOUT_S = 1800
+
+
+def _bounded_child() -> None:
+    """In the child before exec: die with the parent, and after CHILD_LIFETIME_S regardless."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    signal.alarm(CHILD_LIFETIME_S)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# --- the session -------------------------------------------------------------------------------------
+
+def record_session(workdir: Path) -> tuple[Path, int]:
+    """A capture of one session of controller traffic, and the controller's port."""
+    port = _free_port()
+    capture = workdir / "session.pcapng"
+    out = workdir / "controller.out"
+    with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "--data-dir", str(workdir / "data"), "--port", str(port),
+             "--capture-file", str(capture), "--log-level", "WARNING"],
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=_bounded_child)
+    try:
+        cluster_id = _wait_active(proc, out)
+        play_session(port, cluster_id)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)  # a clean stop closes the capture
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+    return capture, port
+
+
+def _wait_active(proc: subprocess.Popen, out: Path, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = re.search(r"of cluster (\S+) is active on", out.read_text(errors="replace"))
+        if match:
+            return match.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"the controller exited with {proc.returncode}")
+        time.sleep(0.05)
+    raise RuntimeError(f"the controller did not become active in {timeout}s")
+
+
+def play_session(port: int, cluster_id: str) -> None:
+    from protocol.client import KafkaClient
+    from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+    from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+    from protocol.generated.messages.broker_registration_request import (
+        BrokerRegistrationRequest, Feature, Listener)
+    from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+    from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
+    from protocol.generated.messages.describe_topic_partitions_request import (
+        DescribeTopicPartitionsRequest, TopicRequest)
+    from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
+    from protocol.generated.messages.metadata_request import MetadataRequest
+    from protocol.primitives import METADATA_TOPIC_ID, random_uuid
+
+    hello = ApiVersionsRequest(client_software_name="kraftwire-bench", client_software_version="1")
+    admin = KafkaClient("127.0.0.1", port, client_id="bench-admin", timeout=60)
+    brokers = {b: KafkaClient("127.0.0.1", port, client_id=f"broker-{b}", timeout=60) for b in range(1, BROKERS + 1)}
+    try:
+        epochs = {}
+        for broker_id, client in brokers.items():
+            client.request(hello, 3)
+            response = client.request(BrokerRegistrationRequest(
+                broker_id=broker_id, cluster_id=cluster_id, incarnation_id=random_uuid(),
+                listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id)],
+                features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
+                rack=None), 4)
+            epochs[broker_id] = response.broker_epoch
+
+        def heartbeats() -> None:
+            for broker_id, client in brokers.items():
+                client.request(BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=epochs[broker_id],
+                                                      current_metadata_offset=1 << 40), 1)
+
+        offsets = dict.fromkeys(brokers, 0)
+
+        def fetches() -> None:
+            # Each broker asks for what it has not seen yet, as its metadata fetcher does.
+            for broker_id, client in brokers.items():
+                response = client.request(FetchRequest(
+                    cluster_id=cluster_id, replica_state=ReplicaState(replica_id=broker_id), max_wait_ms=0,
+                    min_bytes=0, max_bytes=8 << 20, topics=[FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[
+                        FetchPartition(partition=0, fetch_offset=offsets[broker_id], partition_max_bytes=8 << 20)])]),
+                    17)
+                offsets[broker_id] = response.responses[0].partitions[0].high_watermark
+
+        heartbeats()
+        fetches()
+        admin.request(hello, 3)
+        names = []
+        for round_ in range(ROUNDS):
+            new = [f"bench-topic-{round_:03d}-{i}" for i in range(TOPICS_PER_ROUND)]
+            admin.request(CreateTopicsRequest(topics=[
+                CreatableTopic(name=name, num_partitions=PARTITIONS, replication_factor=3) for name in new]), 7)
+            names += new
+            for _ in range(HEARTBEATS_PER_ROUND):
+                heartbeats()
+            fetches()
+            admin.request(MetadataRequest(topics=None), 12)
+            admin.request(DescribeTopicPartitionsRequest(topics=[TopicRequest(name=n) for n in names]), 0)
+            admin.request(DescribeClusterRequest(endpoint_type=1), 1)
+    finally:
+        admin.close()
+        for client in brokers.values():
+            client.close()
+
+
+# --- the capture -------------------------------------------------------------------------------------
+
+def grow(session: Path, path: Path, size_bytes: int) -> int:
+    """Write the session's connections again and again into `path` until it holds `size_bytes`;
+    returns how many rounds were written."""
+    from tools.replay import pcapng_writer
+    from tools.replay.flows import FlowFrame, FlowStart, kafka_flows
+    from tools.replay.framing import REQUEST
+
+    starts: dict[str, FlowStart] = {}
+    frames: list[FlowFrame] = []
+    for item in kafka_flows(session, "session"):
+        if type(item) is FlowStart:
+            starts[item.flow] = item
+        elif type(item) is FlowFrame:
+            frames.append(item)
+    first = min(s.timestamp_ns for s in starts.values())
+    span = max(f.timestamp_ns for f in frames) - first + 1_000_000
+    order = list(starts)
+    rounds = 0
+    with open(path, "wb") as out, pcapng_writer.open(out) as writer:
+        while out.tell() < size_bytes:
+            shift = rounds * span
+            conns = {}
+            for n, flow in enumerate(order):
+                start = starts[flow]
+                client_host = start.client.rpartition(":")[0]
+                server_host, _, server_port = start.server.rpartition(":")
+                client_port = 1024 + (rounds * len(order) + n) % 64000
+                conns[flow] = writer.connection((client_host, client_port), (server_host, int(server_port)),
+                                                start.timestamp_ns + shift)
+            last = {}
+            # In capture order, so the connections of a round interleave as the controller served them.
+            for f in frames:
+                data = len(f.data).to_bytes(4, "big") + f.data
+                if f.direction == REQUEST:
+                    conns[f.flow].client_to_server(data, f.timestamp_ns + shift)
+                else:
+                    conns[f.flow].server_to_client(data, f.timestamp_ns + shift)
+                last[f.flow] = f.timestamp_ns + shift
+            for flow, conn in conns.items():
+                conn.close(last.get(flow, starts[flow].timestamp_ns + shift) + 1000)
+            rounds += 1
+    return rounds
+
+
+# --- the readers -------------------------------------------------------------------------------------
+
+def time_spark(path: Path, workdir: Path) -> tuple[float, float, dict]:
+    """(seconds of the job, seconds to start the session, the job's figures)."""
+    from tools.replay import job
+
+    started = time.monotonic()
+    spark = job.spark_session(f"local[{CORES}]", "kraftwire-replay-bench")
+    session_s = time.monotonic() - started
+    try:
+        started = time.monotonic()
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is for the JSON lines only
+            figures = job.validate([str(path)], str(workdir / "out"), spark=spark)
+        return time.monotonic() - started, session_s, figures
+    finally:
+        spark.stop()
+
+
+def time_tshark(path: Path, port: int) -> tuple[float, int] | None:
+    """(seconds, Kafka messages listed), or None without tshark."""
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        return None
+    started = time.monotonic()
+    result = subprocess.run(
+        [tshark, "-r", str(path), "-d", f"tcp.port=={port},kafka", "-Y", "kafka", "-T", "fields", "-e", "kafka.api_key"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=TSHARK_TIMEOUT_S, check=True)
+    elapsed = time.monotonic() - started
+    return elapsed, sum(len(line.split(b",")) for line in result.stdout.splitlines())
+
+
+def run(size_mb: float = SIZE_MB) -> None:
+    with tempfile.TemporaryDirectory(prefix="kraftwire-bench-replay-") as tmp:
+        workdir = Path(tmp)
+        started = time.monotonic()
+        session, port = record_session(workdir)
+        path = workdir / "controller-traffic.pcapng"
+        rounds = grow(session, path, int(size_mb * 1e6))
+        mb = path.stat().st_size / 1e6
+        note(f"replay: {mb:.1f} MB capture ({rounds} rounds of a {session.stat().st_size / 1e6:.2f} MB session) "
+             f"in {time.monotonic() - started:.1f} s")
+        job_s, session_s, figures = time_spark(path, workdir)
+        note(f"replay: Spark job {job_s:.1f} s (+{session_s:.1f} s session start), "
+             f"{figures['totals']['frames']} frames, {figures['totals']['violations']} violations")
+        theirs = time_tshark(path, port)
+        extra = dict(capture_mb=round(mb, 1), frames=figures["totals"]["frames"],
+                     violations=figures["totals"]["violations"], job_s=round(job_s, 2),
+                     session_start_s=round(session_s, 2), cores=CORES)
+        if theirs is None:
+            emit("replay.validate", mb / job_s, None, "MB/s", note="tshark is not installed", **extra)
+        else:
+            tshark_s, messages = theirs
+            emit("replay.validate", mb / job_s, mb / tshark_s, "MB/s", tshark_s=round(tshark_s, 2),
+                 tshark_messages=messages, **extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench.replay")
+    parser.add_argument("--size-mb", type=float, default=SIZE_MB)
+    args = parser.parse_args(argv)
+    run(args.size_mb)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
