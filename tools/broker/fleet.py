@@ -9,6 +9,7 @@ a few thousand brokers neither connect in one burst nor heartbeat in step.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 from collections import Counter
@@ -130,6 +131,7 @@ class Fleet:
             if self.stopping:
                 return
             self._start_broker(node_id)
+        quiet_gc()
 
     def _rack(self, node_id: int) -> str | None:
         racks = self.options.racks
@@ -244,6 +246,19 @@ class Fleet:
             task.cancel()
         if self.fetcher is not None:
             self.fetcher.channel.close()
+
+
+def quiet_gc() -> None:
+    """Once every broker has started, keep the cyclic garbage collector out of the heartbeats.
+
+    The brokers' long-lived objects leave its view (freeze), and young collections wait for
+    100,000 new objects instead of 700: at 10,000 brokers the heartbeats in flight are tens of
+    thousands of young objects that every collection walked, which took about a third of the
+    process's CPU and paused all its heartbeats for up to a third of a second at a time.
+    Nearly everything a heartbeat allocates is freed by reference counting anyway; what the
+    freeze keeps for good is at most the first incarnation of each broker a fault replaces."""
+    gc.freeze()
+    gc.set_threshold(100_000)
 
 
 def _log_transition(node_id: int, old: State, new: State, reason: str) -> None:
