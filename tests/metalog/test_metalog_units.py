@@ -265,7 +265,10 @@ def test_the_epoch_survives_in_quorum_state_and_grows_on_every_restart(controlle
             if round_ == 0:
                 active_brokers(client, controller.cluster_id, [1])
             create_topic(client, f"round-{round_}", 1)
-        (controller.stop() if round_ % 2 else controller.kill9())
+        if round_ % 2:
+            controller.stop()
+        else:
+            controller.kill9()
     assert epochs == list(range(epochs[0], epochs[0] + 4))
     # Each start marked its epoch in the log with a LeaderChange batch.
     assert [e for _, e in leader_changes(controller.data_dir)] == epochs
@@ -388,7 +391,9 @@ def test_fetch_rejects_another_cluster_and_offsets_past_the_end(module_controlle
 
 def test_reads_stop_at_max_bytes_and_up_to_across_segments(tmp_path):
     log = MetadataLog.open(tmp_path, segment_bytes=2048)
-    written = [raw for _ in range(12) for raw in fill(log, 5, count=1 + _ % 3)]
+    written = []
+    for i in range(12):
+        written += fill(log, 5, count=1 + i % 3)
     assert len(log.segments) > 4
     starts = [read_batch_header(raw).base_offset for raw in written]
     for offset in range(0, log.end_offset, 3):
