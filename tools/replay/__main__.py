@@ -8,6 +8,11 @@
     send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...]
         Re-send each flow's requests, in order, on a fresh connection per flow, and report
         the responses that differ from the captured ones.
+
+On a cluster, the same job through spark-submit (the packages are shipped to the executors;
+the capture paths must be readable by them):
+
+    PYTHONPATH=. spark-submit --master URL tools/replay/__main__.py validate CAPTURES... --out DIR
 """
 from __future__ import annotations
 

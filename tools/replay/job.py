@@ -130,6 +130,9 @@ def build_tables(spark, captures: list[str], ports: Iterable[int] = ()) -> Table
     # column per kind, split apart by the JVM.
     tagged = sc.parallelize(tasks, len(tasks)).flatMap(run_task).map(_spread)
     rows = spark.createDataFrame(tagged, schema.TAGGED, verifySchema=False).persist()
+    # Decode once, now: the jobs below would otherwise each decode before the cache is filled
+    # (the broadcast of the cross-flow violations runs beside the frames' own job).
+    _note(f"decoded {rows.count()} rows")
     frames = rows.where("tag = 0").select("frame.*")
     events = rows.where("tag = 3").select("event.*").rdd.map(tuple)
     judged = spark.createDataFrame(events.groupBy(lambda e: e[0]).flatMap(lambda kv: controller_task(kv[1])),
@@ -175,7 +178,7 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
             written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
             _note("summarising")
             figures = summary.collect(written, captures)
-            _note(f"done in {time.monotonic() - started:.1f} s")
+            _note("done")
         finally:
             if own_session:
                 spark.stop()
@@ -185,5 +188,8 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
     return figures
 
 
+_STARTED = time.monotonic()
+
+
 def _note(text: str) -> None:
-    print(f"replay: {text}", file=sys.stderr, flush=True)
+    print(f"replay [{time.monotonic() - _STARTED:6.1f} s]: {text}", file=sys.stderr, flush=True)

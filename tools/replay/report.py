@@ -58,13 +58,21 @@ def terminal(figures: dict[str, Any]) -> str:
               [(r["api_name"], r["count"], r["p50"], r["p90"], r["p99"], r["max"]) for r in figures["latency"]]),
         "",
         "API versions per client id",
-        table(["client id", "api", "versions"], [(c["client_id"], c["api_name"], c["versions"]) for c in figures["clients"]]),
+        table(["client id", "api versions"], _versions_per_client(figures["clients"])),
     ]
     if figures["problems"]:
         parts += ["", "Problems outside frames (first 50)",
                   table(["capture", "flow", "rule", "detail"],
                         [(p["capture"], p["flow"], p["rule"], _clip(p["detail"], 90)) for p in figures["problems"]])]
     return "\n".join(parts)
+
+
+def _versions_per_client(clients: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
+    """One line per client id: "ApiVersions v3, Metadata v9,12, ..."."""
+    spoken: dict[str | None, list[str]] = {}
+    for c in clients:
+        spoken.setdefault(c["client_id"], []).append(f"{c['api_name']} v{','.join(map(str, c['versions']))}")
+    return [(client_id, ", ".join(apis)) for client_id, apis in spoken.items()]
 
 
 def _clip(text: str | None, width: int) -> str | None:
