@@ -207,5 +207,6 @@ class Router:
             c = self.controller
             response.supported_features = c.supported_features()
             response.finalized_features = c.finalized_features()
-            response.finalized_features_epoch = c.features.epoch
+            # As Kafka's controller does: the finalized features are those of the committed log.
+            response.finalized_features_epoch = self.committer.committed_offset
         return response

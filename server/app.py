@@ -7,7 +7,9 @@ listener and the lease timer, and rebuilds the controller from the log if a writ
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -59,7 +61,7 @@ class ControllerServer:
         self.cluster_id = check_log_dirs(config)
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
         self.epoch = self._new_epoch()
-        self.controller = self._load()
+        self.controller = self._load_without_collector()
         self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
         self.router = Router(self.controller, self.committer)
         listener = config.controller_listener
@@ -106,10 +108,32 @@ class ControllerServer:
             static_configs=static_configs(c),
             metadata_lists_brokers=c.metadata_nodes == "brokers")
 
+    def _load_without_collector(self) -> QuorumController:
+        """Loading builds millions of long-lived objects; the cyclic collector would rescan
+        them over and over while they are created, and once at a time later on the event loop.
+        So it is paused for the load, and what the load built is moved out of its sight."""
+        gc.disable()
+        try:
+            return self._load()
+        finally:
+            gc.enable()
+            gc.freeze()
+
     def _load(self) -> QuorumController:
         controller = self._new_controller()
+        self.snapshot = self._restore(controller)
+        if self.log.end_offset == 0 and self.snapshot is None:
+            records = read_bootstrap(self.config.metadata_log_dir)
+            applied = controller.apply(ControllerResult(records))
+            self.log.append([encode_records(applied.records, 0, self.epoch, wall_clock_ms())])
+            log.info("bootstrapped the metadata log with %d records", len(records))
+        self._append_leader_change(controller)
+        controller.activate()
+        return controller
+
+    def _restore(self, controller: QuorumController) -> SnapshotId | None:
+        """The latest snapshot, then the log after it: the durable state."""
         loaded = load_latest_snapshot(self.log.directory)
-        self.snapshot = loaded[0] if loaded else None
         if loaded is not None:
             snapshot, records = loaded
             if snapshot.end_offset < self.log.start_offset:
@@ -119,16 +143,8 @@ class ControllerServer:
                 controller.replay(record, snapshot.end_offset - 1)
             controller.next_offset = snapshot.end_offset
             log.info("loaded snapshot %s (%d records)", snapshot.file_name, len(records))
-        if self.log.end_offset == 0 and loaded is None:
-            records = read_bootstrap(self.config.metadata_log_dir)
-            applied = controller.apply(ControllerResult(records))
-            self.log.append([encode_records(applied.records, 0, self.epoch, wall_clock_ms())])
-            log.info("bootstrapped the metadata log with %d records", len(records))
-        else:
-            self._replay_log(controller)
-        self._append_leader_change(controller)
-        controller.activate()
-        return controller
+        self._replay_log(controller)
+        return loaded[0] if loaded is not None else None
 
     def _replay_log(self, controller: QuorumController) -> None:
         count = 0
@@ -155,15 +171,20 @@ class ControllerServer:
 
     def _on_commit_failure(self, exc: Exception) -> None:
         log.error("rebuilding the controller from the durable log after a failed write: %s", exc)
-        self.controller = self._new_controller()
-        loaded = load_latest_snapshot(self.log.directory)
-        if loaded is not None:
-            for record, _ in loaded[1]:
-                self.controller.replay(record, loaded[0].end_offset - 1)
-            self.controller.next_offset = loaded[0].end_offset
-        self._replay_log(self.controller)
-        self.controller.activate()
-        self.router.controller = self.controller
+        try:
+            self._reload()
+        except Exception:
+            # The state in memory holds records that never became durable; serving it would
+            # show uncommitted changes. The log on disk is intact, so stop and let a restart
+            # recover from it.
+            log.critical("cannot rebuild the controller from the log; exiting", exc_info=True)
+            os._exit(3)
+
+    def _reload(self) -> None:
+        controller = self._new_controller()
+        self._restore(controller)
+        controller.activate()
+        self.controller = self.router.controller = controller
 
     # --- snapshots ----------------------------------------------------------------------------
     def request_snapshot(self) -> None:

@@ -37,18 +37,16 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 @dataclass
 class FeatureControl:
     finalized: dict[str, int] = field(default_factory=dict)
-    epoch: int = -1  # offset of the last FeatureLevelRecord, as Kafka reports it
 
     @property
     def metadata_version(self) -> int:
         return self.finalized.get(METADATA_VERSION, MV_3_3_IV3)
 
-    def replay_feature_level(self, record: FeatureLevelRecord, offset: int) -> None:
+    def replay_feature_level(self, record: FeatureLevelRecord) -> None:
         if record.feature_level == 0:
             self.finalized.pop(record.name, None)
         else:
             self.finalized[record.name] = record.feature_level
-        self.epoch = offset
 
     # --- record versions chosen by metadata.version --------------------------------------
     def register_broker_record_version(self) -> int:

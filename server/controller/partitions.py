@@ -45,10 +45,12 @@ class PartitionState:
 
     @classmethod
     def from_record(cls, rec: PartitionRecord) -> "PartitionState":
+        # Records from before directory assignment carry none: every replica's directory is
+        # then unassigned, which is what a newer record would say explicitly.
         return cls(rec.topic_id, rec.partition_id, rec.replicas, rec.isr, rec.leader, rec.leader_epoch,
                    rec.partition_epoch, rec.removing_replicas, rec.adding_replicas,
                    rec.leader_recovery_state, rec.eligible_leader_replicas, rec.last_known_elr,
-                   rec.directories)
+                   rec.directories or [ZERO_UUID] * len(rec.replicas))
 
     def to_record(self, version: int) -> PartitionRecord:
         rec = PartitionRecord(
@@ -57,7 +59,7 @@ class PartitionState:
             leader=self.leader, leader_recovery_state=self.recovery, leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch)
         if version >= 1:
-            rec.directories = list(self.directories) or [ZERO_UUID] * len(self.replicas)
+            rec.directories = list(self.directories)
         if version >= 2:
             rec.eligible_leader_replicas = list(self.elr) if self.elr else None
             rec.last_known_elr = list(self.last_known_elr) if self.last_known_elr else None
@@ -73,7 +75,7 @@ class PartitionState:
         if rec.replicas is not None:
             self.replicas = rec.replicas
             if not rec.directories:
-                self.directories = []
+                self.directories = [ZERO_UUID] * len(rec.replicas)
         if rec.removing_replicas is not None:
             self.removing = rec.removing_replicas
         if rec.adding_replicas is not None:

@@ -77,7 +77,7 @@ class QuorumController:
             "UnfenceBrokerRecord": lambda r, o: self.cluster.replay_fence(r.id, r.epoch, False),
             "BrokerRegistrationChangeRecord": self.cluster.replay_registration_change,
             "RegisterControllerRecord": lambda r, o: self.cluster.replay_register_controller(r),
-            "FeatureLevelRecord": self.features.replay_feature_level,
+            "FeatureLevelRecord": lambda r, o: self.features.replay_feature_level(r),
             "TopicRecord": lambda r, o: self.replication.replay_topic(r),
             "PartitionRecord": lambda r, o: self.replication.replay_partition(r),
             "PartitionChangeRecord": lambda r, o: self.replication.replay_partition_change(r),

@@ -49,7 +49,7 @@ MV_RANGE = (7, 25)
 
 # --- state ----------------------------------------------------------------------------------------
 
-def state_of(qc: QuorumController, *, with_feature_epoch: bool = False) -> dict:
+def state_of(qc: QuorumController) -> dict:
     """Every replayed fact of a controller as plain data, so two controllers compare with ==.
 
     Soft state (leases) is left out: it is not in the log. The derived replication indexes are
@@ -88,8 +88,6 @@ def state_of(qc: QuorumController, *, with_feature_epoch: bool = False) -> dict:
         "configs": {k: dict(v) for k, v in qc.configs._configs.items()},
         "features": dict(qc.features.finalized),
     }
-    if with_feature_epoch:
-        state["feature_epoch"] = qc.features.epoch
     return state
 
 

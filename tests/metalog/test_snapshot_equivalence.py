@@ -384,9 +384,6 @@ def test_a_controlled_shutdown_never_ends_earlier_after_a_snapshot(workload):
     assert checked
 
 
-@pytest.mark.xfail(strict=True, reason="PartitionState.to_record writes one unassigned directory per "
-                                       "replica for a partition whose record had none, so the state "
-                                       "after a snapshot differs from the log's (server/controller/partitions.py)")
 def test_partition_directories_are_the_same_after_a_snapshot(workload):
     whole = state_of(replay_log(workload.new_controller(), workload.log))
     for end in cuts(workload, 9):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
 import random
 import resource
@@ -40,6 +39,7 @@ from server.controller.result import VersionedRecord
 from server.metalog.committer import encode_records
 from server.metalog.segments import MetadataLog, segment_name
 from server.metalog.snapshots import SnapshotId, write_snapshot
+from tools.bench.kafka_python_engine import kafka_python_class
 from tools.bench.report import emit, note
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,25 +231,6 @@ def _load_in_a_fresh_process(config_path: Path, *flags: str) -> dict:
 
 # --- the anchor --------------------------------------------------------------------------------------
 
-def _kafka_python_record_class(name: str) -> type:
-    """kafka-python's schema-driven class for a metadata record schema of this project.
-
-    tools.bench.kafka_python_engine builds classes on ApiMessage, which accepts request and
-    response schemas only; metadata records are plain data to kafka-python, so they are
-    built on ApiData with the schema's type read as "data".
-    """
-    from kafka.protocol.api_data import ApiData
-
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    package = importlib.import_module("schemas.metadata")
-
-    def as_data(metacls, schema):
-        return {**schema, "type": "data"}
-
-    return type(name, (ApiData,), {"json_patch": classmethod(as_data)}, load_json=package)
-
-
 def sample_values(snapshot_path: Path, count: int) -> list[bytes]:
     """Record values from the middle of the snapshot file: the same bytes the load decodes,
     in the snapshot's own mix of topic and partition records."""
@@ -280,7 +261,7 @@ def decode_with_kafka_python(values: list[bytes]) -> float:
         api_key, pos = read_uvarint(value, pos)
         version, pos = read_uvarint(value, pos)
         if api_key not in classes:
-            classes[api_key] = _kafka_python_record_class(ours[api_key].NAME)
+            classes[api_key] = kafka_python_class(ours[api_key].NAME, folder="metadata")
         prepared.append((classes[api_key], value[pos:], version))
     first = prepared[-1]
     theirs = first[0].decode(first[1], version=first[2], header=False)
