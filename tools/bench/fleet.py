@@ -33,7 +33,7 @@ from pathlib import Path
 
 from tools.bench.report import emit, note
 from tools.broker.__main__ import raise_fd_limit
-from tools.broker.fleet import Fleet, FleetOptions
+from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from tools.broker.lifecycle import State
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,7 @@ async def _measure(size: int, port: int, controller_pid: int, state_root: Path) 
     fleet = Fleet(FleetOptions(
         bootstrap=[("127.0.0.1", port)], node_ids=list(range(1, size + 1)),
         state_dir=lambda node_id: state_root / f"broker-{node_id}", heartbeat_interval_s=INTERVAL_S,
-        ramp_s=INTERVAL_S))
+        ramp_s=default_ramp_s(size, INTERVAL_S)))
     loop = asyncio.get_running_loop()
     try:
         began = loop.time()

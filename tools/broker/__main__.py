@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from tools.broker.fleet import Fleet, FleetOptions
+from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from tools.metadata_shell.remote import parse_controllers
 from tools.metadata_shell.replayer import LoadError
 
@@ -52,8 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-max-s", type=float, default=20.0,
                    help="longest down or paused time of a fault (default 20)")
     p.add_argument("--ramp-ms", type=int,
-                   help="spread the brokers' start over this long (default: one heartbeat interval "
-                        "for a fleet, 0 for one broker)")
+                   help="spread the brokers' start over this long (default for a fleet: one heartbeat "
+                        "interval, or N ms if longer, to start at most 1000 a second)")
     p.add_argument("--shutdown-timeout-ms", type=int, default=60000)
     p.add_argument("--advertised-host", default="127.0.0.1")
     p.add_argument("--log-level", default="INFO")
@@ -81,13 +81,13 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
     if ids[0] < 0:
         parser.error("broker ids must not be negative")
     interval_s = args.heartbeat_interval_ms / 1000
-    ramp_ms = args.ramp_ms if args.ramp_ms is not None else (0 if single else args.heartbeat_interval_ms)
+    ramp_s = args.ramp_ms / 1000 if args.ramp_ms is not None else default_ramp_s(len(ids), interval_s)
     return FleetOptions(
         bootstrap=bootstrap, node_ids=ids, state_dir=_state_dirs(args.state_dir, single),
         racks=args.rack.split(",") if args.rack else None, cluster_id=args.cluster_id,
         heartbeat_interval_s=interval_s, request_timeout_s=args.request_timeout_ms / 1000, seed=args.seed,
         mean_in_sync_s=args.mean_in_sync_s, mean_catch_up_s=args.mean_catch_up_s, fault_rate=args.faults,
-        fault_max_s=args.fault_max_s, ramp_s=ramp_ms / 1000,
+        fault_max_s=args.fault_max_s, ramp_s=ramp_s,
         shutdown_timeout_s=args.shutdown_timeout_ms / 1000, advertised_host=args.advertised_host), args.log_level
 
 

@@ -34,6 +34,9 @@ from tools.broker.stats import Stats
 log = logging.getLogger("kraftwire.broker")
 
 DESCRIBE_CLUSTER_VERSION = 1
+# Brokers started per second at most by default: each start is a connection, ApiVersions and
+# a registration that the controller must make durable before it answers.
+STARTS_PER_S = 1000
 RESTART_DELAY_S = 1.0
 RETRY_S = 1.0
 
@@ -55,6 +58,12 @@ class FleetOptions:
     ramp_s: float = 0.0
     shutdown_timeout_s: float = 60.0
     advertised_host: str = "127.0.0.1"
+
+
+def default_ramp_s(brokers: int, heartbeat_interval_s: float) -> float:
+    """One heartbeat interval for a fleet, longer if that would start more than STARTS_PER_S a
+    second; nothing for a single broker."""
+    return 0.0 if brokers == 1 else max(heartbeat_interval_s, brokers / STARTS_PER_S)
 
 
 async def discover_cluster_id(channel: ControllerChannel) -> str:
