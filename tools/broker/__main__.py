@@ -25,6 +25,7 @@ from tools.metadata_shell.remote import parse_controllers
 from tools.metadata_shell.replayer import LoadError
 
 DEFAULT_STATE_ROOT = Path("data")
+FORCE_AFTER_S = 0.5
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,8 +115,17 @@ async def serve(options: FleetOptions) -> int:
     loop = asyncio.get_running_loop()
     stop, force = asyncio.Event(), asyncio.Event()
 
+    stop_asked = [0.0]
+
     def on_signal() -> None:
-        (force if stop.is_set() else stop).set()
+        now = loop.time()
+        if not stop.is_set():
+            stop_asked[0] = now
+            stop.set()
+        elif now - stop_asked[0] >= FORCE_AFTER_S:
+            # A second signal stops at once; one that comes with the first (a signal sent to
+            # the process and to its group, as `timeout` does) is the same request.
+            force.set()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
