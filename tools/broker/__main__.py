@@ -114,8 +114,7 @@ async def serve(options: FleetOptions) -> int:
     fleet = Fleet(options)
     loop = asyncio.get_running_loop()
     stop, force = asyncio.Event(), asyncio.Event()
-
-    stop_asked = [0.0]
+    stop_asked = [0.0]  # when the first stop signal came
 
     def on_signal() -> None:
         now = loop.time()
@@ -155,9 +154,10 @@ async def serve(options: FleetOptions) -> int:
 def raise_fd_limit() -> None:
     """A fleet holds a connection per broker; the default 1024 descriptors is too few."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft < target:
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (ValueError, OSError):
             pass
 
