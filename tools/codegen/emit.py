@@ -64,6 +64,8 @@ class _Module:
     structs: dict[str, str] = field(default_factory=dict)  # format -> variable name
     functions: list[list[str]] = field(default_factory=list)
     decode_names: dict[tuple[str, int], str] = field(default_factory=dict)
+    decode_many_names: dict[tuple[str, int], str] = field(default_factory=dict)
+    field_bodies: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     encode_names: dict[tuple[str, int], str] = field(default_factory=dict)
     bodies: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)
     imports: set[str] = field(default_factory=set)
@@ -245,13 +247,7 @@ def _emit_read(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, target: str) -> 
 def _emit_read_elements(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, target: str) -> None:
     et = fld.element_type
     if fld.is_struct:
-        fn = _decoder(mod, fld.struct, ctx)
-        out(f"{target} = []")
-        out(f"append = {target}.append")
-        out("for _ in range(n):")
-        with out.indent():
-            out(f"item, pos = {fn}(buf, pos)")
-            out("append(item)")
+        out(f"{target}, pos = {_many_decoder(mod, fld.struct, ctx)}(buf, pos, n)")
     elif et == "uuid":
         out("stop = pos + 16 * n")
         out("if stop > blen:")
@@ -271,92 +267,123 @@ def _emit_read_elements(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, target:
             out(f"{target}.append(item)")
 
 
+def _decode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
+    """The statements that read one ``st`` into ``obj`` (inside the decoder's try block)."""
+    key = (st.name, ctx.version)
+    if key in mod.field_bodies:
+        return mod.field_bodies[key]
+    out = Lines()
+    fields = st.fields
+    present = [f for f in fields if ctx.present(f)]
+    regular = [f for f in present if not ctx.tagged(f)]
+    tagged = [f for f in present if ctx.tagged(f)]
+    i = 0
+    while i < len(regular):
+        f = regular[i]
+        if _fixed(f):
+            run = [f]
+            while i + len(run) < len(regular) and _fixed(regular[i + len(run)]):
+                run.append(regular[i + len(run)])
+            fmt = ">" + "".join(FIXED_FORMATS[r.type] for r in run)
+            size = sum(FIXED_SIZES[r.type] for r in run)
+            var = mod.struct_var(fmt)
+            targets = ", ".join(f"obj.{attr_name(r)}" for r in run)
+            if len(run) == 1:
+                targets += ","
+            out(f"{targets} = {var}.unpack_from(buf, pos)")
+            out(f"pos += {size}")
+            i += len(run)
+            continue
+        _emit_read(out, mod, ctx, f, f"obj.{attr_name(f)}")
+        i += 1
+    for f in fields:
+        if not ctx.present(f) or ctx.tagged(f):
+            out(f"obj.{attr_name(f)} = {default_literal(f)}")
+    if ctx.flexible:
+        mod.use("read_uvarint")
+        # Most structs carry no tagged fields: one byte test skips the whole section.
+        out("if buf[pos] == 0:")
+        with out.indent():
+            out("pos += 1")
+            out("obj.unknown_tagged_fields = None")
+        out("else:")
+        out.depth += 1
+        out("unknown = None")
+        out("n, pos = read_uvarint(buf, pos)")
+        out("for _ in range(n):")
+        with out.indent():
+            out("tag, pos = read_uvarint(buf, pos)")
+            out("size, pos = read_uvarint(buf, pos)")
+            out("tag_end = pos + size")
+            out("if tag_end > blen:")
+            with out.indent():
+                out("raise ValueError('tagged field ' + str(tag) + ' runs past the end')")
+            keyword_ = "if"
+            for f in sorted(tagged, key=lambda f: f.tag):
+                out(f"{keyword_} tag == {f.tag}:")
+                with out.indent():
+                    _emit_read(out, mod, ctx, f, f"obj.{attr_name(f)}")
+                    out("if pos != tag_end:")
+                    with out.indent():
+                        out(f"raise ValueError('tagged field {f.name} does not fill its ' + str(size) + ' bytes')")
+                keyword_ = "elif"
+            if tagged:
+                out("else:")
+                out.depth += 1
+            out("if unknown is None:")
+            with out.indent():
+                out("unknown = {}")
+            out("unknown[tag] = buf[pos:tag_end]")
+            out("pos = tag_end")
+            if tagged:
+                out.depth -= 1
+        out("obj.unknown_tagged_fields = unknown")
+        out.depth -= 1
+    else:
+        out("obj.unknown_tagged_fields = None")
+    mod.field_bodies[key] = out.lines
+    return out.lines
+
+
+def _wrap_decoder(st: Struct, mod: _Module, setup: list[str], loop: str | None,
+                  fields: list[str], result: list[str]) -> list[str]:
+    """A decoder function body: the field statements inside one try block that turns any low
+    level failure into a DecodeError at the current offset."""
+    mod.use("DecodeError")
+    inner_depth = 3 if loop else 2
+    body = ["    " + line for line in setup] + ["    try:"]
+    if loop:
+        body.append("        " + loop)
+    body.append("    " * inner_depth + f"obj = _new({st.name})")
+    body += [("    " * inner_depth + line) if line else "" for line in fields]
+    if loop:
+        body.append("            append(obj)")
+    body += ["    except (struct.error, IndexError, ValueError) as exc:",
+             f"        raise DecodeError({st.name!r}, None, pos, str(exc) or type(exc).__name__) from None"]
+    body += ["    " + line for line in result]
+    if any("blen" in line for line in fields):
+        body = ["    blen = len(buf)"] + body
+    return body
+
+
 def _decoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
     key = (st.name, ctx.version)
     if key in mod.decode_names:
         return mod.decode_names[key]
-    out = Lines()
-    out.depth = 1
-    fields = st.fields
-    present = [f for f in fields if ctx.present(f)]
-    out(f"obj = _new({st.name})")
-    regular = [f for f in present if not ctx.tagged(f)]
-    tagged = [f for f in present if ctx.tagged(f)]
-    out("try:")
-    with out.indent():
-        i = 0
-        while i < len(regular):
-            f = regular[i]
-            if _fixed(f):
-                run = [f]
-                while i + len(run) < len(regular) and _fixed(regular[i + len(run)]):
-                    run.append(regular[i + len(run)])
-                fmt = ">" + "".join(FIXED_FORMATS[r.type] for r in run)
-                size = sum(FIXED_SIZES[r.type] for r in run)
-                var = mod.struct_var(fmt)
-                targets = ", ".join(f"obj.{attr_name(r)}" for r in run)
-                if len(run) == 1:
-                    targets += ","
-                out(f"{targets} = {var}.unpack_from(buf, pos)")
-                out(f"pos += {size}")
-                i += len(run)
-                continue
-            _emit_read(out, mod, ctx, f, f"obj.{attr_name(f)}")
-            i += 1
-        for f in fields:
-            if not ctx.present(f) or ctx.tagged(f):
-                out(f"obj.{attr_name(f)} = {default_literal(f)}")
-        if ctx.flexible:
-            mod.use("read_uvarint")
-            # Most structs carry no tagged fields: one byte test skips the whole section.
-            out("if buf[pos] == 0:")
-            with out.indent():
-                out("pos += 1")
-                out("obj.unknown_tagged_fields = None")
-            out("else:")
-            out.depth += 1
-            out("unknown = None")
-            out("n, pos = read_uvarint(buf, pos)")
-            out("for _ in range(n):")
-            with out.indent():
-                out("tag, pos = read_uvarint(buf, pos)")
-                out("size, pos = read_uvarint(buf, pos)")
-                out("tag_end = pos + size")
-                out("if tag_end > blen:")
-                with out.indent():
-                    out("raise ValueError('tagged field ' + str(tag) + ' runs past the end')")
-                keyword_ = "if"
-                for f in sorted(tagged, key=lambda f: f.tag):
-                    out(f"{keyword_} tag == {f.tag}:")
-                    with out.indent():
-                        _emit_read(out, mod, ctx, f, f"obj.{attr_name(f)}")
-                        out("if pos != tag_end:")
-                        with out.indent():
-                            out(f"raise ValueError('tagged field {f.name} does not fill its ' + str(size) + ' bytes')")
-                    keyword_ = "elif"
-                if tagged:
-                    out("else:")
-                    out.depth += 1
-                out("if unknown is None:")
-                with out.indent():
-                    out("unknown = {}")
-                out("unknown[tag] = buf[pos:tag_end]")
-                out("pos = tag_end")
-                if tagged:
-                    out.depth -= 1
-            out("obj.unknown_tagged_fields = unknown")
-            out.depth -= 1
-        else:
-            out("obj.unknown_tagged_fields = None")
-    mod.use("DecodeError")
-    out("except (struct.error, IndexError, ValueError) as exc:")
-    with out.indent():
-        out(f"raise DecodeError({st.name!r}, None, pos, str(exc) or type(exc).__name__) from None")
-    out("return obj, pos")
-    body = out.lines
-    if any("blen" in line for line in body):
-        body = ["    blen = len(buf)"] + body
+    body = _wrap_decoder(st, mod, [], None, _decode_fields(mod, st, ctx), ["return obj, pos"])
     return _share(mod, st, ctx.version, "decode", "(buf: bytes, pos: int)", body, mod.decode_names)
+
+
+def _many_decoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
+    """Decodes ``count`` consecutive structs in one call: arrays of structs (partitions,
+    topics) are where decoding time goes, and a call per element costs as much as a field."""
+    key = (st.name, ctx.version)
+    if key in mod.decode_many_names:
+        return mod.decode_many_names[key]
+    body = _wrap_decoder(st, mod, ["items = []", "append = items.append"], "for _ in range(count):",
+                         _decode_fields(mod, st, ctx), ["return items, pos"])
+    return _share(mod, st, ctx.version, "decode_many", "(buf: bytes, pos: int, count: int)", body,
+                  mod.decode_many_names)
 
 
 def _share(mod: _Module, st: Struct, version: int, verb: str, signature: str,
@@ -367,7 +394,8 @@ def _share(mod: _Module, st: Struct, version: int, verb: str, signature: str,
     if name is None:
         name = f"_{verb}_{st.name}_v{version}"
         mod.bodies[key] = name
-        ret = "tuple[" + st.name + ", int]" if verb == "decode" else "None"
+        ret = {"decode": f"tuple[{st.name}, int]",
+               "decode_many": f"tuple[list[{st.name}], int]"}.get(verb, "None")
         mod.functions.append([f"def {name}{signature} -> {ret}:"] + body)
     names[(st.name, version)] = name
     return name

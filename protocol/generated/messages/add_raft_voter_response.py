@@ -36,8 +36,8 @@ class AddRaftVoterResponse(Message):
 
 def _decode_AddRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[AddRaftVoterResponse, int]:
     blen = len(buf)
-    obj = _new(AddRaftVoterResponse)
     try:
+        obj = _new(AddRaftVoterResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)

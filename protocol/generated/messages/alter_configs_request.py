@@ -65,56 +65,56 @@ class AlterConfigsRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_AlterableConfig_v0(buf: bytes, pos: int) -> tuple[AlterableConfig, int]:
-    obj = _new(AlterableConfig)
+def _decode_many_AlterableConfig_v0(buf: bytes, pos: int, count: int) -> tuple[list[AlterableConfig], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.value, pos = read_nullable_string(buf, pos)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(AlterableConfig)
+            obj.name, pos = read_string(buf, pos)
+            obj.value, pos = read_nullable_string(buf, pos)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterableConfig', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_AlterConfigsResource_v0(buf: bytes, pos: int) -> tuple[AlterConfigsResource, int]:
+def _decode_many_AlterConfigsResource_v0(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResource], int]:
     blen = len(buf)
-    obj = _new(AlterConfigsResource)
+    items = []
+    append = items.append
     try:
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_AlterableConfig_v0(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(AlterConfigsResource)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.resource_name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_AlterableConfig_v0(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterConfigsResource', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_AlterConfigsRequest_v0(buf: bytes, pos: int) -> tuple[AlterConfigsRequest, int]:
     blen = len(buf)
-    obj = _new(AlterConfigsRequest)
     try:
+        obj = _new(AlterConfigsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Resources cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.resources = []
-        append = obj.resources.append
-        for _ in range(n):
-            item, pos = _decode_AlterConfigsResource_v0(buf, pos)
-            append(item)
+        obj.resources, pos = _decode_many_AlterConfigsResource_v0(buf, pos, n)
         obj.validate_only, = _S_o.unpack_from(buf, pos)
         pos += 1
         obj.unknown_tagged_fields = None
@@ -174,82 +174,86 @@ def _encode_AlterConfigsRequest_v1(obj: AlterConfigsRequest, out: bytearray) -> 
     out += _S_o.pack(obj.validate_only)
 
 
-def _decode_AlterableConfig_v2(buf: bytes, pos: int) -> tuple[AlterableConfig, int]:
+def _decode_many_AlterableConfig_v2(buf: bytes, pos: int, count: int) -> tuple[list[AlterableConfig], int]:
     blen = len(buf)
-    obj = _new(AlterableConfig)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.value, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(AlterableConfig)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.value, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterableConfig', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_AlterConfigsResource_v2(buf: bytes, pos: int) -> tuple[AlterConfigsResource, int]:
+def _decode_many_AlterConfigsResource_v2(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResource], int]:
     blen = len(buf)
-    obj = _new(AlterConfigsResource)
+    items = []
+    append = items.append
     try:
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
+        for _ in range(count):
+            obj = _new(AlterConfigsResource)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
             pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_AlterableConfig_v2(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+            obj.resource_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_AlterableConfig_v2(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterConfigsResource', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_AlterConfigsRequest_v2(buf: bytes, pos: int) -> tuple[AlterConfigsRequest, int]:
     blen = len(buf)
-    obj = _new(AlterConfigsRequest)
     try:
+        obj = _new(AlterConfigsRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -260,11 +264,7 @@ def _decode_AlterConfigsRequest_v2(buf: bytes, pos: int) -> tuple[AlterConfigsRe
             raise ValueError('Resources cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.resources = []
-        append = obj.resources.append
-        for _ in range(n):
-            item, pos = _decode_AlterConfigsResource_v2(buf, pos)
-            append(item)
+        obj.resources, pos = _decode_many_AlterConfigsResource_v2(buf, pos, n)
         obj.validate_only, = _S_o.unpack_from(buf, pos)
         pos += 1
         if buf[pos] == 0:

@@ -61,81 +61,85 @@ class AlterPartitionReassignmentsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_ReassignablePartitionResponse_v0(buf: bytes, pos: int) -> tuple[ReassignablePartitionResponse, int]:
+def _decode_many_ReassignablePartitionResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReassignablePartitionResponse], int]:
     blen = len(buf)
-    obj = _new(ReassignablePartitionResponse)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ReassignablePartitionResponse)
+            obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReassignablePartitionResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_ReassignableTopicResponse_v0(buf: bytes, pos: int) -> tuple[ReassignableTopicResponse, int]:
+def _decode_many_ReassignableTopicResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReassignableTopicResponse], int]:
     blen = len(buf)
-    obj = _new(ReassignableTopicResponse)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_ReassignablePartitionResponse_v0(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ReassignableTopicResponse)
+            obj.name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_ReassignablePartitionResponse_v0(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReassignableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_AlterPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
     blen = len(buf)
-    obj = _new(AlterPartitionReassignmentsResponse)
     try:
+        obj = _new(AlterPartitionReassignmentsResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)
@@ -149,11 +153,7 @@ def _decode_AlterPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tupl
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_ReassignableTopicResponse_v0(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_ReassignableTopicResponse_v0(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -69,100 +69,104 @@ class AlterPartitionResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
-        pos += 14
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.isr = []
-        else:
-            raise ValueError('Isr cannot be null in this version')
-        obj.partition_epoch, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.leader_recovery_state = 0
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
+            pos += 14
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.isr = []
+            else:
+                raise ValueError('Isr cannot be null in this version')
+            obj.partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.leader_recovery_state = 0
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v0(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v0(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v0(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_AlterPartitionResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartitionResponse, int]:
     blen = len(buf)
-    obj = _new(AlterPartitionResponse)
     try:
+        obj = _new(AlterPartitionResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -175,11 +179,7 @@ def _decode_AlterPartitionResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartit
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v0(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
@@ -248,99 +248,103 @@ def _encode_AlterPartitionResponse_v0(obj: AlterPartitionResponse, out: bytearra
         out.append(0)
 
 
-def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
-        pos += 14
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.isr = []
-        else:
-            raise ValueError('Isr cannot be null in this version')
-        obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
-        pos += 5
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
+            pos += 14
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('Isr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.isr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.isr = []
+            else:
+                raise ValueError('Isr cannot be null in this version')
+            obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
+            pos += 5
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v1(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v1(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v1(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_AlterPartitionResponse_v1(buf: bytes, pos: int) -> tuple[AlterPartitionResponse, int]:
     blen = len(buf)
-    obj = _new(AlterPartitionResponse)
     try:
+        obj = _new(AlterPartitionResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -353,11 +357,7 @@ def _decode_AlterPartitionResponse_v1(buf: bytes, pos: int) -> tuple[AlterPartit
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v1(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
@@ -426,54 +426,54 @@ def _encode_AlterPartitionResponse_v1(obj: AlterPartitionResponse, out: bytearra
         out.append(0)
 
 
-def _decode_TopicData_v2(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_id, = _S_u.unpack_from(buf, pos)
-        pos += 16
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v1(buf, pos)
-            append(item)
-        obj.topic_name = ''
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            pos += 16
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v1(buf, pos, n)
+            obj.topic_name = ''
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_AlterPartitionResponse_v2(buf: bytes, pos: int) -> tuple[AlterPartitionResponse, int]:
     blen = len(buf)
-    obj = _new(AlterPartitionResponse)
     try:
+        obj = _new(AlterPartitionResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -486,11 +486,7 @@ def _decode_AlterPartitionResponse_v2(buf: bytes, pos: int) -> tuple[AlterPartit
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v2(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v2(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

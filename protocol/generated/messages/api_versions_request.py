@@ -33,8 +33,8 @@ class ApiVersionsRequest(Message):
 
 
 def _decode_ApiVersionsRequest_v0(buf: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
-    obj = _new(ApiVersionsRequest)
     try:
+        obj = _new(ApiVersionsRequest)
         obj.client_software_name = ''
         obj.client_software_version = ''
         obj.unknown_tagged_fields = None
@@ -49,8 +49,8 @@ def _encode_ApiVersionsRequest_v0(obj: ApiVersionsRequest, out: bytearray) -> No
 
 def _decode_ApiVersionsRequest_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
     blen = len(buf)
-    obj = _new(ApiVersionsRequest)
     try:
+        obj = _new(ApiVersionsRequest)
         obj.client_software_name, pos = read_compact_string(buf, pos)
         obj.client_software_version, pos = read_compact_string(buf, pos)
         if buf[pos] == 0:

@@ -81,21 +81,25 @@ class ApiVersionsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_ApiVersion_v0(buf: bytes, pos: int) -> tuple[ApiVersion, int]:
-    obj = _new(ApiVersion)
+def _decode_many_ApiVersion_v0(buf: bytes, pos: int, count: int) -> tuple[list[ApiVersion], int]:
+    items = []
+    append = items.append
     try:
-        obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
-        pos += 6
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(ApiVersion)
+            obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
+            pos += 6
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ApiVersion', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ApiVersionsResponse_v0(buf: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
     blen = len(buf)
-    obj = _new(ApiVersionsResponse)
     try:
+        obj = _new(ApiVersionsResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         (n,) = INT32.unpack_from(buf, pos)
@@ -104,11 +108,7 @@ def _decode_ApiVersionsResponse_v0(buf: bytes, pos: int) -> tuple[ApiVersionsRes
             raise ValueError('ApiKeys cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ApiKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.api_keys = []
-        append = obj.api_keys.append
-        for _ in range(n):
-            item, pos = _decode_ApiVersion_v0(buf, pos)
-            append(item)
+        obj.api_keys, pos = _decode_many_ApiVersion_v0(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.supported_features = []
         obj.finalized_features_epoch = -1
@@ -137,8 +137,8 @@ def _encode_ApiVersionsResponse_v0(obj: ApiVersionsResponse, out: bytearray) -> 
 
 def _decode_ApiVersionsResponse_v1(buf: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
     blen = len(buf)
-    obj = _new(ApiVersionsResponse)
     try:
+        obj = _new(ApiVersionsResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         (n,) = INT32.unpack_from(buf, pos)
@@ -147,11 +147,7 @@ def _decode_ApiVersionsResponse_v1(buf: bytes, pos: int) -> tuple[ApiVersionsRes
             raise ValueError('ApiKeys cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ApiKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.api_keys = []
-        append = obj.api_keys.append
-        for _ in range(n):
-            item, pos = _decode_ApiVersion_v0(buf, pos)
-            append(item)
+        obj.api_keys, pos = _decode_many_ApiVersion_v0(buf, pos, n)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.supported_features = []
@@ -188,96 +184,108 @@ def _encode_ApiVersionsResponse_v2(obj: ApiVersionsResponse, out: bytearray) -> 
     out += _S_i.pack(obj.throttle_time_ms)
 
 
-def _decode_ApiVersion_v3(buf: bytes, pos: int) -> tuple[ApiVersion, int]:
+def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[ApiVersion], int]:
     blen = len(buf)
-    obj = _new(ApiVersion)
+    items = []
+    append = items.append
     try:
-        obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
-        pos += 6
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ApiVersion)
+            obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
+            pos += 6
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ApiVersion', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_SupportedFeatureKey_v3(buf: bytes, pos: int) -> tuple[SupportedFeatureKey, int]:
+def _decode_many_SupportedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tuple[list[SupportedFeatureKey], int]:
     blen = len(buf)
-    obj = _new(SupportedFeatureKey)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.min_version, obj.max_version = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(SupportedFeatureKey)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.min_version, obj.max_version = _S_hh.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('SupportedFeatureKey', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FinalizedFeatureKey_v3(buf: bytes, pos: int) -> tuple[FinalizedFeatureKey, int]:
+def _decode_many_FinalizedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tuple[list[FinalizedFeatureKey], int]:
     blen = len(buf)
-    obj = _new(FinalizedFeatureKey)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.max_version_level, obj.min_version_level = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(FinalizedFeatureKey)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.max_version_level, obj.min_version_level = _S_hh.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FinalizedFeatureKey', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
     blen = len(buf)
-    obj = _new(ApiVersionsResponse)
     try:
+        obj = _new(ApiVersionsResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         n = buf[pos] - 1
@@ -290,11 +298,7 @@ def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRes
             raise ValueError('ApiKeys cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ApiKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.api_keys = []
-        append = obj.api_keys.append
-        for _ in range(n):
-            item, pos = _decode_ApiVersion_v3(buf, pos)
-            append(item)
+        obj.api_keys, pos = _decode_many_ApiVersion_v3(buf, pos, n)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.supported_features = []
@@ -324,11 +328,7 @@ def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRes
                         raise ValueError('SupportedFeatures cannot be null in this version')
                     if n > blen - pos:
                         raise ValueError('SupportedFeatures claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.supported_features = []
-                    append = obj.supported_features.append
-                    for _ in range(n):
-                        item, pos = _decode_SupportedFeatureKey_v3(buf, pos)
-                        append(item)
+                    obj.supported_features, pos = _decode_many_SupportedFeatureKey_v3(buf, pos, n)
                     if pos != tag_end:
                         raise ValueError('tagged field SupportedFeatures does not fill its ' + str(size) + ' bytes')
                 elif tag == 1:
@@ -347,11 +347,7 @@ def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRes
                         raise ValueError('FinalizedFeatures cannot be null in this version')
                     if n > blen - pos:
                         raise ValueError('FinalizedFeatures claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.finalized_features = []
-                    append = obj.finalized_features.append
-                    for _ in range(n):
-                        item, pos = _decode_FinalizedFeatureKey_v3(buf, pos)
-                        append(item)
+                    obj.finalized_features, pos = _decode_many_FinalizedFeatureKey_v3(buf, pos, n)
                     if pos != tag_end:
                         raise ValueError('tagged field FinalizedFeatures does not fill its ' + str(size) + ' bytes')
                 elif tag == 3:

@@ -38,8 +38,8 @@ class BrokerHeartbeatRequest(Message):
 
 def _decode_BrokerHeartbeatRequest_v0(buf: bytes, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     blen = len(buf)
-    obj = _new(BrokerHeartbeatRequest)
     try:
+        obj = _new(BrokerHeartbeatRequest)
         obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down = _S_iqqoo.unpack_from(buf, pos)
         pos += 22
         obj.offline_log_dirs = []
@@ -77,8 +77,8 @@ def _encode_BrokerHeartbeatRequest_v0(obj: BrokerHeartbeatRequest, out: bytearra
 
 def _decode_BrokerHeartbeatRequest_v1(buf: bytes, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
     blen = len(buf)
-    obj = _new(BrokerHeartbeatRequest)
     try:
+        obj = _new(BrokerHeartbeatRequest)
         obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down = _S_iqqoo.unpack_from(buf, pos)
         pos += 22
         obj.offline_log_dirs = []

@@ -36,8 +36,8 @@ class BrokerHeartbeatResponse(Message):
 
 def _decode_BrokerHeartbeatResponse_v0(buf: bytes, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
     blen = len(buf)
-    obj = _new(BrokerHeartbeatResponse)
     try:
+        obj = _new(BrokerHeartbeatResponse)
         obj.throttle_time_ms, obj.error_code, obj.is_caught_up, obj.is_fenced, obj.should_shut_down = _S_ihooo.unpack_from(buf, pos)
         pos += 9
         if buf[pos] == 0:

@@ -74,69 +74,77 @@ class BrokerRegistrationRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_Listener_v0(buf: bytes, pos: int) -> tuple[Listener, int]:
+def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
     blen = len(buf)
-    obj = _new(Listener)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(Listener)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Listener', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_Feature_v0(buf: bytes, pos: int) -> tuple[Feature, int]:
+def _decode_many_Feature_v0(buf: bytes, pos: int, count: int) -> tuple[list[Feature], int]:
     blen = len(buf)
-    obj = _new(Feature)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(Feature)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Feature', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_BrokerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[BrokerRegistrationRequest, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationRequest)
     try:
+        obj = _new(BrokerRegistrationRequest)
         obj.broker_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.cluster_id, pos = read_compact_string(buf, pos)
@@ -152,11 +160,7 @@ def _decode_BrokerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Listeners cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Listeners claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.listeners = []
-        append = obj.listeners.append
-        for _ in range(n):
-            item, pos = _decode_Listener_v0(buf, pos)
-            append(item)
+        obj.listeners, pos = _decode_many_Listener_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -167,11 +171,7 @@ def _decode_BrokerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_Feature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_Feature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.is_migrating_zk_broker = False
         obj.log_dirs = []
@@ -248,8 +248,8 @@ def _encode_BrokerRegistrationRequest_v0(obj: BrokerRegistrationRequest, out: by
 
 def _decode_BrokerRegistrationRequest_v1(buf: bytes, pos: int) -> tuple[BrokerRegistrationRequest, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationRequest)
     try:
+        obj = _new(BrokerRegistrationRequest)
         obj.broker_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.cluster_id, pos = read_compact_string(buf, pos)
@@ -265,11 +265,7 @@ def _decode_BrokerRegistrationRequest_v1(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Listeners cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Listeners claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.listeners = []
-        append = obj.listeners.append
-        for _ in range(n):
-            item, pos = _decode_Listener_v0(buf, pos)
-            append(item)
+        obj.listeners, pos = _decode_many_Listener_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -280,11 +276,7 @@ def _decode_BrokerRegistrationRequest_v1(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_Feature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_Feature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.is_migrating_zk_broker, = _S_o.unpack_from(buf, pos)
         pos += 1
@@ -342,8 +334,8 @@ def _encode_BrokerRegistrationRequest_v1(obj: BrokerRegistrationRequest, out: by
 
 def _decode_BrokerRegistrationRequest_v2(buf: bytes, pos: int) -> tuple[BrokerRegistrationRequest, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationRequest)
     try:
+        obj = _new(BrokerRegistrationRequest)
         obj.broker_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.cluster_id, pos = read_compact_string(buf, pos)
@@ -359,11 +351,7 @@ def _decode_BrokerRegistrationRequest_v2(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Listeners cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Listeners claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.listeners = []
-        append = obj.listeners.append
-        for _ in range(n):
-            item, pos = _decode_Listener_v0(buf, pos)
-            append(item)
+        obj.listeners, pos = _decode_many_Listener_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -374,11 +362,7 @@ def _decode_BrokerRegistrationRequest_v2(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_Feature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_Feature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.is_migrating_zk_broker, = _S_o.unpack_from(buf, pos)
         pos += 1
@@ -459,8 +443,8 @@ def _encode_BrokerRegistrationRequest_v2(obj: BrokerRegistrationRequest, out: by
 
 def _decode_BrokerRegistrationRequest_v3(buf: bytes, pos: int) -> tuple[BrokerRegistrationRequest, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationRequest)
     try:
+        obj = _new(BrokerRegistrationRequest)
         obj.broker_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.cluster_id, pos = read_compact_string(buf, pos)
@@ -476,11 +460,7 @@ def _decode_BrokerRegistrationRequest_v3(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Listeners cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Listeners claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.listeners = []
-        append = obj.listeners.append
-        for _ in range(n):
-            item, pos = _decode_Listener_v0(buf, pos)
-            append(item)
+        obj.listeners, pos = _decode_many_Listener_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -491,11 +471,7 @@ def _decode_BrokerRegistrationRequest_v3(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_Feature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_Feature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.is_migrating_zk_broker, = _S_o.unpack_from(buf, pos)
         pos += 1

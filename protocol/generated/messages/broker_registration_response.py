@@ -34,8 +34,8 @@ class BrokerRegistrationResponse(Message):
 
 def _decode_BrokerRegistrationResponse_v0(buf: bytes, pos: int) -> tuple[BrokerRegistrationResponse, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationResponse)
     try:
+        obj = _new(BrokerRegistrationResponse)
         obj.throttle_time_ms, obj.error_code, obj.broker_epoch = _S_ihq.unpack_from(buf, pos)
         pos += 14
         if buf[pos] == 0:

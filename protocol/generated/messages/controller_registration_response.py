@@ -36,8 +36,8 @@ class ControllerRegistrationResponse(Message):
 
 def _decode_ControllerRegistrationResponse_v0(buf: bytes, pos: int) -> tuple[ControllerRegistrationResponse, int]:
     blen = len(buf)
-    obj = _new(ControllerRegistrationResponse)
     try:
+        obj = _new(ControllerRegistrationResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)

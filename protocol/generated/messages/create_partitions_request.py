@@ -62,68 +62,68 @@ class CreatePartitionsRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_CreatePartitionsAssignment_v0(buf: bytes, pos: int) -> tuple[CreatePartitionsAssignment, int]:
+def _decode_many_CreatePartitionsAssignment_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsAssignment], int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsAssignment)
+    items = []
+    append = items.append
     try:
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.broker_ids = []
-        else:
-            raise ValueError('BrokerIds cannot be null in this version')
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatePartitionsAssignment)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.broker_ids = []
+            else:
+                raise ValueError('BrokerIds cannot be null in this version')
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsAssignment', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_CreatePartitionsTopic_v0(buf: bytes, pos: int) -> tuple[CreatePartitionsTopic, int]:
+def _decode_many_CreatePartitionsTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopic], int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsTopic)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.count, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            obj.assignments = None
-        else:
-            if n > blen - pos:
-                raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.assignments = []
-            append = obj.assignments.append
-            for _ in range(n):
-                item, pos = _decode_CreatePartitionsAssignment_v0(buf, pos)
-                append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatePartitionsTopic)
+            obj.name, pos = read_string(buf, pos)
+            obj.count, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                obj.assignments = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.assignments, pos = _decode_many_CreatePartitionsAssignment_v0(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreatePartitionsRequest_v0(buf: bytes, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsRequest)
     try:
+        obj = _new(CreatePartitionsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatePartitionsTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatePartitionsTopic_v0(buf, pos, n)
         obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
         pos += 5
         obj.unknown_tagged_fields = None
@@ -198,97 +198,101 @@ def _encode_CreatePartitionsRequest_v1(obj: CreatePartitionsRequest, out: bytear
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
-def _decode_CreatePartitionsAssignment_v2(buf: bytes, pos: int) -> tuple[CreatePartitionsAssignment, int]:
+def _decode_many_CreatePartitionsAssignment_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsAssignment], int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsAssignment)
+    items = []
+    append = items.append
     try:
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.broker_ids = []
-        else:
-            raise ValueError('BrokerIds cannot be null in this version')
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(CreatePartitionsAssignment)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.broker_ids = []
+            else:
+                raise ValueError('BrokerIds cannot be null in this version')
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsAssignment', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_CreatePartitionsTopic_v2(buf: bytes, pos: int) -> tuple[CreatePartitionsTopic, int]:
+def _decode_many_CreatePartitionsTopic_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopic], int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsTopic)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.count, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            obj.assignments = None
-        else:
-            if n > blen - pos:
-                raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.assignments = []
-            append = obj.assignments.append
-            for _ in range(n):
-                item, pos = _decode_CreatePartitionsAssignment_v2(buf, pos)
-                append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(CreatePartitionsTopic)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.count, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                obj.assignments = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.assignments, pos = _decode_many_CreatePartitionsAssignment_v2(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreatePartitionsRequest_v2(buf: bytes, pos: int) -> tuple[CreatePartitionsRequest, int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsRequest)
     try:
+        obj = _new(CreatePartitionsRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -299,11 +303,7 @@ def _decode_CreatePartitionsRequest_v2(buf: bytes, pos: int) -> tuple[CreatePart
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatePartitionsTopic_v2(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatePartitionsTopic_v2(buf, pos, n)
         obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
         pos += 5
         if buf[pos] == 0:

@@ -54,23 +54,27 @@ class CreatePartitionsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_CreatePartitionsTopicResult_v0(buf: bytes, pos: int) -> tuple[CreatePartitionsTopicResult, int]:
-    obj = _new(CreatePartitionsTopicResult)
+def _decode_many_CreatePartitionsTopicResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopicResult], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_nullable_string(buf, pos)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatePartitionsTopicResult)
+            obj.name, pos = read_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_nullable_string(buf, pos)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreatePartitionsResponse_v0(buf: bytes, pos: int) -> tuple[CreatePartitionsResponse, int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsResponse)
     try:
+        obj = _new(CreatePartitionsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -79,11 +83,7 @@ def _decode_CreatePartitionsResponse_v0(buf: bytes, pos: int) -> tuple[CreatePar
             raise ValueError('Results cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Results claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.results = []
-        append = obj.results.append
-        for _ in range(n):
-            item, pos = _decode_CreatePartitionsTopicResult_v0(buf, pos)
-            append(item)
+        obj.results, pos = _decode_many_CreatePartitionsTopicResult_v0(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -118,40 +118,44 @@ def _encode_CreatePartitionsResponse_v1(obj: CreatePartitionsResponse, out: byte
             _encode_CreatePartitionsTopicResult_v0(item, out)
 
 
-def _decode_CreatePartitionsTopicResult_v2(buf: bytes, pos: int) -> tuple[CreatePartitionsTopicResult, int]:
+def _decode_many_CreatePartitionsTopicResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopicResult], int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsTopicResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(CreatePartitionsTopicResult)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatePartitionsTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreatePartitionsResponse_v2(buf: bytes, pos: int) -> tuple[CreatePartitionsResponse, int]:
     blen = len(buf)
-    obj = _new(CreatePartitionsResponse)
     try:
+        obj = _new(CreatePartitionsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -164,11 +168,7 @@ def _decode_CreatePartitionsResponse_v2(buf: bytes, pos: int) -> tuple[CreatePar
             raise ValueError('Results cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Results claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.results = []
-        append = obj.results.append
-        for _ in range(n):
-            item, pos = _decode_CreatePartitionsTopicResult_v2(buf, pos)
-            append(item)
+        obj.results, pos = _decode_many_CreatePartitionsTopicResult_v2(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -81,91 +81,91 @@ class CreateTopicsRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_CreatableReplicaAssignment_v0(buf: bytes, pos: int) -> tuple[CreatableReplicaAssignment, int]:
+def _decode_many_CreatableReplicaAssignment_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableReplicaAssignment], int]:
     blen = len(buf)
-    obj = _new(CreatableReplicaAssignment)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.broker_ids = []
-        else:
-            raise ValueError('BrokerIds cannot be null in this version')
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatableReplicaAssignment)
+            obj.partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.broker_ids = []
+            else:
+                raise ValueError('BrokerIds cannot be null in this version')
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableReplicaAssignment', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_CreatableTopicConfig_v0(buf: bytes, pos: int) -> tuple[CreatableTopicConfig, int]:
-    obj = _new(CreatableTopicConfig)
+def _decode_many_CreatableTopicConfig_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfig], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.value, pos = read_nullable_string(buf, pos)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatableTopicConfig)
+            obj.name, pos = read_string(buf, pos)
+            obj.value, pos = read_nullable_string(buf, pos)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopicConfig', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_CreatableTopic_v0(buf: bytes, pos: int) -> tuple[CreatableTopic, int]:
+def _decode_many_CreatableTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopic], int]:
     blen = len(buf)
-    obj = _new(CreatableTopic)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Assignments cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.assignments = []
-        append = obj.assignments.append
-        for _ in range(n):
-            item, pos = _decode_CreatableReplicaAssignment_v0(buf, pos)
-            append(item)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopicConfig_v0(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatableTopic)
+            obj.name, pos = read_string(buf, pos)
+            obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Assignments cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.assignments, pos = _decode_many_CreatableReplicaAssignment_v0(buf, pos, n)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_CreatableTopicConfig_v0(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreateTopicsRequest_v0(buf: bytes, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsRequest)
     try:
+        obj = _new(CreateTopicsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopic_v0(buf, pos, n)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.validate_only = False
@@ -225,19 +225,15 @@ def _encode_CreateTopicsRequest_v0(obj: CreateTopicsRequest, out: bytearray) -> 
 
 def _decode_CreateTopicsRequest_v1(buf: bytes, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsRequest)
     try:
+        obj = _new(CreateTopicsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopic_v0(buf, pos, n)
         obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
         pos += 5
         obj.unknown_tagged_fields = None
@@ -410,141 +406,145 @@ def _encode_CreateTopicsRequest_v4(obj: CreateTopicsRequest, out: bytearray) -> 
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
-def _decode_CreatableReplicaAssignment_v5(buf: bytes, pos: int) -> tuple[CreatableReplicaAssignment, int]:
+def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableReplicaAssignment], int]:
     blen = len(buf)
-    obj = _new(CreatableReplicaAssignment)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.broker_ids = []
-        else:
-            raise ValueError('BrokerIds cannot be null in this version')
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(CreatableReplicaAssignment)
+            obj.partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('BrokerIds claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.broker_ids = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.broker_ids = []
+            else:
+                raise ValueError('BrokerIds cannot be null in this version')
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableReplicaAssignment', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_CreatableTopicConfig_v5(buf: bytes, pos: int) -> tuple[CreatableTopicConfig, int]:
+def _decode_many_CreatableTopicConfig_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfig], int]:
     blen = len(buf)
-    obj = _new(CreatableTopicConfig)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.value, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(CreatableTopicConfig)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.value, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopicConfig', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_CreatableTopic_v5(buf: bytes, pos: int) -> tuple[CreatableTopic, int]:
+def _decode_many_CreatableTopic_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopic], int]:
     blen = len(buf)
-    obj = _new(CreatableTopic)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Assignments cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.assignments = []
-        append = obj.assignments.append
-        for _ in range(n):
-            item, pos = _decode_CreatableReplicaAssignment_v5(buf, pos)
-            append(item)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopicConfig_v5(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(CreatableTopic)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Assignments cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Assignments claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.assignments, pos = _decode_many_CreatableReplicaAssignment_v5(buf, pos, n)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_CreatableTopicConfig_v5(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreateTopicsRequest_v5(buf: bytes, pos: int) -> tuple[CreateTopicsRequest, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsRequest)
     try:
+        obj = _new(CreateTopicsRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -555,11 +555,7 @@ def _decode_CreateTopicsRequest_v5(buf: bytes, pos: int) -> tuple[CreateTopicsRe
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopic_v5(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopic_v5(buf, pos, n)
         obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
         pos += 5
         if buf[pos] == 0:

@@ -77,39 +77,39 @@ class CreateTopicsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_CreatableTopicResult_v0(buf: bytes, pos: int) -> tuple[CreatableTopicResult, int]:
-    obj = _new(CreatableTopicResult)
+def _decode_many_CreatableTopicResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.topic_id = ZERO_UUID
-        obj.error_message = ''
-        obj.topic_config_error_code = 0
-        obj.num_partitions = -1
-        obj.replication_factor = -1
-        obj.configs = []
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatableTopicResult)
+            obj.name, pos = read_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.topic_id = ZERO_UUID
+            obj.error_message = ''
+            obj.topic_config_error_code = 0
+            obj.num_partitions = -1
+            obj.replication_factor = -1
+            obj.configs = []
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreateTopicsResponse_v0(buf: bytes, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsResponse)
     try:
+        obj = _new(CreateTopicsResponse)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopicResult_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopicResult_v0(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -132,39 +132,39 @@ def _encode_CreateTopicsResponse_v0(obj: CreateTopicsResponse, out: bytearray) -
             _encode_CreatableTopicResult_v0(item, out)
 
 
-def _decode_CreatableTopicResult_v1(buf: bytes, pos: int) -> tuple[CreatableTopicResult, int]:
-    obj = _new(CreatableTopicResult)
+def _decode_many_CreatableTopicResult_v1(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_nullable_string(buf, pos)
-        obj.topic_id = ZERO_UUID
-        obj.topic_config_error_code = 0
-        obj.num_partitions = -1
-        obj.replication_factor = -1
-        obj.configs = []
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(CreatableTopicResult)
+            obj.name, pos = read_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_nullable_string(buf, pos)
+            obj.topic_id = ZERO_UUID
+            obj.topic_config_error_code = 0
+            obj.num_partitions = -1
+            obj.replication_factor = -1
+            obj.configs = []
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreateTopicsResponse_v1(buf: bytes, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsResponse)
     try:
+        obj = _new(CreateTopicsResponse)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopicResult_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopicResult_v1(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -190,8 +190,8 @@ def _encode_CreateTopicsResponse_v1(obj: CreateTopicsResponse, out: bytearray) -
 
 def _decode_CreateTopicsResponse_v2(buf: bytes, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsResponse)
     try:
+        obj = _new(CreateTopicsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -200,11 +200,7 @@ def _decode_CreateTopicsResponse_v2(buf: bytes, pos: int) -> tuple[CreateTopicsR
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopicResult_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopicResult_v1(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreateTopicsResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -244,96 +240,100 @@ def _encode_CreateTopicsResponse_v4(obj: CreateTopicsResponse, out: bytearray) -
             _encode_CreatableTopicResult_v1(item, out)
 
 
-def _decode_CreatableTopicConfigs_v5(buf: bytes, pos: int) -> tuple[CreatableTopicConfigs, int]:
+def _decode_many_CreatableTopicConfigs_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfigs], int]:
     blen = len(buf)
-    obj = _new(CreatableTopicConfigs)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.value, pos = read_compact_nullable_string(buf, pos)
-        obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
-        pos += 3
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
-    except (struct.error, IndexError, ValueError) as exc:
-        raise DecodeError('CreatableTopicConfigs', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
-
-
-def _decode_CreatableTopicResult_v5(buf: bytes, pos: int) -> tuple[CreatableTopicResult, int]:
-    blen = len(buf)
-    obj = _new(CreatableTopicResult)
-    try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            obj.configs = None
-        else:
-            if n > blen - pos:
-                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.configs = []
-            append = obj.configs.append
-            for _ in range(n):
-                item, pos = _decode_CreatableTopicConfigs_v5(buf, pos)
-                append(item)
-        obj.topic_id = ZERO_UUID
-        obj.topic_config_error_code = 0
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if tag == 0:
-                    (obj.topic_config_error_code,) = _S_h.unpack_from(buf, pos)
-                    pos += 2
-                    if pos != tag_end:
-                        raise ValueError('tagged field TopicConfigErrorCode does not fill its ' + str(size) + ' bytes')
-                else:
+        for _ in range(count):
+            obj = _new(CreatableTopicConfigs)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.value, pos = read_compact_nullable_string(buf, pos)
+            obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
+            pos += 3
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
                     if unknown is None:
                         unknown = {}
                     unknown[tag] = buf[pos:tag_end]
                     pos = tag_end
-            obj.unknown_tagged_fields = unknown
+                obj.unknown_tagged_fields = unknown
+            append(obj)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError('CreatableTopicConfigs', None, pos, str(exc) or type(exc).__name__) from None
+    return items, pos
+
+
+def _decode_many_CreatableTopicResult_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
+    blen = len(buf)
+    items = []
+    append = items.append
+    try:
+        for _ in range(count):
+            obj = _new(CreatableTopicResult)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                obj.configs = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.configs, pos = _decode_many_CreatableTopicConfigs_v5(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.topic_config_error_code = 0
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if tag == 0:
+                        (obj.topic_config_error_code,) = _S_h.unpack_from(buf, pos)
+                        pos += 2
+                        if pos != tag_end:
+                            raise ValueError('tagged field TopicConfigErrorCode does not fill its ' + str(size) + ' bytes')
+                    else:
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = buf[pos:tag_end]
+                        pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreateTopicsResponse_v5(buf: bytes, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsResponse)
     try:
+        obj = _new(CreateTopicsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -346,11 +346,7 @@ def _decode_CreateTopicsResponse_v5(buf: bytes, pos: int) -> tuple[CreateTopicsR
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopicResult_v5(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopicResult_v5(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
@@ -436,65 +432,65 @@ def _encode_CreateTopicsResponse_v6(obj: CreateTopicsResponse, out: bytearray) -
         out.append(0)
 
 
-def _decode_CreatableTopicResult_v7(buf: bytes, pos: int) -> tuple[CreatableTopicResult, int]:
+def _decode_many_CreatableTopicResult_v7(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
     blen = len(buf)
-    obj = _new(CreatableTopicResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.topic_id, obj.error_code = _S_uh.unpack_from(buf, pos)
-        pos += 18
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            obj.configs = None
-        else:
-            if n > blen - pos:
-                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.configs = []
-            append = obj.configs.append
-            for _ in range(n):
-                item, pos = _decode_CreatableTopicConfigs_v5(buf, pos)
-                append(item)
-        obj.topic_config_error_code = 0
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if tag == 0:
-                    (obj.topic_config_error_code,) = _S_h.unpack_from(buf, pos)
-                    pos += 2
-                    if pos != tag_end:
-                        raise ValueError('tagged field TopicConfigErrorCode does not fill its ' + str(size) + ' bytes')
-                else:
-                    if unknown is None:
-                        unknown = {}
-                    unknown[tag] = buf[pos:tag_end]
-                    pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(CreatableTopicResult)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.topic_id, obj.error_code = _S_uh.unpack_from(buf, pos)
+            pos += 18
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            obj.num_partitions, obj.replication_factor = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                obj.configs = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.configs, pos = _decode_many_CreatableTopicConfigs_v5(buf, pos, n)
+            obj.topic_config_error_code = 0
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if tag == 0:
+                        (obj.topic_config_error_code,) = _S_h.unpack_from(buf, pos)
+                        pos += 2
+                        if pos != tag_end:
+                            raise ValueError('tagged field TopicConfigErrorCode does not fill its ' + str(size) + ' bytes')
+                    else:
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = buf[pos:tag_end]
+                        pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('CreatableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_CreateTopicsResponse_v7(buf: bytes, pos: int) -> tuple[CreateTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(CreateTopicsResponse)
     try:
+        obj = _new(CreateTopicsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -507,11 +503,7 @@ def _decode_CreateTopicsResponse_v7(buf: bytes, pos: int) -> tuple[CreateTopicsR
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_CreatableTopicResult_v7(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_CreatableTopicResult_v7(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

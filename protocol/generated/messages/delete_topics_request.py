@@ -55,8 +55,8 @@ class DeleteTopicsRequest(Message):
 
 def _decode_DeleteTopicsRequest_v0(buf: bytes, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsRequest)
     try:
+        obj = _new(DeleteTopicsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
@@ -130,8 +130,8 @@ def _encode_DeleteTopicsRequest_v3(obj: DeleteTopicsRequest, out: bytearray) -> 
 
 def _decode_DeleteTopicsRequest_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsRequest)
     try:
+        obj = _new(DeleteTopicsRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -205,39 +205,43 @@ def _encode_DeleteTopicsRequest_v5(obj: DeleteTopicsRequest, out: bytearray) -> 
         out.append(0)
 
 
-def _decode_DeleteTopicState_v6(buf: bytes, pos: int) -> tuple[DeleteTopicState, int]:
+def _decode_many_DeleteTopicState_v6(buf: bytes, pos: int, count: int) -> tuple[list[DeleteTopicState], int]:
     blen = len(buf)
-    obj = _new(DeleteTopicState)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_nullable_string(buf, pos)
-        obj.topic_id, = _S_u.unpack_from(buf, pos)
-        pos += 16
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(DeleteTopicState)
+            obj.name, pos = read_compact_nullable_string(buf, pos)
+            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            pos += 16
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DeleteTopicState', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DeleteTopicsRequest_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsRequest, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsRequest)
     try:
+        obj = _new(DeleteTopicsRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -248,11 +252,7 @@ def _decode_DeleteTopicsRequest_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_DeleteTopicState_v6(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_DeleteTopicState_v6(buf, pos, n)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.topic_names = []

@@ -55,35 +55,35 @@ class DeleteTopicsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_DeletableTopicResult_v0(buf: bytes, pos: int) -> tuple[DeletableTopicResult, int]:
-    obj = _new(DeletableTopicResult)
+def _decode_many_DeletableTopicResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.topic_id = ZERO_UUID
-        obj.error_message = None
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DeletableTopicResult)
+            obj.name, pos = read_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.topic_id = ZERO_UUID
+            obj.error_message = None
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DeletableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DeleteTopicsResponse_v0(buf: bytes, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsResponse)
     try:
+        obj = _new(DeleteTopicsResponse)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_DeletableTopicResult_v0(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_DeletableTopicResult_v0(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -108,8 +108,8 @@ def _encode_DeleteTopicsResponse_v0(obj: DeleteTopicsResponse, out: bytearray) -
 
 def _decode_DeleteTopicsResponse_v1(buf: bytes, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsResponse)
     try:
+        obj = _new(DeleteTopicsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -118,11 +118,7 @@ def _decode_DeleteTopicsResponse_v1(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_DeletableTopicResult_v0(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_DeletableTopicResult_v0(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DeleteTopicsResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -162,41 +158,45 @@ def _encode_DeleteTopicsResponse_v3(obj: DeleteTopicsResponse, out: bytearray) -
             _encode_DeletableTopicResult_v0(item, out)
 
 
-def _decode_DeletableTopicResult_v4(buf: bytes, pos: int) -> tuple[DeletableTopicResult, int]:
+def _decode_many_DeletableTopicResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
     blen = len(buf)
-    obj = _new(DeletableTopicResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.topic_id = ZERO_UUID
-        obj.error_message = None
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(DeletableTopicResult)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.topic_id = ZERO_UUID
+            obj.error_message = None
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DeletableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DeleteTopicsResponse_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsResponse)
     try:
+        obj = _new(DeleteTopicsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -209,11 +209,7 @@ def _decode_DeleteTopicsResponse_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_DeletableTopicResult_v4(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_DeletableTopicResult_v4(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
@@ -260,41 +256,45 @@ def _encode_DeleteTopicsResponse_v4(obj: DeleteTopicsResponse, out: bytearray) -
         out.append(0)
 
 
-def _decode_DeletableTopicResult_v5(buf: bytes, pos: int) -> tuple[DeletableTopicResult, int]:
+def _decode_many_DeletableTopicResult_v5(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
     blen = len(buf)
-    obj = _new(DeletableTopicResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(DeletableTopicResult)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DeletableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DeleteTopicsResponse_v5(buf: bytes, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsResponse)
     try:
+        obj = _new(DeleteTopicsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -307,11 +307,7 @@ def _decode_DeleteTopicsResponse_v5(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_DeletableTopicResult_v5(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_DeletableTopicResult_v5(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
@@ -359,40 +355,44 @@ def _encode_DeleteTopicsResponse_v5(obj: DeleteTopicsResponse, out: bytearray) -
         out.append(0)
 
 
-def _decode_DeletableTopicResult_v6(buf: bytes, pos: int) -> tuple[DeletableTopicResult, int]:
+def _decode_many_DeletableTopicResult_v6(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
     blen = len(buf)
-    obj = _new(DeletableTopicResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_nullable_string(buf, pos)
-        obj.topic_id, obj.error_code = _S_uh.unpack_from(buf, pos)
-        pos += 18
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(DeletableTopicResult)
+            obj.name, pos = read_compact_nullable_string(buf, pos)
+            obj.topic_id, obj.error_code = _S_uh.unpack_from(buf, pos)
+            pos += 18
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DeletableTopicResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DeleteTopicsResponse_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsResponse, int]:
     blen = len(buf)
-    obj = _new(DeleteTopicsResponse)
     try:
+        obj = _new(DeleteTopicsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -405,11 +405,7 @@ def _decode_DeleteTopicsResponse_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_DeletableTopicResult_v6(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_DeletableTopicResult_v6(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

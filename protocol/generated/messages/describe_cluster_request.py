@@ -34,8 +34,8 @@ class DescribeClusterRequest(Message):
 
 def _decode_DescribeClusterRequest_v0(buf: bytes, pos: int) -> tuple[DescribeClusterRequest, int]:
     blen = len(buf)
-    obj = _new(DescribeClusterRequest)
     try:
+        obj = _new(DescribeClusterRequest)
         obj.include_cluster_authorized_operations, = _S_o.unpack_from(buf, pos)
         pos += 1
         obj.endpoint_type = 1
@@ -73,8 +73,8 @@ def _encode_DescribeClusterRequest_v0(obj: DescribeClusterRequest, out: bytearra
 
 def _decode_DescribeClusterRequest_v1(buf: bytes, pos: int) -> tuple[DescribeClusterRequest, int]:
     blen = len(buf)
-    obj = _new(DescribeClusterRequest)
     try:
+        obj = _new(DescribeClusterRequest)
         obj.include_cluster_authorized_operations, obj.endpoint_type = _S_ob.unpack_from(buf, pos)
         pos += 2
         if buf[pos] == 0:

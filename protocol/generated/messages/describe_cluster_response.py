@@ -57,42 +57,46 @@ class DescribeClusterResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_DescribeClusterBroker_v0(buf: bytes, pos: int) -> tuple[DescribeClusterBroker, int]:
+def _decode_many_DescribeClusterBroker_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeClusterBroker], int]:
     blen = len(buf)
-    obj = _new(DescribeClusterBroker)
+    items = []
+    append = items.append
     try:
-        obj.broker_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.rack, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(DescribeClusterBroker)
+            obj.broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.rack, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeClusterBroker', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DescribeClusterResponse_v0(buf: bytes, pos: int) -> tuple[DescribeClusterResponse, int]:
     blen = len(buf)
-    obj = _new(DescribeClusterResponse)
     try:
+        obj = _new(DescribeClusterResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)
@@ -109,11 +113,7 @@ def _decode_DescribeClusterResponse_v0(buf: bytes, pos: int) -> tuple[DescribeCl
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_DescribeClusterBroker_v0(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_DescribeClusterBroker_v0(buf, pos, n)
         obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.endpoint_type = 1
@@ -173,8 +173,8 @@ def _encode_DescribeClusterResponse_v0(obj: DescribeClusterResponse, out: bytear
 
 def _decode_DescribeClusterResponse_v1(buf: bytes, pos: int) -> tuple[DescribeClusterResponse, int]:
     blen = len(buf)
-    obj = _new(DescribeClusterResponse)
     try:
+        obj = _new(DescribeClusterResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)
@@ -193,11 +193,7 @@ def _decode_DescribeClusterResponse_v1(buf: bytes, pos: int) -> tuple[DescribeCl
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_DescribeClusterBroker_v0(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_DescribeClusterBroker_v0(buf, pos, n)
         obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:

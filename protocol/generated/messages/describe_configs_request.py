@@ -52,45 +52,45 @@ class DescribeConfigsRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_DescribeConfigsResource_v0(buf: bytes, pos: int) -> tuple[DescribeConfigsResource, int]:
+def _decode_many_DescribeConfigsResource_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResource], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResource)
+    items = []
+    append = items.append
     try:
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            obj.configuration_keys = None
-        else:
-            if n > blen - pos:
-                raise ValueError('ConfigurationKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.configuration_keys = []
-            for _ in range(n):
-                item, pos = read_string(buf, pos)
-                obj.configuration_keys.append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsResource)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.resource_name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                obj.configuration_keys = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('ConfigurationKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.configuration_keys = []
+                for _ in range(n):
+                    item, pos = read_string(buf, pos)
+                    obj.configuration_keys.append(item)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResource', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DescribeConfigsRequest_v0(buf: bytes, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsRequest)
     try:
+        obj = _new(DescribeConfigsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Resources cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.resources = []
-        append = obj.resources.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResource_v0(buf, pos)
-            append(item)
+        obj.resources, pos = _decode_many_DescribeConfigsResource_v0(buf, pos, n)
         obj.include_synonyms = False
         obj.include_documentation = False
         obj.unknown_tagged_fields = None
@@ -127,19 +127,15 @@ def _encode_DescribeConfigsRequest_v0(obj: DescribeConfigsRequest, out: bytearra
 
 def _decode_DescribeConfigsRequest_v1(buf: bytes, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsRequest)
     try:
+        obj = _new(DescribeConfigsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Resources cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.resources = []
-        append = obj.resources.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResource_v0(buf, pos)
-            append(item)
+        obj.resources, pos = _decode_many_DescribeConfigsResource_v0(buf, pos, n)
         obj.include_synonyms, = _S_o.unpack_from(buf, pos)
         pos += 1
         obj.include_documentation = False
@@ -177,19 +173,15 @@ def _encode_DescribeConfigsRequest_v2(obj: DescribeConfigsRequest, out: bytearra
 
 def _decode_DescribeConfigsRequest_v3(buf: bytes, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsRequest)
     try:
+        obj = _new(DescribeConfigsRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Resources cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.resources = []
-        append = obj.resources.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResource_v0(buf, pos)
-            append(item)
+        obj.resources, pos = _decode_many_DescribeConfigsResource_v0(buf, pos, n)
         obj.include_synonyms, obj.include_documentation = _S_oo.unpack_from(buf, pos)
         pos += 2
         obj.unknown_tagged_fields = None
@@ -209,54 +201,58 @@ def _encode_DescribeConfigsRequest_v3(obj: DescribeConfigsRequest, out: bytearra
     out += _S_oo.pack(obj.include_synonyms, obj.include_documentation)
 
 
-def _decode_DescribeConfigsResource_v4(buf: bytes, pos: int) -> tuple[DescribeConfigsResource, int]:
+def _decode_many_DescribeConfigsResource_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResource], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResource)
+    items = []
+    append = items.append
     try:
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
+        for _ in range(count):
+            obj = _new(DescribeConfigsResource)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
             pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            obj.configuration_keys = None
-        else:
-            if n > blen - pos:
-                raise ValueError('ConfigurationKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.configuration_keys = []
-            for _ in range(n):
-                item, pos = read_compact_string(buf, pos)
-                obj.configuration_keys.append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+            obj.resource_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                obj.configuration_keys = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('ConfigurationKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.configuration_keys = []
+                for _ in range(n):
+                    item, pos = read_compact_string(buf, pos)
+                    obj.configuration_keys.append(item)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResource', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DescribeConfigsRequest_v4(buf: bytes, pos: int) -> tuple[DescribeConfigsRequest, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsRequest)
     try:
+        obj = _new(DescribeConfigsRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -267,11 +263,7 @@ def _decode_DescribeConfigsRequest_v4(buf: bytes, pos: int) -> tuple[DescribeCon
             raise ValueError('Resources cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.resources = []
-        append = obj.resources.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResource_v4(buf, pos)
-            append(item)
+        obj.resources, pos = _decode_many_DescribeConfigsResource_v4(buf, pos, n)
         obj.include_synonyms, obj.include_documentation = _S_oo.unpack_from(buf, pos)
         pos += 2
         if buf[pos] == 0:

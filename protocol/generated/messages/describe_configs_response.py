@@ -89,54 +89,58 @@ class DescribeConfigsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_DescribeConfigsResourceResult_v0(buf: bytes, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
-    obj = _new(DescribeConfigsResourceResult)
+def _decode_many_DescribeConfigsResourceResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.value, pos = read_nullable_string(buf, pos)
-        obj.read_only, obj.is_default, obj.is_sensitive = _S_ooo.unpack_from(buf, pos)
-        pos += 3
-        obj.config_source = -1
-        obj.synonyms = []
-        obj.config_type = 0
-        obj.documentation = ''
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsResourceResult)
+            obj.name, pos = read_string(buf, pos)
+            obj.value, pos = read_nullable_string(buf, pos)
+            obj.read_only, obj.is_default, obj.is_sensitive = _S_ooo.unpack_from(buf, pos)
+            pos += 3
+            obj.config_source = -1
+            obj.synonyms = []
+            obj.config_type = 0
+            obj.documentation = ''
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResourceResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_DescribeConfigsResult_v0(buf: bytes, pos: int) -> tuple[DescribeConfigsResult, int]:
+def _decode_many_DescribeConfigsResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResult)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_nullable_string(buf, pos)
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResourceResult_v0(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsResult)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_nullable_string(buf, pos)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.resource_name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_DescribeConfigsResourceResult_v0(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DescribeConfigsResponse_v0(buf: bytes, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResponse)
     try:
+        obj = _new(DescribeConfigsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -145,11 +149,7 @@ def _decode_DescribeConfigsResponse_v0(buf: bytes, pos: int) -> tuple[DescribeCo
             raise ValueError('Results cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Results claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.results = []
-        append = obj.results.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResult_v0(buf, pos)
-            append(item)
+        obj.results, pos = _decode_many_DescribeConfigsResult_v0(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -187,78 +187,82 @@ def _encode_DescribeConfigsResponse_v0(obj: DescribeConfigsResponse, out: bytear
             _encode_DescribeConfigsResult_v0(item, out)
 
 
-def _decode_DescribeConfigsSynonym_v1(buf: bytes, pos: int) -> tuple[DescribeConfigsSynonym, int]:
-    obj = _new(DescribeConfigsSynonym)
+def _decode_many_DescribeConfigsSynonym_v1(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsSynonym], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.value, pos = read_nullable_string(buf, pos)
-        obj.source, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsSynonym)
+            obj.name, pos = read_string(buf, pos)
+            obj.value, pos = read_nullable_string(buf, pos)
+            obj.source, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsSynonym', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_DescribeConfigsResourceResult_v1(buf: bytes, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
+def _decode_many_DescribeConfigsResourceResult_v1(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResourceResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.value, pos = read_nullable_string(buf, pos)
-        obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
-        pos += 3
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Synonyms cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Synonyms claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.synonyms = []
-        append = obj.synonyms.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsSynonym_v1(buf, pos)
-            append(item)
-        obj.is_default = False
-        obj.config_type = 0
-        obj.documentation = ''
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsResourceResult)
+            obj.name, pos = read_string(buf, pos)
+            obj.value, pos = read_nullable_string(buf, pos)
+            obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
+            pos += 3
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Synonyms cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Synonyms claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.synonyms, pos = _decode_many_DescribeConfigsSynonym_v1(buf, pos, n)
+            obj.is_default = False
+            obj.config_type = 0
+            obj.documentation = ''
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResourceResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_DescribeConfigsResult_v1(buf: bytes, pos: int) -> tuple[DescribeConfigsResult, int]:
+def _decode_many_DescribeConfigsResult_v1(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResult)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_nullable_string(buf, pos)
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResourceResult_v1(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsResult)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_nullable_string(buf, pos)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.resource_name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_DescribeConfigsResourceResult_v1(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DescribeConfigsResponse_v1(buf: bytes, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResponse)
     try:
+        obj = _new(DescribeConfigsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -267,11 +271,7 @@ def _decode_DescribeConfigsResponse_v1(buf: bytes, pos: int) -> tuple[DescribeCo
             raise ValueError('Results cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Results claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.results = []
-        append = obj.results.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResult_v1(buf, pos)
-            append(item)
+        obj.results, pos = _decode_many_DescribeConfigsResult_v1(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -364,66 +364,66 @@ def _encode_DescribeConfigsResponse_v2(obj: DescribeConfigsResponse, out: bytear
             _encode_DescribeConfigsResult_v2(item, out)
 
 
-def _decode_DescribeConfigsResourceResult_v3(buf: bytes, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
+def _decode_many_DescribeConfigsResourceResult_v3(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResourceResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.value, pos = read_nullable_string(buf, pos)
-        obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
-        pos += 3
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Synonyms cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Synonyms claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.synonyms = []
-        append = obj.synonyms.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsSynonym_v1(buf, pos)
-            append(item)
-        obj.config_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.documentation, pos = read_nullable_string(buf, pos)
-        obj.is_default = False
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsResourceResult)
+            obj.name, pos = read_string(buf, pos)
+            obj.value, pos = read_nullable_string(buf, pos)
+            obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
+            pos += 3
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Synonyms cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Synonyms claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.synonyms, pos = _decode_many_DescribeConfigsSynonym_v1(buf, pos, n)
+            obj.config_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.documentation, pos = read_nullable_string(buf, pos)
+            obj.is_default = False
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResourceResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_DescribeConfigsResult_v3(buf: bytes, pos: int) -> tuple[DescribeConfigsResult, int]:
+def _decode_many_DescribeConfigsResult_v3(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResult)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_nullable_string(buf, pos)
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResourceResult_v3(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(DescribeConfigsResult)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_nullable_string(buf, pos)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.resource_name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_DescribeConfigsResourceResult_v3(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DescribeConfigsResponse_v3(buf: bytes, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResponse)
     try:
+        obj = _new(DescribeConfigsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -432,11 +432,7 @@ def _decode_DescribeConfigsResponse_v3(buf: bytes, pos: int) -> tuple[DescribeCo
             raise ValueError('Results cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Results claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.results = []
-        append = obj.results.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResult_v3(buf, pos)
-            append(item)
+        obj.results, pos = _decode_many_DescribeConfigsResult_v3(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -485,136 +481,140 @@ def _encode_DescribeConfigsResponse_v3(obj: DescribeConfigsResponse, out: bytear
             _encode_DescribeConfigsResult_v3(item, out)
 
 
-def _decode_DescribeConfigsSynonym_v4(buf: bytes, pos: int) -> tuple[DescribeConfigsSynonym, int]:
+def _decode_many_DescribeConfigsSynonym_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsSynonym], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsSynonym)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.value, pos = read_compact_nullable_string(buf, pos)
-        obj.source, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        if buf[pos] == 0:
+        for _ in range(count):
+            obj = _new(DescribeConfigsSynonym)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.value, pos = read_compact_nullable_string(buf, pos)
+            obj.source, = _S_b.unpack_from(buf, pos)
             pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsSynonym', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_DescribeConfigsResourceResult_v4(buf: bytes, pos: int) -> tuple[DescribeConfigsResourceResult, int]:
+def _decode_many_DescribeConfigsResourceResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResourceResult)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.value, pos = read_compact_nullable_string(buf, pos)
-        obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
-        pos += 3
-        n = buf[pos] - 1
-        if n < 127:
+        for _ in range(count):
+            obj = _new(DescribeConfigsResourceResult)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.value, pos = read_compact_nullable_string(buf, pos)
+            obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
+            pos += 3
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Synonyms cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Synonyms claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.synonyms, pos = _decode_many_DescribeConfigsSynonym_v4(buf, pos, n)
+            obj.config_type, = _S_b.unpack_from(buf, pos)
             pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Synonyms cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Synonyms claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.synonyms = []
-        append = obj.synonyms.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsSynonym_v4(buf, pos)
-            append(item)
-        obj.config_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.documentation, pos = read_compact_nullable_string(buf, pos)
-        obj.is_default = False
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+            obj.documentation, pos = read_compact_nullable_string(buf, pos)
+            obj.is_default = False
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResourceResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_DescribeConfigsResult_v4(buf: bytes, pos: int) -> tuple[DescribeConfigsResult, int]:
+def _decode_many_DescribeConfigsResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResult)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
+        for _ in range(count):
+            obj = _new(DescribeConfigsResult)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
             pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Configs cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.configs = []
-        append = obj.configs.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResourceResult_v4(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+            obj.resource_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Configs cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Configs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.configs, pos = _decode_many_DescribeConfigsResourceResult_v4(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeConfigsResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_DescribeConfigsResponse_v4(buf: bytes, pos: int) -> tuple[DescribeConfigsResponse, int]:
     blen = len(buf)
-    obj = _new(DescribeConfigsResponse)
     try:
+        obj = _new(DescribeConfigsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -627,11 +627,7 @@ def _decode_DescribeConfigsResponse_v4(buf: bytes, pos: int) -> tuple[DescribeCo
             raise ValueError('Results cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Results claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.results = []
-        append = obj.results.append
-        for _ in range(n):
-            item, pos = _decode_DescribeConfigsResult_v4(buf, pos)
-            append(item)
+        obj.results, pos = _decode_many_DescribeConfigsResult_v4(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -56,37 +56,41 @@ class DescribeTopicPartitionsRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_TopicRequest_v0(buf: bytes, pos: int) -> tuple[TopicRequest, int]:
+def _decode_many_TopicRequest_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicRequest], int]:
     blen = len(buf)
-    obj = _new(TopicRequest)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicRequest)
+            obj.name, pos = read_compact_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicRequest', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
     blen = len(buf)
-    obj = _new(Cursor)
     try:
+        obj = _new(Cursor)
         obj.topic_name, pos = read_compact_string(buf, pos)
         obj.partition_index, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -114,8 +118,8 @@ def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
 
 def _decode_DescribeTopicPartitionsRequest_v0(buf: bytes, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
     blen = len(buf)
-    obj = _new(DescribeTopicPartitionsRequest)
     try:
+        obj = _new(DescribeTopicPartitionsRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -126,11 +130,7 @@ def _decode_DescribeTopicPartitionsRequest_v0(buf: bytes, pos: int) -> tuple[Des
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicRequest_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicRequest_v0(buf, pos, n)
         obj.response_partition_limit, = _S_i.unpack_from(buf, pos)
         pos += 4
         if buf[pos] > 127:

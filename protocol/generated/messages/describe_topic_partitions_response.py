@@ -86,166 +86,170 @@ class DescribeTopicPartitionsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int) -> tuple[DescribeTopicPartitionsResponsePartition, int]:
+def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeTopicPartitionsResponsePartition], int]:
     blen = len(buf)
-    obj = _new(DescribeTopicPartitionsResponsePartition)
+    items = []
+    append = items.append
     try:
-        obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = _S_hiii.unpack_from(buf, pos)
-        pos += 14
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.replica_nodes = []
-        else:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.isr_nodes = []
-        else:
-            raise ValueError('IsrNodes cannot be null in this version')
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.eligible_leader_replicas = []
-        else:
-            obj.eligible_leader_replicas = None
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.last_known_elr = []
-        else:
-            obj.last_known_elr = None
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.offline_replicas = []
-        else:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(DescribeTopicPartitionsResponsePartition)
+            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.replica_nodes = []
+            else:
+                raise ValueError('ReplicaNodes cannot be null in this version')
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.isr_nodes = []
+            else:
+                raise ValueError('IsrNodes cannot be null in this version')
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('EligibleLeaderReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.eligible_leader_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.eligible_leader_replicas = []
+            else:
+                obj.eligible_leader_replicas = None
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('LastKnownElr claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.last_known_elr = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.last_known_elr = []
+            else:
+                obj.last_known_elr = None
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.offline_replicas = []
+            else:
+                raise ValueError('OfflineReplicas cannot be null in this version')
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeTopicPartitionsResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_DescribeTopicPartitionsResponseTopic_v0(buf: bytes, pos: int) -> tuple[DescribeTopicPartitionsResponseTopic, int]:
+def _decode_many_DescribeTopicPartitionsResponseTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeTopicPartitionsResponseTopic], int]:
     blen = len(buf)
-    obj = _new(DescribeTopicPartitionsResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_compact_nullable_string(buf, pos)
-        obj.topic_id, obj.is_internal = _S_uo.unpack_from(buf, pos)
-        pos += 17
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_DescribeTopicPartitionsResponsePartition_v0(buf, pos)
-            append(item)
-        obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(DescribeTopicPartitionsResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_compact_nullable_string(buf, pos)
+            obj.topic_id, obj.is_internal = _S_uo.unpack_from(buf, pos)
+            pos += 17
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf, pos, n)
+            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('DescribeTopicPartitionsResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
     blen = len(buf)
-    obj = _new(Cursor)
     try:
+        obj = _new(Cursor)
         obj.topic_name, pos = read_compact_string(buf, pos)
         obj.partition_index, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -273,8 +277,8 @@ def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
 
 def _decode_DescribeTopicPartitionsResponse_v0(buf: bytes, pos: int) -> tuple[DescribeTopicPartitionsResponse, int]:
     blen = len(buf)
-    obj = _new(DescribeTopicPartitionsResponse)
     try:
+        obj = _new(DescribeTopicPartitionsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -287,11 +291,7 @@ def _decode_DescribeTopicPartitionsResponse_v0(buf: bytes, pos: int) -> tuple[De
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_DescribeTopicPartitionsResponseTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_DescribeTopicPartitionsResponseTopic_v0(buf, pos, n)
         if buf[pos] > 127:
             obj.next_cursor = None
             pos += 1

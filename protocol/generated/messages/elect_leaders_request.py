@@ -51,33 +51,37 @@ class ElectLeadersRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_TopicPartitions_v0(buf: bytes, pos: int) -> tuple[TopicPartitions, int]:
+def _decode_many_TopicPartitions_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicPartitions], int]:
     blen = len(buf)
-    obj = _new(TopicPartitions)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.partitions = []
-        else:
-            raise ValueError('Partitions cannot be null in this version')
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(TopicPartitions)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.partitions = []
+            else:
+                raise ValueError('Partitions cannot be null in this version')
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicPartitions', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ElectLeadersRequest_v0(buf: bytes, pos: int) -> tuple[ElectLeadersRequest, int]:
     blen = len(buf)
-    obj = _new(ElectLeadersRequest)
     try:
+        obj = _new(ElectLeadersRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
@@ -85,11 +89,7 @@ def _decode_ElectLeadersRequest_v0(buf: bytes, pos: int) -> tuple[ElectLeadersRe
         else:
             if n > blen - pos:
                 raise ValueError('TopicPartitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topic_partitions = []
-            append = obj.topic_partitions.append
-            for _ in range(n):
-                item, pos = _decode_TopicPartitions_v0(buf, pos)
-                append(item)
+            obj.topic_partitions, pos = _decode_many_TopicPartitions_v0(buf, pos, n)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.election_type = 0
@@ -125,8 +125,8 @@ def _encode_ElectLeadersRequest_v0(obj: ElectLeadersRequest, out: bytearray) -> 
 
 def _decode_ElectLeadersRequest_v1(buf: bytes, pos: int) -> tuple[ElectLeadersRequest, int]:
     blen = len(buf)
-    obj = _new(ElectLeadersRequest)
     try:
+        obj = _new(ElectLeadersRequest)
         obj.election_type, = _S_b.unpack_from(buf, pos)
         pos += 1
         (n,) = INT32.unpack_from(buf, pos)
@@ -136,11 +136,7 @@ def _decode_ElectLeadersRequest_v1(buf: bytes, pos: int) -> tuple[ElectLeadersRe
         else:
             if n > blen - pos:
                 raise ValueError('TopicPartitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topic_partitions = []
-            append = obj.topic_partitions.append
-            for _ in range(n):
-                item, pos = _decode_TopicPartitions_v0(buf, pos)
-                append(item)
+            obj.topic_partitions, pos = _decode_many_TopicPartitions_v0(buf, pos, n)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.unknown_tagged_fields = None
@@ -172,53 +168,57 @@ def _encode_ElectLeadersRequest_v1(obj: ElectLeadersRequest, out: bytearray) -> 
     out += _S_i.pack(obj.timeout_ms)
 
 
-def _decode_TopicPartitions_v2(buf: bytes, pos: int) -> tuple[TopicPartitions, int]:
+def _decode_many_TopicPartitions_v2(buf: bytes, pos: int, count: int) -> tuple[list[TopicPartitions], int]:
     blen = len(buf)
-    obj = _new(TopicPartitions)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.partitions = []
-        else:
-            raise ValueError('Partitions cannot be null in this version')
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicPartitions)
+            obj.topic, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.partitions = []
+            else:
+                raise ValueError('Partitions cannot be null in this version')
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicPartitions', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ElectLeadersRequest_v2(buf: bytes, pos: int) -> tuple[ElectLeadersRequest, int]:
     blen = len(buf)
-    obj = _new(ElectLeadersRequest)
     try:
+        obj = _new(ElectLeadersRequest)
         obj.election_type, = _S_b.unpack_from(buf, pos)
         pos += 1
         n = buf[pos] - 1
@@ -232,11 +232,7 @@ def _decode_ElectLeadersRequest_v2(buf: bytes, pos: int) -> tuple[ElectLeadersRe
         else:
             if n > blen - pos:
                 raise ValueError('TopicPartitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topic_partitions = []
-            append = obj.topic_partitions.append
-            for _ in range(n):
-                item, pos = _decode_TopicPartitions_v2(buf, pos)
-                append(item)
+            obj.topic_partitions, pos = _decode_many_TopicPartitions_v2(buf, pos, n)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:

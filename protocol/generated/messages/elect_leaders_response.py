@@ -66,44 +66,48 @@ class ElectLeadersResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_PartitionResult_v0(buf: bytes, pos: int) -> tuple[PartitionResult, int]:
-    obj = _new(PartitionResult)
+def _decode_many_PartitionResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionResult], int]:
+    items = []
+    append = items.append
     try:
-        obj.partition_id, obj.error_code = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        obj.error_message, pos = read_nullable_string(buf, pos)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(PartitionResult)
+            obj.partition_id, obj.error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            obj.error_message, pos = read_nullable_string(buf, pos)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_ReplicaElectionResult_v0(buf: bytes, pos: int) -> tuple[ReplicaElectionResult, int]:
+def _decode_many_ReplicaElectionResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaElectionResult], int]:
     blen = len(buf)
-    obj = _new(ReplicaElectionResult)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('PartitionResult cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('PartitionResult claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partition_result = []
-        append = obj.partition_result.append
-        for _ in range(n):
-            item, pos = _decode_PartitionResult_v0(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(ReplicaElectionResult)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('PartitionResult cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('PartitionResult claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partition_result, pos = _decode_many_PartitionResult_v0(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReplicaElectionResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ElectLeadersResponse_v0(buf: bytes, pos: int) -> tuple[ElectLeadersResponse, int]:
     blen = len(buf)
-    obj = _new(ElectLeadersResponse)
     try:
+        obj = _new(ElectLeadersResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -112,11 +116,7 @@ def _decode_ElectLeadersResponse_v0(buf: bytes, pos: int) -> tuple[ElectLeadersR
             raise ValueError('ReplicaElectionResults cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaElectionResults claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_election_results = []
-        append = obj.replica_election_results.append
-        for _ in range(n):
-            item, pos = _decode_ReplicaElectionResult_v0(buf, pos)
-            append(item)
+        obj.replica_election_results, pos = _decode_many_ReplicaElectionResult_v0(buf, pos, n)
         obj.error_code = 0
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -155,8 +155,8 @@ def _encode_ElectLeadersResponse_v0(obj: ElectLeadersResponse, out: bytearray) -
 
 def _decode_ElectLeadersResponse_v1(buf: bytes, pos: int) -> tuple[ElectLeadersResponse, int]:
     blen = len(buf)
-    obj = _new(ElectLeadersResponse)
     try:
+        obj = _new(ElectLeadersResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         (n,) = INT32.unpack_from(buf, pos)
@@ -165,11 +165,7 @@ def _decode_ElectLeadersResponse_v1(buf: bytes, pos: int) -> tuple[ElectLeadersR
             raise ValueError('ReplicaElectionResults cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaElectionResults claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_election_results = []
-        append = obj.replica_election_results.append
-        for _ in range(n):
-            item, pos = _decode_ReplicaElectionResult_v0(buf, pos)
-            append(item)
+        obj.replica_election_results, pos = _decode_many_ReplicaElectionResult_v0(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ElectLeadersResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -198,81 +194,85 @@ def _encode_ElectLeadersResponse_v1(obj: ElectLeadersResponse, out: bytearray) -
             _encode_ReplicaElectionResult_v1(item, out)
 
 
-def _decode_PartitionResult_v2(buf: bytes, pos: int) -> tuple[PartitionResult, int]:
+def _decode_many_PartitionResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionResult], int]:
     blen = len(buf)
-    obj = _new(PartitionResult)
+    items = []
+    append = items.append
     try:
-        obj.partition_id, obj.error_code = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionResult)
+            obj.partition_id, obj.error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_ReplicaElectionResult_v2(buf: bytes, pos: int) -> tuple[ReplicaElectionResult, int]:
+def _decode_many_ReplicaElectionResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaElectionResult], int]:
     blen = len(buf)
-    obj = _new(ReplicaElectionResult)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('PartitionResult cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('PartitionResult claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partition_result = []
-        append = obj.partition_result.append
-        for _ in range(n):
-            item, pos = _decode_PartitionResult_v2(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ReplicaElectionResult)
+            obj.topic, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('PartitionResult cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('PartitionResult claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partition_result, pos = _decode_many_PartitionResult_v2(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReplicaElectionResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ElectLeadersResponse_v2(buf: bytes, pos: int) -> tuple[ElectLeadersResponse, int]:
     blen = len(buf)
-    obj = _new(ElectLeadersResponse)
     try:
+        obj = _new(ElectLeadersResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -285,11 +285,7 @@ def _decode_ElectLeadersResponse_v2(buf: bytes, pos: int) -> tuple[ElectLeadersR
             raise ValueError('ReplicaElectionResults cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ReplicaElectionResults claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.replica_election_results = []
-        append = obj.replica_election_results.append
-        for _ in range(n):
-            item, pos = _decode_ReplicaElectionResult_v2(buf, pos)
-            append(item)
+        obj.replica_election_results, pos = _decode_many_ReplicaElectionResult_v2(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

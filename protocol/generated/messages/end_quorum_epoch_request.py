@@ -94,57 +94,61 @@ class EndQuorumEpochRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.leader_id, obj.leader_epoch = _S_iii.unpack_from(buf, pos)
-        pos += 12
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('PreferredSuccessors claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.preferred_successors = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.preferred_successors = []
-        else:
-            raise ValueError('PreferredSuccessors cannot be null in this version')
-        obj.preferred_candidates = []
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.leader_id, obj.leader_epoch = _S_iii.unpack_from(buf, pos)
+            pos += 12
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('PreferredSuccessors claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.preferred_successors = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.preferred_successors = []
+            else:
+                raise ValueError('PreferredSuccessors cannot be null in this version')
+            obj.preferred_candidates = []
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v0(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v0(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v0(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_EndQuorumEpochRequest_v0(buf: bytes, pos: int) -> tuple[EndQuorumEpochRequest, int]:
     blen = len(buf)
-    obj = _new(EndQuorumEpochRequest)
     try:
+        obj = _new(EndQuorumEpochRequest)
         obj.cluster_id, pos = read_nullable_string(buf, pos)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
@@ -152,11 +156,7 @@ def _decode_EndQuorumEpochRequest_v0(buf: bytes, pos: int) -> tuple[EndQuorumEpo
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v0(buf, pos, n)
         obj.leader_endpoints = []
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -197,154 +197,162 @@ def _encode_EndQuorumEpochRequest_v0(obj: EndQuorumEpochRequest, out: bytearray)
             _encode_TopicData_v0(item, out)
 
 
-def _decode_ReplicaInfo_v1(buf: bytes, pos: int) -> tuple[ReplicaInfo, int]:
+def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaInfo], int]:
     blen = len(buf)
-    obj = _new(ReplicaInfo)
+    items = []
+    append = items.append
     try:
-        obj.candidate_id, obj.candidate_directory_id = _S_iu.unpack_from(buf, pos)
-        pos += 20
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ReplicaInfo)
+            obj.candidate_id, obj.candidate_directory_id = _S_iu.unpack_from(buf, pos)
+            pos += 20
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ReplicaInfo', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.leader_id, obj.leader_epoch = _S_iii.unpack_from(buf, pos)
-        pos += 12
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('PreferredCandidates cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('PreferredCandidates claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.preferred_candidates = []
-        append = obj.preferred_candidates.append
-        for _ in range(n):
-            item, pos = _decode_ReplicaInfo_v1(buf, pos)
-            append(item)
-        obj.preferred_successors = []
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.leader_id, obj.leader_epoch = _S_iii.unpack_from(buf, pos)
+            pos += 12
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('PreferredCandidates cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('PreferredCandidates claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.preferred_candidates, pos = _decode_many_ReplicaInfo_v1(buf, pos, n)
+            obj.preferred_successors = []
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v1(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v1(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v1(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_LeaderEndpoint_v1(buf: bytes, pos: int) -> tuple[LeaderEndpoint, int]:
+def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[LeaderEndpoint], int]:
     blen = len(buf)
-    obj = _new(LeaderEndpoint)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_H.unpack_from(buf, pos)
-        pos += 2
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(LeaderEndpoint)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('LeaderEndpoint', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_EndQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpochRequest, int]:
     blen = len(buf)
-    obj = _new(EndQuorumEpochRequest)
     try:
+        obj = _new(EndQuorumEpochRequest)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         n = buf[pos] - 1
         if n < 127:
@@ -356,11 +364,7 @@ def _decode_EndQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpo
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v1(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -371,11 +375,7 @@ def _decode_EndQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpo
             raise ValueError('LeaderEndpoints cannot be null in this version')
         if n > blen - pos:
             raise ValueError('LeaderEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.leader_endpoints = []
-        append = obj.leader_endpoints.append
-        for _ in range(n):
-            item, pos = _decode_LeaderEndpoint_v1(buf, pos)
-            append(item)
+        obj.leader_endpoints, pos = _decode_many_LeaderEndpoint_v1(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

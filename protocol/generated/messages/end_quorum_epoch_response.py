@@ -77,43 +77,47 @@ class EndQuorumEpochResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
-    obj = _new(PartitionData)
+def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
-        pos += 14
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
+            pos += 14
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v0(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v0(buf, pos)
-            append(item)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v0(buf, pos, n)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_EndQuorumEpochResponse_v0(buf: bytes, pos: int) -> tuple[EndQuorumEpochResponse, int]:
     blen = len(buf)
-    obj = _new(EndQuorumEpochResponse)
     try:
+        obj = _new(EndQuorumEpochResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         (n,) = INT32.unpack_from(buf, pos)
@@ -122,11 +126,7 @@ def _decode_EndQuorumEpochResponse_v0(buf: bytes, pos: int) -> tuple[EndQuorumEp
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v0(buf, pos, n)
         obj.node_endpoints = []
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -162,111 +162,119 @@ def _encode_EndQuorumEpochResponse_v0(obj: EndQuorumEpochResponse, out: bytearra
             _encode_TopicData_v0(item, out)
 
 
-def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
-        pos += 14
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
+            pos += 14
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v1(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v1(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v1(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_NodeEndpoint_v1(buf: bytes, pos: int) -> tuple[NodeEndpoint, int]:
+def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
     blen = len(buf)
-    obj = _new(NodeEndpoint)
+    items = []
+    append = items.append
     try:
-        obj.node_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_H.unpack_from(buf, pos)
-        pos += 2
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(NodeEndpoint)
+            obj.node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('NodeEndpoint', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_EndQuorumEpochResponse_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpochResponse, int]:
     blen = len(buf)
-    obj = _new(EndQuorumEpochResponse)
     try:
+        obj = _new(EndQuorumEpochResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         n = buf[pos] - 1
@@ -279,11 +287,7 @@ def _decode_EndQuorumEpochResponse_v1(buf: bytes, pos: int) -> tuple[EndQuorumEp
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v1(buf, pos, n)
         obj.node_endpoints = []
         if buf[pos] == 0:
             pos += 1
@@ -308,11 +312,7 @@ def _decode_EndQuorumEpochResponse_v1(buf: bytes, pos: int) -> tuple[EndQuorumEp
                         raise ValueError('NodeEndpoints cannot be null in this version')
                     if n > blen - pos:
                         raise ValueError('NodeEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.node_endpoints = []
-                    append = obj.node_endpoints.append
-                    for _ in range(n):
-                        item, pos = _decode_NodeEndpoint_v1(buf, pos)
-                        append(item)
+                    obj.node_endpoints, pos = _decode_many_NodeEndpoint_v1(buf, pos, n)
                     if pos != tag_end:
                         raise ValueError('tagged field NodeEndpoints does not fill its ' + str(size) + ' bytes')
                 else:

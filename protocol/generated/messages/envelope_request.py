@@ -37,8 +37,8 @@ class EnvelopeRequest(Message):
 
 def _decode_EnvelopeRequest_v0(buf: bytes, pos: int) -> tuple[EnvelopeRequest, int]:
     blen = len(buf)
-    obj = _new(EnvelopeRequest)
     try:
+        obj = _new(EnvelopeRequest)
         obj.request_data, pos = read_compact_bytes(buf, pos)
         obj.request_principal, pos = read_compact_nullable_bytes(buf, pos)
         obj.client_host_address, pos = read_compact_bytes(buf, pos)

@@ -35,8 +35,8 @@ class EnvelopeResponse(Message):
 
 def _decode_EnvelopeResponse_v0(buf: bytes, pos: int) -> tuple[EnvelopeResponse, int]:
     blen = len(buf)
-    obj = _new(EnvelopeResponse)
     try:
+        obj = _new(EnvelopeResponse)
         obj.response_data, pos = read_compact_nullable_bytes(buf, pos)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2

@@ -112,48 +112,52 @@ class FetchRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_FetchPartition_v0(buf: bytes, pos: int) -> tuple[FetchPartition, int]:
-    obj = _new(FetchPartition)
+def _decode_many_FetchPartition_v0(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
+    items = []
+    append = items.append
     try:
-        obj.partition, obj.fetch_offset, obj.partition_max_bytes = _S_iqi.unpack_from(buf, pos)
-        pos += 16
-        obj.current_leader_epoch = -1
-        obj.last_fetched_epoch = -1
-        obj.log_start_offset = -1
-        obj.replica_directory_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchPartition)
+            obj.partition, obj.fetch_offset, obj.partition_max_bytes = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            obj.current_leader_epoch = -1
+            obj.last_fetched_epoch = -1
+            obj.log_start_offset = -1
+            obj.replica_directory_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchTopic_v0(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
+def _decode_many_FetchTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    obj = _new(FetchTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_FetchPartition_v0(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchTopic)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_FetchPartition_v0(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchRequest_v0(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes = _S_iii.unpack_from(buf, pos)
         pos += 12
         (n,) = INT32.unpack_from(buf, pos)
@@ -162,11 +166,7 @@ def _decode_FetchRequest_v0(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v0(buf, pos, n)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
         obj.max_bytes = 2147483647
@@ -279,8 +279,8 @@ def _encode_FetchRequest_v2(obj: FetchRequest, out: bytearray) -> None:
 
 def _decode_FetchRequest_v3(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes = _S_iiii.unpack_from(buf, pos)
         pos += 16
         (n,) = INT32.unpack_from(buf, pos)
@@ -289,11 +289,7 @@ def _decode_FetchRequest_v3(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v0(buf, pos, n)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
         obj.isolation_level = 0
@@ -341,8 +337,8 @@ def _encode_FetchRequest_v3(obj: FetchRequest, out: bytearray) -> None:
 
 def _decode_FetchRequest_v4(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level = _S_iiiib.unpack_from(buf, pos)
         pos += 17
         (n,) = INT32.unpack_from(buf, pos)
@@ -351,11 +347,7 @@ def _decode_FetchRequest_v4(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v0(buf, pos, n)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
         obj.session_id = 0
@@ -400,47 +392,51 @@ def _encode_FetchRequest_v4(obj: FetchRequest, out: bytearray) -> None:
             _encode_FetchTopic_v4(item, out)
 
 
-def _decode_FetchPartition_v5(buf: bytes, pos: int) -> tuple[FetchPartition, int]:
-    obj = _new(FetchPartition)
+def _decode_many_FetchPartition_v5(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
+    items = []
+    append = items.append
     try:
-        obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes = _S_iqqi.unpack_from(buf, pos)
-        pos += 24
-        obj.current_leader_epoch = -1
-        obj.last_fetched_epoch = -1
-        obj.replica_directory_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchPartition)
+            obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes = _S_iqqi.unpack_from(buf, pos)
+            pos += 24
+            obj.current_leader_epoch = -1
+            obj.last_fetched_epoch = -1
+            obj.replica_directory_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchTopic_v5(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
+def _decode_many_FetchTopic_v5(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    obj = _new(FetchTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_FetchPartition_v5(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchTopic)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_FetchPartition_v5(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchRequest_v5(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level = _S_iiiib.unpack_from(buf, pos)
         pos += 17
         (n,) = INT32.unpack_from(buf, pos)
@@ -449,11 +445,7 @@ def _decode_FetchRequest_v5(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v5(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v5(buf, pos, n)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
         obj.session_id = 0
@@ -530,34 +522,38 @@ def _encode_FetchRequest_v6(obj: FetchRequest, out: bytearray) -> None:
             _encode_FetchTopic_v6(item, out)
 
 
-def _decode_ForgottenTopic_v7(buf: bytes, pos: int) -> tuple[ForgottenTopic, int]:
+def _decode_many_ForgottenTopic_v7(buf: bytes, pos: int, count: int) -> tuple[list[ForgottenTopic], int]:
     blen = len(buf)
-    obj = _new(ForgottenTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.partitions = []
-        else:
-            raise ValueError('Partitions cannot be null in this version')
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(ForgottenTopic)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.partitions = []
+            else:
+                raise ValueError('Partitions cannot be null in this version')
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ForgottenTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchRequest_v7(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch = _S_iiiibii.unpack_from(buf, pos)
         pos += 25
         (n,) = INT32.unpack_from(buf, pos)
@@ -566,22 +562,14 @@ def _decode_FetchRequest_v7(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v5(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v5(buf, pos, n)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('ForgottenTopicsData cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ForgottenTopicsData claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.forgotten_topics_data = []
-        append = obj.forgotten_topics_data.append
-        for _ in range(n):
-            item, pos = _decode_ForgottenTopic_v7(buf, pos)
-            append(item)
+        obj.forgotten_topics_data, pos = _decode_many_ForgottenTopic_v7(buf, pos, n)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
         obj.rack_id = ''
@@ -687,46 +675,50 @@ def _encode_FetchRequest_v8(obj: FetchRequest, out: bytearray) -> None:
             _encode_ForgottenTopic_v8(item, out)
 
 
-def _decode_FetchPartition_v9(buf: bytes, pos: int) -> tuple[FetchPartition, int]:
-    obj = _new(FetchPartition)
+def _decode_many_FetchPartition_v9(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
+    items = []
+    append = items.append
     try:
-        obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes = _S_iiqqi.unpack_from(buf, pos)
-        pos += 28
-        obj.last_fetched_epoch = -1
-        obj.replica_directory_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchPartition)
+            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes = _S_iiqqi.unpack_from(buf, pos)
+            pos += 28
+            obj.last_fetched_epoch = -1
+            obj.replica_directory_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchTopic_v9(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
+def _decode_many_FetchTopic_v9(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    obj = _new(FetchTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_FetchPartition_v9(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchTopic)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_FetchPartition_v9(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchRequest_v9(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch = _S_iiiibii.unpack_from(buf, pos)
         pos += 25
         (n,) = INT32.unpack_from(buf, pos)
@@ -735,22 +727,14 @@ def _decode_FetchRequest_v9(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v9(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v9(buf, pos, n)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('ForgottenTopicsData cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ForgottenTopicsData claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.forgotten_topics_data = []
-        append = obj.forgotten_topics_data.append
-        for _ in range(n):
-            item, pos = _decode_ForgottenTopic_v7(buf, pos)
-            append(item)
+        obj.forgotten_topics_data, pos = _decode_many_ForgottenTopic_v7(buf, pos, n)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
         obj.rack_id = ''
@@ -858,8 +842,8 @@ def _encode_FetchRequest_v10(obj: FetchRequest, out: bytearray) -> None:
 
 def _decode_FetchRequest_v11(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch = _S_iiiibii.unpack_from(buf, pos)
         pos += 25
         (n,) = INT32.unpack_from(buf, pos)
@@ -868,22 +852,14 @@ def _decode_FetchRequest_v11(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v9(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v9(buf, pos, n)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('ForgottenTopicsData cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ForgottenTopicsData claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.forgotten_topics_data = []
-        append = obj.forgotten_topics_data.append
-        for _ in range(n):
-            item, pos = _decode_ForgottenTopic_v7(buf, pos)
-            append(item)
+        obj.forgotten_topics_data, pos = _decode_many_ForgottenTopic_v7(buf, pos, n)
         obj.rack_id, pos = read_string(buf, pos)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
@@ -942,126 +918,134 @@ def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
     write_string(out, obj.rack_id)
 
 
-def _decode_FetchPartition_v12(buf: bytes, pos: int) -> tuple[FetchPartition, int]:
+def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     blen = len(buf)
-    obj = _new(FetchPartition)
+    items = []
+    append = items.append
     try:
-        obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
-        pos += 32
-        obj.replica_directory_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(FetchPartition)
+            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            pos += 32
+            obj.replica_directory_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchTopic_v12(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
+def _decode_many_FetchTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    obj = _new(FetchTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_FetchPartition_v12(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(FetchTopic)
+            obj.topic, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_FetchPartition_v12(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_ForgottenTopic_v12(buf: bytes, pos: int) -> tuple[ForgottenTopic, int]:
+def _decode_many_ForgottenTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[ForgottenTopic], int]:
     blen = len(buf)
-    obj = _new(ForgottenTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.partitions = []
-        else:
-            raise ValueError('Partitions cannot be null in this version')
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ForgottenTopic)
+            obj.topic, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.partitions = []
+            else:
+                raise ValueError('Partitions cannot be null in this version')
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ForgottenTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchRequest_v12(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch = _S_iiiibii.unpack_from(buf, pos)
         pos += 25
         n = buf[pos] - 1
@@ -1074,11 +1058,7 @@ def _decode_FetchRequest_v12(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v12(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v12(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -1089,11 +1069,7 @@ def _decode_FetchRequest_v12(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('ForgottenTopicsData cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ForgottenTopicsData claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.forgotten_topics_data = []
-        append = obj.forgotten_topics_data.append
-        for _ in range(n):
-            item, pos = _decode_ForgottenTopic_v12(buf, pos)
-            append(item)
+        obj.forgotten_topics_data, pos = _decode_many_ForgottenTopic_v12(buf, pos, n)
         obj.rack_id, pos = read_compact_string(buf, pos)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
@@ -1192,99 +1168,103 @@ def _encode_FetchRequest_v12(obj: FetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_FetchTopic_v13(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
+def _decode_many_FetchTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    obj = _new(FetchTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic_id, = _S_u.unpack_from(buf, pos)
-        pos += 16
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_FetchPartition_v12(buf, pos)
-            append(item)
-        obj.topic = ''
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(FetchTopic)
+            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            pos += 16
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_FetchPartition_v12(buf, pos, n)
+            obj.topic = ''
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_ForgottenTopic_v13(buf: bytes, pos: int) -> tuple[ForgottenTopic, int]:
+def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[ForgottenTopic], int]:
     blen = len(buf)
-    obj = _new(ForgottenTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic_id, = _S_u.unpack_from(buf, pos)
-        pos += 16
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.partitions = []
-        else:
-            raise ValueError('Partitions cannot be null in this version')
-        obj.topic = ''
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ForgottenTopic)
+            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            pos += 16
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.partitions = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.partitions = []
+            else:
+                raise ValueError('Partitions cannot be null in this version')
+            obj.topic = ''
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ForgottenTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch = _S_iiiibii.unpack_from(buf, pos)
         pos += 25
         n = buf[pos] - 1
@@ -1297,11 +1277,7 @@ def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v13(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v13(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -1312,11 +1288,7 @@ def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('ForgottenTopicsData cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ForgottenTopicsData claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.forgotten_topics_data = []
-        append = obj.forgotten_topics_data.append
-        for _ in range(n):
-            item, pos = _decode_ForgottenTopic_v13(buf, pos)
-            append(item)
+        obj.forgotten_topics_data, pos = _decode_many_ForgottenTopic_v13(buf, pos, n)
         obj.rack_id, pos = read_compact_string(buf, pos)
         obj.cluster_id = None
         obj.replica_state = ReplicaState()
@@ -1477,8 +1449,8 @@ def _encode_FetchRequest_v14(obj: FetchRequest, out: bytearray) -> None:
 
 def _decode_ReplicaState_v15(buf: bytes, pos: int) -> tuple[ReplicaState, int]:
     blen = len(buf)
-    obj = _new(ReplicaState)
     try:
+        obj = _new(ReplicaState)
         obj.replica_id, obj.replica_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:
@@ -1505,8 +1477,8 @@ def _decode_ReplicaState_v15(buf: bytes, pos: int) -> tuple[ReplicaState, int]:
 
 def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch = _S_iiibii.unpack_from(buf, pos)
         pos += 21
         n = buf[pos] - 1
@@ -1519,11 +1491,7 @@ def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v13(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v13(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -1534,11 +1502,7 @@ def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('ForgottenTopicsData cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ForgottenTopicsData claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.forgotten_topics_data = []
-        append = obj.forgotten_topics_data.append
-        for _ in range(n):
-            item, pos = _decode_ForgottenTopic_v13(buf, pos)
-            append(item)
+        obj.forgotten_topics_data, pos = _decode_many_ForgottenTopic_v13(buf, pos, n)
         obj.rack_id, pos = read_compact_string(buf, pos)
         obj.cluster_id = None
         obj.replica_id = -1
@@ -1726,89 +1690,93 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_FetchPartition_v17(buf: bytes, pos: int) -> tuple[FetchPartition, int]:
+def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     blen = len(buf)
-    obj = _new(FetchPartition)
+    items = []
+    append = items.append
     try:
-        obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
-        pos += 32
-        obj.replica_directory_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if tag == 0:
-                    (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
-                    pos += 16
-                    if pos != tag_end:
-                        raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
-                else:
+        for _ in range(count):
+            obj = _new(FetchPartition)
+            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            pos += 32
+            obj.replica_directory_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if tag == 0:
+                        (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
+                        pos += 16
+                        if pos != tag_end:
+                            raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
+                    else:
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = buf[pos:tag_end]
+                        pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
+    return items, pos
+
+
+def _decode_many_FetchTopic_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
+    blen = len(buf)
+    items = []
+    append = items.append
+    try:
+        for _ in range(count):
+            obj = _new(FetchTopic)
+            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            pos += 16
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_FetchPartition_v17(buf, pos, n)
+            obj.topic = ''
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
                     if unknown is None:
                         unknown = {}
                     unknown[tag] = buf[pos:tag_end]
                     pos = tag_end
-            obj.unknown_tagged_fields = unknown
-    except (struct.error, IndexError, ValueError) as exc:
-        raise DecodeError('FetchPartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
-
-
-def _decode_FetchTopic_v17(buf: bytes, pos: int) -> tuple[FetchTopic, int]:
-    blen = len(buf)
-    obj = _new(FetchTopic)
-    try:
-        obj.topic_id, = _S_u.unpack_from(buf, pos)
-        pos += 16
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_FetchPartition_v17(buf, pos)
-            append(item)
-        obj.topic = ''
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     blen = len(buf)
-    obj = _new(FetchRequest)
     try:
+        obj = _new(FetchRequest)
         obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch = _S_iiibii.unpack_from(buf, pos)
         pos += 21
         n = buf[pos] - 1
@@ -1821,11 +1789,7 @@ def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_FetchTopic_v17(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_FetchTopic_v17(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -1836,11 +1800,7 @@ def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             raise ValueError('ForgottenTopicsData cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ForgottenTopicsData claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.forgotten_topics_data = []
-        append = obj.forgotten_topics_data.append
-        for _ in range(n):
-            item, pos = _decode_ForgottenTopic_v13(buf, pos)
-            append(item)
+        obj.forgotten_topics_data, pos = _decode_many_ForgottenTopic_v13(buf, pos, n)
         obj.rack_id, pos = read_compact_string(buf, pos)
         obj.cluster_id = None
         obj.replica_id = -1

@@ -145,63 +145,63 @@ class FetchResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
-    obj = _new(PartitionData)
+def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.high_watermark = _S_ihq.unpack_from(buf, pos)
-        pos += 14
-        obj.records, pos = read_nullable_bytes(buf, pos)
-        obj.last_stable_offset = -1
-        obj.log_start_offset = -1
-        obj.diverging_epoch = EpochEndOffset()
-        obj.current_leader = LeaderIdAndEpoch()
-        obj.snapshot_id = SnapshotId()
-        obj.aborted_transactions = []
-        obj.preferred_read_replica = -1
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.high_watermark = _S_ihq.unpack_from(buf, pos)
+            pos += 14
+            obj.records, pos = read_nullable_bytes(buf, pos)
+            obj.last_stable_offset = -1
+            obj.log_start_offset = -1
+            obj.diverging_epoch = EpochEndOffset()
+            obj.current_leader = LeaderIdAndEpoch()
+            obj.snapshot_id = SnapshotId()
+            obj.aborted_transactions = []
+            obj.preferred_read_replica = -1
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchableTopicResponse_v0(buf: bytes, pos: int) -> tuple[FetchableTopicResponse, int]:
+def _decode_many_FetchableTopicResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    obj = _new(FetchableTopicResponse)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v0(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchableTopicResponse)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v0(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchResponse_v0(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v0(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v0(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.error_code = 0
         obj.session_id = 0
@@ -252,8 +252,8 @@ def _encode_FetchResponse_v0(obj: FetchResponse, out: bytearray) -> None:
 
 def _decode_FetchResponse_v1(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -262,11 +262,7 @@ def _decode_FetchResponse_v1(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v0(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v0(buf, pos, n)
         obj.error_code = 0
         obj.session_id = 0
         obj.node_endpoints = []
@@ -393,74 +389,78 @@ def _encode_FetchResponse_v3(obj: FetchResponse, out: bytearray) -> None:
             _encode_FetchableTopicResponse_v3(item, out)
 
 
-def _decode_AbortedTransaction_v4(buf: bytes, pos: int) -> tuple[AbortedTransaction, int]:
-    obj = _new(AbortedTransaction)
+def _decode_many_AbortedTransaction_v4(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
+    items = []
+    append = items.append
     try:
-        obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
-        pos += 16
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(AbortedTransaction)
+            obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
+            pos += 16
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AbortedTransaction', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_PartitionData_v4(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v4(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset = _S_ihqq.unpack_from(buf, pos)
-        pos += 22
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            obj.aborted_transactions = None
-        else:
-            if n > blen - pos:
-                raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.aborted_transactions = []
-            append = obj.aborted_transactions.append
-            for _ in range(n):
-                item, pos = _decode_AbortedTransaction_v4(buf, pos)
-                append(item)
-        obj.records, pos = read_nullable_bytes(buf, pos)
-        obj.log_start_offset = -1
-        obj.diverging_epoch = EpochEndOffset()
-        obj.current_leader = LeaderIdAndEpoch()
-        obj.snapshot_id = SnapshotId()
-        obj.preferred_read_replica = -1
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset = _S_ihqq.unpack_from(buf, pos)
+            pos += 22
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                obj.aborted_transactions = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.aborted_transactions, pos = _decode_many_AbortedTransaction_v4(buf, pos, n)
+            obj.records, pos = read_nullable_bytes(buf, pos)
+            obj.log_start_offset = -1
+            obj.diverging_epoch = EpochEndOffset()
+            obj.current_leader = LeaderIdAndEpoch()
+            obj.snapshot_id = SnapshotId()
+            obj.preferred_read_replica = -1
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchableTopicResponse_v4(buf: bytes, pos: int) -> tuple[FetchableTopicResponse, int]:
+def _decode_many_FetchableTopicResponse_v4(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    obj = _new(FetchableTopicResponse)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v4(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchableTopicResponse)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v4(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchResponse_v4(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -469,11 +469,7 @@ def _decode_FetchResponse_v4(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v4(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v4(buf, pos, n)
         obj.error_code = 0
         obj.session_id = 0
         obj.node_endpoints = []
@@ -533,62 +529,62 @@ def _encode_FetchResponse_v4(obj: FetchResponse, out: bytearray) -> None:
             _encode_FetchableTopicResponse_v4(item, out)
 
 
-def _decode_PartitionData_v5(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v5(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset = _S_ihqqq.unpack_from(buf, pos)
-        pos += 30
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            obj.aborted_transactions = None
-        else:
-            if n > blen - pos:
-                raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.aborted_transactions = []
-            append = obj.aborted_transactions.append
-            for _ in range(n):
-                item, pos = _decode_AbortedTransaction_v4(buf, pos)
-                append(item)
-        obj.records, pos = read_nullable_bytes(buf, pos)
-        obj.diverging_epoch = EpochEndOffset()
-        obj.current_leader = LeaderIdAndEpoch()
-        obj.snapshot_id = SnapshotId()
-        obj.preferred_read_replica = -1
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset = _S_ihqqq.unpack_from(buf, pos)
+            pos += 30
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                obj.aborted_transactions = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.aborted_transactions, pos = _decode_many_AbortedTransaction_v4(buf, pos, n)
+            obj.records, pos = read_nullable_bytes(buf, pos)
+            obj.diverging_epoch = EpochEndOffset()
+            obj.current_leader = LeaderIdAndEpoch()
+            obj.snapshot_id = SnapshotId()
+            obj.preferred_read_replica = -1
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchableTopicResponse_v5(buf: bytes, pos: int) -> tuple[FetchableTopicResponse, int]:
+def _decode_many_FetchableTopicResponse_v5(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    obj = _new(FetchableTopicResponse)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v5(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchableTopicResponse)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v5(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchResponse_v5(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -597,11 +593,7 @@ def _decode_FetchResponse_v5(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v5(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v5(buf, pos, n)
         obj.error_code = 0
         obj.session_id = 0
         obj.node_endpoints = []
@@ -705,8 +697,8 @@ def _encode_FetchResponse_v6(obj: FetchResponse, out: bytearray) -> None:
 
 def _decode_FetchResponse_v7(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
         pos += 10
         (n,) = INT32.unpack_from(buf, pos)
@@ -715,11 +707,7 @@ def _decode_FetchResponse_v7(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v5(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v5(buf, pos, n)
         obj.node_endpoints = []
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -903,63 +891,63 @@ def _encode_FetchResponse_v10(obj: FetchResponse, out: bytearray) -> None:
             _encode_FetchableTopicResponse_v10(item, out)
 
 
-def _decode_PartitionData_v11(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v11(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset = _S_ihqqq.unpack_from(buf, pos)
-        pos += 30
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            obj.aborted_transactions = None
-        else:
-            if n > blen - pos:
-                raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.aborted_transactions = []
-            append = obj.aborted_transactions.append
-            for _ in range(n):
-                item, pos = _decode_AbortedTransaction_v4(buf, pos)
-                append(item)
-        obj.preferred_read_replica, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.records, pos = read_nullable_bytes(buf, pos)
-        obj.diverging_epoch = EpochEndOffset()
-        obj.current_leader = LeaderIdAndEpoch()
-        obj.snapshot_id = SnapshotId()
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset = _S_ihqqq.unpack_from(buf, pos)
+            pos += 30
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                obj.aborted_transactions = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.aborted_transactions, pos = _decode_many_AbortedTransaction_v4(buf, pos, n)
+            obj.preferred_read_replica, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.records, pos = read_nullable_bytes(buf, pos)
+            obj.diverging_epoch = EpochEndOffset()
+            obj.current_leader = LeaderIdAndEpoch()
+            obj.snapshot_id = SnapshotId()
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_FetchableTopicResponse_v11(buf: bytes, pos: int) -> tuple[FetchableTopicResponse, int]:
+def _decode_many_FetchableTopicResponse_v11(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    obj = _new(FetchableTopicResponse)
+    items = []
+    append = items.append
     try:
-        obj.topic, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v11(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(FetchableTopicResponse)
+            obj.topic, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v11(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchResponse_v11(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
         pos += 10
         (n,) = INT32.unpack_from(buf, pos)
@@ -968,11 +956,7 @@ def _decode_FetchResponse_v11(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v11(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v11(buf, pos, n)
         obj.node_endpoints = []
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -1023,38 +1007,42 @@ def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
             _encode_FetchableTopicResponse_v11(item, out)
 
 
-def _decode_AbortedTransaction_v12(buf: bytes, pos: int) -> tuple[AbortedTransaction, int]:
+def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
     blen = len(buf)
-    obj = _new(AbortedTransaction)
+    items = []
+    append = items.append
     try:
-        obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
-        pos += 16
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(AbortedTransaction)
+            obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
+            pos += 16
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AbortedTransaction', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_EpochEndOffset_v12(buf: bytes, pos: int) -> tuple[EpochEndOffset, int]:
     blen = len(buf)
-    obj = _new(EpochEndOffset)
     try:
+        obj = _new(EpochEndOffset)
         obj.epoch, obj.end_offset = _S_iq.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:
@@ -1081,8 +1069,8 @@ def _decode_EpochEndOffset_v12(buf: bytes, pos: int) -> tuple[EpochEndOffset, in
 
 def _decode_LeaderIdAndEpoch_v12(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     blen = len(buf)
-    obj = _new(LeaderIdAndEpoch)
     try:
+        obj = _new(LeaderIdAndEpoch)
         obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
         pos += 8
         if buf[pos] == 0:
@@ -1109,8 +1097,8 @@ def _decode_LeaderIdAndEpoch_v12(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch
 
 def _decode_SnapshotId_v12(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
     blen = len(buf)
-    obj = _new(SnapshotId)
     try:
+        obj = _new(SnapshotId)
         obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:
@@ -1135,116 +1123,116 @@ def _decode_SnapshotId_v12(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
     return obj, pos
 
 
-def _decode_PartitionData_v12(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v12(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset = _S_ihqqq.unpack_from(buf, pos)
-        pos += 30
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            obj.aborted_transactions = None
-        else:
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset = _S_ihqqq.unpack_from(buf, pos)
+            pos += 30
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                obj.aborted_transactions = None
+            else:
+                if n > blen - pos:
+                    raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.aborted_transactions, pos = _decode_many_AbortedTransaction_v12(buf, pos, n)
+            obj.preferred_read_replica, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.records, pos = read_compact_nullable_bytes(buf, pos)
+            obj.diverging_epoch = EpochEndOffset()
+            obj.current_leader = LeaderIdAndEpoch()
+            obj.snapshot_id = SnapshotId()
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if tag == 0:
+                        obj.diverging_epoch, pos = _decode_EpochEndOffset_v12(buf, pos)
+                        if pos != tag_end:
+                            raise ValueError('tagged field DivergingEpoch does not fill its ' + str(size) + ' bytes')
+                    elif tag == 1:
+                        obj.current_leader, pos = _decode_LeaderIdAndEpoch_v12(buf, pos)
+                        if pos != tag_end:
+                            raise ValueError('tagged field CurrentLeader does not fill its ' + str(size) + ' bytes')
+                    elif tag == 2:
+                        obj.snapshot_id, pos = _decode_SnapshotId_v12(buf, pos)
+                        if pos != tag_end:
+                            raise ValueError('tagged field SnapshotId does not fill its ' + str(size) + ' bytes')
+                    else:
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = buf[pos:tag_end]
+                        pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
+    return items, pos
+
+
+def _decode_many_FetchableTopicResponse_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
+    blen = len(buf)
+    items = []
+    append = items.append
+    try:
+        for _ in range(count):
+            obj = _new(FetchableTopicResponse)
+            obj.topic, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
             if n > blen - pos:
-                raise ValueError('AbortedTransactions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.aborted_transactions = []
-            append = obj.aborted_transactions.append
-            for _ in range(n):
-                item, pos = _decode_AbortedTransaction_v12(buf, pos)
-                append(item)
-        obj.preferred_read_replica, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.records, pos = read_compact_nullable_bytes(buf, pos)
-        obj.diverging_epoch = EpochEndOffset()
-        obj.current_leader = LeaderIdAndEpoch()
-        obj.snapshot_id = SnapshotId()
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if tag == 0:
-                    obj.diverging_epoch, pos = _decode_EpochEndOffset_v12(buf, pos)
-                    if pos != tag_end:
-                        raise ValueError('tagged field DivergingEpoch does not fill its ' + str(size) + ' bytes')
-                elif tag == 1:
-                    obj.current_leader, pos = _decode_LeaderIdAndEpoch_v12(buf, pos)
-                    if pos != tag_end:
-                        raise ValueError('tagged field CurrentLeader does not fill its ' + str(size) + ' bytes')
-                elif tag == 2:
-                    obj.snapshot_id, pos = _decode_SnapshotId_v12(buf, pos)
-                    if pos != tag_end:
-                        raise ValueError('tagged field SnapshotId does not fill its ' + str(size) + ' bytes')
-                else:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v12(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
                     if unknown is None:
                         unknown = {}
                     unknown[tag] = buf[pos:tag_end]
                     pos = tag_end
-            obj.unknown_tagged_fields = unknown
-    except (struct.error, IndexError, ValueError) as exc:
-        raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
-
-
-def _decode_FetchableTopicResponse_v12(buf: bytes, pos: int) -> tuple[FetchableTopicResponse, int]:
-    blen = len(buf)
-    obj = _new(FetchableTopicResponse)
-    try:
-        obj.topic, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v12(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchResponse_v12(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
         pos += 10
         n = buf[pos] - 1
@@ -1257,11 +1245,7 @@ def _decode_FetchResponse_v12(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v12(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v12(buf, pos, n)
         obj.node_endpoints = []
         if buf[pos] == 0:
             pos += 1
@@ -1391,54 +1375,54 @@ def _encode_FetchResponse_v12(obj: FetchResponse, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_FetchableTopicResponse_v13(buf: bytes, pos: int) -> tuple[FetchableTopicResponse, int]:
+def _decode_many_FetchableTopicResponse_v13(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    obj = _new(FetchableTopicResponse)
+    items = []
+    append = items.append
     try:
-        obj.topic_id, = _S_u.unpack_from(buf, pos)
-        pos += 16
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v12(buf, pos)
-            append(item)
-        obj.topic = ''
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(FetchableTopicResponse)
+            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            pos += 16
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v12(buf, pos, n)
+            obj.topic = ''
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FetchableTopicResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchResponse_v13(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
         pos += 10
         n = buf[pos] - 1
@@ -1451,11 +1435,7 @@ def _decode_FetchResponse_v13(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v13(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v13(buf, pos, n)
         obj.node_endpoints = []
         if buf[pos] == 0:
             pos += 1
@@ -1707,42 +1687,46 @@ def _encode_FetchResponse_v15(obj: FetchResponse, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_NodeEndpoint_v16(buf: bytes, pos: int) -> tuple[NodeEndpoint, int]:
+def _decode_many_NodeEndpoint_v16(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
     blen = len(buf)
-    obj = _new(NodeEndpoint)
+    items = []
+    append = items.append
     try:
-        obj.node_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.rack, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(NodeEndpoint)
+            obj.node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.rack, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('NodeEndpoint', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     blen = len(buf)
-    obj = _new(FetchResponse)
     try:
+        obj = _new(FetchResponse)
         obj.throttle_time_ms, obj.error_code, obj.session_id = _S_ihi.unpack_from(buf, pos)
         pos += 10
         n = buf[pos] - 1
@@ -1755,11 +1739,7 @@ def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_FetchableTopicResponse_v13(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_FetchableTopicResponse_v13(buf, pos, n)
         obj.node_endpoints = []
         if buf[pos] == 0:
             pos += 1
@@ -1784,11 +1764,7 @@ def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]
                         raise ValueError('NodeEndpoints cannot be null in this version')
                     if n > blen - pos:
                         raise ValueError('NodeEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.node_endpoints = []
-                    append = obj.node_endpoints.append
-                    for _ in range(n):
-                        item, pos = _decode_NodeEndpoint_v16(buf, pos)
-                        append(item)
+                    obj.node_endpoints, pos = _decode_many_NodeEndpoint_v16(buf, pos, n)
                     if pos != tag_end:
                         raise ValueError('tagged field NodeEndpoints does not fill its ' + str(size) + ' bytes')
                 else:

@@ -80,8 +80,8 @@ class FetchSnapshotRequest(Message):
 
 def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
     blen = len(buf)
-    obj = _new(SnapshotId)
     try:
+        obj = _new(SnapshotId)
         obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:
@@ -106,84 +106,88 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
     return obj, pos
 
 
-def _decode_PartitionSnapshot_v0(buf: bytes, pos: int) -> tuple[PartitionSnapshot, int]:
+def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
     blen = len(buf)
-    obj = _new(PartitionSnapshot)
+    items = []
+    append = items.append
     try:
-        obj.partition, obj.current_leader_epoch = _S_ii.unpack_from(buf, pos)
-        pos += 8
-        obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
-        obj.position, = _S_q.unpack_from(buf, pos)
-        pos += 8
-        obj.replica_directory_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionSnapshot)
+            obj.partition, obj.current_leader_epoch = _S_ii.unpack_from(buf, pos)
+            pos += 8
+            obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
+            obj.position, = _S_q.unpack_from(buf, pos)
+            pos += 8
+            obj.replica_directory_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionSnapshot', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicSnapshot_v0(buf: bytes, pos: int) -> tuple[TopicSnapshot, int]:
+def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicSnapshot], int]:
     blen = len(buf)
-    obj = _new(TopicSnapshot)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionSnapshot_v0(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicSnapshot)
+            obj.name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionSnapshot_v0(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicSnapshot', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchSnapshotRequest_v0(buf: bytes, pos: int) -> tuple[FetchSnapshotRequest, int]:
     blen = len(buf)
-    obj = _new(FetchSnapshotRequest)
     try:
+        obj = _new(FetchSnapshotRequest)
         obj.replica_id, obj.max_bytes = _S_ii.unpack_from(buf, pos)
         pos += 8
         n = buf[pos] - 1
@@ -196,11 +200,7 @@ def _decode_FetchSnapshotRequest_v0(buf: bytes, pos: int) -> tuple[FetchSnapshot
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicSnapshot_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicSnapshot_v0(buf, pos, n)
         obj.cluster_id = None
         if buf[pos] == 0:
             pos += 1
@@ -286,90 +286,94 @@ def _encode_FetchSnapshotRequest_v0(obj: FetchSnapshotRequest, out: bytearray) -
         out.append(0)
 
 
-def _decode_PartitionSnapshot_v1(buf: bytes, pos: int) -> tuple[PartitionSnapshot, int]:
+def _decode_many_PartitionSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
     blen = len(buf)
-    obj = _new(PartitionSnapshot)
+    items = []
+    append = items.append
     try:
-        obj.partition, obj.current_leader_epoch = _S_ii.unpack_from(buf, pos)
-        pos += 8
-        obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
-        obj.position, = _S_q.unpack_from(buf, pos)
-        pos += 8
-        obj.replica_directory_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if tag == 0:
-                    (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
-                    pos += 16
-                    if pos != tag_end:
-                        raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
-                else:
+        for _ in range(count):
+            obj = _new(PartitionSnapshot)
+            obj.partition, obj.current_leader_epoch = _S_ii.unpack_from(buf, pos)
+            pos += 8
+            obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
+            obj.position, = _S_q.unpack_from(buf, pos)
+            pos += 8
+            obj.replica_directory_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if tag == 0:
+                        (obj.replica_directory_id,) = _S_u.unpack_from(buf, pos)
+                        pos += 16
+                        if pos != tag_end:
+                            raise ValueError('tagged field ReplicaDirectoryId does not fill its ' + str(size) + ' bytes')
+                    else:
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = buf[pos:tag_end]
+                        pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError('PartitionSnapshot', None, pos, str(exc) or type(exc).__name__) from None
+    return items, pos
+
+
+def _decode_many_TopicSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicSnapshot], int]:
+    blen = len(buf)
+    items = []
+    append = items.append
+    try:
+        for _ in range(count):
+            obj = _new(TopicSnapshot)
+            obj.name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionSnapshot_v1(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
                     if unknown is None:
                         unknown = {}
                     unknown[tag] = buf[pos:tag_end]
                     pos = tag_end
-            obj.unknown_tagged_fields = unknown
-    except (struct.error, IndexError, ValueError) as exc:
-        raise DecodeError('PartitionSnapshot', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
-
-
-def _decode_TopicSnapshot_v1(buf: bytes, pos: int) -> tuple[TopicSnapshot, int]:
-    blen = len(buf)
-    obj = _new(TopicSnapshot)
-    try:
-        obj.name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionSnapshot_v1(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicSnapshot', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchSnapshotRequest_v1(buf: bytes, pos: int) -> tuple[FetchSnapshotRequest, int]:
     blen = len(buf)
-    obj = _new(FetchSnapshotRequest)
     try:
+        obj = _new(FetchSnapshotRequest)
         obj.replica_id, obj.max_bytes = _S_ii.unpack_from(buf, pos)
         pos += 8
         n = buf[pos] - 1
@@ -382,11 +386,7 @@ def _decode_FetchSnapshotRequest_v1(buf: bytes, pos: int) -> tuple[FetchSnapshot
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicSnapshot_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicSnapshot_v1(buf, pos, n)
         obj.cluster_id = None
         if buf[pos] == 0:
             pos += 1

@@ -106,8 +106,8 @@ class FetchSnapshotResponse(Message):
 
 def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
     blen = len(buf)
-    obj = _new(SnapshotId)
     try:
+        obj = _new(SnapshotId)
         obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:
@@ -134,8 +134,8 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
 
 def _decode_LeaderIdAndEpoch_v0(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     blen = len(buf)
-    obj = _new(LeaderIdAndEpoch)
     try:
+        obj = _new(LeaderIdAndEpoch)
         obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
         pos += 8
         if buf[pos] == 0:
@@ -160,90 +160,94 @@ def _decode_LeaderIdAndEpoch_v0(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch,
     return obj, pos
 
 
-def _decode_PartitionSnapshot_v0(buf: bytes, pos: int) -> tuple[PartitionSnapshot, int]:
+def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
     blen = len(buf)
-    obj = _new(PartitionSnapshot)
+    items = []
+    append = items.append
     try:
-        obj.index, obj.error_code = _S_ih.unpack_from(buf, pos)
-        pos += 6
-        obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
-        obj.size, obj.position = _S_qq.unpack_from(buf, pos)
-        pos += 16
-        obj.unaligned_records, pos = read_compact_bytes(buf, pos)
-        obj.current_leader = LeaderIdAndEpoch()
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if tag == 0:
-                    obj.current_leader, pos = _decode_LeaderIdAndEpoch_v0(buf, pos)
-                    if pos != tag_end:
-                        raise ValueError('tagged field CurrentLeader does not fill its ' + str(size) + ' bytes')
-                else:
+        for _ in range(count):
+            obj = _new(PartitionSnapshot)
+            obj.index, obj.error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
+            obj.size, obj.position = _S_qq.unpack_from(buf, pos)
+            pos += 16
+            obj.unaligned_records, pos = read_compact_bytes(buf, pos)
+            obj.current_leader = LeaderIdAndEpoch()
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if tag == 0:
+                        obj.current_leader, pos = _decode_LeaderIdAndEpoch_v0(buf, pos)
+                        if pos != tag_end:
+                            raise ValueError('tagged field CurrentLeader does not fill its ' + str(size) + ' bytes')
+                    else:
+                        if unknown is None:
+                            unknown = {}
+                        unknown[tag] = buf[pos:tag_end]
+                        pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError('PartitionSnapshot', None, pos, str(exc) or type(exc).__name__) from None
+    return items, pos
+
+
+def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicSnapshot], int]:
+    blen = len(buf)
+    items = []
+    append = items.append
+    try:
+        for _ in range(count):
+            obj = _new(TopicSnapshot)
+            obj.name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionSnapshot_v0(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
                     if unknown is None:
                         unknown = {}
                     unknown[tag] = buf[pos:tag_end]
                     pos = tag_end
-            obj.unknown_tagged_fields = unknown
-    except (struct.error, IndexError, ValueError) as exc:
-        raise DecodeError('PartitionSnapshot', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
-
-
-def _decode_TopicSnapshot_v0(buf: bytes, pos: int) -> tuple[TopicSnapshot, int]:
-    blen = len(buf)
-    obj = _new(TopicSnapshot)
-    try:
-        obj.name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionSnapshot_v0(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicSnapshot', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchSnapshotResponse_v0(buf: bytes, pos: int) -> tuple[FetchSnapshotResponse, int]:
     blen = len(buf)
-    obj = _new(FetchSnapshotResponse)
     try:
+        obj = _new(FetchSnapshotResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -256,11 +260,7 @@ def _decode_FetchSnapshotResponse_v0(buf: bytes, pos: int) -> tuple[FetchSnapsho
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicSnapshot_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicSnapshot_v0(buf, pos, n)
         obj.node_endpoints = []
         if buf[pos] == 0:
             pos += 1
@@ -356,41 +356,45 @@ def _encode_FetchSnapshotResponse_v0(obj: FetchSnapshotResponse, out: bytearray)
         out.append(0)
 
 
-def _decode_NodeEndpoint_v1(buf: bytes, pos: int) -> tuple[NodeEndpoint, int]:
+def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
     blen = len(buf)
-    obj = _new(NodeEndpoint)
+    items = []
+    append = items.append
     try:
-        obj.node_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_H.unpack_from(buf, pos)
-        pos += 2
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(NodeEndpoint)
+            obj.node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('NodeEndpoint', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_FetchSnapshotResponse_v1(buf: bytes, pos: int) -> tuple[FetchSnapshotResponse, int]:
     blen = len(buf)
-    obj = _new(FetchSnapshotResponse)
     try:
+        obj = _new(FetchSnapshotResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -403,11 +407,7 @@ def _decode_FetchSnapshotResponse_v1(buf: bytes, pos: int) -> tuple[FetchSnapsho
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicSnapshot_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicSnapshot_v0(buf, pos, n)
         obj.node_endpoints = []
         if buf[pos] == 0:
             pos += 1
@@ -432,11 +432,7 @@ def _decode_FetchSnapshotResponse_v1(buf: bytes, pos: int) -> tuple[FetchSnapsho
                         raise ValueError('NodeEndpoints cannot be null in this version')
                     if n > blen - pos:
                         raise ValueError('NodeEndpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-                    obj.node_endpoints = []
-                    append = obj.node_endpoints.append
-                    for _ in range(n):
-                        item, pos = _decode_NodeEndpoint_v1(buf, pos)
-                        append(item)
+                    obj.node_endpoints, pos = _decode_many_NodeEndpoint_v1(buf, pos, n)
                     if pos != tag_end:
                         raise ValueError('tagged field NodeEndpoints does not fill its ' + str(size) + ' bytes')
                 else:

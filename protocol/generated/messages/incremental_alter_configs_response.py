@@ -56,25 +56,29 @@ class IncrementalAlterConfigsResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_AlterConfigsResourceResponse_v0(buf: bytes, pos: int) -> tuple[AlterConfigsResourceResponse, int]:
-    obj = _new(AlterConfigsResourceResponse)
+def _decode_many_AlterConfigsResourceResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResourceResponse], int]:
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_nullable_string(buf, pos)
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_string(buf, pos)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(AlterConfigsResourceResponse)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_nullable_string(buf, pos)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            obj.resource_name, pos = read_string(buf, pos)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterConfigsResourceResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_IncrementalAlterConfigsResponse_v0(buf: bytes, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     blen = len(buf)
-    obj = _new(IncrementalAlterConfigsResponse)
     try:
+        obj = _new(IncrementalAlterConfigsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -83,11 +87,7 @@ def _decode_IncrementalAlterConfigsResponse_v0(buf: bytes, pos: int) -> tuple[In
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_AlterConfigsResourceResponse_v0(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_AlterConfigsResourceResponse_v0(buf, pos, n)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('IncrementalAlterConfigsResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -112,42 +112,46 @@ def _encode_IncrementalAlterConfigsResponse_v0(obj: IncrementalAlterConfigsRespo
             _encode_AlterConfigsResourceResponse_v0(item, out)
 
 
-def _decode_AlterConfigsResourceResponse_v1(buf: bytes, pos: int) -> tuple[AlterConfigsResourceResponse, int]:
+def _decode_many_AlterConfigsResourceResponse_v1(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResourceResponse], int]:
     blen = len(buf)
-    obj = _new(AlterConfigsResourceResponse)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        obj.resource_type, = _S_b.unpack_from(buf, pos)
-        pos += 1
-        obj.resource_name, pos = read_compact_string(buf, pos)
-        if buf[pos] == 0:
+        for _ in range(count):
+            obj = _new(AlterConfigsResourceResponse)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            obj.resource_type, = _S_b.unpack_from(buf, pos)
             pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+            obj.resource_name, pos = read_compact_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('AlterConfigsResourceResponse', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_IncrementalAlterConfigsResponse_v1(buf: bytes, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
     blen = len(buf)
-    obj = _new(IncrementalAlterConfigsResponse)
     try:
+        obj = _new(IncrementalAlterConfigsResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -160,11 +164,7 @@ def _decode_IncrementalAlterConfigsResponse_v1(buf: bytes, pos: int) -> tuple[In
             raise ValueError('Responses cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.responses = []
-        append = obj.responses.append
-        for _ in range(n):
-            item, pos = _decode_AlterConfigsResourceResponse_v1(buf, pos)
-            append(item)
+        obj.responses, pos = _decode_many_AlterConfigsResourceResponse_v1(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -30,8 +30,8 @@ class ListClientMetricsResourcesRequest(Message):
 
 def _decode_ListClientMetricsResourcesRequest_v0(buf: bytes, pos: int) -> tuple[ListClientMetricsResourcesRequest, int]:
     blen = len(buf)
-    obj = _new(ListClientMetricsResourcesRequest)
     try:
+        obj = _new(ListClientMetricsResourcesRequest)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

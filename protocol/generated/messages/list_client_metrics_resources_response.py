@@ -45,37 +45,41 @@ class ListClientMetricsResourcesResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_ClientMetricsResource_v0(buf: bytes, pos: int) -> tuple[ClientMetricsResource, int]:
+def _decode_many_ClientMetricsResource_v0(buf: bytes, pos: int, count: int) -> tuple[list[ClientMetricsResource], int]:
     blen = len(buf)
-    obj = _new(ClientMetricsResource)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ClientMetricsResource)
+            obj.name, pos = read_compact_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ClientMetricsResource', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ListClientMetricsResourcesResponse_v0(buf: bytes, pos: int) -> tuple[ListClientMetricsResourcesResponse, int]:
     blen = len(buf)
-    obj = _new(ListClientMetricsResourcesResponse)
     try:
+        obj = _new(ListClientMetricsResourcesResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -88,11 +92,7 @@ def _decode_ListClientMetricsResourcesResponse_v0(buf: bytes, pos: int) -> tuple
             raise ValueError('ClientMetricsResources cannot be null in this version')
         if n > blen - pos:
             raise ValueError('ClientMetricsResources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.client_metrics_resources = []
-        append = obj.client_metrics_resources.append
-        for _ in range(n):
-            item, pos = _decode_ClientMetricsResource_v0(buf, pos)
-            append(item)
+        obj.client_metrics_resources, pos = _decode_many_ClientMetricsResource_v0(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -46,53 +46,57 @@ class ListPartitionReassignmentsRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_ListPartitionReassignmentsTopics_v0(buf: bytes, pos: int) -> tuple[ListPartitionReassignmentsTopics, int]:
+def _decode_many_ListPartitionReassignmentsTopics_v0(buf: bytes, pos: int, count: int) -> tuple[list[ListPartitionReassignmentsTopics], int]:
     blen = len(buf)
-    obj = _new(ListPartitionReassignmentsTopics)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('PartitionIndexes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.partition_indexes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.partition_indexes = []
-        else:
-            raise ValueError('PartitionIndexes cannot be null in this version')
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(ListPartitionReassignmentsTopics)
+            obj.name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('PartitionIndexes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.partition_indexes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.partition_indexes = []
+            else:
+                raise ValueError('PartitionIndexes cannot be null in this version')
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('ListPartitionReassignmentsTopics', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ListPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple[ListPartitionReassignmentsRequest, int]:
     blen = len(buf)
-    obj = _new(ListPartitionReassignmentsRequest)
     try:
+        obj = _new(ListPartitionReassignmentsRequest)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -106,11 +110,7 @@ def _decode_ListPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple[
         else:
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topics = []
-            append = obj.topics.append
-            for _ in range(n):
-                item, pos = _decode_ListPartitionReassignmentsTopics_v0(buf, pos)
-                append(item)
+            obj.topics, pos = _decode_many_ListPartitionReassignmentsTopics_v0(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -56,32 +56,32 @@ class MetadataRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_MetadataRequestTopic_v0(buf: bytes, pos: int) -> tuple[MetadataRequestTopic, int]:
-    obj = _new(MetadataRequestTopic)
+def _decode_many_MetadataRequestTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_string(buf, pos)
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataRequestTopic)
+            obj.name, pos = read_string(buf, pos)
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataRequestTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataRequest_v0(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
-    obj = _new(MetadataRequest)
     try:
+        obj = _new(MetadataRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataRequestTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataRequestTopic_v0(buf, pos, n)
         obj.allow_auto_topic_creation = True
         obj.include_cluster_authorized_operations = False
         obj.include_topic_authorized_operations = False
@@ -113,8 +113,8 @@ def _encode_MetadataRequest_v0(obj: MetadataRequest, out: bytearray) -> None:
 
 def _decode_MetadataRequest_v1(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
-    obj = _new(MetadataRequest)
     try:
+        obj = _new(MetadataRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
@@ -122,11 +122,7 @@ def _decode_MetadataRequest_v1(buf: bytes, pos: int) -> tuple[MetadataRequest, i
         else:
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topics = []
-            append = obj.topics.append
-            for _ in range(n):
-                item, pos = _decode_MetadataRequestTopic_v0(buf, pos)
-                append(item)
+            obj.topics, pos = _decode_many_MetadataRequestTopic_v0(buf, pos, n)
         obj.allow_auto_topic_creation = True
         obj.include_cluster_authorized_operations = False
         obj.include_topic_authorized_operations = False
@@ -186,8 +182,8 @@ def _encode_MetadataRequest_v3(obj: MetadataRequest, out: bytearray) -> None:
 
 def _decode_MetadataRequest_v4(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
-    obj = _new(MetadataRequest)
     try:
+        obj = _new(MetadataRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
@@ -195,11 +191,7 @@ def _decode_MetadataRequest_v4(buf: bytes, pos: int) -> tuple[MetadataRequest, i
         else:
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topics = []
-            append = obj.topics.append
-            for _ in range(n):
-                item, pos = _decode_MetadataRequestTopic_v0(buf, pos)
-                append(item)
+            obj.topics, pos = _decode_many_MetadataRequestTopic_v0(buf, pos, n)
         obj.allow_auto_topic_creation, = _S_o.unpack_from(buf, pos)
         pos += 1
         obj.include_cluster_authorized_operations = False
@@ -272,8 +264,8 @@ def _encode_MetadataRequest_v7(obj: MetadataRequest, out: bytearray) -> None:
 
 def _decode_MetadataRequest_v8(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
-    obj = _new(MetadataRequest)
     try:
+        obj = _new(MetadataRequest)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
@@ -281,11 +273,7 @@ def _decode_MetadataRequest_v8(buf: bytes, pos: int) -> tuple[MetadataRequest, i
         else:
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topics = []
-            append = obj.topics.append
-            for _ in range(n):
-                item, pos = _decode_MetadataRequestTopic_v0(buf, pos)
-                append(item)
+            obj.topics, pos = _decode_many_MetadataRequestTopic_v0(buf, pos, n)
         obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations = _S_ooo.unpack_from(buf, pos)
         pos += 3
         obj.unknown_tagged_fields = None
@@ -305,38 +293,42 @@ def _encode_MetadataRequest_v8(obj: MetadataRequest, out: bytearray) -> None:
     out += _S_ooo.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
 
 
-def _decode_MetadataRequestTopic_v9(buf: bytes, pos: int) -> tuple[MetadataRequestTopic, int]:
+def _decode_many_MetadataRequestTopic_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataRequestTopic)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(MetadataRequestTopic)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataRequestTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataRequest_v9(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
-    obj = _new(MetadataRequest)
     try:
+        obj = _new(MetadataRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -348,11 +340,7 @@ def _decode_MetadataRequest_v9(buf: bytes, pos: int) -> tuple[MetadataRequest, i
         else:
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topics = []
-            append = obj.topics.append
-            for _ in range(n):
-                item, pos = _decode_MetadataRequestTopic_v9(buf, pos)
-                append(item)
+            obj.topics, pos = _decode_many_MetadataRequestTopic_v9(buf, pos, n)
         obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations = _S_ooo.unpack_from(buf, pos)
         pos += 3
         if buf[pos] == 0:
@@ -400,39 +388,43 @@ def _encode_MetadataRequest_v9(obj: MetadataRequest, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_MetadataRequestTopic_v10(buf: bytes, pos: int) -> tuple[MetadataRequestTopic, int]:
+def _decode_many_MetadataRequestTopic_v10(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataRequestTopic)
+    items = []
+    append = items.append
     try:
-        obj.topic_id, = _S_u.unpack_from(buf, pos)
-        pos += 16
-        obj.name, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(MetadataRequestTopic)
+            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            pos += 16
+            obj.name, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataRequestTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataRequest_v10(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
-    obj = _new(MetadataRequest)
     try:
+        obj = _new(MetadataRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -444,11 +436,7 @@ def _decode_MetadataRequest_v10(buf: bytes, pos: int) -> tuple[MetadataRequest, 
         else:
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topics = []
-            append = obj.topics.append
-            for _ in range(n):
-                item, pos = _decode_MetadataRequestTopic_v10(buf, pos)
-                append(item)
+            obj.topics, pos = _decode_many_MetadataRequestTopic_v10(buf, pos, n)
         obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations = _S_ooo.unpack_from(buf, pos)
         pos += 3
         if buf[pos] == 0:
@@ -501,8 +489,8 @@ def _encode_MetadataRequest_v10(obj: MetadataRequest, out: bytearray) -> None:
 
 def _decode_MetadataRequest_v11(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
     blen = len(buf)
-    obj = _new(MetadataRequest)
     try:
+        obj = _new(MetadataRequest)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -514,11 +502,7 @@ def _decode_MetadataRequest_v11(buf: bytes, pos: int) -> tuple[MetadataRequest, 
         else:
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.topics = []
-            append = obj.topics.append
-            for _ in range(n):
-                item, pos = _decode_MetadataRequestTopic_v10(buf, pos)
-                append(item)
+            obj.topics, pos = _decode_many_MetadataRequestTopic_v10(buf, pos, n)
         obj.allow_auto_topic_creation, obj.include_topic_authorized_operations = _S_oo.unpack_from(buf, pos)
         pos += 2
         obj.include_cluster_authorized_operations = False

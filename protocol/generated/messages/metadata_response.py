@@ -96,112 +96,112 @@ class MetadataResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_MetadataResponseBroker_v0(buf: bytes, pos: int) -> tuple[MetadataResponseBroker, int]:
-    obj = _new(MetadataResponseBroker)
+def _decode_many_MetadataResponseBroker_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
+    items = []
+    append = items.append
     try:
-        obj.node_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.host, pos = read_string(buf, pos)
-        obj.port, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.rack = None
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponseBroker)
+            obj.node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.host, pos = read_string(buf, pos)
+            obj.port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.rack = None
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseBroker', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_MetadataResponsePartition_v0(buf: bytes, pos: int) -> tuple[MetadataResponsePartition, int]:
+def _decode_many_MetadataResponsePartition_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    obj = _new(MetadataResponsePartition)
+    items = []
+    append = items.append
     try:
-        obj.error_code, obj.partition_index, obj.leader_id = _S_hii.unpack_from(buf, pos)
-        pos += 10
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.replica_nodes = []
-        else:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.isr_nodes = []
-        else:
-            raise ValueError('IsrNodes cannot be null in this version')
-        obj.leader_epoch = -1
-        obj.offline_replicas = []
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponsePartition)
+            obj.error_code, obj.partition_index, obj.leader_id = _S_hii.unpack_from(buf, pos)
+            pos += 10
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.replica_nodes = []
+            else:
+                raise ValueError('ReplicaNodes cannot be null in this version')
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.isr_nodes = []
+            else:
+                raise ValueError('IsrNodes cannot be null in this version')
+            obj.leader_epoch = -1
+            obj.offline_replicas = []
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_MetadataResponseTopic_v0(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_string(buf, pos)
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v0(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.is_internal = False
-        obj.topic_authorized_operations = -2147483648
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_string(buf, pos)
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v0(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.is_internal = False
+            obj.topic_authorized_operations = -2147483648
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v0(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v0(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v0(buf, pos, n)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v0(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.cluster_id = None
         obj.controller_id = -1
@@ -269,64 +269,64 @@ def _encode_MetadataResponse_v0(obj: MetadataResponse, out: bytearray) -> None:
             _encode_MetadataResponseTopic_v0(item, out)
 
 
-def _decode_MetadataResponseBroker_v1(buf: bytes, pos: int) -> tuple[MetadataResponseBroker, int]:
-    obj = _new(MetadataResponseBroker)
+def _decode_many_MetadataResponseBroker_v1(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
+    items = []
+    append = items.append
     try:
-        obj.node_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.host, pos = read_string(buf, pos)
-        obj.port, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.rack, pos = read_nullable_string(buf, pos)
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponseBroker)
+            obj.node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.host, pos = read_string(buf, pos)
+            obj.port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.rack, pos = read_nullable_string(buf, pos)
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseBroker', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_MetadataResponseTopic_v1(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v1(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_string(buf, pos)
-        obj.is_internal, = _S_o.unpack_from(buf, pos)
-        pos += 1
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v0(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.topic_authorized_operations = -2147483648
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_string(buf, pos)
+            obj.is_internal, = _S_o.unpack_from(buf, pos)
+            pos += 1
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v0(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.topic_authorized_operations = -2147483648
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v1(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v1(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v1(buf, pos, n)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -335,11 +335,7 @@ def _decode_MetadataResponse_v1(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v1(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.cluster_id = None
         obj.cluster_authorized_operations = -2147483648
@@ -411,19 +407,15 @@ def _encode_MetadataResponse_v1(obj: MetadataResponse, out: bytearray) -> None:
 
 def _decode_MetadataResponse_v2(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         (n,) = INT32.unpack_from(buf, pos)
         pos += 4
         if n < 0:
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v1(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v1(buf, pos, n)
         obj.cluster_id, pos = read_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -433,11 +425,7 @@ def _decode_MetadataResponse_v2(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v1(buf, pos, n)
         obj.throttle_time_ms = 0
         obj.cluster_authorized_operations = -2147483648
         obj.unknown_tagged_fields = None
@@ -502,8 +490,8 @@ def _encode_MetadataResponse_v2(obj: MetadataResponse, out: bytearray) -> None:
 
 def _decode_MetadataResponse_v3(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -512,11 +500,7 @@ def _decode_MetadataResponse_v3(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v1(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v1(buf, pos, n)
         obj.cluster_id, pos = read_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -526,11 +510,7 @@ def _decode_MetadataResponse_v3(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v1(buf, pos, n)
         obj.cluster_authorized_operations = -2147483648
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -648,87 +628,91 @@ def _encode_MetadataResponse_v4(obj: MetadataResponse, out: bytearray) -> None:
             _encode_MetadataResponseTopic_v4(item, out)
 
 
-def _decode_MetadataResponsePartition_v5(buf: bytes, pos: int) -> tuple[MetadataResponsePartition, int]:
+def _decode_many_MetadataResponsePartition_v5(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    obj = _new(MetadataResponsePartition)
+    items = []
+    append = items.append
     try:
-        obj.error_code, obj.partition_index, obj.leader_id = _S_hii.unpack_from(buf, pos)
-        pos += 10
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.replica_nodes = []
-        else:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.isr_nodes = []
-        else:
-            raise ValueError('IsrNodes cannot be null in this version')
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.offline_replicas = []
-        else:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        obj.leader_epoch = -1
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponsePartition)
+            obj.error_code, obj.partition_index, obj.leader_id = _S_hii.unpack_from(buf, pos)
+            pos += 10
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.replica_nodes = []
+            else:
+                raise ValueError('ReplicaNodes cannot be null in this version')
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.isr_nodes = []
+            else:
+                raise ValueError('IsrNodes cannot be null in this version')
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.offline_replicas = []
+            else:
+                raise ValueError('OfflineReplicas cannot be null in this version')
+            obj.leader_epoch = -1
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_MetadataResponseTopic_v5(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v5(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_string(buf, pos)
-        obj.is_internal, = _S_o.unpack_from(buf, pos)
-        pos += 1
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v5(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.topic_authorized_operations = -2147483648
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_string(buf, pos)
+            obj.is_internal, = _S_o.unpack_from(buf, pos)
+            pos += 1
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v5(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.topic_authorized_operations = -2147483648
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v5(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -737,11 +721,7 @@ def _decode_MetadataResponse_v5(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v1(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v1(buf, pos, n)
         obj.cluster_id, pos = read_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -751,11 +731,7 @@ def _decode_MetadataResponse_v5(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v5(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v5(buf, pos, n)
         obj.cluster_authorized_operations = -2147483648
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -887,86 +863,90 @@ def _encode_MetadataResponse_v6(obj: MetadataResponse, out: bytearray) -> None:
             _encode_MetadataResponseTopic_v6(item, out)
 
 
-def _decode_MetadataResponsePartition_v7(buf: bytes, pos: int) -> tuple[MetadataResponsePartition, int]:
+def _decode_many_MetadataResponsePartition_v7(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    obj = _new(MetadataResponsePartition)
+    items = []
+    append = items.append
     try:
-        obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = _S_hiii.unpack_from(buf, pos)
-        pos += 14
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.replica_nodes = []
-        else:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.isr_nodes = []
-        else:
-            raise ValueError('IsrNodes cannot be null in this version')
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.offline_replicas = []
-        else:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponsePartition)
+            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.replica_nodes = []
+            else:
+                raise ValueError('ReplicaNodes cannot be null in this version')
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.isr_nodes = []
+            else:
+                raise ValueError('IsrNodes cannot be null in this version')
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.offline_replicas = []
+            else:
+                raise ValueError('OfflineReplicas cannot be null in this version')
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_MetadataResponseTopic_v7(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v7(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_string(buf, pos)
-        obj.is_internal, = _S_o.unpack_from(buf, pos)
-        pos += 1
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v7(buf, pos)
-            append(item)
-        obj.topic_id = ZERO_UUID
-        obj.topic_authorized_operations = -2147483648
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_string(buf, pos)
+            obj.is_internal, = _S_o.unpack_from(buf, pos)
+            pos += 1
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v7(buf, pos, n)
+            obj.topic_id = ZERO_UUID
+            obj.topic_authorized_operations = -2147483648
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v7(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -975,11 +955,7 @@ def _decode_MetadataResponse_v7(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v1(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v1(buf, pos, n)
         obj.cluster_id, pos = read_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -989,11 +965,7 @@ def _decode_MetadataResponse_v7(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v7(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v7(buf, pos, n)
         obj.cluster_authorized_operations = -2147483648
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -1063,39 +1035,39 @@ def _encode_MetadataResponse_v7(obj: MetadataResponse, out: bytearray) -> None:
             _encode_MetadataResponseTopic_v7(item, out)
 
 
-def _decode_MetadataResponseTopic_v8(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v8(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_string(buf, pos)
-        obj.is_internal, = _S_o.unpack_from(buf, pos)
-        pos += 1
-        (n,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v7(buf, pos)
-            append(item)
-        obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.topic_id = ZERO_UUID
-        obj.unknown_tagged_fields = None
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_string(buf, pos)
+            obj.is_internal, = _S_o.unpack_from(buf, pos)
+            pos += 1
+            (n,) = INT32.unpack_from(buf, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v7(buf, pos, n)
+            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.topic_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v8(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         (n,) = INT32.unpack_from(buf, pos)
@@ -1104,11 +1076,7 @@ def _decode_MetadataResponse_v8(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v1(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v1(buf, pos, n)
         obj.cluster_id, pos = read_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -1118,11 +1086,7 @@ def _decode_MetadataResponse_v8(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v8(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v8(buf, pos, n)
         obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.unknown_tagged_fields = None
@@ -1191,167 +1155,175 @@ def _encode_MetadataResponse_v8(obj: MetadataResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.cluster_authorized_operations)
 
 
-def _decode_MetadataResponseBroker_v9(buf: bytes, pos: int) -> tuple[MetadataResponseBroker, int]:
+def _decode_many_MetadataResponseBroker_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseBroker)
+    items = []
+    append = items.append
     try:
-        obj.node_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.rack, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(MetadataResponseBroker)
+            obj.node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.rack, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseBroker', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_MetadataResponsePartition_v9(buf: bytes, pos: int) -> tuple[MetadataResponsePartition, int]:
+def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    obj = _new(MetadataResponsePartition)
+    items = []
+    append = items.append
     try:
-        obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = _S_hiii.unpack_from(buf, pos)
-        pos += 14
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.replica_nodes = []
-        else:
-            raise ValueError('ReplicaNodes cannot be null in this version')
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.isr_nodes = []
-        else:
-            raise ValueError('IsrNodes cannot be null in this version')
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n > 0:
-            stop = pos + 4 * n
-            if stop > blen:
-                raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-            obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
-            pos = stop
-        elif n == 0:
-            obj.offline_replicas = []
-        else:
-            raise ValueError('OfflineReplicas cannot be null in this version')
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(MetadataResponsePartition)
+            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('ReplicaNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.replica_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.replica_nodes = []
+            else:
+                raise ValueError('ReplicaNodes cannot be null in this version')
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('IsrNodes claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.isr_nodes = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.isr_nodes = []
+            else:
+                raise ValueError('IsrNodes cannot be null in this version')
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n > 0:
+                stop = pos + 4 * n
+                if stop > blen:
+                    raise ValueError('OfflineReplicas claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+                obj.offline_replicas = [*INT32_ARRAYS[n].unpack_from(buf, pos)]
+                pos = stop
+            elif n == 0:
+                obj.offline_replicas = []
+            else:
+                raise ValueError('OfflineReplicas cannot be null in this version')
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponsePartition', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_MetadataResponseTopic_v9(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.is_internal, = _S_o.unpack_from(buf, pos)
-        pos += 1
-        n = buf[pos] - 1
-        if n < 127:
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.is_internal, = _S_o.unpack_from(buf, pos)
             pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v9(buf, pos)
-            append(item)
-        obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.topic_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v9(buf, pos, n)
+            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.topic_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v9(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -1364,11 +1336,7 @@ def _decode_MetadataResponse_v9(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v9(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v9(buf, pos, n)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -1382,11 +1350,7 @@ def _decode_MetadataResponse_v9(buf: bytes, pos: int) -> tuple[MetadataResponse,
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v9(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v9(buf, pos, n)
         obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:
@@ -1494,58 +1458,58 @@ def _encode_MetadataResponse_v9(obj: MetadataResponse, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_MetadataResponseTopic_v10(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v10(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.topic_id, obj.is_internal = _S_uo.unpack_from(buf, pos)
-        pos += 17
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v9(buf, pos)
-            append(item)
-        obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.topic_id, obj.is_internal = _S_uo.unpack_from(buf, pos)
+            pos += 17
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v9(buf, pos, n)
+            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -1558,11 +1522,7 @@ def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v9(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v9(buf, pos, n)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -1576,11 +1536,7 @@ def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v10(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v10(buf, pos, n)
         obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:
@@ -1681,8 +1637,8 @@ def _encode_MetadataResponse_v10(obj: MetadataResponse, out: bytearray) -> None:
 
 def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -1695,11 +1651,7 @@ def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v9(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v9(buf, pos, n)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -1713,11 +1665,7 @@ def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v10(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v10(buf, pos, n)
         obj.cluster_authorized_operations = -2147483648
         if buf[pos] == 0:
             pos += 1
@@ -1816,58 +1764,58 @@ def _encode_MetadataResponse_v11(obj: MetadataResponse, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_MetadataResponseTopic_v12(buf: bytes, pos: int) -> tuple[MetadataResponseTopic, int]:
+def _decode_many_MetadataResponseTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    obj = _new(MetadataResponseTopic)
+    items = []
+    append = items.append
     try:
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.name, pos = read_compact_nullable_string(buf, pos)
-        obj.topic_id, obj.is_internal = _S_uo.unpack_from(buf, pos)
-        pos += 17
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponsePartition_v9(buf, pos)
-            append(item)
-        obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(MetadataResponseTopic)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.name, pos = read_compact_nullable_string(buf, pos)
+            obj.topic_id, obj.is_internal = _S_uo.unpack_from(buf, pos)
+            pos += 17
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_MetadataResponsePartition_v9(buf, pos, n)
+            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('MetadataResponseTopic', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
     blen = len(buf)
-    obj = _new(MetadataResponse)
     try:
+        obj = _new(MetadataResponse)
         obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -1880,11 +1828,7 @@ def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse
             raise ValueError('Brokers cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.brokers = []
-        append = obj.brokers.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseBroker_v9(buf, pos)
-            append(item)
+        obj.brokers, pos = _decode_many_MetadataResponseBroker_v9(buf, pos, n)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         obj.controller_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -1898,11 +1842,7 @@ def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_MetadataResponseTopic_v12(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_MetadataResponseTopic_v12(buf, pos, n)
         obj.cluster_authorized_operations = -2147483648
         if buf[pos] == 0:
             pos += 1

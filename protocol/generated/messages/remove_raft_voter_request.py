@@ -37,8 +37,8 @@ class RemoveRaftVoterRequest(Message):
 
 def _decode_RemoveRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[RemoveRaftVoterRequest, int]:
     blen = len(buf)
-    obj = _new(RemoveRaftVoterRequest)
     try:
+        obj = _new(RemoveRaftVoterRequest)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         obj.voter_id, obj.voter_directory_id = _S_iu.unpack_from(buf, pos)
         pos += 20

@@ -36,8 +36,8 @@ class RemoveRaftVoterResponse(Message):
 
 def _decode_RemoveRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[RemoveRaftVoterResponse, int]:
     blen = len(buf)
-    obj = _new(RemoveRaftVoterResponse)
     try:
+        obj = _new(RemoveRaftVoterResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)

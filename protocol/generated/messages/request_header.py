@@ -35,8 +35,8 @@ class RequestHeader(Message):
 
 
 def _decode_RequestHeader_v0(buf: bytes, pos: int) -> tuple[RequestHeader, int]:
-    obj = _new(RequestHeader)
     try:
+        obj = _new(RequestHeader)
         obj.request_api_key, obj.request_api_version, obj.correlation_id = _S_hhi.unpack_from(buf, pos)
         pos += 8
         obj.client_id = ''
@@ -51,8 +51,8 @@ def _encode_RequestHeader_v0(obj: RequestHeader, out: bytearray) -> None:
 
 
 def _decode_RequestHeader_v1(buf: bytes, pos: int) -> tuple[RequestHeader, int]:
-    obj = _new(RequestHeader)
     try:
+        obj = _new(RequestHeader)
         obj.request_api_key, obj.request_api_version, obj.correlation_id = _S_hhi.unpack_from(buf, pos)
         pos += 8
         obj.client_id, pos = read_nullable_string(buf, pos)
@@ -69,8 +69,8 @@ def _encode_RequestHeader_v1(obj: RequestHeader, out: bytearray) -> None:
 
 def _decode_RequestHeader_v2(buf: bytes, pos: int) -> tuple[RequestHeader, int]:
     blen = len(buf)
-    obj = _new(RequestHeader)
     try:
+        obj = _new(RequestHeader)
         obj.request_api_key, obj.request_api_version, obj.correlation_id = _S_hhi.unpack_from(buf, pos)
         pos += 8
         obj.client_id, pos = read_nullable_string(buf, pos)

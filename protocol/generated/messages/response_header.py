@@ -30,8 +30,8 @@ class ResponseHeader(Message):
 
 
 def _decode_ResponseHeader_v0(buf: bytes, pos: int) -> tuple[ResponseHeader, int]:
-    obj = _new(ResponseHeader)
     try:
+        obj = _new(ResponseHeader)
         obj.correlation_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.unknown_tagged_fields = None
@@ -46,8 +46,8 @@ def _encode_ResponseHeader_v0(obj: ResponseHeader, out: bytearray) -> None:
 
 def _decode_ResponseHeader_v1(buf: bytes, pos: int) -> tuple[ResponseHeader, int]:
     blen = len(buf)
-    obj = _new(ResponseHeader)
     try:
+        obj = _new(ResponseHeader)
         obj.correlation_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:

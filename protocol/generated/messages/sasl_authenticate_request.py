@@ -34,8 +34,8 @@ class SaslAuthenticateRequest(Message):
 
 
 def _decode_SaslAuthenticateRequest_v0(buf: bytes, pos: int) -> tuple[SaslAuthenticateRequest, int]:
-    obj = _new(SaslAuthenticateRequest)
     try:
+        obj = _new(SaslAuthenticateRequest)
         obj.auth_bytes, pos = read_bytes(buf, pos)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
@@ -49,8 +49,8 @@ def _encode_SaslAuthenticateRequest_v0(obj: SaslAuthenticateRequest, out: bytear
 
 def _decode_SaslAuthenticateRequest_v2(buf: bytes, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     blen = len(buf)
-    obj = _new(SaslAuthenticateRequest)
     try:
+        obj = _new(SaslAuthenticateRequest)
         obj.auth_bytes, pos = read_compact_bytes(buf, pos)
         if buf[pos] == 0:
             pos += 1

@@ -43,8 +43,8 @@ class SaslAuthenticateResponse(Message):
 
 
 def _decode_SaslAuthenticateResponse_v0(buf: bytes, pos: int) -> tuple[SaslAuthenticateResponse, int]:
-    obj = _new(SaslAuthenticateResponse)
     try:
+        obj = _new(SaslAuthenticateResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         obj.error_message, pos = read_nullable_string(buf, pos)
@@ -63,8 +63,8 @@ def _encode_SaslAuthenticateResponse_v0(obj: SaslAuthenticateResponse, out: byte
 
 
 def _decode_SaslAuthenticateResponse_v1(buf: bytes, pos: int) -> tuple[SaslAuthenticateResponse, int]:
-    obj = _new(SaslAuthenticateResponse)
     try:
+        obj = _new(SaslAuthenticateResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         obj.error_message, pos = read_nullable_string(buf, pos)
@@ -86,8 +86,8 @@ def _encode_SaslAuthenticateResponse_v1(obj: SaslAuthenticateResponse, out: byte
 
 def _decode_SaslAuthenticateResponse_v2(buf: bytes, pos: int) -> tuple[SaslAuthenticateResponse, int]:
     blen = len(buf)
-    obj = _new(SaslAuthenticateResponse)
     try:
+        obj = _new(SaslAuthenticateResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         obj.error_message, pos = read_compact_nullable_string(buf, pos)

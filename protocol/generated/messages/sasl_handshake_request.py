@@ -29,8 +29,8 @@ class SaslHandshakeRequest(Message):
 
 
 def _decode_SaslHandshakeRequest_v0(buf: bytes, pos: int) -> tuple[SaslHandshakeRequest, int]:
-    obj = _new(SaslHandshakeRequest)
     try:
+        obj = _new(SaslHandshakeRequest)
         obj.mechanism, pos = read_string(buf, pos)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:

@@ -33,8 +33,8 @@ class SaslHandshakeResponse(Message):
 
 def _decode_SaslHandshakeResponse_v0(buf: bytes, pos: int) -> tuple[SaslHandshakeResponse, int]:
     blen = len(buf)
-    obj = _new(SaslHandshakeResponse)
     try:
+        obj = _new(SaslHandshakeResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         (n,) = INT32.unpack_from(buf, pos)

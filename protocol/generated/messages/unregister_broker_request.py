@@ -32,8 +32,8 @@ class UnregisterBrokerRequest(Message):
 
 def _decode_UnregisterBrokerRequest_v0(buf: bytes, pos: int) -> tuple[UnregisterBrokerRequest, int]:
     blen = len(buf)
-    obj = _new(UnregisterBrokerRequest)
     try:
+        obj = _new(UnregisterBrokerRequest)
         obj.broker_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:

@@ -36,8 +36,8 @@ class UnregisterBrokerResponse(Message):
 
 def _decode_UnregisterBrokerResponse_v0(buf: bytes, pos: int) -> tuple[UnregisterBrokerResponse, int]:
     blen = len(buf)
-    obj = _new(UnregisterBrokerResponse)
     try:
+        obj = _new(UnregisterBrokerResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)

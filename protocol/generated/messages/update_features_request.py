@@ -51,40 +51,44 @@ class UpdateFeaturesRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_FeatureUpdateKey_v0(buf: bytes, pos: int) -> tuple[FeatureUpdateKey, int]:
+def _decode_many_FeatureUpdateKey_v0(buf: bytes, pos: int, count: int) -> tuple[list[FeatureUpdateKey], int]:
     blen = len(buf)
-    obj = _new(FeatureUpdateKey)
+    items = []
+    append = items.append
     try:
-        obj.feature, pos = read_compact_string(buf, pos)
-        obj.max_version_level, obj.allow_downgrade = _S_ho.unpack_from(buf, pos)
-        pos += 3
-        obj.upgrade_type = 1
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(FeatureUpdateKey)
+            obj.feature, pos = read_compact_string(buf, pos)
+            obj.max_version_level, obj.allow_downgrade = _S_ho.unpack_from(buf, pos)
+            pos += 3
+            obj.upgrade_type = 1
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FeatureUpdateKey', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_UpdateFeaturesRequest_v0(buf: bytes, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     blen = len(buf)
-    obj = _new(UpdateFeaturesRequest)
     try:
+        obj = _new(UpdateFeaturesRequest)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -97,11 +101,7 @@ def _decode_UpdateFeaturesRequest_v0(buf: bytes, pos: int) -> tuple[UpdateFeatur
             raise ValueError('FeatureUpdates cannot be null in this version')
         if n > blen - pos:
             raise ValueError('FeatureUpdates claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.feature_updates = []
-        append = obj.feature_updates.append
-        for _ in range(n):
-            item, pos = _decode_FeatureUpdateKey_v0(buf, pos)
-            append(item)
+        obj.feature_updates, pos = _decode_many_FeatureUpdateKey_v0(buf, pos, n)
         obj.validate_only = False
         if buf[pos] == 0:
             pos += 1
@@ -153,40 +153,44 @@ def _encode_UpdateFeaturesRequest_v0(obj: UpdateFeaturesRequest, out: bytearray)
         out.append(0)
 
 
-def _decode_FeatureUpdateKey_v1(buf: bytes, pos: int) -> tuple[FeatureUpdateKey, int]:
+def _decode_many_FeatureUpdateKey_v1(buf: bytes, pos: int, count: int) -> tuple[list[FeatureUpdateKey], int]:
     blen = len(buf)
-    obj = _new(FeatureUpdateKey)
+    items = []
+    append = items.append
     try:
-        obj.feature, pos = read_compact_string(buf, pos)
-        obj.max_version_level, obj.upgrade_type = _S_hb.unpack_from(buf, pos)
-        pos += 3
-        obj.allow_downgrade = False
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(FeatureUpdateKey)
+            obj.feature, pos = read_compact_string(buf, pos)
+            obj.max_version_level, obj.upgrade_type = _S_hb.unpack_from(buf, pos)
+            pos += 3
+            obj.allow_downgrade = False
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('FeatureUpdateKey', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_UpdateFeaturesRequest_v1(buf: bytes, pos: int) -> tuple[UpdateFeaturesRequest, int]:
     blen = len(buf)
-    obj = _new(UpdateFeaturesRequest)
     try:
+        obj = _new(UpdateFeaturesRequest)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         n = buf[pos] - 1
@@ -199,11 +203,7 @@ def _decode_UpdateFeaturesRequest_v1(buf: bytes, pos: int) -> tuple[UpdateFeatur
             raise ValueError('FeatureUpdates cannot be null in this version')
         if n > blen - pos:
             raise ValueError('FeatureUpdates claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.feature_updates = []
-        append = obj.feature_updates.append
-        for _ in range(n):
-            item, pos = _decode_FeatureUpdateKey_v1(buf, pos)
-            append(item)
+        obj.feature_updates, pos = _decode_many_FeatureUpdateKey_v1(buf, pos, n)
         obj.validate_only, = _S_o.unpack_from(buf, pos)
         pos += 1
         if buf[pos] == 0:

@@ -51,40 +51,44 @@ class UpdateFeaturesResponse(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_UpdatableFeatureResult_v0(buf: bytes, pos: int) -> tuple[UpdatableFeatureResult, int]:
+def _decode_many_UpdatableFeatureResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[UpdatableFeatureResult], int]:
     blen = len(buf)
-    obj = _new(UpdatableFeatureResult)
+    items = []
+    append = items.append
     try:
-        obj.feature, pos = read_compact_string(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
-        pos += 2
-        obj.error_message, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(UpdatableFeatureResult)
+            obj.feature, pos = read_compact_string(buf, pos)
+            obj.error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            obj.error_message, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('UpdatableFeatureResult', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_UpdateFeaturesResponse_v0(buf: bytes, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     blen = len(buf)
-    obj = _new(UpdateFeaturesResponse)
     try:
+        obj = _new(UpdateFeaturesResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)
@@ -98,11 +102,7 @@ def _decode_UpdateFeaturesResponse_v0(buf: bytes, pos: int) -> tuple[UpdateFeatu
             raise ValueError('Results cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Results claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.results = []
-        append = obj.results.append
-        for _ in range(n):
-            item, pos = _decode_UpdatableFeatureResult_v0(buf, pos)
-            append(item)
+        obj.results, pos = _decode_many_UpdatableFeatureResult_v0(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
@@ -169,8 +169,8 @@ def _encode_UpdateFeaturesResponse_v1(obj: UpdateFeaturesResponse, out: bytearra
 
 def _decode_UpdateFeaturesResponse_v2(buf: bytes, pos: int) -> tuple[UpdateFeaturesResponse, int]:
     blen = len(buf)
-    obj = _new(UpdateFeaturesResponse)
     try:
+        obj = _new(UpdateFeaturesResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.error_message, pos = read_compact_nullable_string(buf, pos)

@@ -66,40 +66,44 @@ class UpdateRaftVoterRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_Listener_v0(buf: bytes, pos: int) -> tuple[Listener, int]:
+def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
     blen = len(buf)
-    obj = _new(Listener)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_H.unpack_from(buf, pos)
-        pos += 2
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(Listener)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Listener', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFeature, int]:
     blen = len(buf)
-    obj = _new(KRaftVersionFeature)
     try:
+        obj = _new(KRaftVersionFeature)
         obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:
@@ -126,8 +130,8 @@ def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFe
 
 def _decode_UpdateRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[UpdateRaftVoterRequest, int]:
     blen = len(buf)
-    obj = _new(UpdateRaftVoterRequest)
     try:
+        obj = _new(UpdateRaftVoterRequest)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         obj.current_leader_epoch, obj.voter_id, obj.voter_directory_id = _S_iiu.unpack_from(buf, pos)
         pos += 24
@@ -141,11 +145,7 @@ def _decode_UpdateRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[UpdateRaftV
             raise ValueError('Listeners cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Listeners claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.listeners = []
-        append = obj.listeners.append
-        for _ in range(n):
-            item, pos = _decode_Listener_v0(buf, pos)
-            append(item)
+        obj.listeners, pos = _decode_many_Listener_v0(buf, pos, n)
         obj.k_raft_version_feature, pos = _decode_KRaftVersionFeature_v0(buf, pos)
         if buf[pos] == 0:
             pos += 1

@@ -51,8 +51,8 @@ class UpdateRaftVoterResponse(Message):
 
 def _decode_CurrentLeader_v0(buf: bytes, pos: int) -> tuple[CurrentLeader, int]:
     blen = len(buf)
-    obj = _new(CurrentLeader)
     try:
+        obj = _new(CurrentLeader)
         obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
         pos += 8
         obj.host, pos = read_compact_string(buf, pos)
@@ -82,8 +82,8 @@ def _decode_CurrentLeader_v0(buf: bytes, pos: int) -> tuple[CurrentLeader, int]:
 
 def _decode_UpdateRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[UpdateRaftVoterResponse, int]:
     blen = len(buf)
-    obj = _new(UpdateRaftVoterResponse)
     try:
+        obj = _new(UpdateRaftVoterResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
         pos += 6
         obj.current_leader = CurrentLeader()

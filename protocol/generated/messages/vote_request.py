@@ -67,82 +67,86 @@ class VoteRequest(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_PartitionData_v0(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset = _S_iiiiq.unpack_from(buf, pos)
-        pos += 24
-        obj.candidate_directory_id = ZERO_UUID
-        obj.voter_directory_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset = _S_iiiiq.unpack_from(buf, pos)
+            pos += 24
+            obj.candidate_directory_id = ZERO_UUID
+            obj.voter_directory_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v0(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v0(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v0(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_VoteRequest_v0(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
     blen = len(buf)
-    obj = _new(VoteRequest)
     try:
+        obj = _new(VoteRequest)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         n = buf[pos] - 1
         if n < 127:
@@ -154,11 +158,7 @@ def _decode_VoteRequest_v0(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v0(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v0(buf, pos, n)
         obj.voter_id = -1
         if buf[pos] == 0:
             pos += 1
@@ -220,80 +220,84 @@ def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
         out.append(0)
 
 
-def _decode_PartitionData_v1(buf: bytes, pos: int) -> tuple[PartitionData, int]:
+def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    obj = _new(PartitionData)
+    items = []
+    append = items.append
     try:
-        obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset = _S_iiiuuiq.unpack_from(buf, pos)
-        pos += 56
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(PartitionData)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset = _S_iiiuuiq.unpack_from(buf, pos)
+            pos += 56
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('PartitionData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_TopicData_v1(buf: bytes, pos: int) -> tuple[TopicData, int]:
+def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    obj = _new(TopicData)
+    items = []
+    append = items.append
     try:
-        obj.topic_name, pos = read_compact_string(buf, pos)
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Partitions cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.partitions = []
-        append = obj.partitions.append
-        for _ in range(n):
-            item, pos = _decode_PartitionData_v1(buf, pos)
-            append(item)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(TopicData)
+            obj.topic_name, pos = read_compact_string(buf, pos)
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Partitions cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.partitions, pos = _decode_many_PartitionData_v1(buf, pos, n)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('TopicData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_VoteRequest_v1(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
     blen = len(buf)
-    obj = _new(VoteRequest)
     try:
+        obj = _new(VoteRequest)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
         obj.voter_id, = _S_i.unpack_from(buf, pos)
         pos += 4
@@ -307,11 +311,7 @@ def _decode_VoteRequest_v1(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
             raise ValueError('Topics cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.topics = []
-        append = obj.topics.append
-        for _ in range(n):
-            item, pos = _decode_TopicData_v1(buf, pos)
-            append(item)
+        obj.topics, pos = _decode_many_TopicData_v1(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

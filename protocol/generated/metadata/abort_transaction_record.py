@@ -33,8 +33,8 @@ class AbortTransactionRecord(Message):
 
 def _decode_AbortTransactionRecord_v0(buf: bytes, pos: int) -> tuple[AbortTransactionRecord, int]:
     blen = len(buf)
-    obj = _new(AbortTransactionRecord)
     try:
+        obj = _new(AbortTransactionRecord)
         obj.reason = None
         if buf[pos] == 0:
             pos += 1

@@ -44,8 +44,8 @@ class AccessControlEntryRecord(Message):
 
 def _decode_AccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[AccessControlEntryRecord, int]:
     blen = len(buf)
-    obj = _new(AccessControlEntryRecord)
     try:
+        obj = _new(AccessControlEntryRecord)
         obj.id, obj.resource_type = _S_ub.unpack_from(buf, pos)
         pos += 17
         obj.resource_name, pos = read_compact_string(buf, pos)

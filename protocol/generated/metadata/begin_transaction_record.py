@@ -33,8 +33,8 @@ class BeginTransactionRecord(Message):
 
 def _decode_BeginTransactionRecord_v0(buf: bytes, pos: int) -> tuple[BeginTransactionRecord, int]:
     blen = len(buf)
-    obj = _new(BeginTransactionRecord)
     try:
+        obj = _new(BeginTransactionRecord)
         obj.name = None
         if buf[pos] == 0:
             pos += 1

@@ -38,8 +38,8 @@ class BrokerRegistrationChangeRecord(Message):
 
 def _decode_BrokerRegistrationChangeRecord_v0(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationChangeRecord)
     try:
+        obj = _new(BrokerRegistrationChangeRecord)
         obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
         obj.fenced = 0
@@ -92,8 +92,8 @@ def _encode_BrokerRegistrationChangeRecord_v0(obj: BrokerRegistrationChangeRecor
 
 def _decode_BrokerRegistrationChangeRecord_v1(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationChangeRecord)
     try:
+        obj = _new(BrokerRegistrationChangeRecord)
         obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
         obj.fenced = 0
@@ -153,8 +153,8 @@ def _encode_BrokerRegistrationChangeRecord_v1(obj: BrokerRegistrationChangeRecor
 
 def _decode_BrokerRegistrationChangeRecord_v2(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
     blen = len(buf)
-    obj = _new(BrokerRegistrationChangeRecord)
     try:
+        obj = _new(BrokerRegistrationChangeRecord)
         obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
         obj.fenced = 0

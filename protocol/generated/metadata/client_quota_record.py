@@ -49,38 +49,42 @@ class ClientQuotaRecord(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_EntityData_v0(buf: bytes, pos: int) -> tuple[EntityData, int]:
+def _decode_many_EntityData_v0(buf: bytes, pos: int, count: int) -> tuple[list[EntityData], int]:
     blen = len(buf)
-    obj = _new(EntityData)
+    items = []
+    append = items.append
     try:
-        obj.entity_type, pos = read_compact_string(buf, pos)
-        obj.entity_name, pos = read_compact_nullable_string(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(EntityData)
+            obj.entity_type, pos = read_compact_string(buf, pos)
+            obj.entity_name, pos = read_compact_nullable_string(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('EntityData', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_ClientQuotaRecord_v0(buf: bytes, pos: int) -> tuple[ClientQuotaRecord, int]:
     blen = len(buf)
-    obj = _new(ClientQuotaRecord)
     try:
+        obj = _new(ClientQuotaRecord)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -91,11 +95,7 @@ def _decode_ClientQuotaRecord_v0(buf: bytes, pos: int) -> tuple[ClientQuotaRecor
             raise ValueError('Entity cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Entity claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.entity = []
-        append = obj.entity.append
-        for _ in range(n):
-            item, pos = _decode_EntityData_v0(buf, pos)
-            append(item)
+        obj.entity, pos = _decode_many_EntityData_v0(buf, pos, n)
         obj.key, pos = read_compact_string(buf, pos)
         obj.value, obj.remove = _S_do.unpack_from(buf, pos)
         pos += 9

@@ -39,8 +39,8 @@ class ConfigRecord(Message):
 
 def _decode_ConfigRecord_v0(buf: bytes, pos: int) -> tuple[ConfigRecord, int]:
     blen = len(buf)
-    obj = _new(ConfigRecord)
     try:
+        obj = _new(ConfigRecord)
         obj.resource_type, = _S_b.unpack_from(buf, pos)
         pos += 1
         obj.resource_name, pos = read_compact_string(buf, pos)

@@ -41,8 +41,8 @@ class DelegationTokenRecord(Message):
 
 def _decode_DelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[DelegationTokenRecord, int]:
     blen = len(buf)
-    obj = _new(DelegationTokenRecord)
     try:
+        obj = _new(DelegationTokenRecord)
         obj.owner, pos = read_compact_string(buf, pos)
         obj.requester, pos = read_compact_string(buf, pos)
         n = buf[pos] - 1

@@ -30,8 +30,8 @@ class EndTransactionRecord(Message):
 
 def _decode_EndTransactionRecord_v0(buf: bytes, pos: int) -> tuple[EndTransactionRecord, int]:
     blen = len(buf)
-    obj = _new(EndTransactionRecord)
     try:
+        obj = _new(EndTransactionRecord)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

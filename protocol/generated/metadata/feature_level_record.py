@@ -35,8 +35,8 @@ class FeatureLevelRecord(Message):
 
 def _decode_FeatureLevelRecord_v0(buf: bytes, pos: int) -> tuple[FeatureLevelRecord, int]:
     blen = len(buf)
-    obj = _new(FeatureLevelRecord)
     try:
+        obj = _new(FeatureLevelRecord)
         obj.name, pos = read_compact_string(buf, pos)
         obj.feature_level, = _S_h.unpack_from(buf, pos)
         pos += 2

@@ -33,8 +33,8 @@ class FenceBrokerRecord(Message):
 
 def _decode_FenceBrokerRecord_v0(buf: bytes, pos: int) -> tuple[FenceBrokerRecord, int]:
     blen = len(buf)
-    obj = _new(FenceBrokerRecord)
     try:
+        obj = _new(FenceBrokerRecord)
         obj.id, obj.epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:

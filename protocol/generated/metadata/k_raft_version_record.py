@@ -32,8 +32,8 @@ class KRaftVersionRecord(Message):
 
 def _decode_KRaftVersionRecord_v0(buf: bytes, pos: int) -> tuple[KRaftVersionRecord, int]:
     blen = len(buf)
-    obj = _new(KRaftVersionRecord)
     try:
+        obj = _new(KRaftVersionRecord)
         obj.version, obj.k_raft_version = _S_hh.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:

@@ -47,39 +47,43 @@ class LeaderChangeMessage(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_Voter_v0(buf: bytes, pos: int) -> tuple[Voter, int]:
+def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     blen = len(buf)
-    obj = _new(Voter)
+    items = []
+    append = items.append
     try:
-        obj.voter_id, = _S_i.unpack_from(buf, pos)
-        pos += 4
-        obj.voter_directory_id = ZERO_UUID
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(Voter)
+            obj.voter_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            obj.voter_directory_id = ZERO_UUID
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Voter', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_LeaderChangeMessage_v0(buf: bytes, pos: int) -> tuple[LeaderChangeMessage, int]:
     blen = len(buf)
-    obj = _new(LeaderChangeMessage)
     try:
+        obj = _new(LeaderChangeMessage)
         obj.version, obj.leader_id = _S_hi.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -92,11 +96,7 @@ def _decode_LeaderChangeMessage_v0(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             raise ValueError('Voters cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Voters claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.voters = []
-        append = obj.voters.append
-        for _ in range(n):
-            item, pos = _decode_Voter_v0(buf, pos)
-            append(item)
+        obj.voters, pos = _decode_many_Voter_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -107,11 +107,7 @@ def _decode_LeaderChangeMessage_v0(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             raise ValueError('GrantingVoters cannot be null in this version')
         if n > blen - pos:
             raise ValueError('GrantingVoters claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.granting_voters = []
-        append = obj.granting_voters.append
-        for _ in range(n):
-            item, pos = _decode_Voter_v0(buf, pos)
-            append(item)
+        obj.granting_voters, pos = _decode_many_Voter_v0(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
@@ -166,38 +162,42 @@ def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> 
         out.append(0)
 
 
-def _decode_Voter_v1(buf: bytes, pos: int) -> tuple[Voter, int]:
+def _decode_many_Voter_v1(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     blen = len(buf)
-    obj = _new(Voter)
+    items = []
+    append = items.append
     try:
-        obj.voter_id, obj.voter_directory_id = _S_iu.unpack_from(buf, pos)
-        pos += 20
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(Voter)
+            obj.voter_id, obj.voter_directory_id = _S_iu.unpack_from(buf, pos)
+            pos += 20
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Voter', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_LeaderChangeMessage_v1(buf: bytes, pos: int) -> tuple[LeaderChangeMessage, int]:
     blen = len(buf)
-    obj = _new(LeaderChangeMessage)
     try:
+        obj = _new(LeaderChangeMessage)
         obj.version, obj.leader_id = _S_hi.unpack_from(buf, pos)
         pos += 6
         n = buf[pos] - 1
@@ -210,11 +210,7 @@ def _decode_LeaderChangeMessage_v1(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             raise ValueError('Voters cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Voters claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.voters = []
-        append = obj.voters.append
-        for _ in range(n):
-            item, pos = _decode_Voter_v1(buf, pos)
-            append(item)
+        obj.voters, pos = _decode_many_Voter_v1(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -225,11 +221,7 @@ def _decode_LeaderChangeMessage_v1(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             raise ValueError('GrantingVoters cannot be null in this version')
         if n > blen - pos:
             raise ValueError('GrantingVoters claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.granting_voters = []
-        append = obj.granting_voters.append
-        for _ in range(n):
-            item, pos = _decode_Voter_v1(buf, pos)
-            append(item)
+        obj.granting_voters, pos = _decode_many_Voter_v1(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

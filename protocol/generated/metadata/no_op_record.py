@@ -30,8 +30,8 @@ class NoOpRecord(Message):
 
 def _decode_NoOpRecord_v0(buf: bytes, pos: int) -> tuple[NoOpRecord, int]:
     blen = len(buf)
-    obj = _new(NoOpRecord)
     try:
+        obj = _new(NoOpRecord)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

@@ -47,8 +47,8 @@ class PartitionChangeRecord(Message):
 
 def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
     blen = len(buf)
-    obj = _new(PartitionChangeRecord)
     try:
+        obj = _new(PartitionChangeRecord)
         obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
         pos += 20
         obj.isr = None
@@ -236,8 +236,8 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
 
 def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
     blen = len(buf)
-    obj = _new(PartitionChangeRecord)
     try:
+        obj = _new(PartitionChangeRecord)
         obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
         pos += 20
         obj.isr = None
@@ -454,8 +454,8 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
 
 def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
     blen = len(buf)
-    obj = _new(PartitionChangeRecord)
     try:
+        obj = _new(PartitionChangeRecord)
         obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
         pos += 20
         obj.isr = None

@@ -49,8 +49,8 @@ class PartitionRecord(Message):
 
 def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, int]:
     blen = len(buf)
-    obj = _new(PartitionRecord)
     try:
+        obj = _new(PartitionRecord)
         obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
         pos += 20
         n = buf[pos] - 1
@@ -203,8 +203,8 @@ def _encode_PartitionRecord_v0(obj: PartitionRecord, out: bytearray) -> None:
 
 def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, int]:
     blen = len(buf)
-    obj = _new(PartitionRecord)
     try:
+        obj = _new(PartitionRecord)
         obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
         pos += 20
         n = buf[pos] - 1
@@ -378,8 +378,8 @@ def _encode_PartitionRecord_v1(obj: PartitionRecord, out: bytearray) -> None:
 
 def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, int]:
     blen = len(buf)
-    obj = _new(PartitionRecord)
     try:
+        obj = _new(PartitionRecord)
         obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
         pos += 20
         n = buf[pos] - 1

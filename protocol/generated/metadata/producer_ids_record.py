@@ -34,8 +34,8 @@ class ProducerIdsRecord(Message):
 
 def _decode_ProducerIdsRecord_v0(buf: bytes, pos: int) -> tuple[ProducerIdsRecord, int]:
     blen = len(buf)
-    obj = _new(ProducerIdsRecord)
     try:
+        obj = _new(ProducerIdsRecord)
         obj.broker_id, obj.broker_epoch, obj.next_producer_id = _S_iqq.unpack_from(buf, pos)
         pos += 20
         if buf[pos] == 0:

@@ -75,69 +75,77 @@ class RegisterBrokerRecord(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_BrokerEndpoint_v0(buf: bytes, pos: int) -> tuple[BrokerEndpoint, int]:
+def _decode_many_BrokerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[BrokerEndpoint], int]:
     blen = len(buf)
-    obj = _new(BrokerEndpoint)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(BrokerEndpoint)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerEndpoint', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
-def _decode_BrokerFeature_v0(buf: bytes, pos: int) -> tuple[BrokerFeature, int]:
+def _decode_many_BrokerFeature_v0(buf: bytes, pos: int, count: int) -> tuple[list[BrokerFeature], int]:
     blen = len(buf)
-    obj = _new(BrokerFeature)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
-        pos += 4
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(BrokerFeature)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+            pos += 4
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('BrokerFeature', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_RegisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterBrokerRecord, int]:
     blen = len(buf)
-    obj = _new(RegisterBrokerRecord)
     try:
+        obj = _new(RegisterBrokerRecord)
         obj.broker_id, obj.incarnation_id, obj.broker_epoch = _S_iuq.unpack_from(buf, pos)
         pos += 28
         n = buf[pos] - 1
@@ -150,11 +158,7 @@ def _decode_RegisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('EndPoints cannot be null in this version')
         if n > blen - pos:
             raise ValueError('EndPoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.end_points = []
-        append = obj.end_points.append
-        for _ in range(n):
-            item, pos = _decode_BrokerEndpoint_v0(buf, pos)
-            append(item)
+        obj.end_points, pos = _decode_many_BrokerEndpoint_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -165,11 +169,7 @@ def _decode_RegisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_BrokerFeature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.fenced, = _S_o.unpack_from(buf, pos)
         pos += 1
@@ -251,8 +251,8 @@ def _encode_RegisterBrokerRecord_v0(obj: RegisterBrokerRecord, out: bytearray) -
 
 def _decode_RegisterBrokerRecord_v1(buf: bytes, pos: int) -> tuple[RegisterBrokerRecord, int]:
     blen = len(buf)
-    obj = _new(RegisterBrokerRecord)
     try:
+        obj = _new(RegisterBrokerRecord)
         obj.broker_id, obj.incarnation_id, obj.broker_epoch = _S_iuq.unpack_from(buf, pos)
         pos += 28
         n = buf[pos] - 1
@@ -265,11 +265,7 @@ def _decode_RegisterBrokerRecord_v1(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('EndPoints cannot be null in this version')
         if n > blen - pos:
             raise ValueError('EndPoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.end_points = []
-        append = obj.end_points.append
-        for _ in range(n):
-            item, pos = _decode_BrokerEndpoint_v0(buf, pos)
-            append(item)
+        obj.end_points, pos = _decode_many_BrokerEndpoint_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -280,11 +276,7 @@ def _decode_RegisterBrokerRecord_v1(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_BrokerFeature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
         pos += 2
@@ -344,8 +336,8 @@ def _encode_RegisterBrokerRecord_v1(obj: RegisterBrokerRecord, out: bytearray) -
 
 def _decode_RegisterBrokerRecord_v2(buf: bytes, pos: int) -> tuple[RegisterBrokerRecord, int]:
     blen = len(buf)
-    obj = _new(RegisterBrokerRecord)
     try:
+        obj = _new(RegisterBrokerRecord)
         obj.broker_id, obj.is_migrating_zk_broker, obj.incarnation_id, obj.broker_epoch = _S_iouq.unpack_from(buf, pos)
         pos += 29
         n = buf[pos] - 1
@@ -358,11 +350,7 @@ def _decode_RegisterBrokerRecord_v2(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('EndPoints cannot be null in this version')
         if n > blen - pos:
             raise ValueError('EndPoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.end_points = []
-        append = obj.end_points.append
-        for _ in range(n):
-            item, pos = _decode_BrokerEndpoint_v0(buf, pos)
-            append(item)
+        obj.end_points, pos = _decode_many_BrokerEndpoint_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -373,11 +361,7 @@ def _decode_RegisterBrokerRecord_v2(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_BrokerFeature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
         pos += 2
@@ -434,8 +418,8 @@ def _encode_RegisterBrokerRecord_v2(obj: RegisterBrokerRecord, out: bytearray) -
 
 def _decode_RegisterBrokerRecord_v3(buf: bytes, pos: int) -> tuple[RegisterBrokerRecord, int]:
     blen = len(buf)
-    obj = _new(RegisterBrokerRecord)
     try:
+        obj = _new(RegisterBrokerRecord)
         obj.broker_id, obj.is_migrating_zk_broker, obj.incarnation_id, obj.broker_epoch = _S_iouq.unpack_from(buf, pos)
         pos += 29
         n = buf[pos] - 1
@@ -448,11 +432,7 @@ def _decode_RegisterBrokerRecord_v3(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('EndPoints cannot be null in this version')
         if n > blen - pos:
             raise ValueError('EndPoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.end_points = []
-        append = obj.end_points.append
-        for _ in range(n):
-            item, pos = _decode_BrokerEndpoint_v0(buf, pos)
-            append(item)
+        obj.end_points, pos = _decode_many_BrokerEndpoint_v0(buf, pos, n)
         n = buf[pos] - 1
         if n < 127:
             pos += 1
@@ -463,11 +443,7 @@ def _decode_RegisterBrokerRecord_v3(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.features = []
-        append = obj.features.append
-        for _ in range(n):
-            item, pos = _decode_BrokerFeature_v0(buf, pos)
-            append(item)
+        obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
         obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
         pos += 2

@@ -33,8 +33,8 @@ class RemoveAccessControlEntryRecord(Message):
 
 def _decode_RemoveAccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[RemoveAccessControlEntryRecord, int]:
     blen = len(buf)
-    obj = _new(RemoveAccessControlEntryRecord)
     try:
+        obj = _new(RemoveAccessControlEntryRecord)
         obj.id, = _S_u.unpack_from(buf, pos)
         pos += 16
         if buf[pos] == 0:

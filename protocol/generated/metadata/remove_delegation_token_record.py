@@ -33,8 +33,8 @@ class RemoveDelegationTokenRecord(Message):
 
 def _decode_RemoveDelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[RemoveDelegationTokenRecord, int]:
     blen = len(buf)
-    obj = _new(RemoveDelegationTokenRecord)
     try:
+        obj = _new(RemoveDelegationTokenRecord)
         obj.token_id, pos = read_compact_string(buf, pos)
         if buf[pos] == 0:
             pos += 1

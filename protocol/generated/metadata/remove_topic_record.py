@@ -33,8 +33,8 @@ class RemoveTopicRecord(Message):
 
 def _decode_RemoveTopicRecord_v0(buf: bytes, pos: int) -> tuple[RemoveTopicRecord, int]:
     blen = len(buf)
-    obj = _new(RemoveTopicRecord)
     try:
+        obj = _new(RemoveTopicRecord)
         obj.topic_id, = _S_u.unpack_from(buf, pos)
         pos += 16
         if buf[pos] == 0:

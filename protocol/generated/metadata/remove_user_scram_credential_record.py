@@ -35,8 +35,8 @@ class RemoveUserScramCredentialRecord(Message):
 
 def _decode_RemoveUserScramCredentialRecord_v0(buf: bytes, pos: int) -> tuple[RemoveUserScramCredentialRecord, int]:
     blen = len(buf)
-    obj = _new(RemoveUserScramCredentialRecord)
     try:
+        obj = _new(RemoveUserScramCredentialRecord)
         obj.name, pos = read_compact_string(buf, pos)
         obj.mechanism, = _S_b.unpack_from(buf, pos)
         pos += 1

@@ -31,8 +31,8 @@ class SnapshotFooterRecord(Message):
 
 def _decode_SnapshotFooterRecord_v0(buf: bytes, pos: int) -> tuple[SnapshotFooterRecord, int]:
     blen = len(buf)
-    obj = _new(SnapshotFooterRecord)
     try:
+        obj = _new(SnapshotFooterRecord)
         obj.version, = _S_h.unpack_from(buf, pos)
         pos += 2
         if buf[pos] == 0:

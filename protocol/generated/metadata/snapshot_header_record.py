@@ -32,8 +32,8 @@ class SnapshotHeaderRecord(Message):
 
 def _decode_SnapshotHeaderRecord_v0(buf: bytes, pos: int) -> tuple[SnapshotHeaderRecord, int]:
     blen = len(buf)
-    obj = _new(SnapshotHeaderRecord)
     try:
+        obj = _new(SnapshotHeaderRecord)
         obj.version, obj.last_contained_log_timestamp = _S_hq.unpack_from(buf, pos)
         pos += 10
         if buf[pos] == 0:

@@ -36,8 +36,8 @@ class TopicRecord(Message):
 
 def _decode_TopicRecord_v0(buf: bytes, pos: int) -> tuple[TopicRecord, int]:
     blen = len(buf)
-    obj = _new(TopicRecord)
     try:
+        obj = _new(TopicRecord)
         obj.name, pos = read_compact_string(buf, pos)
         obj.topic_id, = _S_u.unpack_from(buf, pos)
         pos += 16

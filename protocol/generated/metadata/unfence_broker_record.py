@@ -33,8 +33,8 @@ class UnfenceBrokerRecord(Message):
 
 def _decode_UnfenceBrokerRecord_v0(buf: bytes, pos: int) -> tuple[UnfenceBrokerRecord, int]:
     blen = len(buf)
-    obj = _new(UnfenceBrokerRecord)
     try:
+        obj = _new(UnfenceBrokerRecord)
         obj.id, obj.epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:

@@ -33,8 +33,8 @@ class UnregisterBrokerRecord(Message):
 
 def _decode_UnregisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[UnregisterBrokerRecord, int]:
     blen = len(buf)
-    obj = _new(UnregisterBrokerRecord)
     try:
+        obj = _new(UnregisterBrokerRecord)
         obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
         pos += 12
         if buf[pos] == 0:

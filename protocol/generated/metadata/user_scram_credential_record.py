@@ -42,8 +42,8 @@ class UserScramCredentialRecord(Message):
 
 def _decode_UserScramCredentialRecord_v0(buf: bytes, pos: int) -> tuple[UserScramCredentialRecord, int]:
     blen = len(buf)
-    obj = _new(UserScramCredentialRecord)
     try:
+        obj = _new(UserScramCredentialRecord)
         obj.name, pos = read_compact_string(buf, pos)
         obj.mechanism, = _S_b.unpack_from(buf, pos)
         pos += 1

@@ -73,40 +73,44 @@ class VotersRecord(Message):
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
-def _decode_Endpoint_v0(buf: bytes, pos: int) -> tuple[Endpoint, int]:
+def _decode_many_Endpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[Endpoint], int]:
     blen = len(buf)
-    obj = _new(Endpoint)
+    items = []
+    append = items.append
     try:
-        obj.name, pos = read_compact_string(buf, pos)
-        obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_H.unpack_from(buf, pos)
-        pos += 2
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(Endpoint)
+            obj.name, pos = read_compact_string(buf, pos)
+            obj.host, pos = read_compact_string(buf, pos)
+            obj.port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Endpoint', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFeature, int]:
     blen = len(buf)
-    obj = _new(KRaftVersionFeature)
     try:
+        obj = _new(KRaftVersionFeature)
         obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
         pos += 4
         if buf[pos] == 0:
@@ -131,54 +135,54 @@ def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFe
     return obj, pos
 
 
-def _decode_Voter_v0(buf: bytes, pos: int) -> tuple[Voter, int]:
+def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     blen = len(buf)
-    obj = _new(Voter)
+    items = []
+    append = items.append
     try:
-        obj.voter_id, obj.voter_directory_id = _S_iu.unpack_from(buf, pos)
-        pos += 20
-        n = buf[pos] - 1
-        if n < 127:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        if n < 0:
-            raise ValueError('Endpoints cannot be null in this version')
-        if n > blen - pos:
-            raise ValueError('Endpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.endpoints = []
-        append = obj.endpoints.append
-        for _ in range(n):
-            item, pos = _decode_Endpoint_v0(buf, pos)
-            append(item)
-        obj.k_raft_version_feature, pos = _decode_KRaftVersionFeature_v0(buf, pos)
-        if buf[pos] == 0:
-            pos += 1
-            obj.unknown_tagged_fields = None
-        else:
-            unknown = None
-            n, pos = read_uvarint(buf, pos)
-            for _ in range(n):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                tag_end = pos + size
-                if tag_end > blen:
-                    raise ValueError('tagged field ' + str(tag) + ' runs past the end')
-                if unknown is None:
-                    unknown = {}
-                unknown[tag] = buf[pos:tag_end]
-                pos = tag_end
-            obj.unknown_tagged_fields = unknown
+        for _ in range(count):
+            obj = _new(Voter)
+            obj.voter_id, obj.voter_directory_id = _S_iu.unpack_from(buf, pos)
+            pos += 20
+            n = buf[pos] - 1
+            if n < 127:
+                pos += 1
+            else:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            if n < 0:
+                raise ValueError('Endpoints cannot be null in this version')
+            if n > blen - pos:
+                raise ValueError('Endpoints claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
+            obj.endpoints, pos = _decode_many_Endpoint_v0(buf, pos, n)
+            obj.k_raft_version_feature, pos = _decode_KRaftVersionFeature_v0(buf, pos)
+            if buf[pos] == 0:
+                pos += 1
+                obj.unknown_tagged_fields = None
+            else:
+                unknown = None
+                n, pos = read_uvarint(buf, pos)
+                for _ in range(n):
+                    tag, pos = read_uvarint(buf, pos)
+                    size, pos = read_uvarint(buf, pos)
+                    tag_end = pos + size
+                    if tag_end > blen:
+                        raise ValueError('tagged field ' + str(tag) + ' runs past the end')
+                    if unknown is None:
+                        unknown = {}
+                    unknown[tag] = buf[pos:tag_end]
+                    pos = tag_end
+                obj.unknown_tagged_fields = unknown
+            append(obj)
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('Voter', None, pos, str(exc) or type(exc).__name__) from None
-    return obj, pos
+    return items, pos
 
 
 def _decode_VotersRecord_v0(buf: bytes, pos: int) -> tuple[VotersRecord, int]:
     blen = len(buf)
-    obj = _new(VotersRecord)
     try:
+        obj = _new(VotersRecord)
         obj.version, = _S_h.unpack_from(buf, pos)
         pos += 2
         n = buf[pos] - 1
@@ -191,11 +195,7 @@ def _decode_VotersRecord_v0(buf: bytes, pos: int) -> tuple[VotersRecord, int]:
             raise ValueError('Voters cannot be null in this version')
         if n > blen - pos:
             raise ValueError('Voters claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
-        obj.voters = []
-        append = obj.voters.append
-        for _ in range(n):
-            item, pos = _decode_Voter_v0(buf, pos)
-            append(item)
+        obj.voters, pos = _decode_many_Voter_v0(buf, pos, n)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None

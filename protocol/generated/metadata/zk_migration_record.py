@@ -32,8 +32,8 @@ class ZkMigrationStateRecord(Message):
 
 def _decode_ZkMigrationStateRecord_v0(buf: bytes, pos: int) -> tuple[ZkMigrationStateRecord, int]:
     blen = len(buf)
-    obj = _new(ZkMigrationStateRecord)
     try:
+        obj = _new(ZkMigrationStateRecord)
         obj.zk_migration_state, = _S_b.unpack_from(buf, pos)
         pos += 1
         if buf[pos] == 0:
