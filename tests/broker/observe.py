@@ -32,6 +32,15 @@ def partitions(admin: KafkaClient, topic: str) -> Partitions:
     return {p.partition_index: (p.leader_id, sorted(p.isr_nodes), list(p.replica_nodes)) for p in t.partitions}
 
 
+def eligible_leaders(admin: KafkaClient, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, eligible leader replicas, last known ELR) (KIP-966)."""
+    response = admin.request(DescribeTopicPartitionsRequest(topics=[TopicRequest(name=topic)],
+                                                            response_partition_limit=2000), 0)
+    (t,) = response.topics
+    return {p.partition_index: (p.leader_id, list(p.eligible_leader_replicas or []), list(p.last_known_elr or []))
+            for p in t.partitions}
+
+
 def wait_until(predicate: Callable[[], object], timeout: float, message: str) -> object:
     """``poll`` at a gentler pace: each of these predicates makes a request."""
     return poll(predicate, timeout, interval=0.1, message=message)
