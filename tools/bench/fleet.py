@@ -134,7 +134,8 @@ async def _measure(size: int, port: int, controller_pid: int, state_root: Path) 
             "p50": s.latency.percentile_ms(50), "p99": s.latency.percentile_ms(99),
             "max": s.latency.max_s * 1000, "errors": s.heartbeat_errors, "unanswered": s.heartbeats_unanswered,
             "controller_cpu": 100 * (c1 - c0) / elapsed, "fleet_cpu": 100 * (f1 - f0) / elapsed,
-            "other_cpu": 100 * ((h1 - h0) - (c1 - c0) - (f1 - f0)) / elapsed,
+            # Whole ticks counted at slightly different moments: never below nothing.
+            "other_cpu": max(0.0, 100 * ((h1 - h0) - (c1 - c0) - (f1 - f0)) / elapsed),
             "controller_rss": rss_mb(controller_pid), "fleet_rss": rss_mb("self"),
             "not_active": size - fleet.state_counts()[State.ACTIVE.value]}
     finally:
