@@ -235,7 +235,8 @@ class ControllerServer:
         applied = self.controller.fence_expired_brokers()
         if applied.records:
             fenced = [r.id for r, _ in applied.records if r.NAME == "FenceBrokerRecord"]
-            log.info("fencing brokers %s: their sessions expired", fenced)
+            shown = ", ".join(map(str, fenced[:10])) + (f" and {len(fenced) - 10} more" if len(fenced) > 10 else "")
+            log.info("fencing brokers [%s]: their sessions expired", shown)
             self.committer.submit(applied.records, applied.base_offset)
         self._schedule_lease_check()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Union
 
-from protocol.primitives import uuid_to_str
+from protocol.primitives import ZERO_UUID, uuid_to_str
 from server.controller.cluster import BrokerRegistration, ControllerRegistration, Endpoint
 from server.controller.partitions import PartitionState
 from server.controller.quorum_controller import QuorumController
@@ -98,7 +98,7 @@ def _partition(p: PartitionState) -> Dir:
         "removingReplicas": _json(p.removing),
         "leaderRecoveryState": _RECOVERY_STATES.get(p.recovery, str(p.recovery)),
     }
-    if p.directories:
+    if any(d != ZERO_UUID for d in p.directories):  # all unassigned says nothing
         node["directories"] = _json([uuid_to_str(d) for d in p.directories])
     return node
 
