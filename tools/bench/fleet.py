@@ -21,16 +21,15 @@ used in the same window (from /proc/stat), to read the latencies against.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
 from tools.broker.__main__ import raise_fd_limit
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
@@ -45,29 +44,14 @@ CHILD_LIFETIME_S = 600
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _bounded_child() -> None:
-    """In the child before exec: die with this process, and after CHILD_LIFETIME_S regardless."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    signal.alarm(CHILD_LIFETIME_S)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_controller(workdir: Path) -> tuple[subprocess.Popen, int]:
-    port = _free_port()
+    port = free_port()
     out = workdir / "controller.out"
     with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "server", "--data-dir", str(workdir / "data"), "--port", str(port),
              "--log-level", "WARNING"],
-            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=_bounded_child)
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=bounded_child(CHILD_LIFETIME_S))
     deadline = time.monotonic() + 30
     while b"is active on" not in out.read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -30,10 +30,8 @@ and stopped by its PID; the controller also dies with this process and after CHI
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +49,7 @@ from protocol.generated.messages.describe_topic_partitions_request import (
 from protocol.generated.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.primitives import random_uuid
+from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,23 +70,9 @@ DESCRIBE_KEY = DescribeTopicPartitionsRequest.API_KEY
 
 # --- the controller process ---------------------------------------------------------------
 
-def _bounded_child() -> None:
-    """In the child before exec: die with the parent, and after CHILD_LIFETIME_S regardless."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    signal.alarm(CHILD_LIFETIME_S)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def start_controller(workdir: Path) -> tuple[subprocess.Popen, int, str]:
-    port = _free_port()
+    port = free_port()
     config = workdir / "server.properties"
     config.write_text("\n".join([
         "process.roles=controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{port}",
@@ -102,7 +87,7 @@ def start_controller(workdir: Path) -> tuple[subprocess.Popen, int, str]:
     with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "server", "--config", str(config), "--log-level", "WARNING"],
                                 cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                preexec_fn=_bounded_child)
+                                preexec_fn=bounded_child(CHILD_LIFETIME_S))
     deadline = time.monotonic() + START_TIMEOUT_S
     while "is active on" not in out.read_text(errors="replace"):
         if proc.poll() is not None:

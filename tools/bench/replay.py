@@ -23,18 +23,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,33 +48,18 @@ CHILD_LIFETIME_S = 300
 TSHARK_TIMEOUT_S = 1800
 
 
-def _bounded_child() -> None:
-    """In the child before exec: die with the parent, and after CHILD_LIFETIME_S regardless."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    signal.alarm(CHILD_LIFETIME_S)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 # --- the session -------------------------------------------------------------------------------------
 
 def record_session(workdir: Path) -> tuple[Path, int]:
     """A capture of one session of controller traffic, and the controller's port."""
-    port = _free_port()
+    port = free_port()
     capture = workdir / "session.pcapng"
     out = workdir / "controller.out"
     with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "-m", "server", "--data-dir", str(workdir / "data"), "--port", str(port),
              "--capture-file", str(capture), "--log-level", "WARNING"],
-            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=_bounded_child)
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=bounded_child(CHILD_LIFETIME_S))
     try:
         cluster_id = _wait_active(proc, out)
         play_session(port, cluster_id)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
-import ctypes
 import json
 import os
 import signal
@@ -37,6 +36,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,17 +54,9 @@ ERROR_CODE_AT = 13
 
 # --- processes -----------------------------------------------------------------------------------
 
-def _bounded_child() -> None:
-    """In the child before exec: die with the parent, and after CHILD_LIFETIME_S regardless."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    signal.alarm(CHILD_LIFETIME_S)
-
 
 def _spawn(args: list[str], **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, preexec_fn=_bounded_child,
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, preexec_fn=bounded_child(CHILD_LIFETIME_S),
                             stdin=subprocess.DEVNULL, **kwargs)
 
 
@@ -77,12 +69,6 @@ def _stop(proc: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_for_line(proc: subprocess.Popen, path: Path, needle: str, timeout: float = 30) -> str:
