@@ -10,20 +10,20 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Iterable
 
-from protocol.errors import DecodeError
 from protocol.message import Message
-from protocol.records import RecordBatch, parse_metadata_record
+from protocol.records import RecordBatch
 from server.controller.clock import ManualClock
 from server.controller.cluster import BrokerRegistration, ClusterControl
 from server.controller.quorum_controller import QuorumController
 from server.controller.replication import ReplicationControl
 from server.controller.result import VersionedRecord
+from tools.metadata_shell.replayer import LoadError, decode_value, replay_record
 
 RecordListener = Callable[[Message, int], None]
 
 
-class ImageError(Exception):
-    """The fetched log cannot be replayed; the message says where."""
+# The fetched log cannot be replayed; the message says where.
+ImageError = LoadError
 
 
 class MetadataImage:
@@ -72,7 +72,7 @@ class MetadataImage:
         snapshot's epoch to check it against."""
         self.reset()
         for record, _ in records:
-            self._replay(record, end_offset - 1)
+            replay_record(self.controller, record, end_offset - 1, self.skipped)
         self.controller.next_offset = end_offset
 
     def replay_batch(self, batch: RecordBatch) -> None:
@@ -86,29 +86,9 @@ class MetadataImage:
                 offset = batch.base_offset + rec.offset_delta
                 if offset < self.next_offset:
                     continue
-                record = _decode(rec.value, offset)
-                self._replay(record, offset)
+                record = decode_value(rec.value, offset)
+                replay_record(self.controller, record, offset, self.skipped)
                 for listener in self.listeners:
                     listener(record, offset)
         self.controller.next_offset = batch.next_offset
         self.last_epoch = batch.partition_leader_epoch
-
-    def _replay(self, record: Message, offset: int) -> None:
-        try:
-            self.controller.replay(record, offset)
-        except ValueError as exc:
-            if not str(exc).startswith("cannot replay"):
-                raise ImageError(f"cannot replay {record.NAME} at offset {offset}: {exc}") from None
-            self.skipped[record.NAME] += 1
-            self.controller.next_offset = offset + 1
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ImageError(f"cannot replay {record.NAME} at offset {offset}: {type(exc).__name__} {exc}") from None
-
-
-def _decode(value: bytes | None, offset: int) -> Message:
-    try:
-        if value is None:
-            raise DecodeError("MetadataRecord", None, 0, "the record value is null")
-        return parse_metadata_record(value)[0]
-    except DecodeError as exc:
-        raise ImageError(f"cannot decode the record at offset {offset}: {exc}") from None

@@ -65,7 +65,7 @@ class Replayer:
             for rec in batch.records:
                 offset = batch.base_offset + rec.offset_delta
                 if offset >= self.next_offset:
-                    self._replay(_decode(rec.value, offset), offset)
+                    self._replay(decode_value(rec.value, offset), offset)
         self.controller.next_offset = batch.next_offset
 
     def _control(self, batch: RecordBatch) -> None:
@@ -81,21 +81,26 @@ class Replayer:
             self.leader = Leader(message.leader_id, batch.partition_leader_epoch)
 
     def _replay(self, record: Message, offset: int) -> None:
-        try:
-            self.controller.replay(record, offset)
-        except ValueError as exc:
-            # QuorumController refuses record types it has no state for (ACLs, quotas, producer
-            # ids, ...): the shell shows what the controller keeps and counts the rest.
-            if not str(exc).startswith("cannot replay"):
-                raise LoadError(f"cannot replay {record.NAME} at offset {offset}: {exc}") from None
-            self.skipped[record.NAME] += 1
-            self.controller.next_offset = offset + 1
-        except (KeyError, IndexError, TypeError) as exc:
-            raise LoadError(f"cannot replay {record.NAME} at offset {offset}: "
-                            f"{type(exc).__name__} {exc}") from None
+        replay_record(self.controller, record, offset, self.skipped)
 
 
-def _decode(value: bytes | None, offset: int) -> Message:
+def replay_record(controller: QuorumController, record: Message, offset: int, skipped: Counter[str]) -> None:
+    """Replay one record; the types the controller keeps no state for are counted in
+    ``skipped`` instead (ACLs, quotas, producer ids, ...): a view of the metadata shows what
+    the controller keeps and says how much else it saw."""
+    try:
+        controller.replay(record, offset)
+    except ValueError as exc:
+        if not str(exc).startswith("cannot replay"):
+            raise LoadError(f"cannot replay {record.NAME} at offset {offset}: {exc}") from None
+        skipped[record.NAME] += 1
+        controller.next_offset = offset + 1
+    except (KeyError, IndexError, TypeError) as exc:
+        raise LoadError(f"cannot replay {record.NAME} at offset {offset}: "
+                        f"{type(exc).__name__} {exc}") from None
+
+
+def decode_value(value: bytes | None, offset: int) -> Message:
     try:
         if value is None:
             raise DecodeError("MetadataRecord", None, 0, "the record value is null")
