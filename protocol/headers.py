@@ -24,18 +24,6 @@ def peek_request_prefix(frame: bytes) -> tuple[int, int, int]:
     return key, version, INT32.unpack_from(frame, 4)[0]
 
 
-def decode_request_header(frame: bytes) -> tuple[RequestHeader, int]:
-    """Decode the header of a request frame; returns the header and where the body starts.
-
-    Unknown API keys are decoded with header v1 (no tagged fields), which is how Kafka reads
-    enough of them to answer.
-    """
-    key, version, _ = peek_request_prefix(frame)
-    api = APIS.get(key)
-    header_version = api.request_header_version(version) if api and version >= 0 else 1
-    return RequestHeader.decode(frame, header_version)
-
-
 def encode_request_header(out: bytearray, api_key: int, version: int, correlation_id: int,
                           client_id: str | None) -> None:
     header = RequestHeader(api_key, version, correlation_id, client_id)

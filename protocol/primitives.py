@@ -82,14 +82,6 @@ def write_varint(out: bytearray, value: int) -> None:
     write_uvarint(out, (value << 1) ^ (value >> 63))
 
 
-def uvarint_size(value: int) -> int:
-    size = 1
-    while value >= 0x80:
-        value >>= 7
-        size += 1
-    return size
-
-
 def uuid_to_str(value: bytes) -> str:
     """Kafka's textual UUID form: URL-safe base64 without padding (22 characters)."""
     return base64.urlsafe_b64encode(value).decode("ascii").rstrip("=")

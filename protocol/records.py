@@ -16,7 +16,7 @@ import crc32c
 from protocol.errors import DecodeError
 from protocol.message import Message
 from protocol.primitives import (
-    INT16, read_uvarint, read_varint, uvarint_size, write_uvarint, write_varint)
+    INT16, read_uvarint, read_varint, write_uvarint, write_varint)
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
 _PREFIX = struct.Struct(">qiibI")
@@ -330,10 +330,6 @@ def frame_metadata_record(record: Message, version: int) -> bytes:
     write_uvarint(out, version)
     record.encode_into(out, version)
     return bytes(out)
-
-
-def metadata_frame_size(record_size: int, api_key: int, version: int) -> int:
-    return uvarint_size(METADATA_FRAME_VERSION) + uvarint_size(api_key) + uvarint_size(version) + record_size
 
 
 def parse_metadata_record(value: bytes) -> tuple[Message, int]:

@@ -97,9 +97,6 @@ class ClusterControl:
         may take its id at once, as before the failover."""
         self._last_contact = {b.broker_id: now_ms for b in self.brokers.values() if not b.fenced}
 
-    def live_broker_ids(self) -> list[int]:
-        return [b.broker_id for b in self.brokers.values() if not b.fenced]
-
     def is_usable(self, broker_id: int) -> bool:
         """May lead or join an ISR: registered, unfenced and not shutting down."""
         b = self.brokers.get(broker_id)
@@ -199,11 +196,6 @@ class ClusterControl:
     def fence(self, broker_id: int) -> ControllerResult:
         broker = self.brokers[broker_id]
         return ControllerResult([(FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0)])
-
-    def next_lease_expiry(self) -> int | None:
-        """When the earliest lease of an unfenced broker runs out, for the shell's timer."""
-        times = [self._last_contact.get(b.broker_id, 0) for b in self.brokers.values() if not b.fenced]
-        return min(times) + self.session_timeout_ms if times else None
 
     # --- UnregisterBroker ------------------------------------------------------------------
     def unregister_broker(self, broker_id: int) -> ControllerResult:
