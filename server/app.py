@@ -13,6 +13,7 @@ import os
 import time
 from pathlib import Path
 
+from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
 from protocol.records import parse_metadata_record
@@ -23,7 +24,7 @@ from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
 from server.metalog.bootstrap import read_bootstrap
-from server.metalog.committer import Committer, encode_records
+from server.metalog.committer import Committer, encode_batches
 from server.metalog.meta_properties import check_log_dirs
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
@@ -76,6 +77,7 @@ class ControllerServer:
         self._snapshotting = False
         # Bytes already in the log past the snapshot count towards the next one.
         self._snapshot_mark = -self.log.bytes_after(self.snapshot.end_offset if self.snapshot else 0)
+        self.committer.listeners.append(lambda offset: self.controller.committed(offset))
         self.committer.listeners.append(self._maybe_snapshot)
         # The server's own traffic as pcapng, for tools.replay: one connection per client.
         self.capture = None
@@ -125,11 +127,22 @@ class ControllerServer:
         if self.log.end_offset == 0 and self.snapshot is None:
             records = read_bootstrap(self.config.metadata_log_dir)
             applied = controller.apply(ControllerResult(records))
-            self.log.append([encode_records(applied.records, 0, self.epoch, wall_clock_ms())])
+            self.log.append(encode_batches(applied.records, 0, self.epoch, wall_clock_ms()))
             log.info("bootstrapped the metadata log with %d records", len(records))
         self._append_leader_change(controller)
+        self._abort_open_transaction(controller)
         controller.activate()
         return controller
+
+    def _abort_open_transaction(self, controller: QuorumController) -> None:
+        """A metadata transaction the log ends inside was never finished: its records were
+        not applied, and, as Kafka's controller does on activation, the log says so."""
+        start = controller.offsets.transaction_start
+        if start < 0:
+            return
+        log.warning("aborting the metadata transaction begun at offset %d: the log ends inside it", start)
+        applied = controller.apply(ControllerResult([(AbortTransactionRecord(reason="Controller failover"), 0)]))
+        self.log.append(encode_batches(applied.records, applied.base_offset, self.epoch, wall_clock_ms()))
 
     def _restore(self, controller: QuorumController) -> SnapshotId | None:
         """The latest snapshot, then the log after it: the durable state."""
@@ -141,7 +154,7 @@ class ControllerServer:
                                    f"{snapshot.end_offset} but the log starts at {self.log.start_offset}")
             for record, _ in records:
                 controller.replay(record, snapshot.end_offset - 1)
-            controller.next_offset = snapshot.end_offset
+            controller.offsets.skip_to(snapshot.end_offset)
             log.info("loaded snapshot %s (%d records)", snapshot.file_name, len(records))
         self._replay_log(controller)
         return loaded[0] if loaded is not None else None
@@ -154,7 +167,7 @@ class ControllerServer:
                     record, _ = parse_metadata_record(value)
                     controller.replay(record, offset)
                 count += len(values)
-            controller.next_offset = header.last_offset + 1
+            controller.offsets.skip_to(header.last_offset + 1)
         log.info("replayed %d metadata records up to offset %d", count, controller.last_applied_offset)
 
     def _append_leader_change(self, controller: QuorumController) -> None:
@@ -167,7 +180,7 @@ class ControllerServer:
                             attributes=CONTROL_FLAG, base_timestamp=now, max_timestamp=now,
                             records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))])
         self.log.append([encode_batch(batch)])
-        controller.next_offset = self.log.end_offset
+        controller.offsets.skip_to(self.log.end_offset)
 
     def _on_commit_failure(self, exc: Exception) -> None:
         log.error("rebuilding the controller from the durable log after a failed write: %s", exc)

@@ -27,6 +27,7 @@ from protocol.generated.metadata.register_controller_record import (
 from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
 from protocol.generated.metadata.unregister_broker_record import UnregisterBrokerRecord
 from server.controller.features import FeatureControl
+from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.result import ControllerResult, VersionedRecord
 
 
@@ -54,6 +55,10 @@ class BrokerRegistration:
     controlled_shutdown_offset: int = -1
 
 
+# What replay changes in a registration that stays in place.
+_LIFECYCLE = ("fenced", "in_controlled_shutdown", "controlled_shutdown_offset", "log_dirs")
+
+
 @dataclass
 class ControllerRegistration:
     controller_id: int
@@ -75,8 +80,10 @@ class Leadership(Protocol):
 
 
 class ClusterControl:
-    def __init__(self, cluster_id: str, session_timeout_ms: int, features: FeatureControl) -> None:
+    def __init__(self, cluster_id: str, session_timeout_ms: int, features: FeatureControl,
+                 offsets: OffsetControl | None = None) -> None:
         self.cluster_id = cluster_id
+        self.offsets = offsets or OffsetControl()
         self.session_timeout_ms = session_timeout_ms
         self.features = features
         self.brokers: dict[int, BrokerRegistration] = {}
@@ -223,6 +230,8 @@ class ClusterControl:
 
     # --- replay ----------------------------------------------------------------------------
     def replay_register_broker(self, rec: RegisterBrokerRecord, offset: int) -> None:
+        if self.offsets.recording:
+            self.offsets.on_undo(restore_key(self.brokers, rec.broker_id))
         self.brokers[rec.broker_id] = BrokerRegistration(
             broker_id=rec.broker_id, epoch=rec.broker_epoch, incarnation_id=rec.incarnation_id,
             endpoints=_endpoints(rec.end_points),
@@ -237,11 +246,15 @@ class ClusterControl:
     def replay_unregister_broker(self, rec: UnregisterBrokerRecord) -> None:
         broker = self.brokers.get(rec.broker_id)
         if broker is not None and broker.epoch == rec.broker_epoch:
+            if self.offsets.recording:
+                self.offsets.on_undo(restore_key(self.brokers, rec.broker_id))
             del self.brokers[rec.broker_id]
 
     def replay_fence(self, broker_id: int, epoch: int, fenced: bool) -> None:
         broker = self.brokers.get(broker_id)
         if broker is not None and broker.epoch == epoch:
+            if self.offsets.recording:
+                self.offsets.on_undo(restore_attrs(broker, _LIFECYCLE))
             broker.fenced = fenced
             if not fenced:
                 broker.in_controlled_shutdown = False
@@ -250,6 +263,8 @@ class ClusterControl:
         broker = self.brokers.get(rec.broker_id)
         if broker is None or broker.epoch != rec.broker_epoch:
             return
+        if self.offsets.recording:
+            self.offsets.on_undo(restore_attrs(broker, _LIFECYCLE))
         if rec.fenced is not None and rec.fenced != 0:
             broker.fenced = rec.fenced > 0
         if rec.in_controlled_shutdown is not None and rec.in_controlled_shutdown != 0:
@@ -260,6 +275,8 @@ class ClusterControl:
             broker.log_dirs = list(rec.log_dirs)
 
     def replay_register_controller(self, rec: RegisterControllerRecord) -> None:
+        if self.offsets.recording:
+            self.offsets.on_undo(restore_key(self.controllers, rec.controller_id))
         self.controllers[rec.controller_id] = ControllerRegistration(
             controller_id=rec.controller_id, incarnation_id=rec.incarnation_id,
             endpoints=_endpoints(rec.end_points),

@@ -28,6 +28,7 @@ from protocol.generated.metadata.config_record import ConfigRecord
 from server.controller.config_defs import (
     BROKER_CONFIGS, DEFINITIONS, TOPIC_CONFIGS, ConfigDef, ConfigType, Synonym, check, parse, split_list,
     to_topic_units)
+from server.controller.offsets import OffsetControl
 from server.controller.result import ControllerResult, VersionedRecord
 
 CLUSTER_DEFAULT = ""  # the BROKER resource name that holds cluster-wide defaults
@@ -85,7 +86,8 @@ class _Described(NamedTuple):
 
 
 class ConfigControl:
-    def __init__(self, static: dict[str, str]) -> None:
+    def __init__(self, static: dict[str, str], offsets: OffsetControl | None = None) -> None:
+        self.offsets = offsets or OffsetControl()
         for name, value in static.items():
             defn = DEFINITIONS.get(name)
             reason = check(defn, value) if defn is not None and defn.broker else None
@@ -97,6 +99,8 @@ class ConfigControl:
     # --- replay ---------------------------------------------------------------------------
     def replay_config(self, rec: ConfigRecord) -> None:
         key = (rec.resource_type, rec.resource_name)
+        if self.offsets.recording:
+            self._save_resource(key)
         if rec.value is not None:
             self._configs.setdefault(key, {})[rec.name] = rec.value
             return
@@ -107,7 +111,18 @@ class ConfigControl:
                 del self._configs[key]
 
     def forget_topic(self, name: str) -> None:
-        self._configs.pop((ResourceType.TOPIC, name), None)
+        key = (int(ResourceType.TOPIC), name)
+        if self.offsets.recording:
+            self._save_resource(key)
+        self._configs.pop(key, None)
+
+    def _save_resource(self, key: tuple[int, str]) -> None:
+        old = self._configs.get(key)
+        if old is None:
+            self.offsets.on_undo(lambda: self._configs.pop(key, None))
+        else:
+            saved = dict(old)
+            self.offsets.on_undo(lambda: self._configs.__setitem__(key, saved))
 
     def snapshot_records(self) -> Iterable[VersionedRecord]:
         for (rtype, rname), configs in sorted(self._configs.items()):

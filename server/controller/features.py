@@ -13,11 +13,13 @@ from protocol.generated.messages.update_features_request import UpdateFeaturesRe
 from protocol.generated.messages.update_features_response import (
     UpdateFeaturesResponse, UpdatableFeatureResult)
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
+from server.controller.offsets import OffsetControl, restore_key
 from server.controller.result import ControllerResult
 
 METADATA_VERSION = "metadata.version"
 MV_3_3_IV3 = 7  # controlled-shutdown state in registrations; the oldest level Kafka 4 reads
 MV_3_4_IV0 = 8  # ZooKeeper migration fields in registrations
+MV_3_6_IV1 = 13  # metadata transactions (KIP-868)
 MV_3_7_IV2 = 17  # log directory assignment (Directories, LogDirs)
 MV_4_0_IV1 = 23  # eligible leader replicas in partition records
 MV_LATEST = 25  # 4.0-IV3
@@ -37,12 +39,15 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 @dataclass
 class FeatureControl:
     finalized: dict[str, int] = field(default_factory=dict)
+    offsets: OffsetControl = field(default_factory=OffsetControl)
 
     @property
     def metadata_version(self) -> int:
         return self.finalized.get(METADATA_VERSION, MV_3_3_IV3)
 
     def replay_feature_level(self, record: FeatureLevelRecord) -> None:
+        if self.offsets.recording:
+            self.offsets.on_undo(restore_key(self.finalized, record.name))
         if record.feature_level == 0:
             self.finalized.pop(record.name, None)
         else:

@@ -22,14 +22,17 @@ from protocol.generated.messages.describe_cluster_response import (
     DescribeClusterBroker, DescribeClusterResponse)
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
+from protocol.generated.metadata.begin_transaction_record import BeginTransactionRecord
+from protocol.generated.metadata.end_transaction_record import EndTransactionRecord
 from protocol.message import Message
 from server.controller.clock import Clock
 from server.controller.cluster import ClusterControl, Endpoint
 from server.controller.configs import ConfigControl
 from server.controller.describe import TopicViews
-from server.controller.features import SUPPORTED_FEATURES, FeatureControl
+from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl
+from server.controller.offsets import OffsetControl
 from server.controller.replication import ReplicationControl
-from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord
 from server.controller.topics import TopicAdmin
 
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
@@ -57,10 +60,11 @@ class QuorumController:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
-        self.features = FeatureControl()
-        self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features)
-        self.configs = ConfigControl(static_configs or {})
-        self.replication = ReplicationControl(self.cluster, self.features, self.configs)
+        self.offsets = OffsetControl()
+        self.features = FeatureControl(offsets=self.offsets)
+        self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features, self.offsets)
+        self.configs = ConfigControl(static_configs or {}, self.offsets)
+        self.replication = ReplicationControl(self.cluster, self.features, self.configs, self.offsets)
         self.leadership = self.replication
         self.topic_admin = TopicAdmin(self.replication)
         # Endpoints of the voters as configured: DescribeCluster for controllers falls back
@@ -69,7 +73,6 @@ class QuorumController:
         self.views = TopicViews(self.replication, node_id,
                                 self.controller_endpoints[0] if self.controller_endpoints else None,
                                 metadata_lists_brokers)
-        self.next_offset = 0
         self._replayers: dict[str, Callable[[Message, int], None]] = {
             "RegisterBrokerRecord": self.cluster.replay_register_broker,
             "UnregisterBrokerRecord": lambda r, o: self.cluster.replay_unregister_broker(r),
@@ -84,28 +87,53 @@ class QuorumController:
             "RemoveTopicRecord": lambda r, o: self.replication.replay_remove_topic(r),
             "ConfigRecord": lambda r, o: self.configs.replay_config(r),
             "NoOpRecord": lambda r, o: None,
+            "BeginTransactionRecord": lambda r, o: self.offsets.begin_transaction(o),
+            "EndTransactionRecord": lambda r, o: self.offsets.end_transaction(o),
+            "AbortTransactionRecord": lambda r, o: self.offsets.abort_transaction(o),
         }
 
     @property
+    def next_offset(self) -> int:
+        return self.offsets.next_offset
+
+    @property
     def last_applied_offset(self) -> int:
-        return self.next_offset - 1
+        return self.offsets.last_applied_offset
 
     # --- the only mutators -----------------------------------------------------------------
     def replay(self, record: Message, offset: int) -> None:
         fn = self._replayers.get(record.NAME)
         if fn is None:
             raise ValueError(f"cannot replay {record.NAME} at offset {offset}")
+        self.offsets.replaying(offset)
         fn(record, offset)
-        self.next_offset = offset + 1
+        self.offsets.replayed(offset)
 
     def apply(self, result: ControllerResult) -> Applied:
-        base = self.next_offset
-        for i, (record, _version) in enumerate(result.records):
-            self.replay(record, base + i)
-        return Applied(result.records, base, result.response)
+        """Give the records their offsets and replay them, all or nothing: if any replay
+        fails, every change the command made is undone and the error goes to the caller."""
+        base = self.offsets.next_offset
+        records = result.records
+        if len(records) > MAX_RECORDS_PER_BATCH and self.offsets.transaction_start < 0 \
+                and self.features.metadata_version >= MV_3_6_IV1:
+            records = [(BeginTransactionRecord(), 0), *records, (EndTransactionRecord(), 0)]
+        try:
+            for i, (record, _version) in enumerate(records):
+                self.replay(record, base + i)
+        except BaseException:
+            self.offsets.revert_to(base)
+            raise
+        return Applied(records, base, result.response)
 
     def activate(self) -> None:
+        """Start serving as the active controller: leases start now, and every change from
+        here on can be undone until it is committed."""
+        self.offsets.activate()
         self.cluster.activate(self.clock.now_ms())
+
+    def committed(self, offset: int) -> None:
+        """Everything up to ``offset`` is durable and will never be reverted."""
+        self.offsets.committed(offset)
 
     # --- broker lifecycle ------------------------------------------------------------------
     def register_broker(self, req: BrokerRegistrationRequest, version: int) -> Applied:
@@ -153,14 +181,18 @@ class QuorumController:
     def _steps(self, steps: list[Callable[[], ControllerResult]]) -> Applied:
         """Run dependent parts of one command in order, each built on the state the previous
         ones left, so that two parts never write conflicting changes to one partition."""
-        base = self.next_offset
+        base = self.offsets.next_offset
         records: list[VersionedRecord] = []
         response = None
-        for step in steps:
-            applied = self.apply(step())
-            records += applied.records
-            if applied.response is not None:
-                response = applied.response
+        try:
+            for step in steps:
+                applied = self.apply(step())
+                records += applied.records
+                if applied.response is not None:
+                    response = applied.response
+        except BaseException:
+            self.offsets.revert_to(base)
+            raise
         return Applied(records, base, response)
 
     def update_features(self, req: UpdateFeaturesRequest, version: int) -> Applied:

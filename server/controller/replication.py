@@ -32,6 +32,7 @@ from protocol.generated.metadata.topic_record import TopicRecord
 from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
 from server.controller.features import FeatureControl
+from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.partitions import (
     NO_LEADER, RECOVERED, RECOVERING, Election, PartitionChange, PartitionState)
 from server.controller.result import ControllerResult, VersionedRecord
@@ -47,7 +48,9 @@ class TopicState:
 
 
 class ReplicationControl:
-    def __init__(self, cluster: ClusterControl, features: FeatureControl, configs: ConfigControl) -> None:
+    def __init__(self, cluster: ClusterControl, features: FeatureControl, configs: ConfigControl,
+                 offsets: OffsetControl | None = None) -> None:
+        self.offsets = offsets or OffsetControl()
         self.cluster = cluster
         self.features = features
         self.configs = configs
@@ -60,6 +63,9 @@ class ReplicationControl:
 
     # --- replay ------------------------------------------------------------------------------
     def replay_topic(self, rec: TopicRecord) -> None:
+        if self.offsets.recording:
+            self.offsets.on_undo(restore_key(self.topics, rec.topic_id))
+            self.offsets.on_undo(restore_key(self.names, rec.name))
         self.topics[rec.topic_id] = TopicState(rec.name, rec.topic_id)
         self.names[rec.name] = rec.topic_id
 
@@ -67,15 +73,37 @@ class ReplicationControl:
         topic = self.topics[rec.topic_id]
         p = PartitionState.from_record(rec)
         if rec.partition_id < len(topic.partitions):
-            self._unindex(topic.partitions[rec.partition_id])
+            old = topic.partitions[rec.partition_id]
+            self._unindex(old)
             topic.partitions[rec.partition_id] = p
+            if self.offsets.recording:
+                self.offsets.on_undo(lambda: self._put_partition(topic, old))
         else:
             topic.partitions.append(p)
             self.partition_count += 1
+            if self.offsets.recording:
+                self.offsets.on_undo(lambda: self._drop_last_partition(topic))
         self._index(p)
+
+    def _put_partition(self, topic: TopicState, p: PartitionState) -> None:
+        self._unindex(topic.partitions[p.partition_id])
+        topic.partitions[p.partition_id] = p
+        self._index(p)
+
+    def _drop_last_partition(self, topic: TopicState) -> None:
+        self._unindex(topic.partitions.pop())
+        self.partition_count -= 1
 
     def replay_partition_change(self, rec: PartitionChangeRecord) -> None:
         p = self.topics[rec.topic_id].partitions[rec.partition_id]
+        if self.offsets.recording:
+            restore = restore_attrs(p, PartitionState.__slots__)
+
+            def undo() -> None:
+                self._unindex(p)
+                restore()
+                self._index(p)
+            self.offsets.on_undo(undo)
         self._unindex(p)
         p.apply_change(rec)
         self._index(p)
@@ -86,7 +114,16 @@ class ReplicationControl:
         for p in topic.partitions:
             self._unindex(p)
         self.partition_count -= len(topic.partitions)
+        if self.offsets.recording:
+            self.offsets.on_undo(lambda: self._restore_topic(topic))
         self.configs.forget_topic(topic.name)
+
+    def _restore_topic(self, topic: TopicState) -> None:
+        self.topics[topic.topic_id] = topic
+        self.names[topic.name] = topic.topic_id
+        for p in topic.partitions:
+            self._index(p)
+        self.partition_count += len(topic.partitions)
 
     def _index(self, p: PartitionState) -> None:
         for b in p.isr:

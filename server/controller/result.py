@@ -10,6 +10,10 @@ from protocol.message import Message
 # A metadata record and the version it is written at.
 VersionedRecord = tuple[Message, int]
 
+# Kafka's controller writes no bigger batch; a command with more records spans several
+# batches, inside a metadata transaction so that they still apply together.
+MAX_RECORDS_PER_BATCH = 10_000
+
 
 @dataclass
 class ControllerResult:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from protocol.records import Record, RecordBatch, encode_batch, frame_metadata_record
-from server.controller.result import VersionedRecord
+from server.controller.result import MAX_RECORDS_PER_BATCH, VersionedRecord
 from server.metalog.segments import MetadataLog
 
 log = logging.getLogger("kraftwire.commit")
@@ -27,10 +27,17 @@ class CommitFailed(Exception):
 
 
 def encode_records(records: list[VersionedRecord], base_offset: int, epoch: int, now_ms: int) -> bytes:
+    """The records as one batch."""
     return encode_batch(RecordBatch(
         base_offset=base_offset, partition_leader_epoch=epoch,
         base_timestamp=now_ms, max_timestamp=now_ms,
         records=[Record(frame_metadata_record(r, v)) for r, v in records]))
+
+
+def encode_batches(records: list[VersionedRecord], base_offset: int, epoch: int, now_ms: int) -> list[bytes]:
+    """The records as batches of at most MAX_RECORDS_PER_BATCH, in offset order."""
+    return [encode_records(records[start:start + MAX_RECORDS_PER_BATCH], base_offset + start, epoch, now_ms)
+            for start in range(0, len(records), MAX_RECORDS_PER_BATCH)]
 
 
 class Committer:
@@ -51,7 +58,7 @@ class Committer:
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
         if not records:
             return
-        self._queue.append(encode_records(records, base_offset, self.epoch, self.wall_clock_ms()))
+        self._queue.extend(encode_batches(records, base_offset, self.epoch, self.wall_clock_ms()))
         self._queued_last = base_offset + len(records) - 1
         if not self._flushing:
             self._flushing = True

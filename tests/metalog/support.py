@@ -105,7 +105,7 @@ def replay_values(qc: QuorumController, batches: Iterable[tuple]) -> None:
         if not header.is_control:
             for offset, value in values:
                 qc.replay(parse_metadata_record(value)[0], offset)
-        qc.next_offset = header.last_offset + 1
+        qc.offsets.skip_to(header.last_offset + 1)
 
 
 def replay_bytes(qc: QuorumController, data: bytes) -> int:
@@ -117,7 +117,7 @@ def replay_bytes(qc: QuorumController, data: bytes) -> int:
         if not batch.is_control:
             for rec in batch.records:
                 qc.replay(parse_metadata_record(rec.value)[0], batch.base_offset + rec.offset_delta)
-        qc.next_offset = batch.next_offset
+        qc.offsets.skip_to(batch.next_offset)
         count += 1
     return count
 
@@ -125,7 +125,7 @@ def replay_bytes(qc: QuorumController, data: bytes) -> int:
 def replay_snapshot(qc: QuorumController, records, end_offset: int) -> None:
     for record, _ in records:
         qc.replay(record, end_offset - 1)
-    qc.next_offset = end_offset
+    qc.offsets.skip_to(end_offset)
 
 
 def load_data_dir(data_dir: Path) -> QuorumController:

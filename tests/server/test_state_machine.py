@@ -574,7 +574,7 @@ def test_a_snapshot_of_the_state_rebuilds_the_same_registrations():
     for record, version in h.qc.snapshot_records():
         decoded, _ = parse_metadata_record(frame_metadata_record(record, version))
         fresh.replay(decoded, h.qc.last_applied_offset)
-    fresh.next_offset = h.qc.next_offset
+    fresh.offsets.skip_to(h.qc.next_offset)
     assert fresh.features.finalized == h.qc.features.finalized
     assert {b: (r.epoch, r.fenced, r.in_controlled_shutdown, r.rack, r.endpoints, r.features)
             for b, r in fresh.cluster.brokers.items()} == {

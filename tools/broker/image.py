@@ -73,7 +73,7 @@ class MetadataImage:
         self.reset()
         for record, _ in records:
             replay_record(self.controller, record, end_offset - 1, self.skipped)
-        self.controller.next_offset = end_offset
+        self.controller.offsets.skip_to(end_offset)
 
     def replay_batch(self, batch: RecordBatch) -> None:
         """Replay the records of a log batch this image has not seen yet."""
@@ -90,5 +90,5 @@ class MetadataImage:
                 replay_record(self.controller, record, offset, self.skipped)
                 for listener in self.listeners:
                     listener(record, offset)
-        self.controller.next_offset = batch.next_offset
+        self.controller.offsets.skip_to(batch.next_offset)
         self.last_epoch = batch.partition_leader_epoch

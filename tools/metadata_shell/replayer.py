@@ -49,7 +49,7 @@ class Replayer:
     def snapshot(self, records: Iterable[VersionedRecord], end_offset: int) -> None:
         for record, _ in records:
             self._replay(record, end_offset - 1)
-        self.controller.next_offset = end_offset
+        self.controller.offsets.skip_to(end_offset)
 
     def batch(self, batch: RecordBatch) -> None:
         """Replay a log batch; records before ``next_offset`` (already in a snapshot) are skipped."""
@@ -66,7 +66,7 @@ class Replayer:
                 offset = batch.base_offset + rec.offset_delta
                 if offset >= self.next_offset:
                     self._replay(decode_value(rec.value, offset), offset)
-        self.controller.next_offset = batch.next_offset
+        self.controller.offsets.skip_to(batch.next_offset)
 
     def _control(self, batch: RecordBatch) -> None:
         for rec in batch.records:
@@ -94,7 +94,7 @@ def replay_record(controller: QuorumController, record: Message, offset: int, sk
         if not str(exc).startswith("cannot replay"):
             raise LoadError(f"cannot replay {record.NAME} at offset {offset}: {exc}") from None
         skipped[record.NAME] += 1
-        controller.next_offset = offset + 1
+        controller.offsets.skip_to(offset + 1)
     except (KeyError, IndexError, TypeError) as exc:
         raise LoadError(f"cannot replay {record.NAME} at offset {offset}: "
                         f"{type(exc).__name__} {exc}") from None
