@@ -263,3 +263,42 @@ def test_correlation_ids_far_apart_prove_nothing():
     result = run(Framer(REQUEST, synced=False), [b"\xff" + stream])
     first = len(request(1, b"\xff" * 5)) + 1
     assert result == [("resync", first, first), body_of(request(1 + 2**20, b"\xff" * 5)), body_of(request(2 + 2**20))]
+
+
+def whole(frame: bytes) -> bool:
+    """A `proves` check that reads only the test's own requests whole."""
+    return frame in {body_of(r) for r in REQUESTS}
+
+
+def test_a_frame_read_whole_proves_its_start_though_garbage_follows():
+    stream = REQUESTS[0] + b"\xff" * 20
+    # The next header is garbage, so only reading the frame whole proves it.
+    assert run(Framer(REQUEST, synced=False), [stream]) == [("unsynchronised", 0, len(stream))]
+    assert run(Framer(REQUEST, synced=False, proves=whole), [stream]) == [
+        ("resync", 0, 0),
+        body_of(REQUESTS[0]),
+        ("bad_size", len(REQUESTS[0]), 4),
+        ("unsynchronised", len(REQUESTS[0]), 20),
+    ]
+
+
+def test_after_a_bad_size_a_frame_read_whole_resumes_the_framing():
+    stream = b"\xff" * 12 + REQUESTS[0] + b"\xff" * 20
+    assert run(Framer(REQUEST), [stream]) == [("bad_size", 0, 4), ("unsynchronised", 0, len(stream))]
+    assert run(Framer(REQUEST, proves=whole), [stream]) == [
+        ("bad_size", 0, 4),
+        ("resync", 12, 12),
+        body_of(REQUESTS[0]),
+        ("bad_size", 12 + len(REQUESTS[0]), 4),
+        ("unsynchronised", 12 + len(REQUESTS[0]), 20),
+    ]
+
+
+def test_an_earlier_start_still_undecided_wins_over_a_later_one_proven():
+    # The first frame's body holds a header-shaped chain that proves itself before the next
+    # real header arrives; the real start, decided a piece later, must win.
+    decoy = response(1, b"\x00" * 4) + response(2)
+    first = response(7, decoy)
+    second = response(8, b"\x00" * 3)
+    pieces = [first, second]
+    assert run(Framer(RESPONSE, synced=False), pieces) == [("resync", 0, 0), body_of(first), body_of(second)]

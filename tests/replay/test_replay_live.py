@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import collections
 import re
-import shutil
-import subprocess
 from xml.etree import ElementTree
 
 import pytest
 
 from tests.conftest import ControllerProcess
+from tests.replay import tshark
 from tests.server.wire import WireBroker, api_versions, connect
 from tools.replay import job, send
 from tools.replay.decode import validate
@@ -92,27 +91,12 @@ def test_the_controller_capture_decodes_cleanly_with_the_counts_sent(live):
     assert admin_flows and all(flow.server == f"127.0.0.1:{live.port}" for flow in result.flows)
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
 def test_tshark_counts_the_same_frames(live):
+    tshark.require()
     result = validate(live.capture_file)
-
-    def tshark(display_filter: str, field: str) -> list[str]:
-        out = subprocess.run(
-            ["tshark", "-r", str(live.capture_file), "-d", f"tcp.port=={live.port},kafka", "-Y", display_filter,
-             "-T", "fields", "-e", field], capture_output=True, text=True, timeout=120, check=True).stdout
-        # A packet holding several Kafka messages lists their values joined by commas.
-        return [value for line in out.splitlines() for value in line.split(",") if value]
-
-    assert len(tshark("kafka", "kafka.correlation_id")) == len(result.frames)
-    theirs = collections.Counter(int(key) for key in tshark(f"kafka && tcp.dstport=={live.port}", "kafka.api_key"))
-    assert theirs == requests_per_api(result.frames)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = job.spark_session("local[2]", "kraftwire-replay-tests")
-    yield session
-    session.stop()
+    theirs = tshark.read(live.capture_file, live.port)
+    assert sum(theirs.messages.values()) == len(result.frames)
+    assert theirs.requests_per_api == requests_per_api(result.frames)
 
 
 def test_the_spark_job_on_real_and_broken_captures(live, spark, tmp_path):

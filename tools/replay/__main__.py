@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--out", required=True, help="directory for the tables and report.html")
     validate.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     validate.add_argument("--ports", type=_ports, default=[],
-                          help="Kafka server ports; without them any flow whose first bytes parse as a request")
+                          help="Kafka server ports; without them any flow with a frame that parses as a request")
     send = commands.add_parser("send", help="re-send captured requests and compare the responses")
     send.add_argument("capture")
     send.add_argument("--target", required=True, help="HOST:PORT of the server to send to")

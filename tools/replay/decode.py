@@ -140,7 +140,10 @@ class FlowDecoder:
             rules.append(rule)
             out.append(violation(self.capture, self.flow, index, ts, rule, offset, detail, severity))
 
-        if self.advertised is not None:
+        # No Kafka request has a negative API key or version: such a frame is a client's
+        # garbage, not an API these codecs leave out.
+        garbage = key < 0 or version < 0
+        if self.advertised is not None and not garbage:
             advertised = self.advertised.get(key)
             if advertised is None:
                 broken("version_not_advertised", 2, f"API key {key} is not in the server's ApiVersions")
@@ -159,7 +162,11 @@ class FlowDecoder:
             client_id = header.client_id
             if client_id is not None:
                 self.client_ids[client_id] = None
-        if api is None:
+        if garbage:
+            if status == OK:
+                status = DECODE_ERROR
+                broken("decode_error", 0 if key < 0 else 2, f"API key {key} v{version} is not a Kafka request's")
+        elif api is None:
             if status == OK:
                 status = UNKNOWN_API_KEY
             # A key the server advertised is real Kafka that these codecs leave out.
@@ -182,7 +189,8 @@ class FlowDecoder:
                 out.append(ControllerEvent(self.capture, ts, self.flow, index, "heartbeat", body.broker_id,
                                            body.broker_epoch, None, 0))
         decodable = api is not None and api.min_version <= version <= api.max_version
-        self.outstanding[correlation_id] = _Request(index, api, key, version, ts, client_id, decodable, broker_id)
+        if not garbage:  # Kafka answers garbage by closing the connection, so no answer is due
+            self.outstanding[correlation_id] = _Request(index, api, key, version, ts, client_id, decodable, broker_id)
         return FrameRow(self.capture, self.flow, index, "request", ts, key, _name(api, key), version, correlation_id,
                         client_id, len(data) + 4, None, status, rules)
 

@@ -1,12 +1,13 @@
 """TCP stream events -> Kafka flows: which connections carry Kafka, who is the client, and
 the frames of each direction.
 
-A connection is Kafka when one of its ports is in `ports`, or, without ports, when its
-client's first bytes parse as a Kafka request header (a stream joined mid-way, or one whose
-start is in a gap, must instead yield a request frame the framer can prove). The client is
-the side that sent the SYN, else the side talking to one of `ports`, else the side whose
-bytes parse as requests. Until that is decided a connection's events are held back, up to
-`PROBE_LIMIT` bytes.
+A connection is Kafka when one of its ports is in `ports`, or, without ports, from the first
+frame of its client's bytes that reads as a Kafka request (`request_reads`), and stays Kafka:
+a misbehaving client's garbage before or after that frame is its fault to report, not proof
+that the flow is something else. Frames are cut as the framer cuts them: from offset 0 of a
+stream seen from its SYN, else from the first boundary it can prove. The client is the side
+that sent the SYN, else the side talking to one of `ports`, else the side whose bytes parse as
+requests. Until that is decided a connection's events are held back, up to `PROBE_LIMIT` bytes.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import struct
 import zlib
 from typing import Iterable, Iterator, NamedTuple
 
+from protocol.api_keys import APIS
+from protocol.errors import DecodeError
+from protocol.generated.messages.request_header import RequestHeader
 from tools.replay.framing import REQUEST, RESPONSE, Frame, Framer
 from tools.replay.packet import Segment, format_endpoint
 from tools.replay.problems import Problem
@@ -23,9 +27,7 @@ from tools.replay.tcp import FlowKey, StreamData, StreamEnd, StreamEvent, Stream
 
 # Bytes of a connection held back while deciding whether it carries Kafka.
 PROBE_LIMIT = 64 * 1024
-_REQUEST_PREFIX = struct.Struct(">ihhih")  # size, api key, api version, correlation id, client id length
-# Kafka's default socket.request.max.bytes.
-_MAX_REQUEST = 100 * 1024 * 1024
+_KEY_VERSION = struct.Struct(">hh")
 _MAX_API_KEY = 1000
 _MAX_API_VERSION = 100
 
@@ -60,16 +62,32 @@ class FlowEnd(NamedTuple):
 FlowItem = FlowStart | FlowFrame | FlowEnd | Violation
 
 
-def plausible_request(data: bytes | bytearray, pos: int = 0) -> bool:
-    """Whether a size-prefixed Kafka request header can start at `pos` (14 bytes needed)."""
-    size, api_key, version, correlation_id, client_id_length = _REQUEST_PREFIX.unpack_from(data, pos)
-    return (
-        8 <= size <= _MAX_REQUEST
-        and 0 <= api_key <= _MAX_API_KEY
-        and 0 <= version <= _MAX_API_VERSION
-        and correlation_id >= 0
-        and -1 <= client_id_length <= size - 10
-    )
+def request_reads(frame: bytes) -> bool | None:
+    """Whether a frame (without its size prefix) is a Kafka request: True when its header and
+    body read to the last byte, False when they do not, None when its header reads but names an
+    API or version the codecs leave out (Produce, JoinGroup, ...), whose body cannot be judged."""
+    if len(frame) < _KEY_VERSION.size:
+        return False
+    api_key, version = _KEY_VERSION.unpack_from(frame)
+    if not (0 <= api_key <= _MAX_API_KEY and 0 <= version <= _MAX_API_VERSION):
+        return False
+    api = APIS.get(api_key)
+    known = api is not None and api.min_version <= version <= api.max_version
+    try:
+        header, pos = RequestHeader.decode(frame, api.request_header_version(version) if known else 1)
+        if known:
+            pos = api.request.decode(frame, version, pos)[1]
+    except DecodeError:
+        return False
+    if header.correlation_id < 0:
+        return False
+    return pos == len(frame) if known else None
+
+
+def request_parses(frame: bytes) -> bool:
+    """Whether a frame reads whole as a request: what proves a frame boundary. A header alone
+    does not: runs of zeros inside a body read as a Produce v0 header."""
+    return request_reads(frame) is True
 
 
 def connection_share(segment: Segment, parts: int) -> int:
@@ -99,31 +117,24 @@ def kafka_flows(
 
 
 class _Probe:
-    """Decides whether one direction's bytes are a client's Kafka requests."""
+    """Decides whether one direction's bytes are a client's Kafka requests: they are once a
+    frame the framer cut reads as one, or as far as it can be read (`request_reads`)."""
 
     def __init__(self, synced: bool) -> None:
-        self.head = bytearray() if synced else None
-        self.framer = None if synced else Framer(REQUEST, synced=False)
+        self.framer = Framer(REQUEST, synced=synced, proves=request_parses)
 
-    def data(self, ts: int, data: bytes) -> bool | None:
-        if self.head is not None:
-            self.head += data
-            return plausible_request(self.head) if len(self.head) >= _REQUEST_PREFIX.size else None
+    def data(self, ts: int, data: bytes) -> bool:
         return self._judge(self.framer.feed(ts, data))
 
-    def gap(self, ts: int, size: int) -> bool | None:
-        if self.head is not None:
-            # The start is known but a header cut by a gap proves nothing: look further on.
-            self.framer = Framer(REQUEST, synced=False)
-            self.head = None
+    def gap(self, ts: int, size: int) -> bool:
         return self._judge(self.framer.gap(ts, size))
 
+    def end(self) -> bool:
+        return self._judge(self.framer.finish())
+
     @staticmethod
-    def _judge(out: list) -> bool | None:
-        for item in out:
-            if type(item) is Frame:
-                return True
-        return None
+    def _judge(out: list) -> bool:
+        return any(type(item) is Frame and request_reads(item.data) is not False for item in out)
 
 
 class _Connection:
@@ -250,7 +261,7 @@ class _Router:
     def _probe(self, conn: _Connection, event: StreamEvent) -> Iterator[FlowItem]:
         conn.held.append(event)
         kind = type(event)
-        if kind is StreamStart or kind is StreamEnd:
+        if kind is StreamStart:
             return
         candidates = [conn.client] if conn.client is not None else list(conn.starts)
         key = event.key
@@ -258,22 +269,23 @@ class _Router:
             return
         probe = conn.probes.get(key)
         if probe is None:
+            if kind is StreamEnd:
+                return
             probe = conn.probes[key] = _Probe(conn.starts[key].from_syn)
         if kind is StreamData:
             conn.held_bytes += len(event.data)
             verdict = probe.data(event.timestamp_ns, event.data)
-        else:
+        elif kind is StreamGap:
             verdict = probe.gap(event.timestamp_ns, event.size)
+        else:
+            # A last frame that ends with the stream is proven by that end.
+            verdict = probe.end()
         if verdict:
             conn.client = key
             conn.kafka = True
             held, conn.held = conn.held, []
             for e in held:
                 yield from self._frames(conn, e)
-        elif verdict is False and conn.client is not None:
-            self._not_kafka(conn, "its first bytes are not a Kafka request header")
-        elif verdict is False:
-            conn.probes[key] = _Probe(False)  # not a start of requests; maybe it joined mid-way
         elif conn.held_bytes > PROBE_LIMIT:
             self._not_kafka(conn, f"no Kafka request found in its first {conn.held_bytes} bytes")
 
@@ -289,7 +301,12 @@ class _Router:
             if not conn.announced:
                 conn.announced = True
                 yield FlowStart(conn.flow, *conn.endpoints(), conn.start_ns)
-            conn.framers[key] = Framer(REQUEST if key == conn.client else RESPONSE, synced=event.from_syn)
+            if key == conn.client:
+                # A request read whole proves its start after garbage as well as in the probe,
+                # so framing resumes where the probe found the flow to be Kafka.
+                conn.framers[key] = Framer(REQUEST, synced=event.from_syn, proves=request_parses)
+            else:
+                conn.framers[key] = Framer(RESPONSE, synced=event.from_syn)
             return
         framer = conn.framers[key]
         if kind is StreamData:

@@ -1,19 +1,21 @@
 """Kafka framing of one direction of a connection: a 4-byte big-endian size, then the frame.
 
 While the framer knows where frames start it trusts the size prefixes. After a gap that hides
-a frame start, or on a stream joined mid-way, it resumes only at a boundary it can prove: a
-size prefix followed by a plausible header, whose frame is itself followed by another
-plausible header with a correlation id a little higher (clients number their requests upwards
-and the broker answers in order), or by the end of the data. Skipped bytes are reported.
+a frame start, a size prefix that cannot be one, or on a stream joined mid-way, it resumes only
+at a boundary it can prove: a size prefix followed by a plausible header, whose frame is itself
+followed by another plausible header with a correlation id a little higher (clients number
+their requests upwards and the broker answers in order), or by the end of the data, or whose
+frame the layer above reads whole. Skipped bytes are reported.
 
-The framer knows nothing of message bodies; decoding frames is the layer above's business.
+The framer knows nothing of message bodies: reading a frame whole is the `proves` check the
+layer above may hand it.
 """
 from __future__ import annotations
 
 import heapq
 import re
 import struct
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from tools.replay.problems import Problem
 
@@ -26,6 +28,9 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 # count per connection (librdkafka, kafka-python) or per client (the Java client), so steps are
 # 1 or small; random bytes pass this test once in 32768 tries.
 _MAX_CORRELATION_STEP = 1 << 16
+# How far past a proven frame start an earlier candidate's frame may end and still be waited
+# for (see Framer._earliest).
+_MAX_WAIT_FOR_EARLIER = 1 << 20
 _MAX_API_KEY = 100
 _MAX_API_VERSION = 20
 # ControlledShutdown v0 is the one request whose header (v0) has no client id.
@@ -44,9 +49,17 @@ class Frame(NamedTuple):
 class Framer:
     """Splits one direction's byte stream into frames; feed it the stream's data and gaps."""
 
-    def __init__(self, kind: str, synced: bool = True, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self,
+        kind: str,
+        synced: bool = True,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        proves: Callable[[bytes], bool] | None = None,
+    ) -> None:
         # kind: REQUEST for the client's direction, RESPONSE for the server's.
         # synced: whether offset 0 is a frame start (the stream was seen from its SYN).
+        # proves: whether a candidate frame (without its size prefix) reads whole as a message,
+        # which proves its start without waiting for the next header: that one may be garbage.
         if kind == REQUEST:
             self._header, self._need, self._min_size = self._request_header, _REQUEST_HEADER.size, 8
         elif kind == RESPONSE:
@@ -56,6 +69,7 @@ class Framer:
         self.kind = kind
         self.max_frame_size = max_frame_size
         self._pattern = _candidate_pattern(kind, max_frame_size)
+        self._proves = proves
         # While synced, _buf starts at a frame start; while not, at the first byte that may.
         self._buf = bytearray()
         self._base = 0  # stream offset of _buf[0]
@@ -68,7 +82,8 @@ class Framer:
         self._skipped = 0
         self._scan = 0
         self._waiting: list[tuple[int, int]] = []  # (stream offset that decides it, start)
-        self._starts: list[int] = []  # the same starts, to find the earliest
+        self._proven: list[int] = []  # proven starts, taken once no earlier one may still win
+        self._starts: list[int] = []  # the waiting and proven starts, to find the earliest
         self._rejected: set[int] = set()  # starts that left _waiting but not yet _starts
 
     def feed(self, timestamp_ns: int, data: bytes) -> list[Frame | Problem]:
@@ -187,6 +202,7 @@ class Framer:
         self._skipped = skipped
         self._scan = self._base
         self._waiting.clear()
+        self._proven.clear()
         self._starts.clear()
         self._rejected.clear()
 
@@ -194,20 +210,15 @@ class Framer:
         """Look for a proven frame start; True once synced on one."""
         buf, base = self._buf, self._base
         n = len(buf)
-        # Parked candidates lie before any new one, so the earliest of them proven wins.
-        proven: list[int] = []
         while self._waiting and (at_end or self._waiting[0][0] <= base + n):
             _, start = heapq.heappop(self._waiting)
             verdict = self._judge(start, at_end)
             if verdict is _PROVEN:
-                proven.append(start)
+                heapq.heappush(self._proven, start)
             elif verdict is _REJECTED:
                 self._rejected.add(start)
             else:
                 heapq.heappush(self._waiting, (verdict, start))
-        if proven:
-            self._synced_at(min(proven), out)
-            return True
         scan_to = n - self._need + 1
         if scan_to > self._scan - base:
             # Listed first: the buffer cannot be resized while a regex scan holds it.
@@ -215,15 +226,19 @@ class Framer:
             for i in found:
                 start = base + i
                 verdict = self._judge(start, at_end)
+                if verdict is _REJECTED:
+                    continue
+                heapq.heappush(self._starts, start)
                 if verdict is _PROVEN:
-                    self._synced_at(start, out)
-                    return True
-                if verdict is not _REJECTED:
+                    heapq.heappush(self._proven, start)
+                else:
                     heapq.heappush(self._waiting, (verdict, start))
-                    heapq.heappush(self._starts, start)
             self._scan = base + scan_to
         while self._starts and self._starts[0] in self._rejected:
             self._rejected.discard(heapq.heappop(self._starts))
+        if self._proven and self._earliest(self._proven[0]):
+            self._synced_at(self._proven[0], out)
+            return True
         # Bytes before every candidate still in play can never start a frame.
         keep_from = base + n if at_end else min(self._scan, self._starts[0] if self._starts else self._scan)
         if keep_from > base:
@@ -231,6 +246,19 @@ class Framer:
             self._skipped += keep_from - base
             self._base = keep_from
         return False
+
+    def _earliest(self, proven: int) -> bool:
+        """Whether no earlier candidate can still turn out to be the boundary.
+
+        A header-shaped run inside a frame proves itself as soon as its own chain is in the
+        buffer, often before the real frame start before it is decided; so an earlier start
+        still waiting wins if it is proven too. One that claims a frame ending far beyond is
+        not waited for: nearly every such claim is noise, and waiting would hold its bytes.
+        """
+        if self._starts[0] == proven:
+            return True
+        limit = proven + _MAX_WAIT_FOR_EARLIER
+        return not any(start < proven and decided_at <= limit for decided_at, start in self._waiting)
 
     def _judge(self, start: int, at_end: bool) -> object:
         """_PROVEN, _REJECTED, or the stream offset whose arrival will decide `start`."""
@@ -240,6 +268,8 @@ class Framer:
         if correlation_id is None:
             return _REJECTED
         end = i + 4 + _INT32.unpack_from(buf, i)[0]
+        if self._proves is not None and end <= len(buf) and self._proves(bytes(buf[i + 4 : end])):
+            return _PROVEN
         if end + self._need <= len(buf):
             following = self._header(buf, end)
             if following is not None and 0 < following - correlation_id <= _MAX_CORRELATION_STEP:
@@ -257,6 +287,7 @@ class Framer:
         self._base = start
         self._synced = True
         self._waiting.clear()
+        self._proven.clear()
         self._starts.clear()
         self._rejected.clear()
 
