@@ -82,7 +82,7 @@ class ControllerServer:
         # The server's own traffic as pcapng, for tools.replay: one connection per client.
         self.capture = None
         if capture_file is not None:
-            from tools.replay.server_capture import ServerCapture  # the capture formats load only when used
+            from server.capture import ServerCapture  # the capture formats load only when used
 
             self.capture = ServerCapture(capture_file)
         self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes,

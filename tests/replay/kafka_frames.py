@@ -20,7 +20,7 @@ from protocol.generated.messages.metadata_response import MetadataResponse
 from protocol.headers import encode_request_header, encode_response_header
 from protocol.message import Message
 from protocol.records import Record, RecordBatch, encode_batch
-from tools.replay import pcapng_writer
+from captures import pcapng_writer
 from tools.replay.capture import Packet, read_packets
 
 T0 = 1_700_000_000_000_000_000

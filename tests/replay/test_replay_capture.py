@@ -4,8 +4,8 @@ import struct
 
 import pytest
 
-from tools.replay import formats as f
-from tools.replay import pcapng_writer
+from captures import formats as f
+from captures import pcapng_writer
 from tools.replay.capture import Packet, read_packets
 from tools.replay.problems import Problem
 

@@ -11,11 +11,13 @@ import pytest
 from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from tests.replay import kafka_frames as k
 from tests.replay import tshark
-from tools.replay import job, pcapng_writer
+from captures import pcapng_writer
+from tools.replay import job
 from tools.replay.capture import Packet
 from tools.replay.decode import validate
 from tools.replay.flows import PROBE_LIMIT, request_parses, request_reads
-from tools.replay.packet import TCP_ACK, TCP_PSH, decode_segment
+from captures.formats import TCP_ACK, TCP_PSH
+from tools.replay.packet import decode_segment
 
 GARBAGE = b"\xff" * 12  # a size prefix of -1 and 8 more bytes: no frame at all
 PORT = k.SERVER[1]

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tools.replay import formats as f
+from captures import formats as f
 
 U32 = st.integers(0, 2**32 - 1)
 

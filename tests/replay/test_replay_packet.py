@@ -5,16 +5,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.replay import formats as f
+from captures import formats as f
+from captures.formats import TCP_ACK, TCP_PSH
+from captures.pcapng_writer import tcp_packet
 from tools.replay.packet import (
-    TCP_ACK,
-    TCP_PSH,
     Segment,
     decode_segment,
     decode_segment_declarative,
     format_endpoint,
 )
-from tools.replay.pcapng_writer import tcp_packet
 from tools.replay.problems import Problem
 
 PAYLOAD = b"\x00\x00\x00\x0bkafka bytes"

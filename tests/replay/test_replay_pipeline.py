@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from tools.replay import pcapng_writer
+from captures import pcapng_writer
 from tools.replay.capture import Packet, read_packets
 from tools.replay.framing import REQUEST, RESPONSE, Frame, Framer
 from tools.replay.packet import decode_segment

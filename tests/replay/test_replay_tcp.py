@@ -1,5 +1,6 @@
 """TCP reassembly: order, duplicates, overlaps, holes, truncation, wrap-around, endings."""
-from tools.replay.packet import TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, Segment
+from captures.formats import TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN
+from tools.replay.packet import Segment
 from tools.replay.tcp import FlowKey, Reassembler, StreamData, StreamEnd, StreamGap, StreamStart
 
 C, S = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])

@@ -5,10 +5,11 @@ import subprocess
 
 import pytest
 
-from tools.replay import formats as f
-from tools.replay import pcapng_writer
+from captures import formats as f
+from captures import pcapng_writer
 from tools.replay.capture import Packet, read_packets
-from tools.replay.packet import TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN, decode_segment
+from captures.formats import TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN
+from tools.replay.packet import decode_segment
 
 T0 = 1_700_000_000_000_000_000
 

@@ -157,7 +157,7 @@ def play_session(port: int, cluster_id: str) -> None:
 def grow(session: Path, path: Path, size_bytes: int) -> int:
     """Write the session's connections again and again into `path` until it holds `size_bytes`;
     returns how many rounds were written."""
-    from tools.replay import pcapng_writer
+    from captures import pcapng_writer
     from tools.replay.flows import FlowFrame, FlowStart, kafka_flows
     from tools.replay.framing import REQUEST
 

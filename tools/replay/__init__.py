@@ -2,9 +2,8 @@
 
 capture (pcap/pcapng files -> packets) -> packet (link/IP/TCP headers -> segments) ->
 tcp (segments -> per-direction byte streams with sized gaps) -> framing (streams -> Kafka
-frames); `streams` chains the first three. `formats` holds the declarative layouts and
-`pcapng_writer` writes captures of synthesised connections; `server_capture` is the
-controller's `--capture-file` on top of it.
+frames); `streams` chains the first three. The declarative layouts and the pcapng writer
+live in the `captures` package, shared with the controller's `--capture-file`.
 
 flows (which connections are Kafka, who is the client, the frames of each) -> decode (one
 row per frame, requests matched to responses, decoded with the generated codecs) judged by

@@ -10,7 +10,7 @@ import mmap
 import os
 from typing import BinaryIO, Iterator, NamedTuple, Union
 
-from tools.replay import formats as f
+from captures import formats as f
 from tools.replay.problems import Problem
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, BinaryIO]

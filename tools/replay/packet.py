@@ -11,14 +11,9 @@ import socket
 import struct
 from typing import NamedTuple
 
-from tools.replay import formats as f
+from captures import formats as f
 from tools.replay.problems import Problem
 
-TCP_FIN = 0x01
-TCP_SYN = 0x02
-TCP_RST = 0x04
-TCP_PSH = 0x08
-TCP_ACK = 0x10
 
 
 class Segment(NamedTuple):

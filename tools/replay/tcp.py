@@ -12,7 +12,8 @@ import collections
 import dataclasses
 from typing import Iterable, Iterator, NamedTuple, Union
 
-from tools.replay.packet import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN, Segment, format_endpoint
+from captures.formats import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
+from tools.replay.packet import Segment, format_endpoint
 
 _SEQ_MASK = 0xFFFFFFFF
 _HALF_SEQ_SPACE = 1 << 31

@@ -10,7 +10,7 @@ import itertools
 import os
 from typing import Union
 
-from tools.replay import pcapng_writer
+from captures import pcapng_writer
 
 # Stands in for a peer whose address the transport does not give (a socket of another family).
 _UNKNOWN_HOST = "192.0.2.1"

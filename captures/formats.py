@@ -293,3 +293,9 @@ TCP = Struct(
     "options" / Bytes(this.offset_reserved.data_offset * 4 - 20),
 ).compile()
 TCP_MIN_SIZE = 20
+# TCP header flags
+TCP_FIN = 0x01
+TCP_SYN = 0x02
+TCP_RST = 0x04
+TCP_PSH = 0x08
+TCP_ACK = 0x10

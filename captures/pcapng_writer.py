@@ -21,8 +21,8 @@ import struct
 import time
 from typing import BinaryIO, Union
 
-from tools.replay import formats as f
-from tools.replay.packet import TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN
+from captures import formats as f
+from captures.formats import TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN
 
 _ETHERNET = struct.Struct("!6s6sH")
 _IPV4 = struct.Struct("!BBHHHBBH4s4s")
