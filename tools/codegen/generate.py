@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tools.codegen.checks import check_folder
 from tools.codegen.emit import HEADER, emit_module
-from tools.codegen.schema import Schema, load_schema, snake_case
+from tools.codegen.schema import Schema, SchemaError, load_schema, snake_case
 
 
 def render_tree(schema_root: Path, label_root: Path | None = None) -> dict[Path, str]:
@@ -25,6 +26,10 @@ def render_tree(schema_root: Path, label_root: Path | None = None) -> dict[Path,
             label = _label(path, label_root)
             files[rel / f"{module}.py"] = emit_module(schema, label)
             schemas.append((module, schema))
+        try:
+            check_folder((s.name, s.kind, s.api_key) for _, s in schemas)
+        except SchemaError as exc:
+            raise SchemaError(f"{_label(folder, label_root)}: {exc}") from None
         files[rel / "__init__.py"] = _index(schemas, _label(folder, label_root))
     for parent in {p.parent for p in files}:
         while parent != Path(".") and parent / "__init__.py" not in files:
