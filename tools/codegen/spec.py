@@ -49,7 +49,7 @@ class Versions:
             raise SchemaError(f"{text!r} is not a version range (none, 3, 1-4 or 2+)")
         lo = int(match.group(1))
         hi = MAX_VERSION if match.group(2) == "+" else int(match.group(3) or lo)
-        if hi > MAX_VERSION:
+        if max(lo, hi) > MAX_VERSION:
             raise SchemaError(f"{text!r}: versions stop at {MAX_VERSION}")
         if lo > hi:
             raise SchemaError(f"{text!r} is an empty range; write none")
