@@ -14,7 +14,7 @@ from typing import Iterator
 import crc32c
 
 from protocol.errors import DecodeError
-from protocol.message import Message
+from protocol.message import Message, api_key_of
 from protocol.primitives import (
     INT16, read_uvarint, read_varint, write_uvarint, write_varint)
 
@@ -326,7 +326,7 @@ METADATA_FRAME_VERSION = 1
 def frame_metadata_record(record: Message, version: int) -> bytes:
     out = bytearray()
     write_uvarint(out, METADATA_FRAME_VERSION)
-    write_uvarint(out, record.API_KEY)
+    write_uvarint(out, api_key_of(record))
     write_uvarint(out, version)
     record.encode_into(out, version)
     return bytes(out)

@@ -88,7 +88,7 @@ def default_literal(fld: Field, version: int | None = None) -> str:
     if fld.is_array:
         return "None" if text == "null" else "[]"
     if fld.is_struct:
-        return "None" if text == "null" else f"{fld.struct.name}()"
+        return "None" if text == "null" else f"{fld.struct_spec.name}()"
     t = fld.type
     if t == "bool":
         return "True" if (text or "false").lower() == "true" else "False"
@@ -124,6 +124,22 @@ def differs_expr(fld: Field, expr: str) -> str:
     if fld.type == "bool":
         return f"not {expr}" if lit == "True" else expr
     return f"{expr} != {lit}"
+
+
+# Python type of each Kafka primitive as the runtime holds it: UUIDs stay 16 raw bytes and
+# records stay the undecoded bytes of their batches.
+PYTHON_TYPES = {
+    "bool": "bool", "int8": "int", "int16": "int", "uint16": "int", "int32": "int",
+    "uint32": "int", "int64": "int", "float64": "float", "string": "str", "bytes": "bytes",
+    "records": "bytes", "uuid": "bytes",
+}
+
+
+def python_type(fld: Field) -> str:
+    """The annotation for a field: ``None`` is allowed exactly when some version allows null."""
+    element = fld.struct.name if fld.struct is not None else PYTHON_TYPES[fld.element_type]
+    text = f"list[{element}]" if fld.is_array else element
+    return text if fld.nullable.empty() else f"{text} | None"
 
 
 def param_default(fld: Field) -> str:
@@ -221,7 +237,7 @@ def _emit_read(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, target: str) -> 
             _emit_read_elements(out, mod, ctx, fld, target)
         return
     if fld.is_struct:
-        fn = _decoder(mod, fld.struct, ctx)
+        fn = _decoder(mod, fld.struct_spec, ctx)
         if nullable:
             out("if buf[pos] > 127:")
             with out.indent():
@@ -247,7 +263,7 @@ def _emit_read(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, target: str) -> 
 def _emit_read_elements(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, target: str) -> None:
     et = fld.element_type
     if fld.is_struct:
-        out(f"{target}, pos = {_many_decoder(mod, fld.struct, ctx)}(buf, pos, n)")
+        out(f"{target}, pos = {_many_decoder(mod, fld.struct_spec, ctx)}(buf, pos, n)")
     elif et == "uuid":
         out("stop = pos + 16 * n")
         out("if stop > blen:")
@@ -260,11 +276,12 @@ def _emit_read_elements(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, target:
         kind = "string" if et == "string" else "bytes"
         helper = f"read_{'compact_' if compact else ''}{kind}"
         mod.use(helper)
+        item = f"{attr_name(fld)}_item"
         out(f"{target} = []")
         out("for _ in range(n):")
         with out.indent():
-            out(f"item, pos = {helper}(buf, pos)")
-            out(f"{target}.append(item)")
+            out(f"{item}, pos = {helper}(buf, pos)")
+            out(f"{target}.append({item})")
 
 
 def _decode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
@@ -308,7 +325,7 @@ def _decode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
             out("obj.unknown_tagged_fields = None")
         out("else:")
         out.depth += 1
-        out("unknown = None")
+        out("unknown: dict[int, bytes] | None = None")
         out("n, pos = read_uvarint(buf, pos)")
         out("for _ in range(n):")
         with out.indent():
@@ -319,7 +336,7 @@ def _decode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
             with out.indent():
                 out("raise ValueError('tagged field ' + str(tag) + ' runs past the end')")
             keyword_ = "if"
-            for f in sorted(tagged, key=lambda f: f.tag):
+            for f in sorted(tagged, key=lambda f: f.tag_id):
                 out(f"{keyword_} tag == {f.tag}:")
                 with out.indent():
                     _emit_read(out, mod, ctx, f, f"obj.{attr_name(f)}")
@@ -380,7 +397,7 @@ def _many_decoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
     key = (st.name, ctx.version)
     if key in mod.decode_many_names:
         return mod.decode_many_names[key]
-    body = _wrap_decoder(st, mod, ["items = []", "append = items.append"], "for _ in range(count):",
+    body = _wrap_decoder(st, mod, [f"items: list[{st.name}] = []", "append = items.append"], "for _ in range(count):",
                          _decode_fields(mod, st, ctx), ["return items, pos"])
     return _share(mod, st, ctx.version, "decode_many", "(buf: bytes, pos: int, count: int)", body,
                   mod.decode_many_names)
@@ -418,8 +435,10 @@ def _emit_write(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, expr: str, sink
     t = fld.type
     mod.use("EncodeError")
     if fld.is_array or fld.is_struct:
-        out(f"value = {expr}")
-        out("if value is None:")
+        # One local per field: a shared name would change type from field to field.
+        value = f"{attr_name(fld)}_value"
+        out(f"{value} = {expr}")
+        out(f"if {value} is None:")
         with out.indent():
             if not nullable:
                 out(f"raise EncodeError('{fld.name} cannot be null in version {ctx.version}')")
@@ -430,12 +449,12 @@ def _emit_write(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, expr: str, sink
         out("else:")
         with out.indent():
             if fld.is_array:
-                _write_length(out, mod, compact, "len(value)", sink)
-                _emit_write_elements(out, mod, ctx, fld, sink)
+                _write_length(out, mod, compact, f"len({value})", sink)
+                _emit_write_elements(out, mod, ctx, fld, value, sink)
             else:
                 if nullable:
                     out(f"{sink}.append(1)")
-                out(f"{_encoder(mod, fld.struct, ctx)}(value, {sink})")
+                out(f"{_encoder(mod, fld.struct_spec, ctx)}({value}, {sink})")
         return
     if t in FIXED_FORMATS:
         if t == "uuid":
@@ -451,33 +470,35 @@ def _emit_write(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, expr: str, sink
     out(f"{helper}({sink}, {expr})")
 
 
-def _emit_write_elements(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, sink: str) -> None:
+def _emit_write_elements(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, value: str,
+                         sink: str) -> None:
     et = fld.element_type
-    if fld.is_struct:
+    item = f"{attr_name(fld)}_item"
+    if fld.struct is not None:
         fn = _encoder(mod, fld.struct, ctx)
-        out("for item in value:")
+        out(f"for {item} in {value}:")
         with out.indent():
-            out(f"{fn}(item, {sink})")
+            out(f"{fn}({item}, {sink})")
     elif et == "uuid":
-        out("for item in value:")
+        out(f"for {item} in {value}:")
         with out.indent():
-            out("if len(item) != 16:")
+            out(f"if len({item}) != 16:")
             with out.indent():
                 out(f"raise EncodeError('{fld.name} holds a UUID that is not 16 bytes')")
-            out(f"{sink} += item")
+            out(f"{sink} += {item}")
     elif et in FIXED_FORMATS:
         table = ARRAY_TABLES[et]
         mod.use(table)
-        out("if value:")
+        out(f"if {value}:")
         with out.indent():
-            out(f"{sink} += {table}[len(value)].pack(*value)")
+            out(f"{sink} += {table}[len({value})].pack(*{value})")
     else:
         compact = ctx.compact(fld) or ctx.tagged(fld)
         helper = f"write_{'compact_' if compact else ''}{'string' if et == 'string' else 'bytes'}"
         mod.use(helper)
-        out("for item in value:")
+        out(f"for {item} in {value}:")
         with out.indent():
-            out(f"{helper}({sink}, item)")
+            out(f"{helper}({sink}, {item})")
 
 
 def _encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
@@ -494,7 +515,7 @@ def _encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
             with out.indent():
                 out(f"raise EncodeError('{st.name}.{f.name} cannot be sent in version {ctx.version}')")
     regular = [f for f in fields if ctx.present(f) and not ctx.tagged(f)]
-    tagged = sorted((f for f in fields if ctx.present(f) and ctx.tagged(f)), key=lambda f: f.tag)
+    tagged = sorted((f for f in fields if ctx.present(f) and ctx.tagged(f)), key=lambda f: f.tag_id)
     i = 0
     while i < len(regular):
         f = regular[i]
@@ -519,7 +540,7 @@ def _encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
     if ctx.flexible:
         mod.use("write_tagged_fields")
         if tagged:
-            out("tagged = []")
+            out("tagged: list[tuple[int, bytearray]] = []")
             for f in tagged:
                 a = f"obj.{attr_name(f)}"
                 out(f"if {differs_expr(f, a)}:")
@@ -545,17 +566,20 @@ def _encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
 
 # --- classes and module ---------------------------------------------------------------------
 
-def _class_lines(mod: _Module, st: Struct, root: bool) -> list[str]:
+def _class_lines(mod: _Module, st: Struct, root: bool, api_key: str | None) -> list[str]:
     schema = mod.schema
     out = Lines()
     out(f"class {st.name}(Message):")
     with out.indent():
         attrs = [attr_name(f) for f in st.fields] + ["unknown_tagged_fields"]
         out(f"__slots__ = {tuple(attrs)!r}")
+        for f in st.fields:
+            out(f"{attr_name(f)}: {python_type(f)}")
+        out("unknown_tagged_fields: dict[int, bytes] | None")
         out(f"NAME = {st.name!r}")
         if root:
             if schema.api_key is not None:
-                out(f"API_KEY = {schema.api_key}")
+                out(f"API_KEY = {api_key or schema.api_key}")
             out(f"VALID_VERSIONS = ({schema.valid.lo}, {schema.valid.hi})")
             if not schema.flexible.empty():
                 hi = min(schema.flexible.hi, MAX_VERSION)
@@ -563,7 +587,7 @@ def _class_lines(mod: _Module, st: Struct, root: bool) -> list[str]:
         fields_meta = ", ".join(f"({attr_name(f)!r}, {f.type!r})" for f in st.fields)
         out(f"FIELDS = ({fields_meta}{',' if len(st.fields) == 1 else ''})")
         out()
-        params = ", ".join(f"{attr_name(f)}: Any = {param_default(f)}" for f in st.fields)
+        params = ", ".join(f"{attr_name(f)}: {python_type(f)} = {param_default(f)}" for f in st.fields)
         params = (params + ", " if params else "") + "unknown_tagged_fields: dict[int, bytes] | None = None"
         out(f"def __init__(self, {params}) -> None:")
         with out.indent():
@@ -593,7 +617,9 @@ def _ordered_structs(schema: Schema) -> list[Struct]:
     return order
 
 
-def emit_module(schema: Schema, source_label: str) -> str:
+def emit_module(schema: Schema, source_label: str, api_key: tuple[str, str] | None = None) -> str:
+    """The module for ``schema``; ``api_key`` is (import line, expression) when the key has a
+    name in a generated enum."""
     mod = _Module(schema)
     root = schema.root
     decoders: list[str] = []
@@ -611,7 +637,6 @@ def emit_module(schema: Schema, source_label: str) -> str:
     lines.append("from __future__ import annotations")
     lines.append("")
     lines.append("import struct")
-    lines.append("from typing import Any")
     lines.append("")
     from_errors = sorted(n for n in mod.imports if n in ("DecodeError", "EncodeError"))
     from_prims = sorted(n for n in mod.imports if n not in ("DecodeError", "EncodeError"))
@@ -626,6 +651,8 @@ def emit_module(schema: Schema, source_label: str) -> str:
         for name in sorted(set(from_prims)):
             lines.append(f"    {name},")
         lines.append(")")
+    if api_key is not None:
+        lines.append(api_key[0])
     lines.append("")
     lines.append("_new = object.__new__")
     for fmt, var in sorted(mod.structs.items(), key=lambda kv: kv[1]):
@@ -633,10 +660,10 @@ def emit_module(schema: Schema, source_label: str) -> str:
     for st in _ordered_structs(schema):
         lines.append("")
         lines.append("")
-        lines.extend(_class_lines(mod, st, root=False))
+        lines.extend(_class_lines(mod, st, root=False, api_key=None))
     lines.append("")
     lines.append("")
-    lines.extend(_class_lines(mod, root, root=True))
+    lines.extend(_class_lines(mod, root, root=True, api_key=api_key and api_key[1]))
     for fn in mod.functions:
         lines.append("")
         lines.append("")

@@ -44,6 +44,20 @@ class Field:
     def is_struct(self) -> bool:
         return self.struct is not None
 
+    @property
+    def struct_spec(self) -> Struct:
+        """The struct of a struct or ``[]struct`` field."""
+        if self.struct is None:
+            raise TypeError(f"field {self.name} of type {self.type} is not a struct")
+        return self.struct
+
+    @property
+    def tag_id(self) -> int:
+        """The tag of a field that is tagged in some version."""
+        if self.tag is None:
+            raise TypeError(f"field {self.name} has no tag")
+        return self.tag
+
 
 @dataclass
 class Struct:
