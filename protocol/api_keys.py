@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.generated.messages import BY_API_KEY
+from protocol.generated.messages import BY_API_KEY, ApiKey
 from protocol.message import Message
 
-API_VERSIONS_KEY = 18
+# server/apis.py still imports this name; it goes once that module uses ApiKey.API_VERSIONS.
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 
 
 @dataclass(frozen=True)
 class Api:
-    key: int
+    key: ApiKey
     name: str
     request: type[Message]
     response: type[Message]
@@ -34,7 +35,7 @@ class Api:
         return 2 if self.request.is_flexible(version) else 1
 
     def response_header_version(self, version: int) -> int:
-        if self.key == API_VERSIONS_KEY:
+        if self.key == ApiKey.API_VERSIONS:
             return 0
         return 1 if self.response.is_flexible(version) else 0
 
@@ -45,7 +46,7 @@ def _build() -> dict[int, Api]:
         if kind != "request":
             continue
         response = BY_API_KEY[("response", key)]
-        apis[key] = Api(key, cls.NAME.removesuffix("Request"), cls, response)
+        apis[key] = Api(ApiKey(key), cls.NAME.removesuffix("Request"), cls, response)
     return dict(sorted(apis.items()))
 
 

@@ -13,7 +13,7 @@ from protocol.errors import DecodeError
 from protocol.framing import begin_frame, end_frame
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.headers import encode_request_header
-from protocol.message import Message
+from protocol.message import Message, api_key_of
 from protocol.primitives import INT32
 
 
@@ -40,7 +40,7 @@ class KafkaClient:
     def encode_request(self, request: Message, version: int) -> tuple[bytes, int]:
         self.correlation_id += 1
         out = begin_frame()
-        encode_request_header(out, request.API_KEY, version, self.correlation_id, self.client_id)
+        encode_request_header(out, api_key_of(request), version, self.correlation_id, self.client_id)
         request.encode_into(out, version)
         return end_frame(out), self.correlation_id
 
@@ -63,7 +63,7 @@ class KafkaClient:
 
     def request(self, request: Message, version: int) -> Message:
         correlation_id = self.send(request, version)
-        return self.receive(request.API_KEY, version, correlation_id)
+        return self.receive(api_key_of(request), version, correlation_id)
 
     def read_frame(self) -> bytes:
         (size,) = INT32.unpack(self._read_exactly(4))

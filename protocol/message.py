@@ -7,7 +7,8 @@ the entry points and the generic helpers (equality, repr, dict form) live here o
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Self
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.primitives import uuid_to_str
@@ -26,7 +27,7 @@ MISSING: Any = _Missing()
 
 
 class Message:
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     NAME: str = ""
     API_KEY: int | None = None
@@ -34,28 +35,34 @@ class Message:
     FLEXIBLE_VERSIONS: tuple[int, int] | None = None
     # (attribute, Kafka type) in wire order; struct types name the nested class.
     FIELDS: tuple[tuple[str, str], ...] = ()
-    _DECODERS: Sequence[Callable | None] = ()
-    _ENCODERS: Sequence[Callable | None] = ()
+    # Per version (None below the lowest): decode(buf, pos) -> (message, end) and
+    # encode(message, out).
+    _DECODERS: Sequence[Callable[[bytes, int], tuple[Any, int]] | None] = ()
+    _ENCODERS: Sequence[Callable[[Any, bytearray], None] | None] = ()
+    # Every generated class has this slot; declared here so the helpers below can read it.
+    unknown_tagged_fields: dict[int, bytes] | None
 
     @classmethod
-    def decode(cls, buf: bytes | bytearray | memoryview, version: int, pos: int = 0) -> tuple[Any, int]:
+    def decode(cls, buf: bytes | bytearray | memoryview, version: int, pos: int = 0) -> tuple[Self, int]:
         """Decode one message at ``buf[pos:]``; returns the message and the end offset."""
         decoders = cls._DECODERS
-        if not 0 <= version < len(decoders) or decoders[version] is None:
+        decoder = decoders[version] if 0 <= version < len(decoders) else None
+        if decoder is None:
             raise DecodeError(cls.NAME, version, pos, "unsupported version")
         if type(buf) is not bytes:
             buf = bytes(buf)
         try:
-            return decoders[version](buf, pos)
+            return decoder(buf, pos)
         except DecodeError as exc:
             raise exc.within(cls.NAME, version) from None
 
     def encode_into(self, out: bytearray, version: int) -> None:
         encoders = self._ENCODERS
-        if not 0 <= version < len(encoders) or encoders[version] is None:
+        encoder = encoders[version] if 0 <= version < len(encoders) else None
+        if encoder is None:
             raise EncodeError(f"{self.NAME} has no version {version}")
         try:
-            encoders[version](self, out)
+            encoder(self, out)
         except (struct.error, TypeError, OverflowError, UnicodeEncodeError) as exc:
             raise EncodeError(f"{self.NAME} v{version}: {exc}") from None
 
@@ -86,10 +93,17 @@ class Message:
         result: dict[str, Any] = {}
         for name, ftype in self.FIELDS:
             result[name] = _plain(getattr(self, name), ftype)
-        if getattr(self, "unknown_tagged_fields", None):
+        if self.unknown_tagged_fields:
             result["unknown_tagged_fields"] = {
                 str(tag): bytes(raw).hex() for tag, raw in self.unknown_tagged_fields.items()}
         return result
+
+
+def api_key_of(message: Message | type[Message]) -> int:
+    """The API key of a request, response or metadata record (the kinds that have one)."""
+    if message.API_KEY is None:
+        raise TypeError(f"{message.NAME} has no API key")
+    return message.API_KEY
 
 
 def _plain(value: Any, ftype: str) -> Any:

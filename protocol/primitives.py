@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import struct
+from collections.abc import Sequence
 
 from protocol.errors import EncodeError
 
@@ -193,6 +194,8 @@ def read_compact_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
     return value, end
 
 
+# The non-null writers take ``None`` too, and refuse it: a field nullable in some versions holds
+# ``str | None`` and the version being written decides whether null is allowed.
 def _require(value: object, what: str) -> None:
     if value is None:
         raise EncodeError(f"{what} cannot be null here")
@@ -207,7 +210,7 @@ def write_nullable_string(out: bytearray, value: str | None) -> None:
     out += raw
 
 
-def write_string(out: bytearray, value: str) -> None:
+def write_string(out: bytearray, value: str | None) -> None:
     _require(value, "string")
     write_nullable_string(out, value)
 
@@ -227,7 +230,7 @@ def write_compact_nullable_string(out: bytearray, value: str | None) -> None:
     out += raw
 
 
-def write_compact_string(out: bytearray, value: str) -> None:
+def write_compact_string(out: bytearray, value: str | None) -> None:
     _require(value, "string")
     write_compact_nullable_string(out, value)
 
@@ -240,7 +243,7 @@ def write_nullable_bytes(out: bytearray, value: bytes | None) -> None:
     out += value
 
 
-def write_bytes(out: bytearray, value: bytes) -> None:
+def write_bytes(out: bytearray, value: bytes | None) -> None:
     _require(value, "bytes")
     write_nullable_bytes(out, value)
 
@@ -253,7 +256,7 @@ def write_compact_nullable_bytes(out: bytearray, value: bytes | None) -> None:
     out += value
 
 
-def write_compact_bytes(out: bytearray, value: bytes) -> None:
+def write_compact_bytes(out: bytearray, value: bytes | None) -> None:
     _require(value, "bytes")
     write_compact_nullable_bytes(out, value)
 
@@ -288,10 +291,10 @@ INT64_ARRAYS = _ArrayStructs("q")
 FLOAT64_ARRAYS = _ArrayStructs("d")
 
 
-def write_tagged_fields(out: bytearray, known: list[tuple[int, bytes]] | tuple,
+def write_tagged_fields(out: bytearray, known: Sequence[tuple[int, bytes | bytearray]],
                         unknown: dict[int, bytes] | None) -> None:
     """A tagged-field section: count, then (tag, size, payload) in ascending tag order."""
-    fields = list(known)
+    fields: list[tuple[int, bytes | bytearray]] = list(known)
     if unknown:
         taken = {tag for tag, _ in fields}
         fields.extend((tag, raw) for tag, raw in unknown.items() if tag not in taken)

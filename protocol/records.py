@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Iterator
 
 import crc32c
 
 from protocol.errors import DecodeError
-from protocol.message import Message
+from protocol.message import Message, api_key_of
 from protocol.primitives import (
     INT16, read_uvarint, read_varint, write_uvarint, write_varint)
 
@@ -32,9 +33,11 @@ COMPRESSION_MASK = 0x07
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 NO_PRODUCER_ID = -1
+# The only record batch format Kafka still writes (v2); errors report it as the version.
+MAGIC = 2
 
 
-class ControlType:
+class ControlType(IntEnum):
     """Types of control records (the key of a record in a control batch)."""
 
     ABORT = 0
@@ -120,7 +123,7 @@ def encode_batch(batch: RecordBatch) -> bytes:
                       len(batch.records)) + records
     crc = crc32c.crc32c(body)
     length = len(body) + PREFIX_SIZE - LOG_OVERHEAD
-    return _PREFIX.pack(batch.base_offset, length, batch.partition_leader_epoch, 2, crc) + body
+    return _PREFIX.pack(batch.base_offset, length, batch.partition_leader_epoch, MAGIC, crc) + body
 
 
 @dataclass(frozen=True)
@@ -157,12 +160,12 @@ class BatchHeader:
 def read_batch_header(buf: bytes, pos: int = 0) -> BatchHeader:
     """Parse the header at ``pos``; raises DecodeError if it is cut short or not magic 2."""
     if len(buf) - pos < HEADER_SIZE:
-        raise DecodeError("RecordBatch", 2, pos, "batch header is cut short")
+        raise DecodeError("RecordBatch", MAGIC, pos, "batch header is cut short")
     prefix = _PREFIX.unpack_from(buf, pos)
-    if prefix[3] != 2:
+    if prefix[3] != MAGIC:
         raise DecodeError("RecordBatch", prefix[3], pos + 16, f"unsupported magic {prefix[3]}")
     if prefix[1] < HEADER_SIZE - LOG_OVERHEAD:
-        raise DecodeError("RecordBatch", 2, pos + 8, f"batch length {prefix[1]} is too small")
+        raise DecodeError("RecordBatch", MAGIC, pos + 8, f"batch length {prefix[1]} is too small")
     return BatchHeader(*prefix, *_BODY.unpack_from(buf, pos + PREFIX_SIZE))
 
 
@@ -176,11 +179,11 @@ def decode_batch(buf: bytes, pos: int = 0) -> tuple[RecordBatch, int]:
     header = read_batch_header(buf, pos)
     end = pos + header.size
     if end > len(buf):
-        raise DecodeError("RecordBatch", 2, pos, f"batch of {header.size} bytes is cut short")
+        raise DecodeError("RecordBatch", MAGIC, pos, f"batch of {header.size} bytes is cut short")
     if not batch_crc_ok(buf, pos, header):
-        raise DecodeError("RecordBatch", 2, pos, "CRC-32C mismatch")
+        raise DecodeError("RecordBatch", MAGIC, pos, "CRC-32C mismatch")
     if header.attributes & COMPRESSION_MASK:
-        raise DecodeError("RecordBatch", 2, pos + PREFIX_SIZE,
+        raise DecodeError("RecordBatch", MAGIC, pos + PREFIX_SIZE,
                           f"compression type {header.attributes & COMPRESSION_MASK} is not supported")
     records = []
     p = pos + HEADER_SIZE
@@ -189,9 +192,9 @@ def decode_batch(buf: bytes, pos: int = 0) -> tuple[RecordBatch, int]:
             rec, p = _decode_record(buf, p, end)
             records.append(rec)
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
-        raise DecodeError("Record", 2, p, str(exc)) from None
+        raise DecodeError("Record", MAGIC, p, str(exc)) from None
     if p != end:
-        raise DecodeError("RecordBatch", 2, p, f"{end - p} bytes left after the last record")
+        raise DecodeError("RecordBatch", MAGIC, p, f"{end - p} bytes left after the last record")
     batch = RecordBatch(
         base_offset=header.base_offset, records=records,
         partition_leader_epoch=header.partition_leader_epoch, attributes=header.attributes,
@@ -242,11 +245,11 @@ def record_values(buf: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple[int
     header = read_batch_header(buf, pos)
     end = pos + header.size
     if end > len(buf):
-        raise DecodeError("RecordBatch", 2, pos, f"batch of {header.size} bytes is cut short")
+        raise DecodeError("RecordBatch", MAGIC, pos, f"batch of {header.size} bytes is cut short")
     if not batch_crc_ok(buf, pos, header):
-        raise DecodeError("RecordBatch", 2, pos, "CRC-32C mismatch")
+        raise DecodeError("RecordBatch", MAGIC, pos, "CRC-32C mismatch")
     if header.attributes & COMPRESSION_MASK:
-        raise DecodeError("RecordBatch", 2, pos + PREFIX_SIZE,
+        raise DecodeError("RecordBatch", MAGIC, pos + PREFIX_SIZE,
                           f"compression type {header.attributes & COMPRESSION_MASK} is not supported")
     base = header.base_offset
     values = []
@@ -298,9 +301,9 @@ def record_values(buf: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple[int
             p = stop
             values.append((offset, value))
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
-        raise DecodeError("Record", 2, p, str(exc)) from None
+        raise DecodeError("Record", MAGIC, p, str(exc)) from None
     if p != end:
-        raise DecodeError("RecordBatch", 2, p, f"{end - p} bytes left after the last record")
+        raise DecodeError("RecordBatch", MAGIC, p, f"{end - p} bytes left after the last record")
     return header, values
 
 
@@ -326,7 +329,7 @@ METADATA_FRAME_VERSION = 1
 def frame_metadata_record(record: Message, version: int) -> bytes:
     out = bytearray()
     write_uvarint(out, METADATA_FRAME_VERSION)
-    write_uvarint(out, record.API_KEY)
+    write_uvarint(out, api_key_of(record))
     write_uvarint(out, version)
     record.encode_into(out, version)
     return bytes(out)

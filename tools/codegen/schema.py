@@ -1,72 +1,22 @@
 """Reads Kafka's JSON message schemas into a small typed model.
 
 The JSON dialect allows ``//`` line comments anywhere (including after a value on the same
-line), so comments are stripped with a scanner that respects string literals.
+line), so comments are stripped with a scanner that respects string literals. A schema is
+checked (``tools.codegen.checks``) before it is read, so the reader trusts its input.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-MAX_VERSION = 0x7FFF
+from tools.codegen.checks import check_message
+from tools.codegen.spec import PRIMITIVE_TYPES, SchemaError, Versions, snake_case
 
-PRIMITIVE_TYPES = {
-    "bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
-    "string", "bytes", "records", "uuid",
-}
-# Fixed-width types map to a struct format character (uuid to 16 raw bytes).
-FIXED_FORMATS = {
-    "bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
-    "int64": "q", "float64": "d", "uuid": "16s",
-}
-FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4,
-               "int64": 8, "float64": 8, "uuid": 16}
-
-
-class SchemaError(Exception):
-    """A schema file that cannot be understood; the message names the file and the field."""
-
-
-@dataclass(frozen=True)
-class Versions:
-    """An inclusive version range; ``lo > hi`` means no versions."""
-
-    lo: int
-    hi: int
-
-    NONE: "Versions" = None  # type: ignore[assignment]  # set below
-
-    @staticmethod
-    def parse(text: str | int | None, default: "Versions | None" = None) -> "Versions":
-        if text is None:
-            if default is None:
-                raise SchemaError("missing version range")
-            return default
-        text = str(text).strip()
-        if text == "none":
-            return Versions.NONE
-        if text.endswith("+"):
-            return Versions(int(text[:-1]), MAX_VERSION)
-        if "-" in text:
-            lo, hi = text.split("-", 1)
-            return Versions(int(lo), int(hi))
-        return Versions(int(text), int(text))
-
-    def __contains__(self, version: int) -> bool:
-        return self.lo <= version <= self.hi
-
-    def empty(self) -> bool:
-        return self.lo > self.hi
-
-    def intersect(self, other: "Versions") -> "Versions":
-        return Versions(max(self.lo, other.lo), min(self.hi, other.hi))
-
-
-Versions.NONE = Versions(1, 0)
-
+__all__ = ["Field", "Schema", "SchemaError", "Struct", "Versions", "load_schema", "snake_case",
+           "strip_comments"]
 
 @dataclass
 class Field:
@@ -93,6 +43,20 @@ class Field:
     @property
     def is_struct(self) -> bool:
         return self.struct is not None
+
+    @property
+    def struct_spec(self) -> Struct:
+        """The struct of a struct or ``[]struct`` field."""
+        if self.struct is None:
+            raise TypeError(f"field {self.name} of type {self.type} is not a struct")
+        return self.struct
+
+    @property
+    def tag_id(self) -> int:
+        """The tag of a field that is tagged in some version."""
+        if self.tag is None:
+            raise TypeError(f"field {self.name} has no tag")
+        return self.tag
 
 
 @dataclass
@@ -143,88 +107,65 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-_CAMEL_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
-_CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
-
-
-def snake_case(name: str) -> str:
-    """``CurrentMetadataOffset`` -> ``current_metadata_offset``; ``ISR`` -> ``isr``."""
-    return _CAMEL_2.sub(r"\1_\2", _CAMEL_1.sub(r"\1_\2", name)).lower()
-
-
 def load_schema(path: Path) -> Schema:
     try:
         data = json.loads(strip_comments(path.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
         raise SchemaError(f"{path}: {exc}") from exc
     try:
-        return _build(data, path)
+        check_message(data)
     except SchemaError as exc:
         raise SchemaError(f"{path}: {exc}") from None
-    except (KeyError, ValueError, TypeError) as exc:
-        raise SchemaError(f"{path}: malformed schema ({exc!r})") from None
+    return _build(data, path)
 
 
-def _build(data: dict, path: Path) -> Schema:
+def _build(data: dict[str, Any], path: Path) -> Schema:
     valid = Versions.parse(data["validVersions"])
-    flexible = Versions.parse(data.get("flexibleVersions", "none"))
+    flexible = Versions.parse(data["flexibleVersions"])
     common = {c["name"]: c for c in data.get("commonStructs", [])}
     structs: dict[str, Struct] = {}
     order: list[Struct] = []
 
-    def struct_for(name: str, fields_json: list | None, versions: Versions) -> Struct:
+    def struct_for(name: str, fields_json: list[dict[str, Any]] | None, versions: Versions) -> Struct:
+        if name in structs:
+            return structs[name]
         if fields_json is None:
-            if name not in common:
-                raise SchemaError(f"unknown type {name}")
-            if name in structs:
-                return structs[name]
             spec = common[name]
             fields_json = spec["fields"]
-            versions = Versions.parse(spec.get("versions"), versions)
-        elif name in structs:
-            raise SchemaError(f"struct {name} is defined twice")
+            versions = Versions.parse(spec["versions"])
         st = Struct(name, versions)
         structs[name] = st
         order.append(st)
         st.fields = [build_field(f) for f in fields_json]
         return st
 
-    def build_field(f: dict) -> Field:
-        name = f["name"]
+    def build_field(f: dict[str, Any]) -> Field:
         ftype = f["type"].strip()
-        versions = Versions.parse(f.get("versions"))
+        tagged = Versions.parse(f.get("taggedVersions", "none"))
+        versions = Versions.parse(f["versions"]) if "versions" in f else tagged
         element = ftype[2:] if ftype.startswith("[]") else ftype
-        tag = f.get("tag")
         fld = Field(
-            name=name,
+            name=f["name"],
             type=ftype,
             versions=versions,
             nullable=Versions.parse(f.get("nullableVersions", "none")),
-            tagged=Versions.parse(f.get("taggedVersions", "none")),
-            tag=None if tag is None else int(tag),
+            tagged=tagged,
+            tag=None if f.get("tag") is None else int(f["tag"]),
             default=None if f.get("default") is None else _default_text(f["default"]),
-            ignorable=bool(f.get("ignorable", False)),
-            map_key=bool(f.get("mapKey", False)),
+            ignorable=f.get("ignorable", False),
+            map_key=f.get("mapKey", False),
             flexible=Versions.parse(f["flexibleVersions"]) if "flexibleVersions" in f else None,
         )
         if element not in PRIMITIVE_TYPES:
-            if not element[:1].isupper():
-                raise SchemaError(f"field {name}: unknown type {ftype}")
             fld.struct = struct_for(element, f.get("fields"), versions)
-        elif "fields" in f:
-            raise SchemaError(f"field {name}: primitive type {ftype} cannot have fields")
-        if fld.tag is not None and fld.tagged.empty():
-            raise SchemaError(f"field {name}: tag without taggedVersions")
-        if not fld.tagged.empty() and fld.tag is None:
-            raise SchemaError(f"field {name}: taggedVersions without tag")
         return fld
 
     root = Struct(data["name"], valid)
-    root.fields = [build_field(f) for f in data["fields"]]
+    root.fields = [build_field(f) for f in data.get("fields", [])]
     return Schema(
         name=data["name"],
         kind=data["type"],
-        api_key=data.get("apiKey"),
+        api_key=None if data.get("apiKey") is None else int(data["apiKey"]),
         valid=valid,
         flexible=flexible,
         root=root,
@@ -237,7 +178,3 @@ def _default_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def load_dir(directory: Path) -> list[Schema]:
-    return [load_schema(p) for p in sorted(directory.glob("*.json"))]

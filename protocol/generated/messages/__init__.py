@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from protocol.message import Message
+from .api_key import ApiKey
 from .add_raft_voter_request import AddRaftVoterRequest
 from .add_raft_voter_response import AddRaftVoterResponse
 from .alter_configs_request import AlterConfigsRequest

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
@@ -26,10 +26,14 @@ _S_iiu = struct.Struct('>ii16s')
 
 class Listener(Message):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Listener'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -38,13 +42,19 @@ class Listener(Message):
 
 class AddRaftVoterRequest(Message):
     __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'unknown_tagged_fields')
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: bytes
+    listeners: list[Listener]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AddRaftVoterRequest'
-    API_KEY = 80
+    API_KEY = ApiKey.ADD_RAFT_VOTER
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('cluster_id', 'string'), ('timeout_ms', 'int32'), ('voter_id', 'int32'), ('voter_directory_id', 'uuid'), ('listeners', '[]Listener'))
 
-    def __init__(self, cluster_id: Any = '', timeout_ms: Any = 0, voter_id: Any = 0, voter_directory_id: Any = ZERO_UUID, listeners: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: bytes = ZERO_UUID, listeners: list[Listener] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
         self.voter_id = voter_id
@@ -55,7 +65,7 @@ class AddRaftVoterRequest(Message):
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
     blen = len(buf)
-    items = []
+    items: list[Listener] = []
     append = items.append
     try:
         for _ in range(count):
@@ -68,7 +78,7 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -109,7 +119,7 @@ def _decode_AddRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[AddRaftVoterRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -142,13 +152,13 @@ def _encode_AddRaftVoterRequest_v0(obj: AddRaftVoterRequest, out: bytearray) -> 
     if len(obj.voter_directory_id) != 16:
         raise EncodeError('AddRaftVoterRequest.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iiu.pack(obj.timeout_ms, obj.voter_id, obj.voter_directory_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

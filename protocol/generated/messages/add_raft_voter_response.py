@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,6 +13,7 @@ from protocol.primitives import (
     write_compact_nullable_string,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_ih = struct.Struct('>ih')
@@ -21,13 +21,17 @@ _S_ih = struct.Struct('>ih')
 
 class AddRaftVoterResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AddRaftVoterResponse'
-    API_KEY = 80
+    API_KEY = ApiKey.ADD_RAFT_VOTER
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('error_message', 'string'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, error_message: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -45,7 +49,7 @@ def _decode_AddRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[AddRaftVoterR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

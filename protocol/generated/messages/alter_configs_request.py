@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -22,6 +21,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -30,10 +30,13 @@ _S_o = struct.Struct('>?')
 
 class AlterableConfig(Message):
     __slots__ = ('name', 'value', 'unknown_tagged_fields')
+    name: str
+    value: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterableConfig'
     FIELDS = (('name', 'string'), ('value', 'string'))
 
-    def __init__(self, name: Any = '', value: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', value: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.value = value
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -41,10 +44,14 @@ class AlterableConfig(Message):
 
 class AlterConfigsResource(Message):
     __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterConfigsResource'
     FIELDS = (('resource_type', 'int8'), ('resource_name', 'string'), ('configs', '[]AlterableConfig'))
 
-    def __init__(self, resource_type: Any = 0, resource_name: Any = '', configs: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, resource_type: int = 0, resource_name: str = '', configs: list[AlterableConfig] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.resource_type = resource_type
         self.resource_name = resource_name
         self.configs = [] if configs is MISSING else configs
@@ -53,20 +60,23 @@ class AlterConfigsResource(Message):
 
 class AlterConfigsRequest(Message):
     __slots__ = ('resources', 'validate_only', 'unknown_tagged_fields')
+    resources: list[AlterConfigsResource]
+    validate_only: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterConfigsRequest'
-    API_KEY = 33
+    API_KEY = ApiKey.ALTER_CONFIGS
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('resources', '[]AlterConfigsResource'), ('validate_only', 'bool'))
 
-    def __init__(self, resources: Any = MISSING, validate_only: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, resources: list[AlterConfigsResource] = MISSING, validate_only: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.resources = [] if resources is MISSING else resources
         self.validate_only = validate_only
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 def _decode_many_AlterableConfig_v0(buf: bytes, pos: int, count: int) -> tuple[list[AlterableConfig], int]:
-    items = []
+    items: list[AlterableConfig] = []
     append = items.append
     try:
         for _ in range(count):
@@ -82,7 +92,7 @@ def _decode_many_AlterableConfig_v0(buf: bytes, pos: int, count: int) -> tuple[l
 
 def _decode_many_AlterConfigsResource_v0(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResource], int]:
     blen = len(buf)
-    items = []
+    items: list[AlterConfigsResource] = []
     append = items.append
     try:
         for _ in range(count):
@@ -131,52 +141,52 @@ def _encode_AlterableConfig_v0(obj: AlterableConfig, out: bytearray) -> None:
 def _encode_AlterConfigsResource_v0(obj: AlterConfigsResource, out: bytearray) -> None:
     out += _S_b.pack(obj.resource_type)
     write_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AlterableConfig_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_AlterableConfig_v0(configs_item, out)
 
 
 def _encode_AlterConfigsRequest_v0(obj: AlterConfigsRequest, out: bytearray) -> None:
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AlterConfigsResource_v0(item, out)
+        out += INT32.pack(len(resources_value))
+        for resources_item in resources_value:
+            _encode_AlterConfigsResource_v0(resources_item, out)
     out += _S_o.pack(obj.validate_only)
 
 
 def _encode_AlterConfigsResource_v1(obj: AlterConfigsResource, out: bytearray) -> None:
     out += _S_b.pack(obj.resource_type)
     write_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AlterableConfig_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_AlterableConfig_v0(configs_item, out)
 
 
 def _encode_AlterConfigsRequest_v1(obj: AlterConfigsRequest, out: bytearray) -> None:
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AlterConfigsResource_v1(item, out)
+        out += INT32.pack(len(resources_value))
+        for resources_item in resources_value:
+            _encode_AlterConfigsResource_v1(resources_item, out)
     out += _S_o.pack(obj.validate_only)
 
 
 def _decode_many_AlterableConfig_v2(buf: bytes, pos: int, count: int) -> tuple[list[AlterableConfig], int]:
     blen = len(buf)
-    items = []
+    items: list[AlterableConfig] = []
     append = items.append
     try:
         for _ in range(count):
@@ -187,7 +197,7 @@ def _decode_many_AlterableConfig_v2(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -208,7 +218,7 @@ def _decode_many_AlterableConfig_v2(buf: bytes, pos: int, count: int) -> tuple[l
 
 def _decode_many_AlterConfigsResource_v2(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResource], int]:
     blen = len(buf)
-    items = []
+    items: list[AlterConfigsResource] = []
     append = items.append
     try:
         for _ in range(count):
@@ -231,7 +241,7 @@ def _decode_many_AlterConfigsResource_v2(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -271,7 +281,7 @@ def _decode_AlterConfigsRequest_v2(buf: bytes, pos: int) -> tuple[AlterConfigsRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -301,13 +311,13 @@ def _encode_AlterableConfig_v2(obj: AlterableConfig, out: bytearray) -> None:
 def _encode_AlterConfigsResource_v2(obj: AlterConfigsResource, out: bytearray) -> None:
     out += _S_b.pack(obj.resource_type)
     write_compact_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AlterableConfig_v2(item, out)
+        write_uvarint(out, len(configs_value) + 1)
+        for configs_item in configs_value:
+            _encode_AlterableConfig_v2(configs_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -315,13 +325,13 @@ def _encode_AlterConfigsResource_v2(obj: AlterConfigsResource, out: bytearray) -
 
 
 def _encode_AlterConfigsRequest_v2(obj: AlterConfigsRequest, out: bytearray) -> None:
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AlterConfigsResource_v2(item, out)
+        write_uvarint(out, len(resources_value) + 1)
+        for resources_item in resources_value:
+            _encode_AlterConfigsResource_v2(resources_item, out)
     out += _S_o.pack(obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

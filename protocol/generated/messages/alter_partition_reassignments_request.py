@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,6 +15,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -23,10 +23,13 @@ _S_i = struct.Struct('>i')
 
 class ReassignablePartition(Message):
     __slots__ = ('partition_index', 'replicas', 'unknown_tagged_fields')
+    partition_index: int
+    replicas: list[int] | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReassignablePartition'
     FIELDS = (('partition_index', 'int32'), ('replicas', '[]int32'))
 
-    def __init__(self, partition_index: Any = 0, replicas: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, replicas: list[int] | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.replicas = replicas
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -34,10 +37,13 @@ class ReassignablePartition(Message):
 
 class ReassignableTopic(Message):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+    name: str
+    partitions: list[ReassignablePartition]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReassignableTopic'
     FIELDS = (('name', 'string'), ('partitions', '[]ReassignablePartition'))
 
-    def __init__(self, name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', partitions: list[ReassignablePartition] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -45,13 +51,16 @@ class ReassignableTopic(Message):
 
 class AlterPartitionReassignmentsRequest(Message):
     __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields')
+    timeout_ms: int
+    topics: list[ReassignableTopic]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterPartitionReassignmentsRequest'
-    API_KEY = 45
+    API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('timeout_ms', 'int32'), ('topics', '[]ReassignableTopic'))
 
-    def __init__(self, timeout_ms: Any = 60000, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, timeout_ms: int = 60000, topics: list[ReassignableTopic] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.timeout_ms = timeout_ms
         self.topics = [] if topics is MISSING else topics
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -59,7 +68,7 @@ class AlterPartitionReassignmentsRequest(Message):
 
 def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReassignablePartition], int]:
     blen = len(buf)
-    items = []
+    items: list[ReassignablePartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -86,7 +95,7 @@ def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -107,7 +116,7 @@ def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> t
 
 def _decode_many_ReassignableTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReassignableTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[ReassignableTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -128,7 +137,7 @@ def _decode_many_ReassignableTopic_v0(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -168,7 +177,7 @@ def _decode_AlterPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -188,13 +197,13 @@ def _decode_AlterPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple
 
 def _encode_ReassignablePartition_v0(obj: ReassignablePartition, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.replicas
-    if value is None:
+    replicas_value = obj.replicas
+    if replicas_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(replicas_value) + 1)
+        if replicas_value:
+            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -203,13 +212,13 @@ def _encode_ReassignablePartition_v0(obj: ReassignablePartition, out: bytearray)
 
 def _encode_ReassignableTopic_v0(obj: ReassignableTopic, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReassignablePartition_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_ReassignablePartition_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -218,13 +227,13 @@ def _encode_ReassignableTopic_v0(obj: ReassignableTopic, out: bytearray) -> None
 
 def _encode_AlterPartitionReassignmentsRequest_v0(obj: AlterPartitionReassignmentsRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.timeout_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReassignableTopic_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_ReassignableTopic_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

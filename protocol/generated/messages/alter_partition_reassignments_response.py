@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -17,6 +16,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_ih = struct.Struct('>ih')
@@ -24,10 +24,14 @@ _S_ih = struct.Struct('>ih')
 
 class ReassignablePartitionResponse(Message):
     __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields')
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReassignablePartitionResponse'
     FIELDS = (('partition_index', 'int32'), ('error_code', 'int16'), ('error_message', 'string'))
 
-    def __init__(self, partition_index: Any = 0, error_code: Any = 0, error_message: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
         self.error_message = error_message
@@ -36,10 +40,13 @@ class ReassignablePartitionResponse(Message):
 
 class ReassignableTopicResponse(Message):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+    name: str
+    partitions: list[ReassignablePartitionResponse]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReassignableTopicResponse'
     FIELDS = (('name', 'string'), ('partitions', '[]ReassignablePartitionResponse'))
 
-    def __init__(self, name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', partitions: list[ReassignablePartitionResponse] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -47,13 +54,18 @@ class ReassignableTopicResponse(Message):
 
 class AlterPartitionReassignmentsResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ReassignableTopicResponse]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterPartitionReassignmentsResponse'
-    API_KEY = 45
+    API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('error_message', 'string'), ('responses', '[]ReassignableTopicResponse'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, error_message: Any = '', responses: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', responses: list[ReassignableTopicResponse] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -63,7 +75,7 @@ class AlterPartitionReassignmentsResponse(Message):
 
 def _decode_many_ReassignablePartitionResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReassignablePartitionResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[ReassignablePartitionResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -75,7 +87,7 @@ def _decode_many_ReassignablePartitionResponse_v0(buf: bytes, pos: int, count: i
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -96,7 +108,7 @@ def _decode_many_ReassignablePartitionResponse_v0(buf: bytes, pos: int, count: i
 
 def _decode_many_ReassignableTopicResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReassignableTopicResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[ReassignableTopicResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -117,7 +129,7 @@ def _decode_many_ReassignableTopicResponse_v0(buf: bytes, pos: int, count: int) 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -158,7 +170,7 @@ def _decode_AlterPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tupl
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -187,13 +199,13 @@ def _encode_ReassignablePartitionResponse_v0(obj: ReassignablePartitionResponse,
 
 def _encode_ReassignableTopicResponse_v0(obj: ReassignableTopicResponse, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReassignablePartitionResponse_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_ReassignablePartitionResponse_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -203,13 +215,13 @@ def _encode_ReassignableTopicResponse_v0(obj: ReassignableTopicResponse, out: by
 def _encode_AlterPartitionReassignmentsResponse_v0(obj: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReassignableTopicResponse_v0(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_ReassignableTopicResponse_v0(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -17,6 +16,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_bi = struct.Struct('>bi')
@@ -28,10 +28,13 @@ _S_u = struct.Struct('>16s')
 
 class BrokerState(Message):
     __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
+    broker_id: int
+    broker_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerState'
     FIELDS = (('broker_id', 'int32'), ('broker_epoch', 'int64'))
 
-    def __init__(self, broker_id: Any = 0, broker_epoch: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -39,10 +42,17 @@ class BrokerState(Message):
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
+    partition_index: int
+    leader_epoch: int
+    new_isr: list[int]
+    new_isr_with_epochs: list[BrokerState]
+    leader_recovery_state: int
+    partition_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('leader_epoch', 'int32'), ('new_isr', '[]int32'), ('new_isr_with_epochs', '[]BrokerState'), ('leader_recovery_state', 'int8'), ('partition_epoch', 'int32'))
 
-    def __init__(self, partition_index: Any = 0, leader_epoch: Any = 0, new_isr: Any = MISSING, new_isr_with_epochs: Any = MISSING, leader_recovery_state: Any = 0, partition_epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, leader_epoch: int = 0, new_isr: list[int] = MISSING, new_isr_with_epochs: list[BrokerState] = MISSING, leader_recovery_state: int = 0, partition_epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.leader_epoch = leader_epoch
         self.new_isr = [] if new_isr is MISSING else new_isr
@@ -54,10 +64,14 @@ class PartitionData(Message):
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    topic_id: bytes
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('topic_id', 'uuid'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', topic_id: Any = ZERO_UUID, partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', topic_id: bytes = ZERO_UUID, partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is MISSING else partitions
@@ -66,13 +80,17 @@ class TopicData(Message):
 
 class AlterPartitionRequest(Message):
     __slots__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields')
+    broker_id: int
+    broker_epoch: int
+    topics: list[TopicData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterPartitionRequest'
-    API_KEY = 56
+    API_KEY = ApiKey.ALTER_PARTITION
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('broker_epoch', 'int64'), ('topics', '[]TopicData'))
 
-    def __init__(self, broker_id: Any = 0, broker_epoch: Any = -1, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, topics: list[TopicData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.topics = [] if topics is MISSING else topics
@@ -81,7 +99,7 @@ class AlterPartitionRequest(Message):
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -112,7 +130,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -133,7 +151,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -155,7 +173,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -195,7 +213,7 @@ def _decode_AlterPartitionRequest_v0(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -219,13 +237,13 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
     if obj.leader_recovery_state != 0:
         raise EncodeError('PartitionData.LeaderRecoveryState cannot be sent in version 0')
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    value = obj.new_isr
-    if value is None:
+    new_isr_value = obj.new_isr
+    if new_isr_value is None:
         raise EncodeError('NewIsr cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(new_isr_value) + 1)
+        if new_isr_value:
+            out += INT32_ARRAYS[len(new_isr_value)].pack(*new_isr_value)
     out += _S_i.pack(obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -235,13 +253,13 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -250,13 +268,13 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionRequest_v0(obj: AlterPartitionRequest, out: bytearray) -> None:
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -265,7 +283,7 @@ def _encode_AlterPartitionRequest_v0(obj: AlterPartitionRequest, out: bytearray)
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -295,7 +313,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -316,7 +334,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -338,7 +356,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -378,7 +396,7 @@ def _decode_AlterPartitionRequest_v1(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -400,13 +418,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
     if obj.new_isr_with_epochs != []:
         raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 1')
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    value = obj.new_isr
-    if value is None:
+    new_isr_value = obj.new_isr
+    if new_isr_value is None:
         raise EncodeError('NewIsr cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(new_isr_value) + 1)
+        if new_isr_value:
+            out += INT32_ARRAYS[len(new_isr_value)].pack(*new_isr_value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -416,13 +434,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -431,13 +449,13 @@ def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionRequest_v1(obj: AlterPartitionRequest, out: bytearray) -> None:
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -446,7 +464,7 @@ def _encode_AlterPartitionRequest_v1(obj: AlterPartitionRequest, out: bytearray)
 
 def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -469,7 +487,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -509,7 +527,7 @@ def _decode_AlterPartitionRequest_v2(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -531,13 +549,13 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
     if obj.new_isr_with_epochs != []:
         raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 2')
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    value = obj.new_isr
-    if value is None:
+    new_isr_value = obj.new_isr
+    if new_isr_value is None:
         raise EncodeError('NewIsr cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(new_isr_value) + 1)
+        if new_isr_value:
+            out += INT32_ARRAYS[len(new_isr_value)].pack(*new_isr_value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -549,13 +567,13 @@ def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v2(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v2(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -564,13 +582,13 @@ def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionRequest_v2(obj: AlterPartitionRequest, out: bytearray) -> None:
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v2(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v2(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -579,7 +597,7 @@ def _encode_AlterPartitionRequest_v2(obj: AlterPartitionRequest, out: bytearray)
 
 def _decode_many_BrokerState_v3(buf: bytes, pos: int, count: int) -> tuple[list[BrokerState], int]:
     blen = len(buf)
-    items = []
+    items: list[BrokerState] = []
     append = items.append
     try:
         for _ in range(count):
@@ -590,7 +608,7 @@ def _decode_many_BrokerState_v3(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -611,7 +629,7 @@ def _decode_many_BrokerState_v3(buf: bytes, pos: int, count: int) -> tuple[list[
 
 def _decode_many_PartitionData_v3(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -636,7 +654,7 @@ def _decode_many_PartitionData_v3(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -657,7 +675,7 @@ def _decode_many_PartitionData_v3(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v3(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -680,7 +698,7 @@ def _decode_many_TopicData_v3(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -720,7 +738,7 @@ def _decode_AlterPartitionRequest_v3(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -750,13 +768,13 @@ def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
     if obj.new_isr != []:
         raise EncodeError('PartitionData.NewIsr cannot be sent in version 3')
     out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    value = obj.new_isr_with_epochs
-    if value is None:
+    new_isr_with_epochs_value = obj.new_isr_with_epochs
+    if new_isr_with_epochs_value is None:
         raise EncodeError('NewIsrWithEpochs cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerState_v3(item, out)
+        write_uvarint(out, len(new_isr_with_epochs_value) + 1)
+        for new_isr_with_epochs_item in new_isr_with_epochs_value:
+            _encode_BrokerState_v3(new_isr_with_epochs_item, out)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -768,13 +786,13 @@ def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v3(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v3(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -783,13 +801,13 @@ def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionRequest_v3(obj: AlterPartitionRequest, out: bytearray) -> None:
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v3(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v3(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -17,6 +16,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_bi = struct.Struct('>bi')
@@ -28,10 +28,18 @@ _S_u = struct.Struct('>16s')
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    isr: list[int]
+    leader_recovery_state: int
+    partition_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('error_code', 'int16'), ('leader_id', 'int32'), ('leader_epoch', 'int32'), ('isr', '[]int32'), ('leader_recovery_state', 'int8'), ('partition_epoch', 'int32'))
 
-    def __init__(self, partition_index: Any = 0, error_code: Any = 0, leader_id: Any = 0, leader_epoch: Any = 0, isr: Any = MISSING, leader_recovery_state: Any = 0, partition_epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, error_code: int = 0, leader_id: int = 0, leader_epoch: int = 0, isr: list[int] = MISSING, leader_recovery_state: int = 0, partition_epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
         self.leader_id = leader_id
@@ -44,10 +52,14 @@ class PartitionData(Message):
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    topic_id: bytes
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('topic_id', 'uuid'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', topic_id: Any = ZERO_UUID, partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', topic_id: bytes = ZERO_UUID, partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.topic_id = topic_id
         self.partitions = [] if partitions is MISSING else partitions
@@ -56,13 +68,17 @@ class TopicData(Message):
 
 class AlterPartitionResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    topics: list[TopicData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterPartitionResponse'
-    API_KEY = 56
+    API_KEY = ApiKey.ALTER_PARTITION
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('topics', '[]TopicData'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, topics: list[TopicData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.topics = [] if topics is MISSING else topics
@@ -71,7 +87,7 @@ class AlterPartitionResponse(Message):
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -101,7 +117,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -122,7 +138,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -144,7 +160,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -184,7 +200,7 @@ def _decode_AlterPartitionResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartit
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -204,13 +220,13 @@ def _decode_AlterPartitionResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartit
 
 def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    value = obj.isr
-    if value is None:
+    isr_value = obj.isr
+    if isr_value is None:
         raise EncodeError('Isr cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(isr_value) + 1)
+        if isr_value:
+            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
     out += _S_i.pack(obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -220,13 +236,13 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -235,13 +251,13 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionResponse_v0(obj: AlterPartitionResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -250,7 +266,7 @@ def _encode_AlterPartitionResponse_v0(obj: AlterPartitionResponse, out: bytearra
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -279,7 +295,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -300,7 +316,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -322,7 +338,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -362,7 +378,7 @@ def _decode_AlterPartitionResponse_v1(buf: bytes, pos: int) -> tuple[AlterPartit
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -382,13 +398,13 @@ def _decode_AlterPartitionResponse_v1(buf: bytes, pos: int) -> tuple[AlterPartit
 
 def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    value = obj.isr
-    if value is None:
+    isr_value = obj.isr
+    if isr_value is None:
         raise EncodeError('Isr cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(isr_value) + 1)
+        if isr_value:
+            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -398,13 +414,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -413,13 +429,13 @@ def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionResponse_v1(obj: AlterPartitionResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -428,7 +444,7 @@ def _encode_AlterPartitionResponse_v1(obj: AlterPartitionResponse, out: bytearra
 
 def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -451,7 +467,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -491,7 +507,7 @@ def _decode_AlterPartitionResponse_v2(buf: bytes, pos: int) -> tuple[AlterPartit
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -511,13 +527,13 @@ def _decode_AlterPartitionResponse_v2(buf: bytes, pos: int) -> tuple[AlterPartit
 
 def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    value = obj.isr
-    if value is None:
+    isr_value = obj.isr
+    if isr_value is None:
         raise EncodeError('Isr cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(isr_value) + 1)
+        if isr_value:
+            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -529,13 +545,13 @@ def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v2(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v2(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -544,13 +560,13 @@ def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionResponse_v2(obj: AlterPartitionResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v2(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v2(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -559,13 +575,13 @@ def _encode_AlterPartitionResponse_v2(obj: AlterPartitionResponse, out: bytearra
 
 def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    value = obj.isr
-    if value is None:
+    isr_value = obj.isr
+    if isr_value is None:
         raise EncodeError('Isr cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(isr_value) + 1)
+        if isr_value:
+            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
     out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -577,13 +593,13 @@ def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v3(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v3(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -592,13 +608,13 @@ def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
 
 def _encode_AlterPartitionResponse_v3(obj: AlterPartitionResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v3(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v3(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,19 +13,23 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 
 
 class ApiVersionsRequest(Message):
     __slots__ = ('client_software_name', 'client_software_version', 'unknown_tagged_fields')
+    client_software_name: str
+    client_software_version: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ApiVersionsRequest'
-    API_KEY = 18
+    API_KEY = ApiKey.API_VERSIONS
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_VERSIONS = (3, 32767)
     FIELDS = (('client_software_name', 'string'), ('client_software_version', 'string'))
 
-    def __init__(self, client_software_name: Any = '', client_software_version: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, client_software_name: str = '', client_software_version: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -57,7 +60,7 @@ def _decode_ApiVersionsRequest_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRequ
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,6 +15,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -28,10 +28,14 @@ _S_q = struct.Struct('>q')
 
 class ApiVersion(Message):
     __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields')
+    api_key: int
+    min_version: int
+    max_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ApiVersion'
     FIELDS = (('api_key', 'int16'), ('min_version', 'int16'), ('max_version', 'int16'))
 
-    def __init__(self, api_key: Any = 0, min_version: Any = 0, max_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, api_key: int = 0, min_version: int = 0, max_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.api_key = api_key
         self.min_version = min_version
         self.max_version = max_version
@@ -40,10 +44,14 @@ class ApiVersion(Message):
 
 class SupportedFeatureKey(Message):
     __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields')
+    name: str
+    min_version: int
+    max_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SupportedFeatureKey'
     FIELDS = (('name', 'string'), ('min_version', 'int16'), ('max_version', 'int16'))
 
-    def __init__(self, name: Any = '', min_version: Any = 0, max_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', min_version: int = 0, max_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.min_version = min_version
         self.max_version = max_version
@@ -52,10 +60,14 @@ class SupportedFeatureKey(Message):
 
 class FinalizedFeatureKey(Message):
     __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields')
+    name: str
+    max_version_level: int
+    min_version_level: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FinalizedFeatureKey'
     FIELDS = (('name', 'string'), ('max_version_level', 'int16'), ('min_version_level', 'int16'))
 
-    def __init__(self, name: Any = '', max_version_level: Any = 0, min_version_level: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', max_version_level: int = 0, min_version_level: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.max_version_level = max_version_level
         self.min_version_level = min_version_level
@@ -64,13 +76,21 @@ class FinalizedFeatureKey(Message):
 
 class ApiVersionsResponse(Message):
     __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields')
+    error_code: int
+    api_keys: list[ApiVersion]
+    throttle_time_ms: int
+    supported_features: list[SupportedFeatureKey]
+    finalized_features_epoch: int
+    finalized_features: list[FinalizedFeatureKey]
+    zk_migration_ready: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ApiVersionsResponse'
-    API_KEY = 18
+    API_KEY = ApiKey.API_VERSIONS
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_VERSIONS = (3, 32767)
     FIELDS = (('error_code', 'int16'), ('api_keys', '[]ApiVersion'), ('throttle_time_ms', 'int32'), ('supported_features', '[]SupportedFeatureKey'), ('finalized_features_epoch', 'int64'), ('finalized_features', '[]FinalizedFeatureKey'), ('zk_migration_ready', 'bool'))
 
-    def __init__(self, error_code: Any = 0, api_keys: Any = MISSING, throttle_time_ms: Any = 0, supported_features: Any = MISSING, finalized_features_epoch: Any = -1, finalized_features: Any = MISSING, zk_migration_ready: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, api_keys: list[ApiVersion] = MISSING, throttle_time_ms: int = 0, supported_features: list[SupportedFeatureKey] = MISSING, finalized_features_epoch: int = -1, finalized_features: list[FinalizedFeatureKey] = MISSING, zk_migration_ready: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.api_keys = [] if api_keys is MISSING else api_keys
         self.throttle_time_ms = throttle_time_ms
@@ -82,7 +102,7 @@ class ApiVersionsResponse(Message):
 
 
 def _decode_many_ApiVersion_v0(buf: bytes, pos: int, count: int) -> tuple[list[ApiVersion], int]:
-    items = []
+    items: list[ApiVersion] = []
     append = items.append
     try:
         for _ in range(count):
@@ -126,13 +146,13 @@ def _encode_ApiVersion_v0(obj: ApiVersion, out: bytearray) -> None:
 
 def _encode_ApiVersionsResponse_v0(obj: ApiVersionsResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.api_keys
-    if value is None:
+    api_keys_value = obj.api_keys
+    if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ApiVersion_v0(item, out)
+        out += INT32.pack(len(api_keys_value))
+        for api_keys_item in api_keys_value:
+            _encode_ApiVersion_v0(api_keys_item, out)
 
 
 def _decode_ApiVersionsResponse_v1(buf: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
@@ -162,31 +182,31 @@ def _decode_ApiVersionsResponse_v1(buf: bytes, pos: int) -> tuple[ApiVersionsRes
 
 def _encode_ApiVersionsResponse_v1(obj: ApiVersionsResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.api_keys
-    if value is None:
+    api_keys_value = obj.api_keys
+    if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ApiVersion_v0(item, out)
+        out += INT32.pack(len(api_keys_value))
+        for api_keys_item in api_keys_value:
+            _encode_ApiVersion_v0(api_keys_item, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
 def _encode_ApiVersionsResponse_v2(obj: ApiVersionsResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.api_keys
-    if value is None:
+    api_keys_value = obj.api_keys
+    if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ApiVersion_v0(item, out)
+        out += INT32.pack(len(api_keys_value))
+        for api_keys_item in api_keys_value:
+            _encode_ApiVersion_v0(api_keys_item, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
 def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[ApiVersion], int]:
     blen = len(buf)
-    items = []
+    items: list[ApiVersion] = []
     append = items.append
     try:
         for _ in range(count):
@@ -197,7 +217,7 @@ def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[A
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -218,7 +238,7 @@ def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[A
 
 def _decode_many_SupportedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tuple[list[SupportedFeatureKey], int]:
     blen = len(buf)
-    items = []
+    items: list[SupportedFeatureKey] = []
     append = items.append
     try:
         for _ in range(count):
@@ -230,7 +250,7 @@ def _decode_many_SupportedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tup
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -251,7 +271,7 @@ def _decode_many_SupportedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tup
 
 def _decode_many_FinalizedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tuple[list[FinalizedFeatureKey], int]:
     blen = len(buf)
-    items = []
+    items: list[FinalizedFeatureKey] = []
     append = items.append
     try:
         for _ in range(count):
@@ -263,7 +283,7 @@ def _decode_many_FinalizedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tup
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -309,7 +329,7 @@ def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRes
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -394,24 +414,24 @@ def _encode_FinalizedFeatureKey_v3(obj: FinalizedFeatureKey, out: bytearray) -> 
 
 def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.api_keys
-    if value is None:
+    api_keys_value = obj.api_keys
+    if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ApiVersion_v3(item, out)
+        write_uvarint(out, len(api_keys_value) + 1)
+        for api_keys_item in api_keys_value:
+            _encode_ApiVersion_v3(api_keys_item, out)
     out += _S_i.pack(obj.throttle_time_ms)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.supported_features != []:
         field_out = bytearray()
-        value = obj.supported_features
-        if value is None:
+        supported_features_value = obj.supported_features
+        if supported_features_value is None:
             raise EncodeError('SupportedFeatures cannot be null in version 3')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_SupportedFeatureKey_v3(item, field_out)
+            write_uvarint(field_out, len(supported_features_value) + 1)
+            for supported_features_item in supported_features_value:
+                _encode_SupportedFeatureKey_v3(supported_features_item, field_out)
         tagged.append((0, field_out))
     if obj.finalized_features_epoch != -1:
         field_out = bytearray()
@@ -419,13 +439,13 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
         tagged.append((1, field_out))
     if obj.finalized_features != []:
         field_out = bytearray()
-        value = obj.finalized_features
-        if value is None:
+        finalized_features_value = obj.finalized_features
+        if finalized_features_value is None:
             raise EncodeError('FinalizedFeatures cannot be null in version 3')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_FinalizedFeatureKey_v3(item, field_out)
+            write_uvarint(field_out, len(finalized_features_value) + 1)
+            for finalized_features_item in finalized_features_value:
+                _encode_FinalizedFeatureKey_v3(finalized_features_item, field_out)
         tagged.append((2, field_out))
     if obj.zk_migration_ready:
         field_out = bytearray()
@@ -439,24 +459,24 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
 
 def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.api_keys
-    if value is None:
+    api_keys_value = obj.api_keys
+    if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ApiVersion_v3(item, out)
+        write_uvarint(out, len(api_keys_value) + 1)
+        for api_keys_item in api_keys_value:
+            _encode_ApiVersion_v3(api_keys_item, out)
     out += _S_i.pack(obj.throttle_time_ms)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.supported_features != []:
         field_out = bytearray()
-        value = obj.supported_features
-        if value is None:
+        supported_features_value = obj.supported_features
+        if supported_features_value is None:
             raise EncodeError('SupportedFeatures cannot be null in version 4')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_SupportedFeatureKey_v3(item, field_out)
+            write_uvarint(field_out, len(supported_features_value) + 1)
+            for supported_features_item in supported_features_value:
+                _encode_SupportedFeatureKey_v3(supported_features_item, field_out)
         tagged.append((0, field_out))
     if obj.finalized_features_epoch != -1:
         field_out = bytearray()
@@ -464,13 +484,13 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         tagged.append((1, field_out))
     if obj.finalized_features != []:
         field_out = bytearray()
-        value = obj.finalized_features
-        if value is None:
+        finalized_features_value = obj.finalized_features
+        if finalized_features_value is None:
             raise EncodeError('FinalizedFeatures cannot be null in version 4')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_FinalizedFeatureKey_v3(item, field_out)
+            write_uvarint(field_out, len(finalized_features_value) + 1)
+            for finalized_features_item in finalized_features_value:
+                _encode_FinalizedFeatureKey_v3(finalized_features_item, field_out)
         tagged.append((2, field_out))
     if obj.zk_migration_ready:
         field_out = bytearray()

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -23,6 +22,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
@@ -33,10 +33,15 @@ _S_iuii = struct.Struct('>i16sii')
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
+    partition_index: int
+    voter_directory_id: bytes
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('voter_directory_id', 'uuid'), ('leader_id', 'int32'), ('leader_epoch', 'int32'))
 
-    def __init__(self, partition_index: Any = 0, voter_directory_id: Any = ZERO_UUID, leader_id: Any = 0, leader_epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, voter_directory_id: bytes = ZERO_UUID, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.voter_directory_id = voter_directory_id
         self.leader_id = leader_id
@@ -46,10 +51,13 @@ class PartitionData(Message):
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -57,10 +65,14 @@ class TopicData(Message):
 
 class LeaderEndpoint(Message):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'LeaderEndpoint'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -69,13 +81,18 @@ class LeaderEndpoint(Message):
 
 class BeginQuorumEpochRequest(Message):
     __slots__ = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
+    cluster_id: str | None
+    voter_id: int
+    topics: list[TopicData]
+    leader_endpoints: list[LeaderEndpoint]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BeginQuorumEpochRequest'
-    API_KEY = 53
+    API_KEY = ApiKey.BEGIN_QUORUM_EPOCH
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (1, 32767)
     FIELDS = (('cluster_id', 'string'), ('voter_id', 'int32'), ('topics', '[]TopicData'), ('leader_endpoints', '[]LeaderEndpoint'))
 
-    def __init__(self, cluster_id: Any = None, voter_id: Any = -1, topics: Any = MISSING, leader_endpoints: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = None, voter_id: int = -1, topics: list[TopicData] = MISSING, leader_endpoints: list[LeaderEndpoint] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.voter_id = voter_id
         self.topics = [] if topics is MISSING else topics
@@ -84,7 +101,7 @@ class BeginQuorumEpochRequest(Message):
 
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -101,7 +118,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -147,29 +164,29 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
 
 
 def _encode_BeginQuorumEpochRequest_v0(obj: BeginQuorumEpochRequest, out: bytearray) -> None:
     write_nullable_string(out, obj.cluster_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
 
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -180,7 +197,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -201,7 +218,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -222,7 +239,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -243,7 +260,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[LeaderEndpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[LeaderEndpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -256,7 +273,7 @@ def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[li
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -308,7 +325,7 @@ def _decode_BeginQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[BeginQuoru
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -338,13 +355,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -364,20 +381,20 @@ def _encode_LeaderEndpoint_v1(obj: LeaderEndpoint, out: bytearray) -> None:
 def _encode_BeginQuorumEpochRequest_v1(obj: BeginQuorumEpochRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.voter_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
-    value = obj.leader_endpoints
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
+    leader_endpoints_value = obj.leader_endpoints
+    if leader_endpoints_value is None:
         raise EncodeError('LeaderEndpoints cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_LeaderEndpoint_v1(item, out)
+        write_uvarint(out, len(leader_endpoints_value) + 1)
+        for leader_endpoints_item in leader_endpoints_value:
+            _encode_LeaderEndpoint_v1(leader_endpoints_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -13,6 +12,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_iqqoo = struct.Struct('>iqq??')
@@ -20,13 +20,20 @@ _S_iqqoo = struct.Struct('>iqq??')
 
 class BrokerHeartbeatRequest(Message):
     __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'unknown_tagged_fields')
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shut_down: bool
+    offline_log_dirs: list[bytes]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerHeartbeatRequest'
-    API_KEY = 63
+    API_KEY = ApiKey.BROKER_HEARTBEAT
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('broker_epoch', 'int64'), ('current_metadata_offset', 'int64'), ('want_fence', 'bool'), ('want_shut_down', 'bool'), ('offline_log_dirs', '[]uuid'))
 
-    def __init__(self, broker_id: Any = 0, broker_epoch: Any = -1, current_metadata_offset: Any = 0, want_fence: Any = False, want_shut_down: Any = False, offline_log_dirs: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, current_metadata_offset: int = 0, want_fence: bool = False, want_shut_down: bool = False, offline_log_dirs: list[bytes] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.current_metadata_offset = current_metadata_offset
@@ -47,7 +54,7 @@ def _decode_BrokerHeartbeatRequest_v0(buf: bytes, pos: int) -> tuple[BrokerHeart
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -86,7 +93,7 @@ def _decode_BrokerHeartbeatRequest_v1(buf: bytes, pos: int) -> tuple[BrokerHeart
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -125,18 +132,18 @@ def _decode_BrokerHeartbeatRequest_v1(buf: bytes, pos: int) -> tuple[BrokerHeart
 
 def _encode_BrokerHeartbeatRequest_v1(obj: BrokerHeartbeatRequest, out: bytearray) -> None:
     out += _S_iqqoo.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.offline_log_dirs != []:
         field_out = bytearray()
-        value = obj.offline_log_dirs
-        if value is None:
+        offline_log_dirs_value = obj.offline_log_dirs
+        if offline_log_dirs_value is None:
             raise EncodeError('OfflineLogDirs cannot be null in version 1')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                if len(item) != 16:
+            write_uvarint(field_out, len(offline_log_dirs_value) + 1)
+            for offline_log_dirs_item in offline_log_dirs_value:
+                if len(offline_log_dirs_item) != 16:
                     raise EncodeError('OfflineLogDirs holds a UUID that is not 16 bytes')
-                field_out += item
+                field_out += offline_log_dirs_item
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_ihooo = struct.Struct('>ih???')
@@ -19,13 +19,19 @@ _S_ihooo = struct.Struct('>ih???')
 
 class BrokerHeartbeatResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerHeartbeatResponse'
-    API_KEY = 63
+    API_KEY = ApiKey.BROKER_HEARTBEAT
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('is_caught_up', 'bool'), ('is_fenced', 'bool'), ('should_shut_down', 'bool'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, is_caught_up: Any = False, is_fenced: Any = True, should_shut_down: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, is_caught_up: bool = False, is_fenced: bool = True, should_shut_down: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.is_caught_up = is_caught_up
@@ -44,7 +50,7 @@ def _decode_BrokerHeartbeatResponse_v0(buf: bytes, pos: int) -> tuple[BrokerHear
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

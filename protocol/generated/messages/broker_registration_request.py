@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
@@ -30,10 +30,15 @@ _S_u = struct.Struct('>16s')
 
 class Listener(Message):
     __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Listener'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'), ('security_protocol', 'int16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, security_protocol: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -43,10 +48,14 @@ class Listener(Message):
 
 class Feature(Message):
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Feature'
     FIELDS = (('name', 'string'), ('min_supported_version', 'int16'), ('max_supported_version', 'int16'))
 
-    def __init__(self, name: Any = '', min_supported_version: Any = 0, max_supported_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
@@ -55,13 +64,23 @@ class Feature(Message):
 
 class BrokerRegistrationRequest(Message):
     __slots__ = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch', 'unknown_tagged_fields')
+    broker_id: int
+    cluster_id: str
+    incarnation_id: bytes
+    listeners: list[Listener]
+    features: list[Feature]
+    rack: str | None
+    is_migrating_zk_broker: bool
+    log_dirs: list[bytes]
+    previous_broker_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerRegistrationRequest'
-    API_KEY = 62
+    API_KEY = ApiKey.BROKER_REGISTRATION
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('cluster_id', 'string'), ('incarnation_id', 'uuid'), ('listeners', '[]Listener'), ('features', '[]Feature'), ('rack', 'string'), ('is_migrating_zk_broker', 'bool'), ('log_dirs', '[]uuid'), ('previous_broker_epoch', 'int64'))
 
-    def __init__(self, broker_id: Any = 0, cluster_id: Any = '', incarnation_id: Any = ZERO_UUID, listeners: Any = MISSING, features: Any = MISSING, rack: Any = '', is_migrating_zk_broker: Any = False, log_dirs: Any = MISSING, previous_broker_epoch: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, cluster_id: str = '', incarnation_id: bytes = ZERO_UUID, listeners: list[Listener] = MISSING, features: list[Feature] = MISSING, rack: str | None = '', is_migrating_zk_broker: bool = False, log_dirs: list[bytes] = MISSING, previous_broker_epoch: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.incarnation_id = incarnation_id
@@ -76,7 +95,7 @@ class BrokerRegistrationRequest(Message):
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
     blen = len(buf)
-    items = []
+    items: list[Listener] = []
     append = items.append
     try:
         for _ in range(count):
@@ -89,7 +108,7 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -110,7 +129,7 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
 
 def _decode_many_Feature_v0(buf: bytes, pos: int, count: int) -> tuple[list[Feature], int]:
     blen = len(buf)
-    items = []
+    items: list[Feature] = []
     append = items.append
     try:
         for _ in range(count):
@@ -122,7 +141,7 @@ def _decode_many_Feature_v0(buf: bytes, pos: int, count: int) -> tuple[list[Feat
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -180,7 +199,7 @@ def _decode_BrokerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[BrokerRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -225,20 +244,20 @@ def _encode_BrokerRegistrationRequest_v0(obj: BrokerRegistrationRequest, out: by
     if len(obj.incarnation_id) != 16:
         raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Feature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_Feature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -286,7 +305,7 @@ def _decode_BrokerRegistrationRequest_v1(buf: bytes, pos: int) -> tuple[BrokerRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -310,20 +329,20 @@ def _encode_BrokerRegistrationRequest_v1(obj: BrokerRegistrationRequest, out: by
     if len(obj.incarnation_id) != 16:
         raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Feature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_Feature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
     if obj.unknown_tagged_fields:
@@ -386,7 +405,7 @@ def _decode_BrokerRegistrationRequest_v2(buf: bytes, pos: int) -> tuple[BrokerRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -410,31 +429,31 @@ def _encode_BrokerRegistrationRequest_v2(obj: BrokerRegistrationRequest, out: by
     if len(obj.incarnation_id) != 16:
         raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Feature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_Feature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
-    value = obj.log_dirs
-    if value is None:
+    log_dirs_value = obj.log_dirs
+    if log_dirs_value is None:
         raise EncodeError('LogDirs cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            if len(item) != 16:
+        write_uvarint(out, len(log_dirs_value) + 1)
+        for log_dirs_item in log_dirs_value:
+            if len(log_dirs_item) != 16:
                 raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
-            out += item
+            out += log_dirs_item
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -496,7 +515,7 @@ def _decode_BrokerRegistrationRequest_v3(buf: bytes, pos: int) -> tuple[BrokerRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -520,31 +539,31 @@ def _encode_BrokerRegistrationRequest_v3(obj: BrokerRegistrationRequest, out: by
     if len(obj.incarnation_id) != 16:
         raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Feature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_Feature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
-    value = obj.log_dirs
-    if value is None:
+    log_dirs_value = obj.log_dirs
+    if log_dirs_value is None:
         raise EncodeError('LogDirs cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            if len(item) != 16:
+        write_uvarint(out, len(log_dirs_value) + 1)
+        for log_dirs_item in log_dirs_value:
+            if len(log_dirs_item) != 16:
                 raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
-            out += item
+            out += log_dirs_item
     out += _S_q.pack(obj.previous_broker_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -558,31 +577,31 @@ def _encode_BrokerRegistrationRequest_v4(obj: BrokerRegistrationRequest, out: by
     if len(obj.incarnation_id) != 16:
         raise EncodeError('BrokerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_u.pack(obj.incarnation_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Feature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_Feature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
-    value = obj.log_dirs
-    if value is None:
+    log_dirs_value = obj.log_dirs
+    if log_dirs_value is None:
         raise EncodeError('LogDirs cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            if len(item) != 16:
+        write_uvarint(out, len(log_dirs_value) + 1)
+        for log_dirs_item in log_dirs_value:
+            if len(log_dirs_item) != 16:
                 raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
-            out += item
+            out += log_dirs_item
     out += _S_q.pack(obj.previous_broker_epoch)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

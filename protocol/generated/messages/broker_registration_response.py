@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_ihq = struct.Struct('>ihq')
@@ -19,13 +19,17 @@ _S_ihq = struct.Struct('>ihq')
 
 class BrokerRegistrationResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'broker_epoch', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    broker_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerRegistrationResponse'
-    API_KEY = 62
+    API_KEY = ApiKey.BROKER_REGISTRATION
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('broker_epoch', 'int64'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, broker_epoch: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, broker_epoch: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.broker_epoch = broker_epoch
@@ -42,7 +46,7 @@ def _decode_BrokerRegistrationResponse_v0(buf: bytes, pos: int) -> tuple[BrokerR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

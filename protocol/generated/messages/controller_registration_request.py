@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,6 +15,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
@@ -25,10 +25,15 @@ _S_iuo = struct.Struct('>i16s?')
 
 class Listener(Message):
     __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Listener'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'), ('security_protocol', 'int16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, security_protocol: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -38,10 +43,14 @@ class Listener(Message):
 
 class Feature(Message):
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Feature'
     FIELDS = (('name', 'string'), ('min_supported_version', 'int16'), ('max_supported_version', 'int16'))
 
-    def __init__(self, name: Any = '', min_supported_version: Any = 0, max_supported_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
@@ -50,13 +59,19 @@ class Feature(Message):
 
 class ControllerRegistrationRequest(Message):
     __slots__ = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features', 'unknown_tagged_fields')
+    controller_id: int
+    incarnation_id: bytes
+    zk_migration_ready: bool
+    listeners: list[Listener]
+    features: list[Feature]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ControllerRegistrationRequest'
-    API_KEY = 70
+    API_KEY = ApiKey.CONTROLLER_REGISTRATION
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('controller_id', 'int32'), ('incarnation_id', 'uuid'), ('zk_migration_ready', 'bool'), ('listeners', '[]Listener'), ('features', '[]Feature'))
 
-    def __init__(self, controller_id: Any = 0, incarnation_id: Any = ZERO_UUID, zk_migration_ready: Any = False, listeners: Any = MISSING, features: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, controller_id: int = 0, incarnation_id: bytes = ZERO_UUID, zk_migration_ready: bool = False, listeners: list[Listener] = MISSING, features: list[Feature] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.controller_id = controller_id
         self.incarnation_id = incarnation_id
         self.zk_migration_ready = zk_migration_ready
@@ -67,7 +82,7 @@ class ControllerRegistrationRequest(Message):
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
     blen = len(buf)
-    items = []
+    items: list[Listener] = []
     append = items.append
     try:
         for _ in range(count):
@@ -80,7 +95,7 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -101,7 +116,7 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
 
 def _decode_many_Feature_v0(buf: bytes, pos: int, count: int) -> tuple[list[Feature], int]:
     blen = len(buf)
-    items = []
+    items: list[Feature] = []
     append = items.append
     try:
         for _ in range(count):
@@ -113,7 +128,7 @@ def _decode_many_Feature_v0(buf: bytes, pos: int, count: int) -> tuple[list[Feat
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -164,7 +179,7 @@ def _decode_ControllerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[Cont
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -205,20 +220,20 @@ def _encode_ControllerRegistrationRequest_v0(obj: ControllerRegistrationRequest,
     if len(obj.incarnation_id) != 16:
         raise EncodeError('ControllerRegistrationRequest.IncarnationId must be a 16-byte UUID')
     out += _S_iuo.pack(obj.controller_id, obj.incarnation_id, obj.zk_migration_ready)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Feature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_Feature_v0(features_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -19,6 +18,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -27,20 +27,26 @@ _S_io = struct.Struct('>i?')
 
 class CreatePartitionsAssignment(Message):
     __slots__ = ('broker_ids', 'unknown_tagged_fields')
+    broker_ids: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatePartitionsAssignment'
     FIELDS = (('broker_ids', '[]int32'),)
 
-    def __init__(self, broker_ids: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_ids: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_ids = [] if broker_ids is MISSING else broker_ids
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class CreatePartitionsTopic(Message):
     __slots__ = ('name', 'count', 'assignments', 'unknown_tagged_fields')
+    name: str
+    count: int
+    assignments: list[CreatePartitionsAssignment] | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatePartitionsTopic'
     FIELDS = (('name', 'string'), ('count', 'int32'), ('assignments', '[]CreatePartitionsAssignment'))
 
-    def __init__(self, name: Any = '', count: Any = 0, assignments: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', count: int = 0, assignments: list[CreatePartitionsAssignment] | None = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.count = count
         self.assignments = [] if assignments is MISSING else assignments
@@ -49,13 +55,17 @@ class CreatePartitionsTopic(Message):
 
 class CreatePartitionsRequest(Message):
     __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatePartitionsRequest'
-    API_KEY = 37
+    API_KEY = ApiKey.CREATE_PARTITIONS
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('topics', '[]CreatePartitionsTopic'), ('timeout_ms', 'int32'), ('validate_only', 'bool'))
 
-    def __init__(self, topics: Any = MISSING, timeout_ms: Any = 0, validate_only: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topics: list[CreatePartitionsTopic] = MISSING, timeout_ms: int = 0, validate_only: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topics = [] if topics is MISSING else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
@@ -64,7 +74,7 @@ class CreatePartitionsRequest(Message):
 
 def _decode_many_CreatePartitionsAssignment_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsAssignment], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatePartitionsAssignment] = []
     append = items.append
     try:
         for _ in range(count):
@@ -90,7 +100,7 @@ def _decode_many_CreatePartitionsAssignment_v0(buf: bytes, pos: int, count: int)
 
 def _decode_many_CreatePartitionsTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatePartitionsTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -133,74 +143,74 @@ def _decode_CreatePartitionsRequest_v0(buf: bytes, pos: int) -> tuple[CreatePart
 
 
 def _encode_CreatePartitionsAssignment_v0(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(broker_ids_value))
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
 def _encode_CreatePartitionsTopic_v0(obj: CreatePartitionsTopic, out: bytearray) -> None:
     write_string(out, obj.name)
     out += _S_i.pack(obj.count)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatePartitionsAssignment_v0(item, out)
+        out += INT32.pack(len(assignments_value))
+        for assignments_item in assignments_value:
+            _encode_CreatePartitionsAssignment_v0(assignments_item, out)
 
 
 def _encode_CreatePartitionsRequest_v0(obj: CreatePartitionsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatePartitionsTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatePartitionsTopic_v0(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
 def _encode_CreatePartitionsAssignment_v1(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(broker_ids_value))
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
 def _encode_CreatePartitionsTopic_v1(obj: CreatePartitionsTopic, out: bytearray) -> None:
     write_string(out, obj.name)
     out += _S_i.pack(obj.count)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatePartitionsAssignment_v1(item, out)
+        out += INT32.pack(len(assignments_value))
+        for assignments_item in assignments_value:
+            _encode_CreatePartitionsAssignment_v1(assignments_item, out)
 
 
 def _encode_CreatePartitionsRequest_v1(obj: CreatePartitionsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatePartitionsTopic_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatePartitionsTopic_v1(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
 def _decode_many_CreatePartitionsAssignment_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsAssignment], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatePartitionsAssignment] = []
     append = items.append
     try:
         for _ in range(count):
@@ -225,7 +235,7 @@ def _decode_many_CreatePartitionsAssignment_v2(buf: bytes, pos: int, count: int)
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -246,7 +256,7 @@ def _decode_many_CreatePartitionsAssignment_v2(buf: bytes, pos: int, count: int)
 
 def _decode_many_CreatePartitionsTopic_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatePartitionsTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -270,7 +280,7 @@ def _decode_many_CreatePartitionsTopic_v2(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -310,7 +320,7 @@ def _decode_CreatePartitionsRequest_v2(buf: bytes, pos: int) -> tuple[CreatePart
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -329,13 +339,13 @@ def _decode_CreatePartitionsRequest_v2(buf: bytes, pos: int) -> tuple[CreatePart
 
 
 def _encode_CreatePartitionsAssignment_v2(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(broker_ids_value) + 1)
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -345,13 +355,13 @@ def _encode_CreatePartitionsAssignment_v2(obj: CreatePartitionsAssignment, out: 
 def _encode_CreatePartitionsTopic_v2(obj: CreatePartitionsTopic, out: bytearray) -> None:
     write_compact_string(out, obj.name)
     out += _S_i.pack(obj.count)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatePartitionsAssignment_v2(item, out)
+        write_uvarint(out, len(assignments_value) + 1)
+        for assignments_item in assignments_value:
+            _encode_CreatePartitionsAssignment_v2(assignments_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -359,13 +369,13 @@ def _encode_CreatePartitionsTopic_v2(obj: CreatePartitionsTopic, out: bytearray)
 
 
 def _encode_CreatePartitionsRequest_v2(obj: CreatePartitionsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatePartitionsTopic_v2(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatePartitionsTopic_v2(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -374,13 +384,13 @@ def _encode_CreatePartitionsRequest_v2(obj: CreatePartitionsRequest, out: bytear
 
 
 def _encode_CreatePartitionsAssignment_v3(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(broker_ids_value) + 1)
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -390,13 +400,13 @@ def _encode_CreatePartitionsAssignment_v3(obj: CreatePartitionsAssignment, out: 
 def _encode_CreatePartitionsTopic_v3(obj: CreatePartitionsTopic, out: bytearray) -> None:
     write_compact_string(out, obj.name)
     out += _S_i.pack(obj.count)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatePartitionsAssignment_v3(item, out)
+        write_uvarint(out, len(assignments_value) + 1)
+        for assignments_item in assignments_value:
+            _encode_CreatePartitionsAssignment_v3(assignments_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -404,13 +414,13 @@ def _encode_CreatePartitionsTopic_v3(obj: CreatePartitionsTopic, out: bytearray)
 
 
 def _encode_CreatePartitionsRequest_v3(obj: CreatePartitionsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatePartitionsTopic_v3(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatePartitionsTopic_v3(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -22,6 +21,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -30,10 +30,14 @@ _S_i = struct.Struct('>i')
 
 class CreatePartitionsTopicResult(Message):
     __slots__ = ('name', 'error_code', 'error_message', 'unknown_tagged_fields')
+    name: str
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatePartitionsTopicResult'
     FIELDS = (('name', 'string'), ('error_code', 'int16'), ('error_message', 'string'))
 
-    def __init__(self, name: Any = '', error_code: Any = 0, error_message: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.error_code = error_code
         self.error_message = error_message
@@ -42,20 +46,23 @@ class CreatePartitionsTopicResult(Message):
 
 class CreatePartitionsResponse(Message):
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    results: list[CreatePartitionsTopicResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatePartitionsResponse'
-    API_KEY = 37
+    API_KEY = ApiKey.CREATE_PARTITIONS
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('results', '[]CreatePartitionsTopicResult'))
 
-    def __init__(self, throttle_time_ms: Any = 0, results: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, results: list[CreatePartitionsTopicResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is MISSING else results
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 def _decode_many_CreatePartitionsTopicResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopicResult], int]:
-    items = []
+    items: list[CreatePartitionsTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -98,29 +105,29 @@ def _encode_CreatePartitionsTopicResult_v0(obj: CreatePartitionsTopicResult, out
 
 def _encode_CreatePartitionsResponse_v0(obj: CreatePartitionsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatePartitionsTopicResult_v0(item, out)
+        out += INT32.pack(len(results_value))
+        for results_item in results_value:
+            _encode_CreatePartitionsTopicResult_v0(results_item, out)
 
 
 def _encode_CreatePartitionsResponse_v1(obj: CreatePartitionsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatePartitionsTopicResult_v0(item, out)
+        out += INT32.pack(len(results_value))
+        for results_item in results_value:
+            _encode_CreatePartitionsTopicResult_v0(results_item, out)
 
 
 def _decode_many_CreatePartitionsTopicResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopicResult], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatePartitionsTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -133,7 +140,7 @@ def _decode_many_CreatePartitionsTopicResult_v2(buf: bytes, pos: int, count: int
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -173,7 +180,7 @@ def _decode_CreatePartitionsResponse_v2(buf: bytes, pos: int) -> tuple[CreatePar
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -203,13 +210,13 @@ def _encode_CreatePartitionsTopicResult_v2(obj: CreatePartitionsTopicResult, out
 
 def _encode_CreatePartitionsResponse_v2(obj: CreatePartitionsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatePartitionsTopicResult_v2(item, out)
+        write_uvarint(out, len(results_value) + 1)
+        for results_item in results_value:
+            _encode_CreatePartitionsTopicResult_v2(results_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -218,13 +225,13 @@ def _encode_CreatePartitionsResponse_v2(obj: CreatePartitionsResponse, out: byte
 
 def _encode_CreatePartitionsResponse_v3(obj: CreatePartitionsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatePartitionsTopicResult_v2(item, out)
+        write_uvarint(out, len(results_value) + 1)
+        for results_item in results_value:
+            _encode_CreatePartitionsTopicResult_v2(results_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

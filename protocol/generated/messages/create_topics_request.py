@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -23,6 +22,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -32,10 +32,13 @@ _S_io = struct.Struct('>i?')
 
 class CreatableReplicaAssignment(Message):
     __slots__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields')
+    partition_index: int
+    broker_ids: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatableReplicaAssignment'
     FIELDS = (('partition_index', 'int32'), ('broker_ids', '[]int32'))
 
-    def __init__(self, partition_index: Any = 0, broker_ids: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, broker_ids: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.broker_ids = [] if broker_ids is MISSING else broker_ids
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -43,10 +46,13 @@ class CreatableReplicaAssignment(Message):
 
 class CreatableTopicConfig(Message):
     __slots__ = ('name', 'value', 'unknown_tagged_fields')
+    name: str
+    value: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatableTopicConfig'
     FIELDS = (('name', 'string'), ('value', 'string'))
 
-    def __init__(self, name: Any = '', value: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', value: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.value = value
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -54,10 +60,16 @@ class CreatableTopicConfig(Message):
 
 class CreatableTopic(Message):
     __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields')
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: list[CreatableReplicaAssignment]
+    configs: list[CreatableTopicConfig]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatableTopic'
     FIELDS = (('name', 'string'), ('num_partitions', 'int32'), ('replication_factor', 'int16'), ('assignments', '[]CreatableReplicaAssignment'), ('configs', '[]CreatableTopicConfig'))
 
-    def __init__(self, name: Any = '', num_partitions: Any = 0, replication_factor: Any = 0, assignments: Any = MISSING, configs: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: list[CreatableReplicaAssignment] = MISSING, configs: list[CreatableTopicConfig] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
@@ -68,13 +80,17 @@ class CreatableTopic(Message):
 
 class CreateTopicsRequest(Message):
     __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields')
+    topics: list[CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreateTopicsRequest'
-    API_KEY = 19
+    API_KEY = ApiKey.CREATE_TOPICS
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_VERSIONS = (5, 32767)
     FIELDS = (('topics', '[]CreatableTopic'), ('timeout_ms', 'int32'), ('validate_only', 'bool'))
 
-    def __init__(self, topics: Any = MISSING, timeout_ms: Any = 60000, validate_only: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topics: list[CreatableTopic] = MISSING, timeout_ms: int = 60000, validate_only: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topics = [] if topics is MISSING else topics
         self.timeout_ms = timeout_ms
         self.validate_only = validate_only
@@ -83,7 +99,7 @@ class CreateTopicsRequest(Message):
 
 def _decode_many_CreatableReplicaAssignment_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableReplicaAssignment], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableReplicaAssignment] = []
     append = items.append
     try:
         for _ in range(count):
@@ -110,7 +126,7 @@ def _decode_many_CreatableReplicaAssignment_v0(buf: bytes, pos: int, count: int)
 
 
 def _decode_many_CreatableTopicConfig_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfig], int]:
-    items = []
+    items: list[CreatableTopicConfig] = []
     append = items.append
     try:
         for _ in range(count):
@@ -126,7 +142,7 @@ def _decode_many_CreatableTopicConfig_v0(buf: bytes, pos: int, count: int) -> tu
 
 def _decode_many_CreatableTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -177,13 +193,13 @@ def _decode_CreateTopicsRequest_v0(buf: bytes, pos: int) -> tuple[CreateTopicsRe
 
 def _encode_CreatableReplicaAssignment_v0(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(broker_ids_value))
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
 def _encode_CreatableTopicConfig_v0(obj: CreatableTopicConfig, out: bytearray) -> None:
@@ -194,32 +210,32 @@ def _encode_CreatableTopicConfig_v0(obj: CreatableTopicConfig, out: bytearray) -
 def _encode_CreatableTopic_v0(obj: CreatableTopic, out: bytearray) -> None:
     write_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableReplicaAssignment_v0(item, out)
-    value = obj.configs
-    if value is None:
+        out += INT32.pack(len(assignments_value))
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v0(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicConfig_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v0(configs_item, out)
 
 
 def _encode_CreateTopicsRequest_v0(obj: CreateTopicsRequest, out: bytearray) -> None:
     if obj.validate_only:
         raise EncodeError('CreateTopicsRequest.validateOnly cannot be sent in version 0')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v0(topics_item, out)
     out += _S_i.pack(obj.timeout_ms)
 
 
@@ -244,171 +260,171 @@ def _decode_CreateTopicsRequest_v1(buf: bytes, pos: int) -> tuple[CreateTopicsRe
 
 def _encode_CreatableReplicaAssignment_v1(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(broker_ids_value))
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
 def _encode_CreatableTopic_v1(obj: CreatableTopic, out: bytearray) -> None:
     write_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableReplicaAssignment_v1(item, out)
-    value = obj.configs
-    if value is None:
+        out += INT32.pack(len(assignments_value))
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v1(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicConfig_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v0(configs_item, out)
 
 
 def _encode_CreateTopicsRequest_v1(obj: CreateTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopic_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v1(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
 def _encode_CreatableReplicaAssignment_v2(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(broker_ids_value))
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
 def _encode_CreatableTopic_v2(obj: CreatableTopic, out: bytearray) -> None:
     write_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableReplicaAssignment_v2(item, out)
-    value = obj.configs
-    if value is None:
+        out += INT32.pack(len(assignments_value))
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v2(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicConfig_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v0(configs_item, out)
 
 
 def _encode_CreateTopicsRequest_v2(obj: CreateTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopic_v2(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v2(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
 def _encode_CreatableReplicaAssignment_v3(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(broker_ids_value))
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
 def _encode_CreatableTopic_v3(obj: CreatableTopic, out: bytearray) -> None:
     write_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableReplicaAssignment_v3(item, out)
-    value = obj.configs
-    if value is None:
+        out += INT32.pack(len(assignments_value))
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v3(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicConfig_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v0(configs_item, out)
 
 
 def _encode_CreateTopicsRequest_v3(obj: CreateTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopic_v3(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v3(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
 def _encode_CreatableReplicaAssignment_v4(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(broker_ids_value))
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
 def _encode_CreatableTopic_v4(obj: CreatableTopic, out: bytearray) -> None:
     write_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableReplicaAssignment_v4(item, out)
-    value = obj.configs
-    if value is None:
+        out += INT32.pack(len(assignments_value))
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v4(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicConfig_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v0(configs_item, out)
 
 
 def _encode_CreateTopicsRequest_v4(obj: CreateTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopic_v4(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v4(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
 def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableReplicaAssignment], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableReplicaAssignment] = []
     append = items.append
     try:
         for _ in range(count):
@@ -435,7 +451,7 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -456,7 +472,7 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
 
 def _decode_many_CreatableTopicConfig_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfig], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableTopicConfig] = []
     append = items.append
     try:
         for _ in range(count):
@@ -467,7 +483,7 @@ def _decode_many_CreatableTopicConfig_v5(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -488,7 +504,7 @@ def _decode_many_CreatableTopicConfig_v5(buf: bytes, pos: int, count: int) -> tu
 
 def _decode_many_CreatableTopic_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -522,7 +538,7 @@ def _decode_many_CreatableTopic_v5(buf: bytes, pos: int, count: int) -> tuple[li
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -562,7 +578,7 @@ def _decode_CreateTopicsRequest_v5(buf: bytes, pos: int) -> tuple[CreateTopicsRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -582,13 +598,13 @@ def _decode_CreateTopicsRequest_v5(buf: bytes, pos: int) -> tuple[CreateTopicsRe
 
 def _encode_CreatableReplicaAssignment_v5(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 5')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(broker_ids_value) + 1)
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -607,20 +623,20 @@ def _encode_CreatableTopicConfig_v5(obj: CreatableTopicConfig, out: bytearray) -
 def _encode_CreatableTopic_v5(obj: CreatableTopic, out: bytearray) -> None:
     write_compact_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 5')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableReplicaAssignment_v5(item, out)
-    value = obj.configs
-    if value is None:
+        write_uvarint(out, len(assignments_value) + 1)
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v5(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 5')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicConfig_v5(item, out)
+        write_uvarint(out, len(configs_value) + 1)
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v5(configs_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -628,13 +644,13 @@ def _encode_CreatableTopic_v5(obj: CreatableTopic, out: bytearray) -> None:
 
 
 def _encode_CreateTopicsRequest_v5(obj: CreateTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopic_v5(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v5(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -644,13 +660,13 @@ def _encode_CreateTopicsRequest_v5(obj: CreateTopicsRequest, out: bytearray) -> 
 
 def _encode_CreatableReplicaAssignment_v6(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 6')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(broker_ids_value) + 1)
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -660,20 +676,20 @@ def _encode_CreatableReplicaAssignment_v6(obj: CreatableReplicaAssignment, out: 
 def _encode_CreatableTopic_v6(obj: CreatableTopic, out: bytearray) -> None:
     write_compact_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 6')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableReplicaAssignment_v6(item, out)
-    value = obj.configs
-    if value is None:
+        write_uvarint(out, len(assignments_value) + 1)
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v6(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 6')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicConfig_v5(item, out)
+        write_uvarint(out, len(configs_value) + 1)
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v5(configs_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -681,13 +697,13 @@ def _encode_CreatableTopic_v6(obj: CreatableTopic, out: bytearray) -> None:
 
 
 def _encode_CreateTopicsRequest_v6(obj: CreateTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopic_v6(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v6(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -697,13 +713,13 @@ def _encode_CreateTopicsRequest_v6(obj: CreateTopicsRequest, out: bytearray) -> 
 
 def _encode_CreatableReplicaAssignment_v7(obj: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.broker_ids
-    if value is None:
+    broker_ids_value = obj.broker_ids
+    if broker_ids_value is None:
         raise EncodeError('BrokerIds cannot be null in version 7')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(broker_ids_value) + 1)
+        if broker_ids_value:
+            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -713,20 +729,20 @@ def _encode_CreatableReplicaAssignment_v7(obj: CreatableReplicaAssignment, out: 
 def _encode_CreatableTopic_v7(obj: CreatableTopic, out: bytearray) -> None:
     write_compact_string(out, obj.name)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.assignments
-    if value is None:
+    assignments_value = obj.assignments
+    if assignments_value is None:
         raise EncodeError('Assignments cannot be null in version 7')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableReplicaAssignment_v7(item, out)
-    value = obj.configs
-    if value is None:
+        write_uvarint(out, len(assignments_value) + 1)
+        for assignments_item in assignments_value:
+            _encode_CreatableReplicaAssignment_v7(assignments_item, out)
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 7')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicConfig_v5(item, out)
+        write_uvarint(out, len(configs_value) + 1)
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfig_v5(configs_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -734,13 +750,13 @@ def _encode_CreatableTopic_v7(obj: CreatableTopic, out: bytearray) -> None:
 
 
 def _encode_CreateTopicsRequest_v7(obj: CreateTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopic_v7(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatableTopic_v7(topics_item, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -23,6 +22,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -34,10 +34,16 @@ _S_uh = struct.Struct('>16sh')
 
 class CreatableTopicConfigs(Message):
     __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'unknown_tagged_fields')
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatableTopicConfigs'
     FIELDS = (('name', 'string'), ('value', 'string'), ('read_only', 'bool'), ('config_source', 'int8'), ('is_sensitive', 'bool'))
 
-    def __init__(self, name: Any = '', value: Any = '', read_only: Any = False, config_source: Any = -1, is_sensitive: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_sensitive: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.value = value
         self.read_only = read_only
@@ -48,10 +54,19 @@ class CreatableTopicConfigs(Message):
 
 class CreatableTopicResult(Message):
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'topic_config_error_code', 'num_partitions', 'replication_factor', 'configs', 'unknown_tagged_fields')
+    name: str
+    topic_id: bytes
+    error_code: int
+    error_message: str | None
+    topic_config_error_code: int
+    num_partitions: int
+    replication_factor: int
+    configs: list[CreatableTopicConfigs] | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreatableTopicResult'
     FIELDS = (('name', 'string'), ('topic_id', 'uuid'), ('error_code', 'int16'), ('error_message', 'string'), ('topic_config_error_code', 'int16'), ('num_partitions', 'int32'), ('replication_factor', 'int16'), ('configs', '[]CreatableTopicConfigs'))
 
-    def __init__(self, name: Any = '', topic_id: Any = ZERO_UUID, error_code: Any = 0, error_message: Any = '', topic_config_error_code: Any = 0, num_partitions: Any = -1, replication_factor: Any = -1, configs: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', topic_id: bytes = ZERO_UUID, error_code: int = 0, error_message: str | None = '', topic_config_error_code: int = 0, num_partitions: int = -1, replication_factor: int = -1, configs: list[CreatableTopicConfigs] | None = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.topic_id = topic_id
         self.error_code = error_code
@@ -65,20 +80,23 @@ class CreatableTopicResult(Message):
 
 class CreateTopicsResponse(Message):
     __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[CreatableTopicResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CreateTopicsResponse'
-    API_KEY = 19
+    API_KEY = ApiKey.CREATE_TOPICS
     VALID_VERSIONS = (0, 7)
     FLEXIBLE_VERSIONS = (5, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('topics', '[]CreatableTopicResult'))
 
-    def __init__(self, throttle_time_ms: Any = 0, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, topics: list[CreatableTopicResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is MISSING else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 def _decode_many_CreatableTopicResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
-    items = []
+    items: list[CreatableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -123,17 +141,17 @@ def _encode_CreatableTopicResult_v0(obj: CreatableTopicResult, out: bytearray) -
 
 
 def _encode_CreateTopicsResponse_v0(obj: CreateTopicsResponse, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicResult_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v0(topics_item, out)
 
 
 def _decode_many_CreatableTopicResult_v1(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
-    items = []
+    items: list[CreatableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -179,13 +197,13 @@ def _encode_CreatableTopicResult_v1(obj: CreatableTopicResult, out: bytearray) -
 
 
 def _encode_CreateTopicsResponse_v1(obj: CreateTopicsResponse, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicResult_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v1(topics_item, out)
 
 
 def _decode_CreateTopicsResponse_v2(buf: bytes, pos: int) -> tuple[CreateTopicsResponse, int]:
@@ -209,40 +227,40 @@ def _decode_CreateTopicsResponse_v2(buf: bytes, pos: int) -> tuple[CreateTopicsR
 
 def _encode_CreateTopicsResponse_v2(obj: CreateTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicResult_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v1(topics_item, out)
 
 
 def _encode_CreateTopicsResponse_v3(obj: CreateTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicResult_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v1(topics_item, out)
 
 
 def _encode_CreateTopicsResponse_v4(obj: CreateTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_CreatableTopicResult_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v1(topics_item, out)
 
 
 def _decode_many_CreatableTopicConfigs_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfigs], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableTopicConfigs] = []
     append = items.append
     try:
         for _ in range(count):
@@ -255,7 +273,7 @@ def _decode_many_CreatableTopicConfigs_v5(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -276,7 +294,7 @@ def _decode_many_CreatableTopicConfigs_v5(buf: bytes, pos: int, count: int) -> t
 
 def _decode_many_CreatableTopicResult_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -305,7 +323,7 @@ def _decode_many_CreatableTopicResult_v5(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -351,7 +369,7 @@ def _decode_CreateTopicsResponse_v5(buf: bytes, pos: int) -> tuple[CreateTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -384,14 +402,14 @@ def _encode_CreatableTopicResult_v5(obj: CreatableTopicResult, out: bytearray) -
     out += _S_h.pack(obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicConfigs_v5(item, out)
-    tagged = []
+        write_uvarint(out, len(configs_value) + 1)
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfigs_v5(configs_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.topic_config_error_code != 0:
         field_out = bytearray()
         field_out += _S_h.pack(obj.topic_config_error_code)
@@ -404,13 +422,13 @@ def _encode_CreatableTopicResult_v5(obj: CreatableTopicResult, out: bytearray) -
 
 def _encode_CreateTopicsResponse_v5(obj: CreateTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicResult_v5(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v5(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -419,13 +437,13 @@ def _encode_CreateTopicsResponse_v5(obj: CreateTopicsResponse, out: bytearray) -
 
 def _encode_CreateTopicsResponse_v6(obj: CreateTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicResult_v5(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v5(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -434,7 +452,7 @@ def _encode_CreateTopicsResponse_v6(obj: CreateTopicsResponse, out: bytearray) -
 
 def _decode_many_CreatableTopicResult_v7(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
     blen = len(buf)
-    items = []
+    items: list[CreatableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -462,7 +480,7 @@ def _decode_many_CreatableTopicResult_v7(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -508,7 +526,7 @@ def _decode_CreateTopicsResponse_v7(buf: bytes, pos: int) -> tuple[CreateTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -533,14 +551,14 @@ def _encode_CreatableTopicResult_v7(obj: CreatableTopicResult, out: bytearray) -
     out += _S_uh.pack(obj.topic_id, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
     out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicConfigs_v5(item, out)
-    tagged = []
+        write_uvarint(out, len(configs_value) + 1)
+        for configs_item in configs_value:
+            _encode_CreatableTopicConfigs_v5(configs_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.topic_config_error_code != 0:
         field_out = bytearray()
         field_out += _S_h.pack(obj.topic_config_error_code)
@@ -553,13 +571,13 @@ def _encode_CreatableTopicResult_v7(obj: CreatableTopicResult, out: bytearray) -
 
 def _encode_CreateTopicsResponse_v7(obj: CreateTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_CreatableTopicResult_v7(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_CreatableTopicResult_v7(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

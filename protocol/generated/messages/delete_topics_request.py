@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -21,6 +20,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -29,10 +29,13 @@ _S_u = struct.Struct('>16s')
 
 class DeleteTopicState(Message):
     __slots__ = ('name', 'topic_id', 'unknown_tagged_fields')
+    name: str | None
+    topic_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DeleteTopicState'
     FIELDS = (('name', 'string'), ('topic_id', 'uuid'))
 
-    def __init__(self, name: Any = None, topic_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str | None = None, topic_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.topic_id = topic_id
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -40,13 +43,17 @@ class DeleteTopicState(Message):
 
 class DeleteTopicsRequest(Message):
     __slots__ = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields')
+    topics: list[DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DeleteTopicsRequest'
-    API_KEY = 20
+    API_KEY = ApiKey.DELETE_TOPICS
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_VERSIONS = (4, 32767)
     FIELDS = (('topics', '[]DeleteTopicState'), ('topic_names', '[]string'), ('timeout_ms', 'int32'))
 
-    def __init__(self, topics: Any = MISSING, topic_names: Any = MISSING, timeout_ms: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topics: list[DeleteTopicState] = MISSING, topic_names: list[str] = MISSING, timeout_ms: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topics = [] if topics is MISSING else topics
         self.topic_names = [] if topic_names is MISSING else topic_names
         self.timeout_ms = timeout_ms
@@ -65,8 +72,8 @@ def _decode_DeleteTopicsRequest_v0(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
             raise ValueError('TopicNames claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topic_names = []
         for _ in range(n):
-            item, pos = read_string(buf, pos)
-            obj.topic_names.append(item)
+            topic_names_item, pos = read_string(buf, pos)
+            obj.topic_names.append(topic_names_item)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.topics = []
@@ -79,52 +86,52 @@ def _decode_DeleteTopicsRequest_v0(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
 def _encode_DeleteTopicsRequest_v0(obj: DeleteTopicsRequest, out: bytearray) -> None:
     if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 0')
-    value = obj.topic_names
-    if value is None:
+    topic_names_value = obj.topic_names
+    if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            write_string(out, item)
+        out += INT32.pack(len(topic_names_value))
+        for topic_names_item in topic_names_value:
+            write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
 
 
 def _encode_DeleteTopicsRequest_v1(obj: DeleteTopicsRequest, out: bytearray) -> None:
     if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 1')
-    value = obj.topic_names
-    if value is None:
+    topic_names_value = obj.topic_names
+    if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            write_string(out, item)
+        out += INT32.pack(len(topic_names_value))
+        for topic_names_item in topic_names_value:
+            write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
 
 
 def _encode_DeleteTopicsRequest_v2(obj: DeleteTopicsRequest, out: bytearray) -> None:
     if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 2')
-    value = obj.topic_names
-    if value is None:
+    topic_names_value = obj.topic_names
+    if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            write_string(out, item)
+        out += INT32.pack(len(topic_names_value))
+        for topic_names_item in topic_names_value:
+            write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
 
 
 def _encode_DeleteTopicsRequest_v3(obj: DeleteTopicsRequest, out: bytearray) -> None:
     if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 3')
-    value = obj.topic_names
-    if value is None:
+    topic_names_value = obj.topic_names
+    if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            write_string(out, item)
+        out += INT32.pack(len(topic_names_value))
+        for topic_names_item in topic_names_value:
+            write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
 
 
@@ -144,8 +151,8 @@ def _decode_DeleteTopicsRequest_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
             raise ValueError('TopicNames claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topic_names = []
         for _ in range(n):
-            item, pos = read_compact_string(buf, pos)
-            obj.topic_names.append(item)
+            topic_names_item, pos = read_compact_string(buf, pos)
+            obj.topic_names.append(topic_names_item)
         obj.timeout_ms, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.topics = []
@@ -153,7 +160,7 @@ def _decode_DeleteTopicsRequest_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -174,13 +181,13 @@ def _decode_DeleteTopicsRequest_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
 def _encode_DeleteTopicsRequest_v4(obj: DeleteTopicsRequest, out: bytearray) -> None:
     if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 4')
-    value = obj.topic_names
-    if value is None:
+    topic_names_value = obj.topic_names
+    if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            write_compact_string(out, item)
+        write_uvarint(out, len(topic_names_value) + 1)
+        for topic_names_item in topic_names_value:
+            write_compact_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -191,13 +198,13 @@ def _encode_DeleteTopicsRequest_v4(obj: DeleteTopicsRequest, out: bytearray) -> 
 def _encode_DeleteTopicsRequest_v5(obj: DeleteTopicsRequest, out: bytearray) -> None:
     if obj.topics != []:
         raise EncodeError('DeleteTopicsRequest.Topics cannot be sent in version 5')
-    value = obj.topic_names
-    if value is None:
+    topic_names_value = obj.topic_names
+    if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 5')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            write_compact_string(out, item)
+        write_uvarint(out, len(topic_names_value) + 1)
+        for topic_names_item in topic_names_value:
+            write_compact_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -207,7 +214,7 @@ def _encode_DeleteTopicsRequest_v5(obj: DeleteTopicsRequest, out: bytearray) -> 
 
 def _decode_many_DeleteTopicState_v6(buf: bytes, pos: int, count: int) -> tuple[list[DeleteTopicState], int]:
     blen = len(buf)
-    items = []
+    items: list[DeleteTopicState] = []
     append = items.append
     try:
         for _ in range(count):
@@ -219,7 +226,7 @@ def _decode_many_DeleteTopicState_v6(buf: bytes, pos: int, count: int) -> tuple[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -260,7 +267,7 @@ def _decode_DeleteTopicsRequest_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -290,13 +297,13 @@ def _encode_DeleteTopicState_v6(obj: DeleteTopicState, out: bytearray) -> None:
 
 
 def _encode_DeleteTopicsRequest_v6(obj: DeleteTopicsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DeleteTopicState_v6(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_DeleteTopicState_v6(topics_item, out)
     out += _S_i.pack(obj.timeout_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -21,6 +20,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -30,10 +30,15 @@ _S_uh = struct.Struct('>16sh')
 
 class DeletableTopicResult(Message):
     __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields')
+    name: str | None
+    topic_id: bytes
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DeletableTopicResult'
     FIELDS = (('name', 'string'), ('topic_id', 'uuid'), ('error_code', 'int16'), ('error_message', 'string'))
 
-    def __init__(self, name: Any = '', topic_id: Any = ZERO_UUID, error_code: Any = 0, error_message: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str | None = '', topic_id: bytes = ZERO_UUID, error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.topic_id = topic_id
         self.error_code = error_code
@@ -43,20 +48,23 @@ class DeletableTopicResult(Message):
 
 class DeleteTopicsResponse(Message):
     __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    responses: list[DeletableTopicResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DeleteTopicsResponse'
-    API_KEY = 20
+    API_KEY = ApiKey.DELETE_TOPICS
     VALID_VERSIONS = (0, 6)
     FLEXIBLE_VERSIONS = (4, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('responses', '[]DeletableTopicResult'))
 
-    def __init__(self, throttle_time_ms: Any = 0, responses: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, responses: list[DeletableTopicResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is MISSING else responses
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 def _decode_many_DeletableTopicResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
-    items = []
+    items: list[DeletableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -97,13 +105,13 @@ def _encode_DeletableTopicResult_v0(obj: DeletableTopicResult, out: bytearray) -
 
 
 def _encode_DeleteTopicsResponse_v0(obj: DeleteTopicsResponse, out: bytearray) -> None:
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DeletableTopicResult_v0(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_DeletableTopicResult_v0(responses_item, out)
 
 
 def _decode_DeleteTopicsResponse_v1(buf: bytes, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -127,40 +135,40 @@ def _decode_DeleteTopicsResponse_v1(buf: bytes, pos: int) -> tuple[DeleteTopicsR
 
 def _encode_DeleteTopicsResponse_v1(obj: DeleteTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DeletableTopicResult_v0(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_DeletableTopicResult_v0(responses_item, out)
 
 
 def _encode_DeleteTopicsResponse_v2(obj: DeleteTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DeletableTopicResult_v0(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_DeletableTopicResult_v0(responses_item, out)
 
 
 def _encode_DeleteTopicsResponse_v3(obj: DeleteTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DeletableTopicResult_v0(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_DeletableTopicResult_v0(responses_item, out)
 
 
 def _decode_many_DeletableTopicResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DeletableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -174,7 +182,7 @@ def _decode_many_DeletableTopicResult_v4(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -214,7 +222,7 @@ def _decode_DeleteTopicsResponse_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -243,13 +251,13 @@ def _encode_DeletableTopicResult_v4(obj: DeletableTopicResult, out: bytearray) -
 
 def _encode_DeleteTopicsResponse_v4(obj: DeleteTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DeletableTopicResult_v4(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_DeletableTopicResult_v4(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -258,7 +266,7 @@ def _encode_DeleteTopicsResponse_v4(obj: DeleteTopicsResponse, out: bytearray) -
 
 def _decode_many_DeletableTopicResult_v5(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DeletableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -272,7 +280,7 @@ def _decode_many_DeletableTopicResult_v5(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -312,7 +320,7 @@ def _decode_DeleteTopicsResponse_v5(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -342,13 +350,13 @@ def _encode_DeletableTopicResult_v5(obj: DeletableTopicResult, out: bytearray) -
 
 def _encode_DeleteTopicsResponse_v5(obj: DeleteTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 5')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DeletableTopicResult_v5(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_DeletableTopicResult_v5(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -357,7 +365,7 @@ def _encode_DeleteTopicsResponse_v5(obj: DeleteTopicsResponse, out: bytearray) -
 
 def _decode_many_DeletableTopicResult_v6(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DeletableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -370,7 +378,7 @@ def _decode_many_DeletableTopicResult_v6(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -410,7 +418,7 @@ def _decode_DeleteTopicsResponse_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -442,13 +450,13 @@ def _encode_DeletableTopicResult_v6(obj: DeletableTopicResult, out: bytearray) -
 
 def _encode_DeleteTopicsResponse_v6(obj: DeleteTopicsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 6')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DeletableTopicResult_v6(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_DeletableTopicResult_v6(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

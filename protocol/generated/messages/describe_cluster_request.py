@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_o = struct.Struct('>?')
@@ -20,13 +20,16 @@ _S_ob = struct.Struct('>?b')
 
 class DescribeClusterRequest(Message):
     __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'unknown_tagged_fields')
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeClusterRequest'
-    API_KEY = 60
+    API_KEY = ApiKey.DESCRIBE_CLUSTER
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('include_cluster_authorized_operations', 'bool'), ('endpoint_type', 'int8'))
 
-    def __init__(self, include_cluster_authorized_operations: Any = False, endpoint_type: Any = 1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.endpoint_type = endpoint_type
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -43,7 +46,7 @@ def _decode_DescribeClusterRequest_v0(buf: bytes, pos: int) -> tuple[DescribeClu
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -81,7 +84,7 @@ def _decode_DescribeClusterRequest_v1(buf: bytes, pos: int) -> tuple[DescribeClu
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

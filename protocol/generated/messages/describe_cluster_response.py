@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -17,6 +16,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -26,10 +26,15 @@ _S_ih = struct.Struct('>ih')
 
 class DescribeClusterBroker(Message):
     __slots__ = ('broker_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeClusterBroker'
     FIELDS = (('broker_id', 'int32'), ('host', 'string'), ('port', 'int32'), ('rack', 'string'))
 
-    def __init__(self, broker_id: Any = 0, host: Any = '', port: Any = 0, rack: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -39,13 +44,22 @@ class DescribeClusterBroker(Message):
 
 class DescribeClusterResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterBroker]
+    cluster_authorized_operations: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeClusterResponse'
-    API_KEY = 60
+    API_KEY = ApiKey.DESCRIBE_CLUSTER
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('error_message', 'string'), ('endpoint_type', 'int8'), ('cluster_id', 'string'), ('controller_id', 'int32'), ('brokers', '[]DescribeClusterBroker'), ('cluster_authorized_operations', 'int32'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, error_message: Any = None, endpoint_type: Any = 1, cluster_id: Any = '', controller_id: Any = -1, brokers: Any = MISSING, cluster_authorized_operations: Any = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, endpoint_type: int = 1, cluster_id: str = '', controller_id: int = -1, brokers: list[DescribeClusterBroker] = MISSING, cluster_authorized_operations: int = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -59,7 +73,7 @@ class DescribeClusterResponse(Message):
 
 def _decode_many_DescribeClusterBroker_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeClusterBroker], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeClusterBroker] = []
     append = items.append
     try:
         for _ in range(count):
@@ -74,7 +88,7 @@ def _decode_many_DescribeClusterBroker_v0(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -121,7 +135,7 @@ def _decode_DescribeClusterResponse_v0(buf: bytes, pos: int) -> tuple[DescribeCl
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -157,13 +171,13 @@ def _encode_DescribeClusterResponse_v0(obj: DescribeClusterResponse, out: bytear
     write_compact_nullable_string(out, obj.error_message)
     write_compact_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeClusterBroker_v0(item, out)
+        write_uvarint(out, len(brokers_value) + 1)
+        for brokers_item in brokers_value:
+            _encode_DescribeClusterBroker_v0(brokers_item, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -200,7 +214,7 @@ def _decode_DescribeClusterResponse_v1(buf: bytes, pos: int) -> tuple[DescribeCl
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -224,13 +238,13 @@ def _encode_DescribeClusterResponse_v1(obj: DescribeClusterResponse, out: bytear
     out += _S_b.pack(obj.endpoint_type)
     write_compact_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeClusterBroker_v0(item, out)
+        write_uvarint(out, len(brokers_value) + 1)
+        for brokers_item in brokers_value:
+            _encode_DescribeClusterBroker_v0(brokers_item, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

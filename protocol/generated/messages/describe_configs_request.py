@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -27,10 +27,14 @@ _S_oo = struct.Struct('>??')
 
 class DescribeConfigsResource(Message):
     __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields')
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeConfigsResource'
     FIELDS = (('resource_type', 'int8'), ('resource_name', 'string'), ('configuration_keys', '[]string'))
 
-    def __init__(self, resource_type: Any = 0, resource_name: Any = '', configuration_keys: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, resource_type: int = 0, resource_name: str = '', configuration_keys: list[str] | None = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.resource_type = resource_type
         self.resource_name = resource_name
         self.configuration_keys = [] if configuration_keys is MISSING else configuration_keys
@@ -39,13 +43,17 @@ class DescribeConfigsResource(Message):
 
 class DescribeConfigsRequest(Message):
     __slots__ = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields')
+    resources: list[DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeConfigsRequest'
-    API_KEY = 32
+    API_KEY = ApiKey.DESCRIBE_CONFIGS
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_VERSIONS = (4, 32767)
     FIELDS = (('resources', '[]DescribeConfigsResource'), ('include_synonyms', 'bool'), ('include_documentation', 'bool'))
 
-    def __init__(self, resources: Any = MISSING, include_synonyms: Any = False, include_documentation: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, resources: list[DescribeConfigsResource] = MISSING, include_synonyms: bool = False, include_documentation: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.resources = [] if resources is MISSING else resources
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
@@ -54,7 +62,7 @@ class DescribeConfigsRequest(Message):
 
 def _decode_many_DescribeConfigsResource_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResource], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResource] = []
     append = items.append
     try:
         for _ in range(count):
@@ -71,8 +79,8 @@ def _decode_many_DescribeConfigsResource_v0(buf: bytes, pos: int, count: int) ->
                     raise ValueError('ConfigurationKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
                 obj.configuration_keys = []
                 for _ in range(n):
-                    item, pos = read_string(buf, pos)
-                    obj.configuration_keys.append(item)
+                    configuration_keys_item, pos = read_string(buf, pos)
+                    obj.configuration_keys.append(configuration_keys_item)
             obj.unknown_tagged_fields = None
             append(obj)
     except (struct.error, IndexError, ValueError) as exc:
@@ -102,13 +110,13 @@ def _decode_DescribeConfigsRequest_v0(buf: bytes, pos: int) -> tuple[DescribeCon
 def _encode_DescribeConfigsResource_v0(obj: DescribeConfigsResource, out: bytearray) -> None:
     out += _S_b.pack(obj.resource_type)
     write_string(out, obj.resource_name)
-    value = obj.configuration_keys
-    if value is None:
+    configuration_keys_value = obj.configuration_keys
+    if configuration_keys_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            write_string(out, item)
+        out += INT32.pack(len(configuration_keys_value))
+        for configuration_keys_item in configuration_keys_value:
+            write_string(out, configuration_keys_item)
 
 
 def _encode_DescribeConfigsRequest_v0(obj: DescribeConfigsRequest, out: bytearray) -> None:
@@ -116,13 +124,13 @@ def _encode_DescribeConfigsRequest_v0(obj: DescribeConfigsRequest, out: bytearra
         raise EncodeError('DescribeConfigsRequest.IncludeSynonyms cannot be sent in version 0')
     if obj.include_documentation:
         raise EncodeError('DescribeConfigsRequest.IncludeDocumentation cannot be sent in version 0')
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResource_v0(item, out)
+        out += INT32.pack(len(resources_value))
+        for resources_item in resources_value:
+            _encode_DescribeConfigsResource_v0(resources_item, out)
 
 
 def _decode_DescribeConfigsRequest_v1(buf: bytes, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -148,26 +156,26 @@ def _decode_DescribeConfigsRequest_v1(buf: bytes, pos: int) -> tuple[DescribeCon
 def _encode_DescribeConfigsRequest_v1(obj: DescribeConfigsRequest, out: bytearray) -> None:
     if obj.include_documentation:
         raise EncodeError('DescribeConfigsRequest.IncludeDocumentation cannot be sent in version 1')
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResource_v0(item, out)
+        out += INT32.pack(len(resources_value))
+        for resources_item in resources_value:
+            _encode_DescribeConfigsResource_v0(resources_item, out)
     out += _S_o.pack(obj.include_synonyms)
 
 
 def _encode_DescribeConfigsRequest_v2(obj: DescribeConfigsRequest, out: bytearray) -> None:
     if obj.include_documentation:
         raise EncodeError('DescribeConfigsRequest.IncludeDocumentation cannot be sent in version 2')
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResource_v0(item, out)
+        out += INT32.pack(len(resources_value))
+        for resources_item in resources_value:
+            _encode_DescribeConfigsResource_v0(resources_item, out)
     out += _S_o.pack(obj.include_synonyms)
 
 
@@ -191,19 +199,19 @@ def _decode_DescribeConfigsRequest_v3(buf: bytes, pos: int) -> tuple[DescribeCon
 
 
 def _encode_DescribeConfigsRequest_v3(obj: DescribeConfigsRequest, out: bytearray) -> None:
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResource_v0(item, out)
+        out += INT32.pack(len(resources_value))
+        for resources_item in resources_value:
+            _encode_DescribeConfigsResource_v0(resources_item, out)
     out += _S_oo.pack(obj.include_synonyms, obj.include_documentation)
 
 
 def _decode_many_DescribeConfigsResource_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResource], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResource] = []
     append = items.append
     try:
         for _ in range(count):
@@ -224,13 +232,13 @@ def _decode_many_DescribeConfigsResource_v4(buf: bytes, pos: int, count: int) ->
                     raise ValueError('ConfigurationKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
                 obj.configuration_keys = []
                 for _ in range(n):
-                    item, pos = read_compact_string(buf, pos)
-                    obj.configuration_keys.append(item)
+                    configuration_keys_item, pos = read_compact_string(buf, pos)
+                    obj.configuration_keys.append(configuration_keys_item)
             if buf[pos] == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -270,7 +278,7 @@ def _decode_DescribeConfigsRequest_v4(buf: bytes, pos: int) -> tuple[DescribeCon
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -291,13 +299,13 @@ def _decode_DescribeConfigsRequest_v4(buf: bytes, pos: int) -> tuple[DescribeCon
 def _encode_DescribeConfigsResource_v4(obj: DescribeConfigsResource, out: bytearray) -> None:
     out += _S_b.pack(obj.resource_type)
     write_compact_string(out, obj.resource_name)
-    value = obj.configuration_keys
-    if value is None:
+    configuration_keys_value = obj.configuration_keys
+    if configuration_keys_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            write_compact_string(out, item)
+        write_uvarint(out, len(configuration_keys_value) + 1)
+        for configuration_keys_item in configuration_keys_value:
+            write_compact_string(out, configuration_keys_item)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -305,13 +313,13 @@ def _encode_DescribeConfigsResource_v4(obj: DescribeConfigsResource, out: bytear
 
 
 def _encode_DescribeConfigsRequest_v4(obj: DescribeConfigsRequest, out: bytearray) -> None:
-    value = obj.resources
-    if value is None:
+    resources_value = obj.resources
+    if resources_value is None:
         raise EncodeError('Resources cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeConfigsResource_v4(item, out)
+        write_uvarint(out, len(resources_value) + 1)
+        for resources_item in resources_value:
+            _encode_DescribeConfigsResource_v4(resources_item, out)
     out += _S_oo.pack(obj.include_synonyms, obj.include_documentation)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

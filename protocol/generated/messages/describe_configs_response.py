@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -22,6 +21,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -33,10 +33,14 @@ _S_ooo = struct.Struct('>???')
 
 class DescribeConfigsSynonym(Message):
     __slots__ = ('name', 'value', 'source', 'unknown_tagged_fields')
+    name: str
+    value: str | None
+    source: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeConfigsSynonym'
     FIELDS = (('name', 'string'), ('value', 'string'), ('source', 'int8'))
 
-    def __init__(self, name: Any = '', value: Any = '', source: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', value: str | None = '', source: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.value = value
         self.source = source
@@ -45,10 +49,20 @@ class DescribeConfigsSynonym(Message):
 
 class DescribeConfigsResourceResult(Message):
     __slots__ = ('name', 'value', 'read_only', 'is_default', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    config_source: int
+    is_sensitive: bool
+    synonyms: list[DescribeConfigsSynonym]
+    config_type: int
+    documentation: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeConfigsResourceResult'
     FIELDS = (('name', 'string'), ('value', 'string'), ('read_only', 'bool'), ('is_default', 'bool'), ('config_source', 'int8'), ('is_sensitive', 'bool'), ('synonyms', '[]DescribeConfigsSynonym'), ('config_type', 'int8'), ('documentation', 'string'))
 
-    def __init__(self, name: Any = '', value: Any = '', read_only: Any = False, is_default: Any = False, config_source: Any = -1, is_sensitive: Any = False, synonyms: Any = MISSING, config_type: Any = 0, documentation: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', value: str | None = '', read_only: bool = False, is_default: bool = False, config_source: int = -1, is_sensitive: bool = False, synonyms: list[DescribeConfigsSynonym] = MISSING, config_type: int = 0, documentation: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.value = value
         self.read_only = read_only
@@ -63,10 +77,16 @@ class DescribeConfigsResourceResult(Message):
 
 class DescribeConfigsResult(Message):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs', 'unknown_tagged_fields')
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: list[DescribeConfigsResourceResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeConfigsResult'
     FIELDS = (('error_code', 'int16'), ('error_message', 'string'), ('resource_type', 'int8'), ('resource_name', 'string'), ('configs', '[]DescribeConfigsResourceResult'))
 
-    def __init__(self, error_code: Any = 0, error_message: Any = '', resource_type: Any = 0, resource_name: Any = '', configs: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', configs: list[DescribeConfigsResourceResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.resource_type = resource_type
@@ -77,20 +97,23 @@ class DescribeConfigsResult(Message):
 
 class DescribeConfigsResponse(Message):
     __slots__ = ('throttle_time_ms', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    results: list[DescribeConfigsResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeConfigsResponse'
-    API_KEY = 32
+    API_KEY = ApiKey.DESCRIBE_CONFIGS
     VALID_VERSIONS = (0, 4)
     FLEXIBLE_VERSIONS = (4, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('results', '[]DescribeConfigsResult'))
 
-    def __init__(self, throttle_time_ms: Any = 0, results: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, results: list[DescribeConfigsResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is MISSING else results
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 def _decode_many_DescribeConfigsResourceResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
-    items = []
+    items: list[DescribeConfigsResourceResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -112,7 +135,7 @@ def _decode_many_DescribeConfigsResourceResult_v0(buf: bytes, pos: int, count: i
 
 def _decode_many_DescribeConfigsResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -167,28 +190,28 @@ def _encode_DescribeConfigsResult_v0(obj: DescribeConfigsResult, out: bytearray)
     write_nullable_string(out, obj.error_message)
     out += _S_b.pack(obj.resource_type)
     write_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResourceResult_v0(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_DescribeConfigsResourceResult_v0(configs_item, out)
 
 
 def _encode_DescribeConfigsResponse_v0(obj: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResult_v0(item, out)
+        out += INT32.pack(len(results_value))
+        for results_item in results_value:
+            _encode_DescribeConfigsResult_v0(results_item, out)
 
 
 def _decode_many_DescribeConfigsSynonym_v1(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsSynonym], int]:
-    items = []
+    items: list[DescribeConfigsSynonym] = []
     append = items.append
     try:
         for _ in range(count):
@@ -206,7 +229,7 @@ def _decode_many_DescribeConfigsSynonym_v1(buf: bytes, pos: int, count: int) -> 
 
 def _decode_many_DescribeConfigsResourceResult_v1(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResourceResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -234,7 +257,7 @@ def _decode_many_DescribeConfigsResourceResult_v1(buf: bytes, pos: int, count: i
 
 def _decode_many_DescribeConfigsResult_v1(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -290,13 +313,13 @@ def _encode_DescribeConfigsResourceResult_v1(obj: DescribeConfigsResourceResult,
     write_string(out, obj.name)
     write_nullable_string(out, obj.value)
     out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    value = obj.synonyms
-    if value is None:
+    synonyms_value = obj.synonyms
+    if synonyms_value is None:
         raise EncodeError('Synonyms cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsSynonym_v1(item, out)
+        out += INT32.pack(len(synonyms_value))
+        for synonyms_item in synonyms_value:
+            _encode_DescribeConfigsSynonym_v1(synonyms_item, out)
 
 
 def _encode_DescribeConfigsResult_v1(obj: DescribeConfigsResult, out: bytearray) -> None:
@@ -304,24 +327,24 @@ def _encode_DescribeConfigsResult_v1(obj: DescribeConfigsResult, out: bytearray)
     write_nullable_string(out, obj.error_message)
     out += _S_b.pack(obj.resource_type)
     write_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResourceResult_v1(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_DescribeConfigsResourceResult_v1(configs_item, out)
 
 
 def _encode_DescribeConfigsResponse_v1(obj: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResult_v1(item, out)
+        out += INT32.pack(len(results_value))
+        for results_item in results_value:
+            _encode_DescribeConfigsResult_v1(results_item, out)
 
 
 def _encode_DescribeConfigsResourceResult_v2(obj: DescribeConfigsResourceResult, out: bytearray) -> None:
@@ -330,13 +353,13 @@ def _encode_DescribeConfigsResourceResult_v2(obj: DescribeConfigsResourceResult,
     write_string(out, obj.name)
     write_nullable_string(out, obj.value)
     out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    value = obj.synonyms
-    if value is None:
+    synonyms_value = obj.synonyms
+    if synonyms_value is None:
         raise EncodeError('Synonyms cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsSynonym_v1(item, out)
+        out += INT32.pack(len(synonyms_value))
+        for synonyms_item in synonyms_value:
+            _encode_DescribeConfigsSynonym_v1(synonyms_item, out)
 
 
 def _encode_DescribeConfigsResult_v2(obj: DescribeConfigsResult, out: bytearray) -> None:
@@ -344,29 +367,29 @@ def _encode_DescribeConfigsResult_v2(obj: DescribeConfigsResult, out: bytearray)
     write_nullable_string(out, obj.error_message)
     out += _S_b.pack(obj.resource_type)
     write_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResourceResult_v2(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_DescribeConfigsResourceResult_v2(configs_item, out)
 
 
 def _encode_DescribeConfigsResponse_v2(obj: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResult_v2(item, out)
+        out += INT32.pack(len(results_value))
+        for results_item in results_value:
+            _encode_DescribeConfigsResult_v2(results_item, out)
 
 
 def _decode_many_DescribeConfigsResourceResult_v3(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResourceResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -395,7 +418,7 @@ def _decode_many_DescribeConfigsResourceResult_v3(buf: bytes, pos: int, count: i
 
 def _decode_many_DescribeConfigsResult_v3(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -445,13 +468,13 @@ def _encode_DescribeConfigsResourceResult_v3(obj: DescribeConfigsResourceResult,
     write_string(out, obj.name)
     write_nullable_string(out, obj.value)
     out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    value = obj.synonyms
-    if value is None:
+    synonyms_value = obj.synonyms
+    if synonyms_value is None:
         raise EncodeError('Synonyms cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsSynonym_v1(item, out)
+        out += INT32.pack(len(synonyms_value))
+        for synonyms_item in synonyms_value:
+            _encode_DescribeConfigsSynonym_v1(synonyms_item, out)
     out += _S_b.pack(obj.config_type)
     write_nullable_string(out, obj.documentation)
 
@@ -461,29 +484,29 @@ def _encode_DescribeConfigsResult_v3(obj: DescribeConfigsResult, out: bytearray)
     write_nullable_string(out, obj.error_message)
     out += _S_b.pack(obj.resource_type)
     write_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResourceResult_v3(item, out)
+        out += INT32.pack(len(configs_value))
+        for configs_item in configs_value:
+            _encode_DescribeConfigsResourceResult_v3(configs_item, out)
 
 
 def _encode_DescribeConfigsResponse_v3(obj: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_DescribeConfigsResult_v3(item, out)
+        out += INT32.pack(len(results_value))
+        for results_item in results_value:
+            _encode_DescribeConfigsResult_v3(results_item, out)
 
 
 def _decode_many_DescribeConfigsSynonym_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsSynonym], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsSynonym] = []
     append = items.append
     try:
         for _ in range(count):
@@ -496,7 +519,7 @@ def _decode_many_DescribeConfigsSynonym_v4(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -517,7 +540,7 @@ def _decode_many_DescribeConfigsSynonym_v4(buf: bytes, pos: int, count: int) -> 
 
 def _decode_many_DescribeConfigsResourceResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResourceResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -545,7 +568,7 @@ def _decode_many_DescribeConfigsResourceResult_v4(buf: bytes, pos: int, count: i
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -566,7 +589,7 @@ def _decode_many_DescribeConfigsResourceResult_v4(buf: bytes, pos: int, count: i
 
 def _decode_many_DescribeConfigsResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResult], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeConfigsResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -592,7 +615,7 @@ def _decode_many_DescribeConfigsResult_v4(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -632,7 +655,7 @@ def _decode_DescribeConfigsResponse_v4(buf: bytes, pos: int) -> tuple[DescribeCo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -666,13 +689,13 @@ def _encode_DescribeConfigsResourceResult_v4(obj: DescribeConfigsResourceResult,
     write_compact_string(out, obj.name)
     write_compact_nullable_string(out, obj.value)
     out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    value = obj.synonyms
-    if value is None:
+    synonyms_value = obj.synonyms
+    if synonyms_value is None:
         raise EncodeError('Synonyms cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeConfigsSynonym_v4(item, out)
+        write_uvarint(out, len(synonyms_value) + 1)
+        for synonyms_item in synonyms_value:
+            _encode_DescribeConfigsSynonym_v4(synonyms_item, out)
     out += _S_b.pack(obj.config_type)
     write_compact_nullable_string(out, obj.documentation)
     if obj.unknown_tagged_fields:
@@ -686,13 +709,13 @@ def _encode_DescribeConfigsResult_v4(obj: DescribeConfigsResult, out: bytearray)
     write_compact_nullable_string(out, obj.error_message)
     out += _S_b.pack(obj.resource_type)
     write_compact_string(out, obj.resource_name)
-    value = obj.configs
-    if value is None:
+    configs_value = obj.configs
+    if configs_value is None:
         raise EncodeError('Configs cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeConfigsResourceResult_v4(item, out)
+        write_uvarint(out, len(configs_value) + 1)
+        for configs_item in configs_value:
+            _encode_DescribeConfigsResourceResult_v4(configs_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -701,13 +724,13 @@ def _encode_DescribeConfigsResult_v4(obj: DescribeConfigsResult, out: bytearray)
 
 def _encode_DescribeConfigsResponse_v4(obj: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 4')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeConfigsResult_v4(item, out)
+        write_uvarint(out, len(results_value) + 1)
+        for results_item in results_value:
+            _encode_DescribeConfigsResult_v4(results_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -22,20 +22,25 @@ _S_i = struct.Struct('>i')
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'unknown_tagged_fields')
+    partition_index: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'),)
 
-    def __init__(self, partition_index: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -43,20 +48,22 @@ class TopicData(Message):
 
 class DescribeQuorumRequest(Message):
     __slots__ = ('topics', 'unknown_tagged_fields')
+    topics: list[TopicData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeQuorumRequest'
-    API_KEY = 55
+    API_KEY = ApiKey.DESCRIBE_QUORUM
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('topics', '[]TopicData'),)
 
-    def __init__(self, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topics: list[TopicData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topics = [] if topics is MISSING else topics
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -67,7 +74,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -88,7 +95,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -109,7 +116,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -147,7 +154,7 @@ def _decode_DescribeQuorumRequest_v0(buf: bytes, pos: int) -> tuple[DescribeQuor
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -175,13 +182,13 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -189,13 +196,13 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
 
 
 def _encode_DescribeQuorumRequest_v0(obj: DescribeQuorumRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -204,13 +211,13 @@ def _encode_DescribeQuorumRequest_v0(obj: DescribeQuorumRequest, out: bytearray)
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -218,13 +225,13 @@ def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
 
 
 def _encode_DescribeQuorumRequest_v1(obj: DescribeQuorumRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -233,13 +240,13 @@ def _encode_DescribeQuorumRequest_v1(obj: DescribeQuorumRequest, out: bytearray)
 
 def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -247,13 +254,13 @@ def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
 
 
 def _encode_DescribeQuorumRequest_v2(obj: DescribeQuorumRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v2(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v2(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
@@ -33,10 +33,16 @@ _S_iuqqq = struct.Struct('>i16sqqq')
 
 class ReplicaState(Message):
     __slots__ = ('replica_id', 'replica_directory_id', 'log_end_offset', 'last_fetch_timestamp', 'last_caught_up_timestamp', 'unknown_tagged_fields')
+    replica_id: int
+    replica_directory_id: bytes
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReplicaState'
     FIELDS = (('replica_id', 'int32'), ('replica_directory_id', 'uuid'), ('log_end_offset', 'int64'), ('last_fetch_timestamp', 'int64'), ('last_caught_up_timestamp', 'int64'))
 
-    def __init__(self, replica_id: Any = 0, replica_directory_id: Any = ZERO_UUID, log_end_offset: Any = 0, last_fetch_timestamp: Any = -1, last_caught_up_timestamp: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, replica_id: int = 0, replica_directory_id: bytes = ZERO_UUID, log_end_offset: int = 0, last_fetch_timestamp: int = -1, last_caught_up_timestamp: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.replica_id = replica_id
         self.replica_directory_id = replica_directory_id
         self.log_end_offset = log_end_offset
@@ -47,10 +53,19 @@ class ReplicaState(Message):
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'error_code', 'error_message', 'leader_id', 'leader_epoch', 'high_watermark', 'current_voters', 'observers', 'unknown_tagged_fields')
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    current_voters: list[ReplicaState]
+    observers: list[ReplicaState]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('error_code', 'int16'), ('error_message', 'string'), ('leader_id', 'int32'), ('leader_epoch', 'int32'), ('high_watermark', 'int64'), ('current_voters', '[]ReplicaState'), ('observers', '[]ReplicaState'))
 
-    def __init__(self, partition_index: Any = 0, error_code: Any = 0, error_message: Any = '', leader_id: Any = 0, leader_epoch: Any = 0, high_watermark: Any = 0, current_voters: Any = MISSING, observers: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = '', leader_id: int = 0, leader_epoch: int = 0, high_watermark: int = 0, current_voters: list[ReplicaState] = MISSING, observers: list[ReplicaState] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
         self.error_message = error_message
@@ -64,10 +79,13 @@ class PartitionData(Message):
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -75,10 +93,14 @@ class TopicData(Message):
 
 class Listener(Message):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Listener'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -87,10 +109,13 @@ class Listener(Message):
 
 class Node(Message):
     __slots__ = ('node_id', 'listeners', 'unknown_tagged_fields')
+    node_id: int
+    listeners: list[Listener]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Node'
     FIELDS = (('node_id', 'int32'), ('listeners', '[]Listener'))
 
-    def __init__(self, node_id: Any = 0, listeners: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, node_id: int = 0, listeners: list[Listener] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.node_id = node_id
         self.listeners = [] if listeners is MISSING else listeners
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -98,13 +123,18 @@ class Node(Message):
 
 class DescribeQuorumResponse(Message):
     __slots__ = ('error_code', 'error_message', 'topics', 'nodes', 'unknown_tagged_fields')
+    error_code: int
+    error_message: str | None
+    topics: list[TopicData]
+    nodes: list[Node]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeQuorumResponse'
-    API_KEY = 55
+    API_KEY = ApiKey.DESCRIBE_QUORUM
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('error_code', 'int16'), ('error_message', 'string'), ('topics', '[]TopicData'), ('nodes', '[]Node'))
 
-    def __init__(self, error_code: Any = 0, error_message: Any = '', topics: Any = MISSING, nodes: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, error_message: str | None = '', topics: list[TopicData] = MISSING, nodes: list[Node] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.topics = [] if topics is MISSING else topics
@@ -114,7 +144,7 @@ class DescribeQuorumResponse(Message):
 
 def _decode_many_ReplicaState_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     blen = len(buf)
-    items = []
+    items: list[ReplicaState] = []
     append = items.append
     try:
         for _ in range(count):
@@ -128,7 +158,7 @@ def _decode_many_ReplicaState_v0(buf: bytes, pos: int, count: int) -> tuple[list
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -149,7 +179,7 @@ def _decode_many_ReplicaState_v0(buf: bytes, pos: int, count: int) -> tuple[list
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -183,7 +213,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -204,7 +234,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -225,7 +255,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -267,7 +297,7 @@ def _decode_DescribeQuorumResponse_v0(buf: bytes, pos: int) -> tuple[DescribeQuo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -297,20 +327,20 @@ def _encode_ReplicaState_v0(obj: ReplicaState, out: bytearray) -> None:
 
 def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    value = obj.current_voters
-    if value is None:
+    current_voters_value = obj.current_voters
+    if current_voters_value is None:
         raise EncodeError('CurrentVoters cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaState_v0(item, out)
-    value = obj.observers
-    if value is None:
+        write_uvarint(out, len(current_voters_value) + 1)
+        for current_voters_item in current_voters_value:
+            _encode_ReplicaState_v0(current_voters_item, out)
+    observers_value = obj.observers
+    if observers_value is None:
         raise EncodeError('Observers cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaState_v0(item, out)
+        write_uvarint(out, len(observers_value) + 1)
+        for observers_item in observers_value:
+            _encode_ReplicaState_v0(observers_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -319,13 +349,13 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -336,13 +366,13 @@ def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearra
     if obj.nodes != []:
         raise EncodeError('DescribeQuorumResponse.Nodes cannot be sent in version 0')
     out += _S_h.pack(obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -351,7 +381,7 @@ def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearra
 
 def _decode_many_ReplicaState_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     blen = len(buf)
-    items = []
+    items: list[ReplicaState] = []
     append = items.append
     try:
         for _ in range(count):
@@ -363,7 +393,7 @@ def _decode_many_ReplicaState_v1(buf: bytes, pos: int, count: int) -> tuple[list
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -384,7 +414,7 @@ def _decode_many_ReplicaState_v1(buf: bytes, pos: int, count: int) -> tuple[list
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -418,7 +448,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -439,7 +469,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -460,7 +490,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -502,7 +532,7 @@ def _decode_DescribeQuorumResponse_v1(buf: bytes, pos: int) -> tuple[DescribeQuo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -532,20 +562,20 @@ def _encode_ReplicaState_v1(obj: ReplicaState, out: bytearray) -> None:
 
 def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    value = obj.current_voters
-    if value is None:
+    current_voters_value = obj.current_voters
+    if current_voters_value is None:
         raise EncodeError('CurrentVoters cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaState_v1(item, out)
-    value = obj.observers
-    if value is None:
+        write_uvarint(out, len(current_voters_value) + 1)
+        for current_voters_item in current_voters_value:
+            _encode_ReplicaState_v1(current_voters_item, out)
+    observers_value = obj.observers
+    if observers_value is None:
         raise EncodeError('Observers cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaState_v1(item, out)
+        write_uvarint(out, len(observers_value) + 1)
+        for observers_item in observers_value:
+            _encode_ReplicaState_v1(observers_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -554,13 +584,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -571,13 +601,13 @@ def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearra
     if obj.nodes != []:
         raise EncodeError('DescribeQuorumResponse.Nodes cannot be sent in version 1')
     out += _S_h.pack(obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -586,7 +616,7 @@ def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearra
 
 def _decode_many_ReplicaState_v2(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     blen = len(buf)
-    items = []
+    items: list[ReplicaState] = []
     append = items.append
     try:
         for _ in range(count):
@@ -597,7 +627,7 @@ def _decode_many_ReplicaState_v2(buf: bytes, pos: int, count: int) -> tuple[list
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -618,7 +648,7 @@ def _decode_many_ReplicaState_v2(buf: bytes, pos: int, count: int) -> tuple[list
 
 def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -654,7 +684,7 @@ def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -675,7 +705,7 @@ def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -696,7 +726,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -717,7 +747,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 def _decode_many_Listener_v2(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
     blen = len(buf)
-    items = []
+    items: list[Listener] = []
     append = items.append
     try:
         for _ in range(count):
@@ -730,7 +760,7 @@ def _decode_many_Listener_v2(buf: bytes, pos: int, count: int) -> tuple[list[Lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -751,7 +781,7 @@ def _decode_many_Listener_v2(buf: bytes, pos: int, count: int) -> tuple[list[Lis
 
 def _decode_many_Node_v2(buf: bytes, pos: int, count: int) -> tuple[list[Node], int]:
     blen = len(buf)
-    items = []
+    items: list[Node] = []
     append = items.append
     try:
         for _ in range(count):
@@ -773,7 +803,7 @@ def _decode_many_Node_v2(buf: bytes, pos: int, count: int) -> tuple[list[Node], 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -825,7 +855,7 @@ def _decode_DescribeQuorumResponse_v2(buf: bytes, pos: int) -> tuple[DescribeQuo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -857,20 +887,20 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
     out += _S_ih.pack(obj.partition_index, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
     out += _S_iiq.pack(obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    value = obj.current_voters
-    if value is None:
+    current_voters_value = obj.current_voters
+    if current_voters_value is None:
         raise EncodeError('CurrentVoters cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaState_v2(item, out)
-    value = obj.observers
-    if value is None:
+        write_uvarint(out, len(current_voters_value) + 1)
+        for current_voters_item in current_voters_value:
+            _encode_ReplicaState_v2(current_voters_item, out)
+    observers_value = obj.observers
+    if observers_value is None:
         raise EncodeError('Observers cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaState_v2(item, out)
+        write_uvarint(out, len(observers_value) + 1)
+        for observers_item in observers_value:
+            _encode_ReplicaState_v2(observers_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -879,13 +909,13 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v2(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v2(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -904,13 +934,13 @@ def _encode_Listener_v2(obj: Listener, out: bytearray) -> None:
 
 def _encode_Node_v2(obj: Node, out: bytearray) -> None:
     out += _S_i.pack(obj.node_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v2(item, out)
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v2(listeners_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -920,20 +950,20 @@ def _encode_Node_v2(obj: Node, out: bytearray) -> None:
 def _encode_DescribeQuorumResponse_v2(obj: DescribeQuorumResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v2(item, out)
-    value = obj.nodes
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v2(topics_item, out)
+    nodes_value = obj.nodes
+    if nodes_value is None:
         raise EncodeError('Nodes cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Node_v2(item, out)
+        write_uvarint(out, len(nodes_value) + 1)
+        for nodes_item in nodes_value:
+            _encode_Node_v2(nodes_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

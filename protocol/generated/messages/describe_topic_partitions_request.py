@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -22,20 +22,25 @@ _S_i = struct.Struct('>i')
 
 class TopicRequest(Message):
     __slots__ = ('name', 'unknown_tagged_fields')
+    name: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicRequest'
     FIELDS = (('name', 'string'),)
 
-    def __init__(self, name: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class Cursor(Message):
     __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
+    topic_name: str
+    partition_index: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Cursor'
     FIELDS = (('topic_name', 'string'), ('partition_index', 'int32'))
 
-    def __init__(self, topic_name: Any = '', partition_index: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partition_index = partition_index
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -43,13 +48,17 @@ class Cursor(Message):
 
 class DescribeTopicPartitionsRequest(Message):
     __slots__ = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields')
+    topics: list[TopicRequest]
+    response_partition_limit: int
+    cursor: Cursor | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeTopicPartitionsRequest'
-    API_KEY = 75
+    API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('topics', '[]TopicRequest'), ('response_partition_limit', 'int32'), ('cursor', 'Cursor'))
 
-    def __init__(self, topics: Any = MISSING, response_partition_limit: Any = 2000, cursor: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topics: list[TopicRequest] = MISSING, response_partition_limit: int = 2000, cursor: Cursor | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topics = [] if topics is MISSING else topics
         self.response_partition_limit = response_partition_limit
         self.cursor = cursor
@@ -58,7 +67,7 @@ class DescribeTopicPartitionsRequest(Message):
 
 def _decode_many_TopicRequest_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicRequest], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicRequest] = []
     append = items.append
     try:
         for _ in range(count):
@@ -68,7 +77,7 @@ def _decode_many_TopicRequest_v0(buf: bytes, pos: int, count: int) -> tuple[list
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -98,7 +107,7 @@ def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -142,7 +151,7 @@ def _decode_DescribeTopicPartitionsRequest_v0(buf: bytes, pos: int) -> tuple[Des
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -178,20 +187,20 @@ def _encode_Cursor_v0(obj: Cursor, out: bytearray) -> None:
 
 
 def _encode_DescribeTopicPartitionsRequest_v0(obj: DescribeTopicPartitionsRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicRequest_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicRequest_v0(topics_item, out)
     out += _S_i.pack(obj.response_partition_limit)
-    value = obj.cursor
-    if value is None:
+    cursor_value = obj.cursor
+    if cursor_value is None:
         out.append(255)
     else:
         out.append(1)
-        _encode_Cursor_v0(value, out)
+        _encode_Cursor_v0(cursor_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

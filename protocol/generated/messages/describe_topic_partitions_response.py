@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -19,6 +18,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -29,10 +29,20 @@ _S_uo = struct.Struct('>16s?')
 
 class DescribeTopicPartitionsResponsePartition(Message):
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'eligible_leader_replicas', 'last_known_elr', 'offline_replicas', 'unknown_tagged_fields')
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    offline_replicas: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeTopicPartitionsResponsePartition'
     FIELDS = (('error_code', 'int16'), ('partition_index', 'int32'), ('leader_id', 'int32'), ('leader_epoch', 'int32'), ('replica_nodes', '[]int32'), ('isr_nodes', '[]int32'), ('eligible_leader_replicas', '[]int32'), ('last_known_elr', '[]int32'), ('offline_replicas', '[]int32'))
 
-    def __init__(self, error_code: Any = 0, partition_index: Any = 0, leader_id: Any = 0, leader_epoch: Any = -1, replica_nodes: Any = MISSING, isr_nodes: Any = MISSING, eligible_leader_replicas: Any = None, last_known_elr: Any = None, offline_replicas: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] = MISSING, isr_nodes: list[int] = MISSING, eligible_leader_replicas: list[int] | None = None, last_known_elr: list[int] | None = None, offline_replicas: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.partition_index = partition_index
         self.leader_id = leader_id
@@ -47,10 +57,17 @@ class DescribeTopicPartitionsResponsePartition(Message):
 
 class DescribeTopicPartitionsResponseTopic(Message):
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
+    error_code: int
+    name: str | None
+    topic_id: bytes
+    is_internal: bool
+    partitions: list[DescribeTopicPartitionsResponsePartition]
+    topic_authorized_operations: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeTopicPartitionsResponseTopic'
     FIELDS = (('error_code', 'int16'), ('name', 'string'), ('topic_id', 'uuid'), ('is_internal', 'bool'), ('partitions', '[]DescribeTopicPartitionsResponsePartition'), ('topic_authorized_operations', 'int32'))
 
-    def __init__(self, error_code: Any = 0, name: Any = '', topic_id: Any = ZERO_UUID, is_internal: Any = False, partitions: Any = MISSING, topic_authorized_operations: Any = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, name: str | None = '', topic_id: bytes = ZERO_UUID, is_internal: bool = False, partitions: list[DescribeTopicPartitionsResponsePartition] = MISSING, topic_authorized_operations: int = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.name = name
         self.topic_id = topic_id
@@ -62,10 +79,13 @@ class DescribeTopicPartitionsResponseTopic(Message):
 
 class Cursor(Message):
     __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields')
+    topic_name: str
+    partition_index: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Cursor'
     FIELDS = (('topic_name', 'string'), ('partition_index', 'int32'))
 
-    def __init__(self, topic_name: Any = '', partition_index: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partition_index = partition_index
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -73,13 +93,17 @@ class Cursor(Message):
 
 class DescribeTopicPartitionsResponse(Message):
     __slots__ = ('throttle_time_ms', 'topics', 'next_cursor', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    topics: list[DescribeTopicPartitionsResponseTopic]
+    next_cursor: Cursor | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DescribeTopicPartitionsResponse'
-    API_KEY = 75
+    API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('topics', '[]DescribeTopicPartitionsResponseTopic'), ('next_cursor', 'Cursor'))
 
-    def __init__(self, throttle_time_ms: Any = 0, topics: Any = MISSING, next_cursor: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, topics: list[DescribeTopicPartitionsResponseTopic] = MISSING, next_cursor: Cursor | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is MISSING else topics
         self.next_cursor = next_cursor
@@ -88,7 +112,7 @@ class DescribeTopicPartitionsResponse(Message):
 
 def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeTopicPartitionsResponsePartition], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeTopicPartitionsResponsePartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -179,7 +203,7 @@ def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -200,7 +224,7 @@ def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: in
 
 def _decode_many_DescribeTopicPartitionsResponseTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeTopicPartitionsResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[DescribeTopicPartitionsResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -227,7 +251,7 @@ def _decode_many_DescribeTopicPartitionsResponseTopic_v0(buf: bytes, pos: int, c
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -257,7 +281,7 @@ def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -301,7 +325,7 @@ def _decode_DescribeTopicPartitionsResponse_v0(buf: bytes, pos: int) -> tuple[De
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -321,41 +345,41 @@ def _decode_DescribeTopicPartitionsResponse_v0(buf: bytes, pos: int) -> tuple[De
 
 def _encode_DescribeTopicPartitionsResponsePartition_v0(obj: DescribeTopicPartitionsResponsePartition, out: bytearray) -> None:
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        write_uvarint(out, len(replica_nodes_value) + 1)
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.eligible_leader_replicas
-    if value is None:
+        write_uvarint(out, len(isr_nodes_value) + 1)
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    eligible_leader_replicas_value = obj.eligible_leader_replicas
+    if eligible_leader_replicas_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.last_known_elr
-    if value is None:
+        write_uvarint(out, len(eligible_leader_replicas_value) + 1)
+        if eligible_leader_replicas_value:
+            out += INT32_ARRAYS[len(eligible_leader_replicas_value)].pack(*eligible_leader_replicas_value)
+    last_known_elr_value = obj.last_known_elr
+    if last_known_elr_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        write_uvarint(out, len(last_known_elr_value) + 1)
+        if last_known_elr_value:
+            out += INT32_ARRAYS[len(last_known_elr_value)].pack(*last_known_elr_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(offline_replicas_value) + 1)
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -368,13 +392,13 @@ def _encode_DescribeTopicPartitionsResponseTopic_v0(obj: DescribeTopicPartitions
     if len(obj.topic_id) != 16:
         raise EncodeError('DescribeTopicPartitionsResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeTopicPartitionsResponsePartition_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_DescribeTopicPartitionsResponsePartition_v0(partitions_item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -393,19 +417,19 @@ def _encode_Cursor_v0(obj: Cursor, out: bytearray) -> None:
 
 def _encode_DescribeTopicPartitionsResponse_v0(obj: DescribeTopicPartitionsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DescribeTopicPartitionsResponseTopic_v0(item, out)
-    value = obj.next_cursor
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_DescribeTopicPartitionsResponseTopic_v0(topics_item, out)
+    next_cursor_value = obj.next_cursor
+    if next_cursor_value is None:
         out.append(255)
     else:
         out.append(1)
-        _encode_Cursor_v0(value, out)
+        _encode_Cursor_v0(next_cursor_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

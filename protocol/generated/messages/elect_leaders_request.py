@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -19,6 +18,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -27,10 +27,13 @@ _S_i = struct.Struct('>i')
 
 class TopicPartitions(Message):
     __slots__ = ('topic', 'partitions', 'unknown_tagged_fields')
+    topic: str
+    partitions: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicPartitions'
     FIELDS = (('topic', 'string'), ('partitions', '[]int32'))
 
-    def __init__(self, topic: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic: str = '', partitions: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic = topic
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -38,13 +41,17 @@ class TopicPartitions(Message):
 
 class ElectLeadersRequest(Message):
     __slots__ = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields')
+    election_type: int
+    topic_partitions: list[TopicPartitions] | None
+    timeout_ms: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ElectLeadersRequest'
-    API_KEY = 43
+    API_KEY = ApiKey.ELECT_LEADERS
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('election_type', 'int8'), ('topic_partitions', '[]TopicPartitions'), ('timeout_ms', 'int32'))
 
-    def __init__(self, election_type: Any = 0, topic_partitions: Any = MISSING, timeout_ms: Any = 60000, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, election_type: int = 0, topic_partitions: list[TopicPartitions] | None = MISSING, timeout_ms: int = 60000, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.election_type = election_type
         self.topic_partitions = [] if topic_partitions is MISSING else topic_partitions
         self.timeout_ms = timeout_ms
@@ -53,7 +60,7 @@ class ElectLeadersRequest(Message):
 
 def _decode_many_TopicPartitions_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicPartitions], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicPartitions] = []
     append = items.append
     try:
         for _ in range(count):
@@ -101,25 +108,25 @@ def _decode_ElectLeadersRequest_v0(buf: bytes, pos: int) -> tuple[ElectLeadersRe
 
 def _encode_TopicPartitions_v0(obj: TopicPartitions, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(partitions_value))
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_ElectLeadersRequest_v0(obj: ElectLeadersRequest, out: bytearray) -> None:
     if obj.election_type != 0:
         raise EncodeError('ElectLeadersRequest.ElectionType cannot be sent in version 0')
-    value = obj.topic_partitions
-    if value is None:
+    topic_partitions_value = obj.topic_partitions
+    if topic_partitions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_TopicPartitions_v0(item, out)
+        out += INT32.pack(len(topic_partitions_value))
+        for topic_partitions_item in topic_partitions_value:
+            _encode_TopicPartitions_v0(topic_partitions_item, out)
     out += _S_i.pack(obj.timeout_ms)
 
 
@@ -147,30 +154,30 @@ def _decode_ElectLeadersRequest_v1(buf: bytes, pos: int) -> tuple[ElectLeadersRe
 
 def _encode_TopicPartitions_v1(obj: TopicPartitions, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(partitions_value))
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_ElectLeadersRequest_v1(obj: ElectLeadersRequest, out: bytearray) -> None:
     out += _S_b.pack(obj.election_type)
-    value = obj.topic_partitions
-    if value is None:
+    topic_partitions_value = obj.topic_partitions
+    if topic_partitions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_TopicPartitions_v1(item, out)
+        out += INT32.pack(len(topic_partitions_value))
+        for topic_partitions_item in topic_partitions_value:
+            _encode_TopicPartitions_v1(topic_partitions_item, out)
     out += _S_i.pack(obj.timeout_ms)
 
 
 def _decode_many_TopicPartitions_v2(buf: bytes, pos: int, count: int) -> tuple[list[TopicPartitions], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicPartitions] = []
     append = items.append
     try:
         for _ in range(count):
@@ -196,7 +203,7 @@ def _decode_many_TopicPartitions_v2(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -239,7 +246,7 @@ def _decode_ElectLeadersRequest_v2(buf: bytes, pos: int) -> tuple[ElectLeadersRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -259,13 +266,13 @@ def _decode_ElectLeadersRequest_v2(buf: bytes, pos: int) -> tuple[ElectLeadersRe
 
 def _encode_TopicPartitions_v2(obj: TopicPartitions, out: bytearray) -> None:
     write_compact_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partitions_value) + 1)
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -274,13 +281,13 @@ def _encode_TopicPartitions_v2(obj: TopicPartitions, out: bytearray) -> None:
 
 def _encode_ElectLeadersRequest_v2(obj: ElectLeadersRequest, out: bytearray) -> None:
     out += _S_b.pack(obj.election_type)
-    value = obj.topic_partitions
-    if value is None:
+    topic_partitions_value = obj.topic_partitions
+    if topic_partitions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicPartitions_v2(item, out)
+        write_uvarint(out, len(topic_partitions_value) + 1)
+        for topic_partitions_item in topic_partitions_value:
+            _encode_TopicPartitions_v2(topic_partitions_item, out)
     out += _S_i.pack(obj.timeout_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -22,6 +21,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -30,10 +30,14 @@ _S_ih = struct.Struct('>ih')
 
 class PartitionResult(Message):
     __slots__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields')
+    partition_id: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionResult'
     FIELDS = (('partition_id', 'int32'), ('error_code', 'int16'), ('error_message', 'string'))
 
-    def __init__(self, partition_id: Any = 0, error_code: Any = 0, error_message: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_id: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_id = partition_id
         self.error_code = error_code
         self.error_message = error_message
@@ -42,10 +46,13 @@ class PartitionResult(Message):
 
 class ReplicaElectionResult(Message):
     __slots__ = ('topic', 'partition_result', 'unknown_tagged_fields')
+    topic: str
+    partition_result: list[PartitionResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReplicaElectionResult'
     FIELDS = (('topic', 'string'), ('partition_result', '[]PartitionResult'))
 
-    def __init__(self, topic: Any = '', partition_result: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic: str = '', partition_result: list[PartitionResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic = topic
         self.partition_result = [] if partition_result is MISSING else partition_result
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -53,13 +60,17 @@ class ReplicaElectionResult(Message):
 
 class ElectLeadersResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ReplicaElectionResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ElectLeadersResponse'
-    API_KEY = 43
+    API_KEY = ApiKey.ELECT_LEADERS
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('replica_election_results', '[]ReplicaElectionResult'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, replica_election_results: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, replica_election_results: list[ReplicaElectionResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.replica_election_results = [] if replica_election_results is MISSING else replica_election_results
@@ -67,7 +78,7 @@ class ElectLeadersResponse(Message):
 
 
 def _decode_many_PartitionResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionResult], int]:
-    items = []
+    items: list[PartitionResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -84,7 +95,7 @@ def _decode_many_PartitionResult_v0(buf: bytes, pos: int, count: int) -> tuple[l
 
 def _decode_many_ReplicaElectionResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaElectionResult], int]:
     blen = len(buf)
-    items = []
+    items: list[ReplicaElectionResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -131,26 +142,26 @@ def _encode_PartitionResult_v0(obj: PartitionResult, out: bytearray) -> None:
 
 def _encode_ReplicaElectionResult_v0(obj: ReplicaElectionResult, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partition_result
-    if value is None:
+    partition_result_value = obj.partition_result
+    if partition_result_value is None:
         raise EncodeError('PartitionResult cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionResult_v0(item, out)
+        out += INT32.pack(len(partition_result_value))
+        for partition_result_item in partition_result_value:
+            _encode_PartitionResult_v0(partition_result_item, out)
 
 
 def _encode_ElectLeadersResponse_v0(obj: ElectLeadersResponse, out: bytearray) -> None:
     if obj.error_code != 0:
         raise EncodeError('ElectLeadersResponse.ErrorCode cannot be sent in version 0')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.replica_election_results
-    if value is None:
+    replica_election_results_value = obj.replica_election_results
+    if replica_election_results_value is None:
         raise EncodeError('ReplicaElectionResults cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ReplicaElectionResult_v0(item, out)
+        out += INT32.pack(len(replica_election_results_value))
+        for replica_election_results_item in replica_election_results_value:
+            _encode_ReplicaElectionResult_v0(replica_election_results_item, out)
 
 
 def _decode_ElectLeadersResponse_v1(buf: bytes, pos: int) -> tuple[ElectLeadersResponse, int]:
@@ -174,29 +185,29 @@ def _decode_ElectLeadersResponse_v1(buf: bytes, pos: int) -> tuple[ElectLeadersR
 
 def _encode_ReplicaElectionResult_v1(obj: ReplicaElectionResult, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partition_result
-    if value is None:
+    partition_result_value = obj.partition_result
+    if partition_result_value is None:
         raise EncodeError('PartitionResult cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionResult_v0(item, out)
+        out += INT32.pack(len(partition_result_value))
+        for partition_result_item in partition_result_value:
+            _encode_PartitionResult_v0(partition_result_item, out)
 
 
 def _encode_ElectLeadersResponse_v1(obj: ElectLeadersResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.replica_election_results
-    if value is None:
+    replica_election_results_value = obj.replica_election_results
+    if replica_election_results_value is None:
         raise EncodeError('ReplicaElectionResults cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ReplicaElectionResult_v1(item, out)
+        out += INT32.pack(len(replica_election_results_value))
+        for replica_election_results_item in replica_election_results_value:
+            _encode_ReplicaElectionResult_v1(replica_election_results_item, out)
 
 
 def _decode_many_PartitionResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionResult], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -208,7 +219,7 @@ def _decode_many_PartitionResult_v2(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -229,7 +240,7 @@ def _decode_many_PartitionResult_v2(buf: bytes, pos: int, count: int) -> tuple[l
 
 def _decode_many_ReplicaElectionResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaElectionResult], int]:
     blen = len(buf)
-    items = []
+    items: list[ReplicaElectionResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -250,7 +261,7 @@ def _decode_many_ReplicaElectionResult_v2(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -290,7 +301,7 @@ def _decode_ElectLeadersResponse_v2(buf: bytes, pos: int) -> tuple[ElectLeadersR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -319,13 +330,13 @@ def _encode_PartitionResult_v2(obj: PartitionResult, out: bytearray) -> None:
 
 def _encode_ReplicaElectionResult_v2(obj: ReplicaElectionResult, out: bytearray) -> None:
     write_compact_string(out, obj.topic)
-    value = obj.partition_result
-    if value is None:
+    partition_result_value = obj.partition_result
+    if partition_result_value is None:
         raise EncodeError('PartitionResult cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionResult_v2(item, out)
+        write_uvarint(out, len(partition_result_value) + 1)
+        for partition_result_item in partition_result_value:
+            _encode_PartitionResult_v2(partition_result_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -334,13 +345,13 @@ def _encode_ReplicaElectionResult_v2(obj: ReplicaElectionResult, out: bytearray)
 
 def _encode_ElectLeadersResponse_v2(obj: ElectLeadersResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.replica_election_results
-    if value is None:
+    replica_election_results_value = obj.replica_election_results
+    if replica_election_results_value is None:
         raise EncodeError('ReplicaElectionResults cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaElectionResult_v2(item, out)
+        write_uvarint(out, len(replica_election_results_value) + 1)
+        for replica_election_results_item in replica_election_results_value:
+            _encode_ReplicaElectionResult_v2(replica_election_results_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

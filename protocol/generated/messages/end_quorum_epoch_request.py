@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -24,6 +23,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
@@ -33,10 +33,13 @@ _S_iu = struct.Struct('>i16s')
 
 class ReplicaInfo(Message):
     __slots__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields')
+    candidate_id: int
+    candidate_directory_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReplicaInfo'
     FIELDS = (('candidate_id', 'int32'), ('candidate_directory_id', 'uuid'))
 
-    def __init__(self, candidate_id: Any = 0, candidate_directory_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, candidate_id: int = 0, candidate_directory_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.candidate_id = candidate_id
         self.candidate_directory_id = candidate_directory_id
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -44,10 +47,16 @@ class ReplicaInfo(Message):
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields')
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: list[int]
+    preferred_candidates: list[ReplicaInfo]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('leader_id', 'int32'), ('leader_epoch', 'int32'), ('preferred_successors', '[]int32'), ('preferred_candidates', '[]ReplicaInfo'))
 
-    def __init__(self, partition_index: Any = 0, leader_id: Any = 0, leader_epoch: Any = 0, preferred_successors: Any = MISSING, preferred_candidates: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = 0, preferred_successors: list[int] = MISSING, preferred_candidates: list[ReplicaInfo] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
@@ -58,10 +67,13 @@ class PartitionData(Message):
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -69,10 +81,14 @@ class TopicData(Message):
 
 class LeaderEndpoint(Message):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'LeaderEndpoint'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -81,13 +97,17 @@ class LeaderEndpoint(Message):
 
 class EndQuorumEpochRequest(Message):
     __slots__ = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields')
+    cluster_id: str | None
+    topics: list[TopicData]
+    leader_endpoints: list[LeaderEndpoint]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'EndQuorumEpochRequest'
-    API_KEY = 54
+    API_KEY = ApiKey.END_QUORUM_EPOCH
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (1, 32767)
     FIELDS = (('cluster_id', 'string'), ('topics', '[]TopicData'), ('leader_endpoints', '[]LeaderEndpoint'))
 
-    def __init__(self, cluster_id: Any = None, topics: Any = MISSING, leader_endpoints: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = None, topics: list[TopicData] = MISSING, leader_endpoints: list[LeaderEndpoint] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.topics = [] if topics is MISSING else topics
         self.leader_endpoints = [] if leader_endpoints is MISSING else leader_endpoints
@@ -96,7 +116,7 @@ class EndQuorumEpochRequest(Message):
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -125,7 +145,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -166,40 +186,40 @@ def _decode_EndQuorumEpochRequest_v0(buf: bytes, pos: int) -> tuple[EndQuorumEpo
 
 def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
     out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.preferred_successors
-    if value is None:
+    preferred_successors_value = obj.preferred_successors
+    if preferred_successors_value is None:
         raise EncodeError('PreferredSuccessors cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(preferred_successors_value))
+        if preferred_successors_value:
+            out += INT32_ARRAYS[len(preferred_successors_value)].pack(*preferred_successors_value)
 
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
 
 
 def _encode_EndQuorumEpochRequest_v0(obj: EndQuorumEpochRequest, out: bytearray) -> None:
     write_nullable_string(out, obj.cluster_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
 
 
 def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaInfo], int]:
     blen = len(buf)
-    items = []
+    items: list[ReplicaInfo] = []
     append = items.append
     try:
         for _ in range(count):
@@ -210,7 +230,7 @@ def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -231,7 +251,7 @@ def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -254,7 +274,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -275,7 +295,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -296,7 +316,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -317,7 +337,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[LeaderEndpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[LeaderEndpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -330,7 +350,7 @@ def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[li
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -380,7 +400,7 @@ def _decode_EndQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -410,13 +430,13 @@ def _encode_ReplicaInfo_v1(obj: ReplicaInfo, out: bytearray) -> None:
 
 def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
     out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.preferred_candidates
-    if value is None:
+    preferred_candidates_value = obj.preferred_candidates
+    if preferred_candidates_value is None:
         raise EncodeError('PreferredCandidates cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ReplicaInfo_v1(item, out)
+        write_uvarint(out, len(preferred_candidates_value) + 1)
+        for preferred_candidates_item in preferred_candidates_value:
+            _encode_ReplicaInfo_v1(preferred_candidates_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -425,13 +445,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -450,20 +470,20 @@ def _encode_LeaderEndpoint_v1(obj: LeaderEndpoint, out: bytearray) -> None:
 
 def _encode_EndQuorumEpochRequest_v1(obj: EndQuorumEpochRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.cluster_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
-    value = obj.leader_endpoints
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
+    leader_endpoints_value = obj.leader_endpoints
+    if leader_endpoints_value is None:
         raise EncodeError('LeaderEndpoints cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_LeaderEndpoint_v1(item, out)
+        write_uvarint(out, len(leader_endpoints_value) + 1)
+        for leader_endpoints_item in leader_endpoints_value:
+            _encode_LeaderEndpoint_v1(leader_endpoints_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
@@ -28,10 +28,15 @@ _S_ihii = struct.Struct('>ihii')
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'unknown_tagged_fields')
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('error_code', 'int16'), ('leader_id', 'int32'), ('leader_epoch', 'int32'))
 
-    def __init__(self, partition_index: Any = 0, error_code: Any = 0, leader_id: Any = 0, leader_epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, error_code: int = 0, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
         self.leader_id = leader_id
@@ -41,10 +46,13 @@ class PartitionData(Message):
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -52,10 +60,14 @@ class TopicData(Message):
 
 class NodeEndpoint(Message):
     __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
+    node_id: int
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'NodeEndpoint'
     FIELDS = (('node_id', 'int32'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, node_id: Any = 0, host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, node_id: int = 0, host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -64,13 +76,17 @@ class NodeEndpoint(Message):
 
 class EndQuorumEpochResponse(Message):
     __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
+    error_code: int
+    topics: list[TopicData]
+    node_endpoints: list[NodeEndpoint]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'EndQuorumEpochResponse'
-    API_KEY = 54
+    API_KEY = ApiKey.END_QUORUM_EPOCH
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (1, 32767)
     FIELDS = (('error_code', 'int16'), ('topics', '[]TopicData'), ('node_endpoints', '[]NodeEndpoint'))
 
-    def __init__(self, error_code: Any = 0, topics: Any = MISSING, node_endpoints: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, topics: list[TopicData] = MISSING, node_endpoints: list[NodeEndpoint] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.topics = [] if topics is MISSING else topics
         self.node_endpoints = [] if node_endpoints is MISSING else node_endpoints
@@ -78,7 +94,7 @@ class EndQuorumEpochResponse(Message):
 
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -94,7 +110,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -140,31 +156,31 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
 
 
 def _encode_EndQuorumEpochResponse_v0(obj: EndQuorumEpochResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('EndQuorumEpochResponse.NodeEndpoints cannot be sent in version 0')
     out += _S_h.pack(obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
 
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -175,7 +191,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -196,7 +212,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -217,7 +233,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -238,7 +254,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[NodeEndpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -252,7 +268,7 @@ def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -293,7 +309,7 @@ def _decode_EndQuorumEpochResponse_v1(buf: bytes, pos: int) -> tuple[EndQuorumEp
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -336,13 +352,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -361,23 +377,23 @@ def _encode_NodeEndpoint_v1(obj: NodeEndpoint, out: bytearray) -> None:
 
 def _encode_EndQuorumEpochResponse_v1(obj: EndQuorumEpochResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
-    tagged = []
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
-        value = obj.node_endpoints
-        if value is None:
+        node_endpoints_value = obj.node_endpoints
+        if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 1')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_NodeEndpoint_v1(item, field_out)
+            write_uvarint(field_out, len(node_endpoints_value) + 1)
+            for node_endpoints_item in node_endpoints_value:
+                _encode_NodeEndpoint_v1(node_endpoints_item, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

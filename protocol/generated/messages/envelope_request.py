@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,19 +15,24 @@ from protocol.primitives import (
     write_compact_nullable_bytes,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 
 
 class EnvelopeRequest(Message):
     __slots__ = ('request_data', 'request_principal', 'client_host_address', 'unknown_tagged_fields')
+    request_data: bytes
+    request_principal: bytes | None
+    client_host_address: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'EnvelopeRequest'
-    API_KEY = 58
+    API_KEY = ApiKey.ENVELOPE
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('request_data', 'bytes'), ('request_principal', 'bytes'), ('client_host_address', 'bytes'))
 
-    def __init__(self, request_data: Any = b"", request_principal: Any = b"", client_host_address: Any = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, request_data: bytes = b"", request_principal: bytes | None = b"", client_host_address: bytes = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.request_data = request_data
         self.request_principal = request_principal
         self.client_host_address = client_host_address
@@ -46,7 +50,7 @@ def _decode_EnvelopeRequest_v0(buf: bytes, pos: int) -> tuple[EnvelopeRequest, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

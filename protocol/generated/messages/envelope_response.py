@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,6 +13,7 @@ from protocol.primitives import (
     write_compact_nullable_bytes,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -21,13 +21,16 @@ _S_h = struct.Struct('>h')
 
 class EnvelopeResponse(Message):
     __slots__ = ('response_data', 'error_code', 'unknown_tagged_fields')
+    response_data: bytes | None
+    error_code: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'EnvelopeResponse'
-    API_KEY = 58
+    API_KEY = ApiKey.ENVELOPE
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('response_data', 'bytes'), ('error_code', 'int16'))
 
-    def __init__(self, response_data: Any = None, error_code: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, response_data: bytes | None = None, error_code: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.response_data = response_data
         self.error_code = error_code
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -44,7 +47,7 @@ def _decode_EnvelopeResponse_v0(buf: bytes, pos: int) -> tuple[EnvelopeResponse,
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -22,6 +21,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_iii = struct.Struct('>iii')
@@ -39,10 +39,13 @@ _S_u = struct.Struct('>16s')
 
 class ReplicaState(Message):
     __slots__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields')
+    replica_id: int
+    replica_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ReplicaState'
     FIELDS = (('replica_id', 'int32'), ('replica_epoch', 'int64'))
 
-    def __init__(self, replica_id: Any = -1, replica_epoch: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, replica_id: int = -1, replica_epoch: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.replica_id = replica_id
         self.replica_epoch = replica_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -50,10 +53,18 @@ class ReplicaState(Message):
 
 class FetchPartition(Message):
     __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'unknown_tagged_fields')
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+    replica_directory_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FetchPartition'
     FIELDS = (('partition', 'int32'), ('current_leader_epoch', 'int32'), ('fetch_offset', 'int64'), ('last_fetched_epoch', 'int32'), ('log_start_offset', 'int64'), ('partition_max_bytes', 'int32'), ('replica_directory_id', 'uuid'))
 
-    def __init__(self, partition: Any = 0, current_leader_epoch: Any = -1, fetch_offset: Any = 0, last_fetched_epoch: Any = -1, log_start_offset: Any = -1, partition_max_bytes: Any = 0, replica_directory_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
         self.fetch_offset = fetch_offset
@@ -66,10 +77,14 @@ class FetchPartition(Message):
 
 class FetchTopic(Message):
     __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
+    topic: str
+    topic_id: bytes
+    partitions: list[FetchPartition]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FetchTopic'
     FIELDS = (('topic', 'string'), ('topic_id', 'uuid'), ('partitions', '[]FetchPartition'))
 
-    def __init__(self, topic: Any = '', topic_id: Any = ZERO_UUID, partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic: str = '', topic_id: bytes = ZERO_UUID, partitions: list[FetchPartition] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.partitions = [] if partitions is MISSING else partitions
@@ -78,10 +93,14 @@ class FetchTopic(Message):
 
 class ForgottenTopic(Message):
     __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
+    topic: str
+    topic_id: bytes
+    partitions: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ForgottenTopic'
     FIELDS = (('topic', 'string'), ('topic_id', 'uuid'), ('partitions', '[]int32'))
 
-    def __init__(self, topic: Any = '', topic_id: Any = ZERO_UUID, partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic: str = '', topic_id: bytes = ZERO_UUID, partitions: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.partitions = [] if partitions is MISSING else partitions
@@ -90,13 +109,26 @@ class ForgottenTopic(Message):
 
 class FetchRequest(Message):
     __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields')
+    cluster_id: str | None
+    replica_id: int
+    replica_state: ReplicaState
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchTopic]
+    forgotten_topics_data: list[ForgottenTopic]
+    rack_id: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FetchRequest'
-    API_KEY = 1
+    API_KEY = ApiKey.FETCH
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_VERSIONS = (12, 32767)
     FIELDS = (('cluster_id', 'string'), ('replica_id', 'int32'), ('replica_state', 'ReplicaState'), ('max_wait_ms', 'int32'), ('min_bytes', 'int32'), ('max_bytes', 'int32'), ('isolation_level', 'int8'), ('session_id', 'int32'), ('session_epoch', 'int32'), ('topics', '[]FetchTopic'), ('forgotten_topics_data', '[]ForgottenTopic'), ('rack_id', 'string'))
 
-    def __init__(self, cluster_id: Any = None, replica_id: Any = -1, replica_state: Any = MISSING, max_wait_ms: Any = 0, min_bytes: Any = 0, max_bytes: Any = 2147483647, isolation_level: Any = 0, session_id: Any = 0, session_epoch: Any = -1, topics: Any = MISSING, forgotten_topics_data: Any = MISSING, rack_id: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = None, replica_id: int = -1, replica_state: ReplicaState = MISSING, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: list[FetchTopic] = MISSING, forgotten_topics_data: list[ForgottenTopic] = MISSING, rack_id: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.replica_id = replica_id
         self.replica_state = ReplicaState() if replica_state is MISSING else replica_state
@@ -113,7 +145,7 @@ class FetchRequest(Message):
 
 
 def _decode_many_FetchPartition_v0(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
-    items = []
+    items: list[FetchPartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -133,7 +165,7 @@ def _decode_many_FetchPartition_v0(buf: bytes, pos: int, count: int) -> tuple[li
 
 def _decode_many_FetchTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -189,13 +221,13 @@ def _encode_FetchPartition_v0(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v0(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v0(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v0(partitions_item, out)
 
 
 def _encode_FetchRequest_v0(obj: FetchRequest, out: bytearray) -> None:
@@ -204,13 +236,13 @@ def _encode_FetchRequest_v0(obj: FetchRequest, out: bytearray) -> None:
     if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 0')
     out += _S_iii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v0(topics_item, out)
 
 
 def _encode_FetchPartition_v1(obj: FetchPartition, out: bytearray) -> None:
@@ -221,13 +253,13 @@ def _encode_FetchPartition_v1(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v1(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v1(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v1(partitions_item, out)
 
 
 def _encode_FetchRequest_v1(obj: FetchRequest, out: bytearray) -> None:
@@ -236,13 +268,13 @@ def _encode_FetchRequest_v1(obj: FetchRequest, out: bytearray) -> None:
     if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 1')
     out += _S_iii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v1(topics_item, out)
 
 
 def _encode_FetchPartition_v2(obj: FetchPartition, out: bytearray) -> None:
@@ -253,13 +285,13 @@ def _encode_FetchPartition_v2(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v2(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v2(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v2(partitions_item, out)
 
 
 def _encode_FetchRequest_v2(obj: FetchRequest, out: bytearray) -> None:
@@ -268,13 +300,13 @@ def _encode_FetchRequest_v2(obj: FetchRequest, out: bytearray) -> None:
     if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 2')
     out += _S_iii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v2(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v2(topics_item, out)
 
 
 def _decode_FetchRequest_v3(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
@@ -311,13 +343,13 @@ def _encode_FetchPartition_v3(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v3(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v3(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v3(partitions_item, out)
 
 
 def _encode_FetchRequest_v3(obj: FetchRequest, out: bytearray) -> None:
@@ -326,13 +358,13 @@ def _encode_FetchRequest_v3(obj: FetchRequest, out: bytearray) -> None:
     if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 3')
     out += _S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v3(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v3(topics_item, out)
 
 
 def _decode_FetchRequest_v4(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
@@ -368,13 +400,13 @@ def _encode_FetchPartition_v4(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v4(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v4(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v4(partitions_item, out)
 
 
 def _encode_FetchRequest_v4(obj: FetchRequest, out: bytearray) -> None:
@@ -383,17 +415,17 @@ def _encode_FetchRequest_v4(obj: FetchRequest, out: bytearray) -> None:
     if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 4')
     out += _S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v4(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v4(topics_item, out)
 
 
 def _decode_many_FetchPartition_v5(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
-    items = []
+    items: list[FetchPartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -412,7 +444,7 @@ def _decode_many_FetchPartition_v5(buf: bytes, pos: int, count: int) -> tuple[li
 
 def _decode_many_FetchTopic_v5(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -466,13 +498,13 @@ def _encode_FetchPartition_v5(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v5(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v5(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v5(partitions_item, out)
 
 
 def _encode_FetchRequest_v5(obj: FetchRequest, out: bytearray) -> None:
@@ -481,13 +513,13 @@ def _encode_FetchRequest_v5(obj: FetchRequest, out: bytearray) -> None:
     if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 5')
     out += _S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v5(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v5(topics_item, out)
 
 
 def _encode_FetchPartition_v6(obj: FetchPartition, out: bytearray) -> None:
@@ -498,13 +530,13 @@ def _encode_FetchPartition_v6(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v6(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v6(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v6(partitions_item, out)
 
 
 def _encode_FetchRequest_v6(obj: FetchRequest, out: bytearray) -> None:
@@ -513,18 +545,18 @@ def _encode_FetchRequest_v6(obj: FetchRequest, out: bytearray) -> None:
     if obj.forgotten_topics_data != []:
         raise EncodeError('FetchRequest.ForgottenTopicsData cannot be sent in version 6')
     out += _S_iiiib.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v6(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v6(topics_item, out)
 
 
 def _decode_many_ForgottenTopic_v7(buf: bytes, pos: int, count: int) -> tuple[list[ForgottenTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[ForgottenTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -587,44 +619,44 @@ def _encode_FetchPartition_v7(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v7(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v7(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v7(partitions_item, out)
 
 
 def _encode_ForgottenTopic_v7(obj: ForgottenTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(partitions_value))
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v7(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 7')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v7(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v7(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ForgottenTopic_v7(item, out)
+        out += INT32.pack(len(forgotten_topics_data_value))
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v7(forgotten_topics_data_item, out)
 
 
 def _encode_FetchPartition_v8(obj: FetchPartition, out: bytearray) -> None:
@@ -635,48 +667,48 @@ def _encode_FetchPartition_v8(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v8(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v8(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v8(partitions_item, out)
 
 
 def _encode_ForgottenTopic_v8(obj: ForgottenTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(partitions_value))
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v8(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 8')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v8(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v8(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ForgottenTopic_v8(item, out)
+        out += INT32.pack(len(forgotten_topics_data_value))
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v8(forgotten_topics_data_item, out)
 
 
 def _decode_many_FetchPartition_v9(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
-    items = []
+    items: list[FetchPartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -694,7 +726,7 @@ def _decode_many_FetchPartition_v9(buf: bytes, pos: int, count: int) -> tuple[li
 
 def _decode_many_FetchTopic_v9(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -752,44 +784,44 @@ def _encode_FetchPartition_v9(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v9(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 9')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v9(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v9(partitions_item, out)
 
 
 def _encode_ForgottenTopic_v9(obj: ForgottenTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 9')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(partitions_value))
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v9(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 9')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 9')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v9(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v9(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 9')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ForgottenTopic_v9(item, out)
+        out += INT32.pack(len(forgotten_topics_data_value))
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v9(forgotten_topics_data_item, out)
 
 
 def _encode_FetchPartition_v10(obj: FetchPartition, out: bytearray) -> None:
@@ -800,44 +832,44 @@ def _encode_FetchPartition_v10(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v10(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 10')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v10(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v10(partitions_item, out)
 
 
 def _encode_ForgottenTopic_v10(obj: ForgottenTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 10')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(partitions_value))
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v10(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 10')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 10')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v10(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v10(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 10')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ForgottenTopic_v10(item, out)
+        out += INT32.pack(len(forgotten_topics_data_value))
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v10(forgotten_topics_data_item, out)
 
 
 def _decode_FetchRequest_v11(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
@@ -877,50 +909,50 @@ def _encode_FetchPartition_v11(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v11(obj: FetchTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 11')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchPartition_v11(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v11(partitions_item, out)
 
 
 def _encode_ForgottenTopic_v11(obj: ForgottenTopic, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 11')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(partitions_value))
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 11')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 11')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchTopic_v11(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_FetchTopic_v11(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 11')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_ForgottenTopic_v11(item, out)
+        out += INT32.pack(len(forgotten_topics_data_value))
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v11(forgotten_topics_data_item, out)
     write_string(out, obj.rack_id)
 
 
 def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchPartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -932,7 +964,7 @@ def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -953,7 +985,7 @@ def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[l
 
 def _decode_many_FetchTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -975,7 +1007,7 @@ def _decode_many_FetchTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -996,7 +1028,7 @@ def _decode_many_FetchTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[
 
 def _decode_many_ForgottenTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[ForgottenTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[ForgottenTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1023,7 +1055,7 @@ def _decode_many_ForgottenTopic_v12(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1077,7 +1109,7 @@ def _decode_FetchRequest_v12(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1110,13 +1142,13 @@ def _encode_FetchPartition_v12(obj: FetchPartition, out: bytearray) -> None:
 
 def _encode_FetchTopic_v12(obj: FetchTopic, out: bytearray) -> None:
     write_compact_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchPartition_v12(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v12(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1125,13 +1157,13 @@ def _encode_FetchTopic_v12(obj: FetchTopic, out: bytearray) -> None:
 
 def _encode_ForgottenTopic_v12(obj: ForgottenTopic, out: bytearray) -> None:
     write_compact_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partitions_value) + 1)
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1142,22 +1174,22 @@ def _encode_FetchRequest_v12(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 12')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchTopic_v12(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_FetchTopic_v12(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ForgottenTopic_v12(item, out)
+        write_uvarint(out, len(forgotten_topics_data_value) + 1)
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v12(forgotten_topics_data_item, out)
     write_compact_string(out, obj.rack_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
@@ -1170,7 +1202,7 @@ def _encode_FetchRequest_v12(obj: FetchRequest, out: bytearray) -> None:
 
 def _decode_many_FetchTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1193,7 +1225,7 @@ def _decode_many_FetchTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1214,7 +1246,7 @@ def _decode_many_FetchTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[
 
 def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[ForgottenTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[ForgottenTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1242,7 +1274,7 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1296,7 +1328,7 @@ def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1323,13 +1355,13 @@ def _encode_FetchTopic_v13(obj: FetchTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 13')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchPartition_v12(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v12(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1340,13 +1372,13 @@ def _encode_ForgottenTopic_v13(obj: ForgottenTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 13')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partitions_value) + 1)
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1357,22 +1389,22 @@ def _encode_FetchRequest_v13(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 13')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 13')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchTopic_v13(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_FetchTopic_v13(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 13')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ForgottenTopic_v13(item, out)
+        write_uvarint(out, len(forgotten_topics_data_value) + 1)
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v13(forgotten_topics_data_item, out)
     write_compact_string(out, obj.rack_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
@@ -1387,13 +1419,13 @@ def _encode_FetchTopic_v14(obj: FetchTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 14')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchPartition_v12(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v12(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1404,13 +1436,13 @@ def _encode_ForgottenTopic_v14(obj: ForgottenTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 14')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partitions_value) + 1)
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1421,22 +1453,22 @@ def _encode_FetchRequest_v14(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_state != ReplicaState():
         raise EncodeError('FetchRequest.ReplicaState cannot be sent in version 14')
     out += _S_iiiibii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 14')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchTopic_v14(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_FetchTopic_v14(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 14')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ForgottenTopic_v14(item, out)
+        write_uvarint(out, len(forgotten_topics_data_value) + 1)
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v14(forgotten_topics_data_item, out)
     write_compact_string(out, obj.rack_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
@@ -1457,7 +1489,7 @@ def _decode_ReplicaState_v15(buf: bytes, pos: int) -> tuple[ReplicaState, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1511,7 +1543,7 @@ def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1542,13 +1574,13 @@ def _encode_FetchTopic_v15(obj: FetchTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 15')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchPartition_v12(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v12(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1559,13 +1591,13 @@ def _encode_ForgottenTopic_v15(obj: ForgottenTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 15')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partitions_value) + 1)
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1584,33 +1616,33 @@ def _encode_FetchRequest_v15(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_id != -1:
         raise EncodeError('FetchRequest.ReplicaId cannot be sent in version 15')
     out += _S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 15')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchTopic_v15(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_FetchTopic_v15(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 15')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ForgottenTopic_v15(item, out)
+        write_uvarint(out, len(forgotten_topics_data_value) + 1)
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v15(forgotten_topics_data_item, out)
     write_compact_string(out, obj.rack_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
     if obj.replica_state != ReplicaState():
         field_out = bytearray()
-        value = obj.replica_state
-        if value is None:
+        replica_state_value = obj.replica_state
+        if replica_state_value is None:
             raise EncodeError('ReplicaState cannot be null in version 15')
         else:
-            _encode_ReplicaState_v15(value, field_out)
+            _encode_ReplicaState_v15(replica_state_value, field_out)
         tagged.append((1, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1622,13 +1654,13 @@ def _encode_FetchTopic_v16(obj: FetchTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 16')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchPartition_v12(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v12(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1639,13 +1671,13 @@ def _encode_ForgottenTopic_v16(obj: ForgottenTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 16')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partitions_value) + 1)
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1656,33 +1688,33 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_id != -1:
         raise EncodeError('FetchRequest.ReplicaId cannot be sent in version 16')
     out += _S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 16')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchTopic_v16(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_FetchTopic_v16(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 16')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ForgottenTopic_v16(item, out)
+        write_uvarint(out, len(forgotten_topics_data_value) + 1)
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v16(forgotten_topics_data_item, out)
     write_compact_string(out, obj.rack_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
     if obj.replica_state != ReplicaState():
         field_out = bytearray()
-        value = obj.replica_state
-        if value is None:
+        replica_state_value = obj.replica_state
+        if replica_state_value is None:
             raise EncodeError('ReplicaState cannot be null in version 16')
         else:
-            _encode_ReplicaState_v15(value, field_out)
+            _encode_ReplicaState_v15(replica_state_value, field_out)
         tagged.append((1, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1692,7 +1724,7 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
 
 def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchPartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1704,7 +1736,7 @@ def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1731,7 +1763,7 @@ def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[l
 
 def _decode_many_FetchTopic_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1754,7 +1786,7 @@ def _decode_many_FetchTopic_v17(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1809,7 +1841,7 @@ def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1838,7 +1870,7 @@ def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
 
 def _encode_FetchPartition_v17(obj: FetchPartition, out: bytearray) -> None:
     out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.replica_directory_id != ZERO_UUID:
         field_out = bytearray()
         if len(obj.replica_directory_id) != 16:
@@ -1855,13 +1887,13 @@ def _encode_FetchTopic_v17(obj: FetchTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 17')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchPartition_v17(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_FetchPartition_v17(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1872,13 +1904,13 @@ def _encode_ForgottenTopic_v17(obj: ForgottenTopic, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 17')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partitions_value) + 1)
+        if partitions_value:
+            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1889,33 +1921,33 @@ def _encode_FetchRequest_v17(obj: FetchRequest, out: bytearray) -> None:
     if obj.replica_id != -1:
         raise EncodeError('FetchRequest.ReplicaId cannot be sent in version 17')
     out += _S_iiibii.pack(obj.max_wait_ms, obj.min_bytes, obj.max_bytes, obj.isolation_level, obj.session_id, obj.session_epoch)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 17')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchTopic_v17(item, out)
-    value = obj.forgotten_topics_data
-    if value is None:
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_FetchTopic_v17(topics_item, out)
+    forgotten_topics_data_value = obj.forgotten_topics_data
+    if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 17')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ForgottenTopic_v17(item, out)
+        write_uvarint(out, len(forgotten_topics_data_value) + 1)
+        for forgotten_topics_data_item in forgotten_topics_data_value:
+            _encode_ForgottenTopic_v17(forgotten_topics_data_item, out)
     write_compact_string(out, obj.rack_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
     if obj.replica_state != ReplicaState():
         field_out = bytearray()
-        value = obj.replica_state
-        if value is None:
+        replica_state_value = obj.replica_state
+        if replica_state_value is None:
             raise EncodeError('ReplicaState cannot be null in version 17')
         else:
-            _encode_ReplicaState_v15(value, field_out)
+            _encode_ReplicaState_v15(replica_state_value, field_out)
         tagged.append((1, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -25,6 +24,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -41,10 +41,13 @@ _S_u = struct.Struct('>16s')
 
 class EpochEndOffset(Message):
     __slots__ = ('epoch', 'end_offset', 'unknown_tagged_fields')
+    epoch: int
+    end_offset: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'EpochEndOffset'
     FIELDS = (('epoch', 'int32'), ('end_offset', 'int64'))
 
-    def __init__(self, epoch: Any = -1, end_offset: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, epoch: int = -1, end_offset: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.epoch = epoch
         self.end_offset = end_offset
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -52,10 +55,13 @@ class EpochEndOffset(Message):
 
 class LeaderIdAndEpoch(Message):
     __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'LeaderIdAndEpoch'
     FIELDS = (('leader_id', 'int32'), ('leader_epoch', 'int32'))
 
-    def __init__(self, leader_id: Any = -1, leader_epoch: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, leader_id: int = -1, leader_epoch: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -63,10 +69,13 @@ class LeaderIdAndEpoch(Message):
 
 class SnapshotId(Message):
     __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
+    end_offset: int
+    epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SnapshotId'
     FIELDS = (('end_offset', 'int64'), ('epoch', 'int32'))
 
-    def __init__(self, end_offset: Any = -1, epoch: Any = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, end_offset: int = -1, epoch: int = -1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -74,10 +83,13 @@ class SnapshotId(Message):
 
 class AbortedTransaction(Message):
     __slots__ = ('producer_id', 'first_offset', 'unknown_tagged_fields')
+    producer_id: int
+    first_offset: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AbortedTransaction'
     FIELDS = (('producer_id', 'int64'), ('first_offset', 'int64'))
 
-    def __init__(self, producer_id: Any = 0, first_offset: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, producer_id: int = 0, first_offset: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.producer_id = producer_id
         self.first_offset = first_offset
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -85,10 +97,22 @@ class AbortedTransaction(Message):
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'diverging_epoch', 'current_leader', 'snapshot_id', 'aborted_transactions', 'preferred_read_replica', 'records', 'unknown_tagged_fields')
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    diverging_epoch: EpochEndOffset
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId
+    aborted_transactions: list[AbortedTransaction] | None
+    preferred_read_replica: int
+    records: bytes | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('error_code', 'int16'), ('high_watermark', 'int64'), ('last_stable_offset', 'int64'), ('log_start_offset', 'int64'), ('diverging_epoch', 'EpochEndOffset'), ('current_leader', 'LeaderIdAndEpoch'), ('snapshot_id', 'SnapshotId'), ('aborted_transactions', '[]AbortedTransaction'), ('preferred_read_replica', 'int32'), ('records', 'records'))
 
-    def __init__(self, partition_index: Any = 0, error_code: Any = 0, high_watermark: Any = 0, last_stable_offset: Any = -1, log_start_offset: Any = -1, diverging_epoch: Any = MISSING, current_leader: Any = MISSING, snapshot_id: Any = MISSING, aborted_transactions: Any = MISSING, preferred_read_replica: Any = -1, records: Any = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, error_code: int = 0, high_watermark: int = 0, last_stable_offset: int = -1, log_start_offset: int = -1, diverging_epoch: EpochEndOffset = MISSING, current_leader: LeaderIdAndEpoch = MISSING, snapshot_id: SnapshotId = MISSING, aborted_transactions: list[AbortedTransaction] | None = MISSING, preferred_read_replica: int = -1, records: bytes | None = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -105,10 +129,14 @@ class PartitionData(Message):
 
 class FetchableTopicResponse(Message):
     __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields')
+    topic: str
+    topic_id: bytes
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FetchableTopicResponse'
     FIELDS = (('topic', 'string'), ('topic_id', 'uuid'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic: Any = '', topic_id: Any = ZERO_UUID, partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic: str = '', topic_id: bytes = ZERO_UUID, partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.partitions = [] if partitions is MISSING else partitions
@@ -117,10 +145,15 @@ class FetchableTopicResponse(Message):
 
 class NodeEndpoint(Message):
     __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'NodeEndpoint'
     FIELDS = (('node_id', 'int32'), ('host', 'string'), ('port', 'int32'), ('rack', 'string'))
 
-    def __init__(self, node_id: Any = 0, host: Any = '', port: Any = 0, rack: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -130,13 +163,19 @@ class NodeEndpoint(Message):
 
 class FetchResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses', 'node_endpoints', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchableTopicResponse]
+    node_endpoints: list[NodeEndpoint]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FetchResponse'
-    API_KEY = 1
+    API_KEY = ApiKey.FETCH
     VALID_VERSIONS = (0, 17)
     FLEXIBLE_VERSIONS = (12, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('session_id', 'int32'), ('responses', '[]FetchableTopicResponse'), ('node_endpoints', '[]NodeEndpoint'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, session_id: Any = 0, responses: Any = MISSING, node_endpoints: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, session_id: int = 0, responses: list[FetchableTopicResponse] = MISSING, node_endpoints: list[NodeEndpoint] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.session_id = session_id
@@ -146,7 +185,7 @@ class FetchResponse(Message):
 
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -170,7 +209,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_FetchableTopicResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchableTopicResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -227,13 +266,13 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_FetchableTopicResponse_v0(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
 
 
 def _encode_FetchResponse_v0(obj: FetchResponse, out: bytearray) -> None:
@@ -241,13 +280,13 @@ def _encode_FetchResponse_v0(obj: FetchResponse, out: bytearray) -> None:
         raise EncodeError('FetchResponse.SessionId cannot be sent in version 0')
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 0')
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v0(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v0(responses_item, out)
 
 
 def _decode_FetchResponse_v1(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
@@ -287,13 +326,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_FetchableTopicResponse_v1(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
 
 
 def _encode_FetchResponse_v1(obj: FetchResponse, out: bytearray) -> None:
@@ -302,13 +341,13 @@ def _encode_FetchResponse_v1(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 1')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v1(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v1(responses_item, out)
 
 
 def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
@@ -326,13 +365,13 @@ def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_FetchableTopicResponse_v2(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v2(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v2(partitions_item, out)
 
 
 def _encode_FetchResponse_v2(obj: FetchResponse, out: bytearray) -> None:
@@ -341,13 +380,13 @@ def _encode_FetchResponse_v2(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 2')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v2(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v2(responses_item, out)
 
 
 def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
@@ -365,13 +404,13 @@ def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_FetchableTopicResponse_v3(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v3(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v3(partitions_item, out)
 
 
 def _encode_FetchResponse_v3(obj: FetchResponse, out: bytearray) -> None:
@@ -380,17 +419,17 @@ def _encode_FetchResponse_v3(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 3')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v3(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v3(responses_item, out)
 
 
 def _decode_many_AbortedTransaction_v4(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
-    items = []
+    items: list[AbortedTransaction] = []
     append = items.append
     try:
         for _ in range(count):
@@ -406,7 +445,7 @@ def _decode_many_AbortedTransaction_v4(buf: bytes, pos: int, count: int) -> tupl
 
 def _decode_many_PartitionData_v4(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -436,7 +475,7 @@ def _decode_many_PartitionData_v4(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_FetchableTopicResponse_v4(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchableTopicResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -493,25 +532,25 @@ def _encode_PartitionData_v4(obj: PartitionData, out: bytearray) -> None:
     if obj.preferred_read_replica != -1:
         raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 4')
     out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v4(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v4(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v4(partitions_item, out)
 
 
 def _encode_FetchResponse_v4(obj: FetchResponse, out: bytearray) -> None:
@@ -520,18 +559,18 @@ def _encode_FetchResponse_v4(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 4')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v4(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v4(responses_item, out)
 
 
 def _decode_many_PartitionData_v5(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -560,7 +599,7 @@ def _decode_many_PartitionData_v5(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_FetchableTopicResponse_v5(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchableTopicResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -613,25 +652,25 @@ def _encode_PartitionData_v5(obj: PartitionData, out: bytearray) -> None:
     if obj.preferred_read_replica != -1:
         raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 5')
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v5(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v5(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v5(partitions_item, out)
 
 
 def _encode_FetchResponse_v5(obj: FetchResponse, out: bytearray) -> None:
@@ -640,13 +679,13 @@ def _encode_FetchResponse_v5(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 5')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v5(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v5(responses_item, out)
 
 
 def _encode_PartitionData_v6(obj: PartitionData, out: bytearray) -> None:
@@ -659,25 +698,25 @@ def _encode_PartitionData_v6(obj: PartitionData, out: bytearray) -> None:
     if obj.preferred_read_replica != -1:
         raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 6')
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v6(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v6(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v6(partitions_item, out)
 
 
 def _encode_FetchResponse_v6(obj: FetchResponse, out: bytearray) -> None:
@@ -686,13 +725,13 @@ def _encode_FetchResponse_v6(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 6')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v6(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v6(responses_item, out)
 
 
 def _decode_FetchResponse_v7(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
@@ -725,38 +764,38 @@ def _encode_PartitionData_v7(obj: PartitionData, out: bytearray) -> None:
     if obj.preferred_read_replica != -1:
         raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 7')
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v7(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v7(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v7(partitions_item, out)
 
 
 def _encode_FetchResponse_v7(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 7')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v7(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v7(responses_item, out)
 
 
 def _encode_PartitionData_v8(obj: PartitionData, out: bytearray) -> None:
@@ -769,38 +808,38 @@ def _encode_PartitionData_v8(obj: PartitionData, out: bytearray) -> None:
     if obj.preferred_read_replica != -1:
         raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 8')
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v8(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v8(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v8(partitions_item, out)
 
 
 def _encode_FetchResponse_v8(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 8')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v8(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v8(responses_item, out)
 
 
 def _encode_PartitionData_v9(obj: PartitionData, out: bytearray) -> None:
@@ -813,38 +852,38 @@ def _encode_PartitionData_v9(obj: PartitionData, out: bytearray) -> None:
     if obj.preferred_read_replica != -1:
         raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 9')
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v9(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 9')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v9(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v9(partitions_item, out)
 
 
 def _encode_FetchResponse_v9(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 9')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 9')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v9(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v9(responses_item, out)
 
 
 def _encode_PartitionData_v10(obj: PartitionData, out: bytearray) -> None:
@@ -857,43 +896,43 @@ def _encode_PartitionData_v10(obj: PartitionData, out: bytearray) -> None:
     if obj.preferred_read_replica != -1:
         raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 10')
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v10(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 10')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v10(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v10(partitions_item, out)
 
 
 def _encode_FetchResponse_v10(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 10')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 10')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v10(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v10(responses_item, out)
 
 
 def _decode_many_PartitionData_v11(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -923,7 +962,7 @@ def _decode_many_PartitionData_v11(buf: bytes, pos: int, count: int) -> tuple[li
 
 def _decode_many_FetchableTopicResponse_v11(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchableTopicResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -972,44 +1011,44 @@ def _encode_PartitionData_v11(obj: PartitionData, out: bytearray) -> None:
     if obj.snapshot_id != SnapshotId():
         raise EncodeError('PartitionData.SnapshotId cannot be sent in version 11')
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AbortedTransaction_v4(item, out)
+        out += INT32.pack(len(aborted_transactions_value))
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
     out += _S_i.pack(obj.preferred_read_replica)
     write_nullable_bytes(out, obj.records)
 
 
 def _encode_FetchableTopicResponse_v11(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 11')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_PartitionData_v11(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v11(partitions_item, out)
 
 
 def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 11')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 11')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_FetchableTopicResponse_v11(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v11(responses_item, out)
 
 
 def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
     blen = len(buf)
-    items = []
+    items: list[AbortedTransaction] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1020,7 +1059,7 @@ def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tup
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1049,7 +1088,7 @@ def _decode_EpochEndOffset_v12(buf: bytes, pos: int) -> tuple[EpochEndOffset, in
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1077,7 +1116,7 @@ def _decode_LeaderIdAndEpoch_v12(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1105,7 +1144,7 @@ def _decode_SnapshotId_v12(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1125,7 +1164,7 @@ def _decode_SnapshotId_v12(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
 
 def _decode_many_PartitionData_v12(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1154,7 +1193,7 @@ def _decode_many_PartitionData_v12(buf: bytes, pos: int, count: int) -> tuple[li
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1188,7 +1227,7 @@ def _decode_many_PartitionData_v12(buf: bytes, pos: int, count: int) -> tuple[li
 
 def _decode_many_FetchableTopicResponse_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchableTopicResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1210,7 +1249,7 @@ def _decode_many_FetchableTopicResponse_v12(buf: bytes, pos: int, count: int) ->
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1251,7 +1290,7 @@ def _decode_FetchResponse_v12(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1303,39 +1342,39 @@ def _encode_SnapshotId_v12(obj: SnapshotId, out: bytearray) -> None:
 
 def _encode_PartitionData_v12(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AbortedTransaction_v12(item, out)
+        write_uvarint(out, len(aborted_transactions_value) + 1)
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
     out += _S_i.pack(obj.preferred_read_replica)
     write_compact_nullable_bytes(out, obj.records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.diverging_epoch != EpochEndOffset():
         field_out = bytearray()
-        value = obj.diverging_epoch
-        if value is None:
+        diverging_epoch_value = obj.diverging_epoch
+        if diverging_epoch_value is None:
             raise EncodeError('DivergingEpoch cannot be null in version 12')
         else:
-            _encode_EpochEndOffset_v12(value, field_out)
+            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
         tagged.append((0, field_out))
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 12')
         else:
-            _encode_LeaderIdAndEpoch_v12(value, field_out)
+            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
         tagged.append((1, field_out))
     if obj.snapshot_id != SnapshotId():
         field_out = bytearray()
-        value = obj.snapshot_id
-        if value is None:
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
             raise EncodeError('SnapshotId cannot be null in version 12')
         else:
-            _encode_SnapshotId_v12(value, field_out)
+            _encode_SnapshotId_v12(snapshot_id_value, field_out)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1345,13 +1384,13 @@ def _encode_PartitionData_v12(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_FetchableTopicResponse_v12(obj: FetchableTopicResponse, out: bytearray) -> None:
     write_compact_string(out, obj.topic)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v12(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v12(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1362,13 +1401,13 @@ def _encode_FetchResponse_v12(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 12')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchableTopicResponse_v12(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v12(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1377,7 +1416,7 @@ def _encode_FetchResponse_v12(obj: FetchResponse, out: bytearray) -> None:
 
 def _decode_many_FetchableTopicResponse_v13(buf: bytes, pos: int, count: int) -> tuple[list[FetchableTopicResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[FetchableTopicResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1400,7 +1439,7 @@ def _decode_many_FetchableTopicResponse_v13(buf: bytes, pos: int, count: int) ->
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1441,7 +1480,7 @@ def _decode_FetchResponse_v13(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1461,39 +1500,39 @@ def _decode_FetchResponse_v13(buf: bytes, pos: int) -> tuple[FetchResponse, int]
 
 def _encode_PartitionData_v13(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AbortedTransaction_v12(item, out)
+        write_uvarint(out, len(aborted_transactions_value) + 1)
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
     out += _S_i.pack(obj.preferred_read_replica)
     write_compact_nullable_bytes(out, obj.records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.diverging_epoch != EpochEndOffset():
         field_out = bytearray()
-        value = obj.diverging_epoch
-        if value is None:
+        diverging_epoch_value = obj.diverging_epoch
+        if diverging_epoch_value is None:
             raise EncodeError('DivergingEpoch cannot be null in version 13')
         else:
-            _encode_EpochEndOffset_v12(value, field_out)
+            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
         tagged.append((0, field_out))
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 13')
         else:
-            _encode_LeaderIdAndEpoch_v12(value, field_out)
+            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
         tagged.append((1, field_out))
     if obj.snapshot_id != SnapshotId():
         field_out = bytearray()
-        value = obj.snapshot_id
-        if value is None:
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
             raise EncodeError('SnapshotId cannot be null in version 13')
         else:
-            _encode_SnapshotId_v12(value, field_out)
+            _encode_SnapshotId_v12(snapshot_id_value, field_out)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1505,13 +1544,13 @@ def _encode_FetchableTopicResponse_v13(obj: FetchableTopicResponse, out: bytearr
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 13')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v13(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v13(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1522,13 +1561,13 @@ def _encode_FetchResponse_v13(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 13')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 13')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchableTopicResponse_v13(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v13(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1537,39 +1576,39 @@ def _encode_FetchResponse_v13(obj: FetchResponse, out: bytearray) -> None:
 
 def _encode_PartitionData_v14(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AbortedTransaction_v12(item, out)
+        write_uvarint(out, len(aborted_transactions_value) + 1)
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
     out += _S_i.pack(obj.preferred_read_replica)
     write_compact_nullable_bytes(out, obj.records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.diverging_epoch != EpochEndOffset():
         field_out = bytearray()
-        value = obj.diverging_epoch
-        if value is None:
+        diverging_epoch_value = obj.diverging_epoch
+        if diverging_epoch_value is None:
             raise EncodeError('DivergingEpoch cannot be null in version 14')
         else:
-            _encode_EpochEndOffset_v12(value, field_out)
+            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
         tagged.append((0, field_out))
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 14')
         else:
-            _encode_LeaderIdAndEpoch_v12(value, field_out)
+            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
         tagged.append((1, field_out))
     if obj.snapshot_id != SnapshotId():
         field_out = bytearray()
-        value = obj.snapshot_id
-        if value is None:
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
             raise EncodeError('SnapshotId cannot be null in version 14')
         else:
-            _encode_SnapshotId_v12(value, field_out)
+            _encode_SnapshotId_v12(snapshot_id_value, field_out)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1581,13 +1620,13 @@ def _encode_FetchableTopicResponse_v14(obj: FetchableTopicResponse, out: bytearr
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 14')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v14(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v14(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1598,13 +1637,13 @@ def _encode_FetchResponse_v14(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 14')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 14')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchableTopicResponse_v14(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v14(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1613,39 +1652,39 @@ def _encode_FetchResponse_v14(obj: FetchResponse, out: bytearray) -> None:
 
 def _encode_PartitionData_v15(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AbortedTransaction_v12(item, out)
+        write_uvarint(out, len(aborted_transactions_value) + 1)
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
     out += _S_i.pack(obj.preferred_read_replica)
     write_compact_nullable_bytes(out, obj.records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.diverging_epoch != EpochEndOffset():
         field_out = bytearray()
-        value = obj.diverging_epoch
-        if value is None:
+        diverging_epoch_value = obj.diverging_epoch
+        if diverging_epoch_value is None:
             raise EncodeError('DivergingEpoch cannot be null in version 15')
         else:
-            _encode_EpochEndOffset_v12(value, field_out)
+            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
         tagged.append((0, field_out))
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 15')
         else:
-            _encode_LeaderIdAndEpoch_v12(value, field_out)
+            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
         tagged.append((1, field_out))
     if obj.snapshot_id != SnapshotId():
         field_out = bytearray()
-        value = obj.snapshot_id
-        if value is None:
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
             raise EncodeError('SnapshotId cannot be null in version 15')
         else:
-            _encode_SnapshotId_v12(value, field_out)
+            _encode_SnapshotId_v12(snapshot_id_value, field_out)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1657,13 +1696,13 @@ def _encode_FetchableTopicResponse_v15(obj: FetchableTopicResponse, out: bytearr
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 15')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v15(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v15(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1674,13 +1713,13 @@ def _encode_FetchResponse_v15(obj: FetchResponse, out: bytearray) -> None:
     if obj.node_endpoints != []:
         raise EncodeError('FetchResponse.NodeEndpoints cannot be sent in version 15')
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 15')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchableTopicResponse_v15(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v15(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1689,7 +1728,7 @@ def _encode_FetchResponse_v15(obj: FetchResponse, out: bytearray) -> None:
 
 def _decode_many_NodeEndpoint_v16(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[NodeEndpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1704,7 +1743,7 @@ def _decode_many_NodeEndpoint_v16(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1745,7 +1784,7 @@ def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1780,39 +1819,39 @@ def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]
 
 def _encode_PartitionData_v16(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AbortedTransaction_v12(item, out)
+        write_uvarint(out, len(aborted_transactions_value) + 1)
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
     out += _S_i.pack(obj.preferred_read_replica)
     write_compact_nullable_bytes(out, obj.records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.diverging_epoch != EpochEndOffset():
         field_out = bytearray()
-        value = obj.diverging_epoch
-        if value is None:
+        diverging_epoch_value = obj.diverging_epoch
+        if diverging_epoch_value is None:
             raise EncodeError('DivergingEpoch cannot be null in version 16')
         else:
-            _encode_EpochEndOffset_v12(value, field_out)
+            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
         tagged.append((0, field_out))
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 16')
         else:
-            _encode_LeaderIdAndEpoch_v12(value, field_out)
+            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
         tagged.append((1, field_out))
     if obj.snapshot_id != SnapshotId():
         field_out = bytearray()
-        value = obj.snapshot_id
-        if value is None:
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
             raise EncodeError('SnapshotId cannot be null in version 16')
         else:
-            _encode_SnapshotId_v12(value, field_out)
+            _encode_SnapshotId_v12(snapshot_id_value, field_out)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1824,13 +1863,13 @@ def _encode_FetchableTopicResponse_v16(obj: FetchableTopicResponse, out: bytearr
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 16')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v16(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v16(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1850,23 +1889,23 @@ def _encode_NodeEndpoint_v16(obj: NodeEndpoint, out: bytearray) -> None:
 
 def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 16')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchableTopicResponse_v16(item, out)
-    tagged = []
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v16(responses_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
-        value = obj.node_endpoints
-        if value is None:
+        node_endpoints_value = obj.node_endpoints
+        if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 16')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_NodeEndpoint_v16(item, field_out)
+            write_uvarint(field_out, len(node_endpoints_value) + 1)
+            for node_endpoints_item in node_endpoints_value:
+                _encode_NodeEndpoint_v16(node_endpoints_item, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1876,39 +1915,39 @@ def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
 
 def _encode_PartitionData_v17(obj: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    value = obj.aborted_transactions
-    if value is None:
+    aborted_transactions_value = obj.aborted_transactions
+    if aborted_transactions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AbortedTransaction_v12(item, out)
+        write_uvarint(out, len(aborted_transactions_value) + 1)
+        for aborted_transactions_item in aborted_transactions_value:
+            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
     out += _S_i.pack(obj.preferred_read_replica)
     write_compact_nullable_bytes(out, obj.records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.diverging_epoch != EpochEndOffset():
         field_out = bytearray()
-        value = obj.diverging_epoch
-        if value is None:
+        diverging_epoch_value = obj.diverging_epoch
+        if diverging_epoch_value is None:
             raise EncodeError('DivergingEpoch cannot be null in version 17')
         else:
-            _encode_EpochEndOffset_v12(value, field_out)
+            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
         tagged.append((0, field_out))
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 17')
         else:
-            _encode_LeaderIdAndEpoch_v12(value, field_out)
+            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
         tagged.append((1, field_out))
     if obj.snapshot_id != SnapshotId():
         field_out = bytearray()
-        value = obj.snapshot_id
-        if value is None:
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
             raise EncodeError('SnapshotId cannot be null in version 17')
         else:
-            _encode_SnapshotId_v12(value, field_out)
+            _encode_SnapshotId_v12(snapshot_id_value, field_out)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1920,13 +1959,13 @@ def _encode_FetchableTopicResponse_v17(obj: FetchableTopicResponse, out: bytearr
     if len(obj.topic_id) != 16:
         raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 17')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v17(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v17(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1935,23 +1974,23 @@ def _encode_FetchableTopicResponse_v17(obj: FetchableTopicResponse, out: bytearr
 
 def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
     out += _S_ihi.pack(obj.throttle_time_ms, obj.error_code, obj.session_id)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 17')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FetchableTopicResponse_v17(item, out)
-    tagged = []
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_FetchableTopicResponse_v17(responses_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
-        value = obj.node_endpoints
-        if value is None:
+        node_endpoints_value = obj.node_endpoints
+        if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 17')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_NodeEndpoint_v16(item, field_out)
+            write_uvarint(field_out, len(node_endpoints_value) + 1)
+            for node_endpoints_item in node_endpoints_value:
+                _encode_NodeEndpoint_v16(node_endpoints_item, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_ii = struct.Struct('>ii')
@@ -28,10 +28,13 @@ _S_u = struct.Struct('>16s')
 
 class SnapshotId(Message):
     __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
+    end_offset: int
+    epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SnapshotId'
     FIELDS = (('end_offset', 'int64'), ('epoch', 'int32'))
 
-    def __init__(self, end_offset: Any = 0, epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, end_offset: int = 0, epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -39,10 +42,16 @@ class SnapshotId(Message):
 
 class PartitionSnapshot(Message):
     __slots__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields')
+    partition: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    replica_directory_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionSnapshot'
     FIELDS = (('partition', 'int32'), ('current_leader_epoch', 'int32'), ('snapshot_id', 'SnapshotId'), ('position', 'int64'), ('replica_directory_id', 'uuid'))
 
-    def __init__(self, partition: Any = 0, current_leader_epoch: Any = 0, snapshot_id: Any = MISSING, position: Any = 0, replica_directory_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition: int = 0, current_leader_epoch: int = 0, snapshot_id: SnapshotId = MISSING, position: int = 0, replica_directory_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
         self.snapshot_id = SnapshotId() if snapshot_id is MISSING else snapshot_id
@@ -53,10 +62,13 @@ class PartitionSnapshot(Message):
 
 class TopicSnapshot(Message):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+    name: str
+    partitions: list[PartitionSnapshot]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicSnapshot'
     FIELDS = (('name', 'string'), ('partitions', '[]PartitionSnapshot'))
 
-    def __init__(self, name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', partitions: list[PartitionSnapshot] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -64,13 +76,18 @@ class TopicSnapshot(Message):
 
 class FetchSnapshotRequest(Message):
     __slots__ = ('cluster_id', 'replica_id', 'max_bytes', 'topics', 'unknown_tagged_fields')
+    cluster_id: str | None
+    replica_id: int
+    max_bytes: int
+    topics: list[TopicSnapshot]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FetchSnapshotRequest'
-    API_KEY = 59
+    API_KEY = ApiKey.FETCH_SNAPSHOT
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('cluster_id', 'string'), ('replica_id', 'int32'), ('max_bytes', 'int32'), ('topics', '[]TopicSnapshot'))
 
-    def __init__(self, cluster_id: Any = None, replica_id: Any = -1, max_bytes: Any = 2147483647, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = None, replica_id: int = -1, max_bytes: int = 2147483647, topics: list[TopicSnapshot] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.replica_id = replica_id
         self.max_bytes = max_bytes
@@ -88,7 +105,7 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -108,7 +125,7 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
 
 def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionSnapshot] = []
     append = items.append
     try:
         for _ in range(count):
@@ -123,7 +140,7 @@ def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -144,7 +161,7 @@ def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple
 
 def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicSnapshot], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicSnapshot] = []
     append = items.append
     try:
         for _ in range(count):
@@ -165,7 +182,7 @@ def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -206,7 +223,7 @@ def _decode_FetchSnapshotRequest_v0(buf: bytes, pos: int) -> tuple[FetchSnapshot
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -239,11 +256,11 @@ def _encode_SnapshotId_v0(obj: SnapshotId, out: bytearray) -> None:
 
 def _encode_PartitionSnapshot_v0(obj: PartitionSnapshot, out: bytearray) -> None:
     out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
-    value = obj.snapshot_id
-    if value is None:
+    snapshot_id_value = obj.snapshot_id
+    if snapshot_id_value is None:
         raise EncodeError('SnapshotId cannot be null in version 0')
     else:
-        _encode_SnapshotId_v0(value, out)
+        _encode_SnapshotId_v0(snapshot_id_value, out)
     out += _S_q.pack(obj.position)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -253,13 +270,13 @@ def _encode_PartitionSnapshot_v0(obj: PartitionSnapshot, out: bytearray) -> None
 
 def _encode_TopicSnapshot_v0(obj: TopicSnapshot, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionSnapshot_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionSnapshot_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -268,14 +285,14 @@ def _encode_TopicSnapshot_v0(obj: TopicSnapshot, out: bytearray) -> None:
 
 def _encode_FetchSnapshotRequest_v0(obj: FetchSnapshotRequest, out: bytearray) -> None:
     out += _S_ii.pack(obj.replica_id, obj.max_bytes)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicSnapshot_v0(item, out)
-    tagged = []
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicSnapshot_v0(topics_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
@@ -288,7 +305,7 @@ def _encode_FetchSnapshotRequest_v0(obj: FetchSnapshotRequest, out: bytearray) -
 
 def _decode_many_PartitionSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionSnapshot] = []
     append = items.append
     try:
         for _ in range(count):
@@ -303,7 +320,7 @@ def _decode_many_PartitionSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -330,7 +347,7 @@ def _decode_many_PartitionSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple
 
 def _decode_many_TopicSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicSnapshot], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicSnapshot] = []
     append = items.append
     try:
         for _ in range(count):
@@ -351,7 +368,7 @@ def _decode_many_TopicSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -392,7 +409,7 @@ def _decode_FetchSnapshotRequest_v1(buf: bytes, pos: int) -> tuple[FetchSnapshot
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -417,13 +434,13 @@ def _decode_FetchSnapshotRequest_v1(buf: bytes, pos: int) -> tuple[FetchSnapshot
 
 def _encode_PartitionSnapshot_v1(obj: PartitionSnapshot, out: bytearray) -> None:
     out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
-    value = obj.snapshot_id
-    if value is None:
+    snapshot_id_value = obj.snapshot_id
+    if snapshot_id_value is None:
         raise EncodeError('SnapshotId cannot be null in version 1')
     else:
-        _encode_SnapshotId_v0(value, out)
+        _encode_SnapshotId_v0(snapshot_id_value, out)
     out += _S_q.pack(obj.position)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.replica_directory_id != ZERO_UUID:
         field_out = bytearray()
         if len(obj.replica_directory_id) != 16:
@@ -438,13 +455,13 @@ def _encode_PartitionSnapshot_v1(obj: PartitionSnapshot, out: bytearray) -> None
 
 def _encode_TopicSnapshot_v1(obj: TopicSnapshot, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionSnapshot_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionSnapshot_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -453,14 +470,14 @@ def _encode_TopicSnapshot_v1(obj: TopicSnapshot, out: bytearray) -> None:
 
 def _encode_FetchSnapshotRequest_v1(obj: FetchSnapshotRequest, out: bytearray) -> None:
     out += _S_ii.pack(obj.replica_id, obj.max_bytes)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicSnapshot_v1(item, out)
-    tagged = []
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicSnapshot_v1(topics_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)

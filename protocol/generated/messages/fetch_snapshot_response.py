@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -17,6 +16,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
@@ -29,10 +29,13 @@ _S_qq = struct.Struct('>qq')
 
 class SnapshotId(Message):
     __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields')
+    end_offset: int
+    epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SnapshotId'
     FIELDS = (('end_offset', 'int64'), ('epoch', 'int32'))
 
-    def __init__(self, end_offset: Any = 0, epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, end_offset: int = 0, epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.end_offset = end_offset
         self.epoch = epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -40,10 +43,13 @@ class SnapshotId(Message):
 
 class LeaderIdAndEpoch(Message):
     __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'LeaderIdAndEpoch'
     FIELDS = (('leader_id', 'int32'), ('leader_epoch', 'int32'))
 
-    def __init__(self, leader_id: Any = 0, leader_epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -51,10 +57,18 @@ class LeaderIdAndEpoch(Message):
 
 class PartitionSnapshot(Message):
     __slots__ = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records', 'unknown_tagged_fields')
+    index: int
+    error_code: int
+    snapshot_id: SnapshotId
+    current_leader: LeaderIdAndEpoch
+    size: int
+    position: int
+    unaligned_records: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionSnapshot'
     FIELDS = (('index', 'int32'), ('error_code', 'int16'), ('snapshot_id', 'SnapshotId'), ('current_leader', 'LeaderIdAndEpoch'), ('size', 'int64'), ('position', 'int64'), ('unaligned_records', 'records'))
 
-    def __init__(self, index: Any = 0, error_code: Any = 0, snapshot_id: Any = MISSING, current_leader: Any = MISSING, size: Any = 0, position: Any = 0, unaligned_records: Any = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, index: int = 0, error_code: int = 0, snapshot_id: SnapshotId = MISSING, current_leader: LeaderIdAndEpoch = MISSING, size: int = 0, position: int = 0, unaligned_records: bytes = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.index = index
         self.error_code = error_code
         self.snapshot_id = SnapshotId() if snapshot_id is MISSING else snapshot_id
@@ -67,10 +81,13 @@ class PartitionSnapshot(Message):
 
 class TopicSnapshot(Message):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+    name: str
+    partitions: list[PartitionSnapshot]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicSnapshot'
     FIELDS = (('name', 'string'), ('partitions', '[]PartitionSnapshot'))
 
-    def __init__(self, name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', partitions: list[PartitionSnapshot] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -78,10 +95,14 @@ class TopicSnapshot(Message):
 
 class NodeEndpoint(Message):
     __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
+    node_id: int
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'NodeEndpoint'
     FIELDS = (('node_id', 'int32'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, node_id: Any = 0, host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, node_id: int = 0, host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -90,13 +111,18 @@ class NodeEndpoint(Message):
 
 class FetchSnapshotResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    topics: list[TopicSnapshot]
+    node_endpoints: list[NodeEndpoint]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FetchSnapshotResponse'
-    API_KEY = 59
+    API_KEY = ApiKey.FETCH_SNAPSHOT
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('topics', '[]TopicSnapshot'), ('node_endpoints', '[]NodeEndpoint'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, topics: Any = MISSING, node_endpoints: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, topics: list[TopicSnapshot] = MISSING, node_endpoints: list[NodeEndpoint] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.topics = [] if topics is MISSING else topics
@@ -114,7 +140,7 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -142,7 +168,7 @@ def _decode_LeaderIdAndEpoch_v0(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch,
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -162,7 +188,7 @@ def _decode_LeaderIdAndEpoch_v0(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch,
 
 def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionSnapshot] = []
     append = items.append
     try:
         for _ in range(count):
@@ -178,7 +204,7 @@ def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -204,7 +230,7 @@ def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple
 
 def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicSnapshot], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicSnapshot] = []
     append = items.append
     try:
         for _ in range(count):
@@ -225,7 +251,7 @@ def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -266,7 +292,7 @@ def _decode_FetchSnapshotResponse_v0(buf: bytes, pos: int) -> tuple[FetchSnapsho
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -302,21 +328,21 @@ def _encode_LeaderIdAndEpoch_v0(obj: LeaderIdAndEpoch, out: bytearray) -> None:
 
 def _encode_PartitionSnapshot_v0(obj: PartitionSnapshot, out: bytearray) -> None:
     out += _S_ih.pack(obj.index, obj.error_code)
-    value = obj.snapshot_id
-    if value is None:
+    snapshot_id_value = obj.snapshot_id
+    if snapshot_id_value is None:
         raise EncodeError('SnapshotId cannot be null in version 0')
     else:
-        _encode_SnapshotId_v0(value, out)
+        _encode_SnapshotId_v0(snapshot_id_value, out)
     out += _S_qq.pack(obj.size, obj.position)
     write_compact_bytes(out, obj.unaligned_records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 0')
         else:
-            _encode_LeaderIdAndEpoch_v0(value, field_out)
+            _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -326,13 +352,13 @@ def _encode_PartitionSnapshot_v0(obj: PartitionSnapshot, out: bytearray) -> None
 
 def _encode_TopicSnapshot_v0(obj: TopicSnapshot, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionSnapshot_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionSnapshot_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -343,13 +369,13 @@ def _encode_FetchSnapshotResponse_v0(obj: FetchSnapshotResponse, out: bytearray)
     if obj.node_endpoints != []:
         raise EncodeError('FetchSnapshotResponse.NodeEndpoints cannot be sent in version 0')
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicSnapshot_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicSnapshot_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -358,7 +384,7 @@ def _encode_FetchSnapshotResponse_v0(obj: FetchSnapshotResponse, out: bytearray)
 
 def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[NodeEndpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -372,7 +398,7 @@ def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -413,7 +439,7 @@ def _decode_FetchSnapshotResponse_v1(buf: bytes, pos: int) -> tuple[FetchSnapsho
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -448,21 +474,21 @@ def _decode_FetchSnapshotResponse_v1(buf: bytes, pos: int) -> tuple[FetchSnapsho
 
 def _encode_PartitionSnapshot_v1(obj: PartitionSnapshot, out: bytearray) -> None:
     out += _S_ih.pack(obj.index, obj.error_code)
-    value = obj.snapshot_id
-    if value is None:
+    snapshot_id_value = obj.snapshot_id
+    if snapshot_id_value is None:
         raise EncodeError('SnapshotId cannot be null in version 1')
     else:
-        _encode_SnapshotId_v0(value, out)
+        _encode_SnapshotId_v0(snapshot_id_value, out)
     out += _S_qq.pack(obj.size, obj.position)
     write_compact_bytes(out, obj.unaligned_records)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.current_leader != LeaderIdAndEpoch():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 1')
         else:
-            _encode_LeaderIdAndEpoch_v0(value, field_out)
+            _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -472,13 +498,13 @@ def _encode_PartitionSnapshot_v1(obj: PartitionSnapshot, out: bytearray) -> None
 
 def _encode_TopicSnapshot_v1(obj: TopicSnapshot, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionSnapshot_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionSnapshot_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -497,23 +523,23 @@ def _encode_NodeEndpoint_v1(obj: NodeEndpoint, out: bytearray) -> None:
 
 def _encode_FetchSnapshotResponse_v1(obj: FetchSnapshotResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicSnapshot_v1(item, out)
-    tagged = []
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicSnapshot_v1(topics_item, out)
+    tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
-        value = obj.node_endpoints
-        if value is None:
+        node_endpoints_value = obj.node_endpoints
+        if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 1')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                _encode_NodeEndpoint_v1(item, field_out)
+            write_uvarint(field_out, len(node_endpoints_value) + 1)
+            for node_endpoints_item in node_endpoints_value:
+                _encode_NodeEndpoint_v1(node_endpoints_item, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -22,6 +21,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -31,10 +31,15 @@ _S_i = struct.Struct('>i')
 
 class AlterConfigsResourceResponse(Message):
     __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'unknown_tagged_fields')
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AlterConfigsResourceResponse'
     FIELDS = (('error_code', 'int16'), ('error_message', 'string'), ('resource_type', 'int8'), ('resource_name', 'string'))
 
-    def __init__(self, error_code: Any = 0, error_message: Any = '', resource_type: Any = 0, resource_name: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.resource_type = resource_type
@@ -44,20 +49,23 @@ class AlterConfigsResourceResponse(Message):
 
 class IncrementalAlterConfigsResponse(Message):
     __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'IncrementalAlterConfigsResponse'
-    API_KEY = 44
+    API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (1, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('responses', '[]AlterConfigsResourceResponse'))
 
-    def __init__(self, throttle_time_ms: Any = 0, responses: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, responses: list[AlterConfigsResourceResponse] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.responses = [] if responses is MISSING else responses
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 def _decode_many_AlterConfigsResourceResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResourceResponse], int]:
-    items = []
+    items: list[AlterConfigsResourceResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -103,18 +111,18 @@ def _encode_AlterConfigsResourceResponse_v0(obj: AlterConfigsResourceResponse, o
 
 def _encode_IncrementalAlterConfigsResponse_v0(obj: IncrementalAlterConfigsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_AlterConfigsResourceResponse_v0(item, out)
+        out += INT32.pack(len(responses_value))
+        for responses_item in responses_value:
+            _encode_AlterConfigsResourceResponse_v0(responses_item, out)
 
 
 def _decode_many_AlterConfigsResourceResponse_v1(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResourceResponse], int]:
     blen = len(buf)
-    items = []
+    items: list[AlterConfigsResourceResponse] = []
     append = items.append
     try:
         for _ in range(count):
@@ -129,7 +137,7 @@ def _decode_many_AlterConfigsResourceResponse_v1(buf: bytes, pos: int, count: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -169,7 +177,7 @@ def _decode_IncrementalAlterConfigsResponse_v1(buf: bytes, pos: int) -> tuple[In
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -200,13 +208,13 @@ def _encode_AlterConfigsResourceResponse_v1(obj: AlterConfigsResourceResponse, o
 
 def _encode_IncrementalAlterConfigsResponse_v1(obj: IncrementalAlterConfigsResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.responses
-    if value is None:
+    responses_value = obj.responses
+    if responses_value is None:
         raise EncodeError('Responses cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_AlterConfigsResourceResponse_v1(item, out)
+        write_uvarint(out, len(responses_value) + 1)
+        for responses_item in responses_value:
+            _encode_AlterConfigsResourceResponse_v1(responses_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,14 +11,16 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 
 
 class ListClientMetricsResourcesRequest(Message):
     __slots__ = ('unknown_tagged_fields',)
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ListClientMetricsResourcesRequest'
-    API_KEY = 74
+    API_KEY = ApiKey.LIST_CLIENT_METRICS_RESOURCES
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = ()
@@ -36,7 +37,7 @@ def _decode_ListClientMetricsResourcesRequest_v0(buf: bytes, pos: int) -> tuple[
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

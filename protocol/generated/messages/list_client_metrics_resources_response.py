@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_ih = struct.Struct('>ih')
@@ -22,23 +22,29 @@ _S_ih = struct.Struct('>ih')
 
 class ClientMetricsResource(Message):
     __slots__ = ('name', 'unknown_tagged_fields')
+    name: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ClientMetricsResource'
     FIELDS = (('name', 'string'),)
 
-    def __init__(self, name: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class ListClientMetricsResourcesResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'client_metrics_resources', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    client_metrics_resources: list[ClientMetricsResource]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ListClientMetricsResourcesResponse'
-    API_KEY = 74
+    API_KEY = ApiKey.LIST_CLIENT_METRICS_RESOURCES
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('client_metrics_resources', '[]ClientMetricsResource'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, client_metrics_resources: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, client_metrics_resources: list[ClientMetricsResource] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.client_metrics_resources = [] if client_metrics_resources is MISSING else client_metrics_resources
@@ -47,7 +53,7 @@ class ListClientMetricsResourcesResponse(Message):
 
 def _decode_many_ClientMetricsResource_v0(buf: bytes, pos: int, count: int) -> tuple[list[ClientMetricsResource], int]:
     blen = len(buf)
-    items = []
+    items: list[ClientMetricsResource] = []
     append = items.append
     try:
         for _ in range(count):
@@ -57,7 +63,7 @@ def _decode_many_ClientMetricsResource_v0(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -97,7 +103,7 @@ def _decode_ListClientMetricsResourcesResponse_v0(buf: bytes, pos: int) -> tuple
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -125,13 +131,13 @@ def _encode_ClientMetricsResource_v0(obj: ClientMetricsResource, out: bytearray)
 
 def _encode_ListClientMetricsResourcesResponse_v0(obj: ListClientMetricsResourcesResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    value = obj.client_metrics_resources
-    if value is None:
+    client_metrics_resources_value = obj.client_metrics_resources
+    if client_metrics_resources_value is None:
         raise EncodeError('ClientMetricsResources cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ClientMetricsResource_v0(item, out)
+        write_uvarint(out, len(client_metrics_resources_value) + 1)
+        for client_metrics_resources_item in client_metrics_resources_value:
+            _encode_ClientMetricsResource_v0(client_metrics_resources_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

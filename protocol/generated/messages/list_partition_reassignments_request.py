@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,6 +15,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -23,10 +23,13 @@ _S_i = struct.Struct('>i')
 
 class ListPartitionReassignmentsTopics(Message):
     __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields')
+    name: str
+    partition_indexes: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ListPartitionReassignmentsTopics'
     FIELDS = (('name', 'string'), ('partition_indexes', '[]int32'))
 
-    def __init__(self, name: Any = '', partition_indexes: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', partition_indexes: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.partition_indexes = [] if partition_indexes is MISSING else partition_indexes
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -34,13 +37,16 @@ class ListPartitionReassignmentsTopics(Message):
 
 class ListPartitionReassignmentsRequest(Message):
     __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields')
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsTopics] | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ListPartitionReassignmentsRequest'
-    API_KEY = 46
+    API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('timeout_ms', 'int32'), ('topics', '[]ListPartitionReassignmentsTopics'))
 
-    def __init__(self, timeout_ms: Any = 60000, topics: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsTopics] | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.timeout_ms = timeout_ms
         self.topics = topics
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -48,7 +54,7 @@ class ListPartitionReassignmentsRequest(Message):
 
 def _decode_many_ListPartitionReassignmentsTopics_v0(buf: bytes, pos: int, count: int) -> tuple[list[ListPartitionReassignmentsTopics], int]:
     blen = len(buf)
-    items = []
+    items: list[ListPartitionReassignmentsTopics] = []
     append = items.append
     try:
         for _ in range(count):
@@ -74,7 +80,7 @@ def _decode_many_ListPartitionReassignmentsTopics_v0(buf: bytes, pos: int, count
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -115,7 +121,7 @@ def _decode_ListPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple[
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -135,13 +141,13 @@ def _decode_ListPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple[
 
 def _encode_ListPartitionReassignmentsTopics_v0(obj: ListPartitionReassignmentsTopics, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partition_indexes
-    if value is None:
+    partition_indexes_value = obj.partition_indexes
+    if partition_indexes_value is None:
         raise EncodeError('PartitionIndexes cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(partition_indexes_value) + 1)
+        if partition_indexes_value:
+            out += INT32_ARRAYS[len(partition_indexes_value)].pack(*partition_indexes_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -150,13 +156,13 @@ def _encode_ListPartitionReassignmentsTopics_v0(obj: ListPartitionReassignmentsT
 
 def _encode_ListPartitionReassignmentsRequest_v0(obj: ListPartitionReassignmentsRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.timeout_ms)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ListPartitionReassignmentsTopics_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_ListPartitionReassignmentsTopics_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

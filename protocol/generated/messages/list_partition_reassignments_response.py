@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -26,10 +26,15 @@ _S_ih = struct.Struct('>ih')
 
 class OngoingPartitionReassignment(Message):
     __slots__ = ('partition_index', 'replicas', 'adding_replicas', 'removing_replicas', 'unknown_tagged_fields')
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'OngoingPartitionReassignment'
     FIELDS = (('partition_index', 'int32'), ('replicas', '[]int32'), ('adding_replicas', '[]int32'), ('removing_replicas', '[]int32'))
 
-    def __init__(self, partition_index: Any = 0, replicas: Any = MISSING, adding_replicas: Any = MISSING, removing_replicas: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, replicas: list[int] = MISSING, adding_replicas: list[int] = MISSING, removing_replicas: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.replicas = [] if replicas is MISSING else replicas
         self.adding_replicas = [] if adding_replicas is MISSING else adding_replicas
@@ -39,10 +44,13 @@ class OngoingPartitionReassignment(Message):
 
 class OngoingTopicReassignment(Message):
     __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
+    name: str
+    partitions: list[OngoingPartitionReassignment]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'OngoingTopicReassignment'
     FIELDS = (('name', 'string'), ('partitions', '[]OngoingPartitionReassignment'))
 
-    def __init__(self, name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', partitions: list[OngoingPartitionReassignment] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -50,13 +58,18 @@ class OngoingTopicReassignment(Message):
 
 class ListPartitionReassignmentsResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'topics', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[OngoingTopicReassignment]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ListPartitionReassignmentsResponse'
-    API_KEY = 46
+    API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('error_message', 'string'), ('topics', '[]OngoingTopicReassignment'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, error_message: Any = '', topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', topics: list[OngoingTopicReassignment] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -66,7 +79,7 @@ class ListPartitionReassignmentsResponse(Message):
 
 def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: int) -> tuple[list[OngoingPartitionReassignment], int]:
     blen = len(buf)
-    items = []
+    items: list[OngoingPartitionReassignment] = []
     append = items.append
     try:
         for _ in range(count):
@@ -125,7 +138,7 @@ def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -146,7 +159,7 @@ def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: in
 
 def _decode_many_OngoingTopicReassignment_v0(buf: bytes, pos: int, count: int) -> tuple[list[OngoingTopicReassignment], int]:
     blen = len(buf)
-    items = []
+    items: list[OngoingTopicReassignment] = []
     append = items.append
     try:
         for _ in range(count):
@@ -167,7 +180,7 @@ def _decode_many_OngoingTopicReassignment_v0(buf: bytes, pos: int, count: int) -
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -208,7 +221,7 @@ def _decode_ListPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tuple
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -228,27 +241,27 @@ def _decode_ListPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tuple
 
 def _encode_OngoingPartitionReassignment_v0(obj: OngoingPartitionReassignment, out: bytearray) -> None:
     out += _S_i.pack(obj.partition_index)
-    value = obj.replicas
-    if value is None:
+    replicas_value = obj.replicas
+    if replicas_value is None:
         raise EncodeError('Replicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.adding_replicas
-    if value is None:
+        write_uvarint(out, len(replicas_value) + 1)
+        if replicas_value:
+            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+    adding_replicas_value = obj.adding_replicas
+    if adding_replicas_value is None:
         raise EncodeError('AddingReplicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.removing_replicas
-    if value is None:
+        write_uvarint(out, len(adding_replicas_value) + 1)
+        if adding_replicas_value:
+            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
+    removing_replicas_value = obj.removing_replicas
+    if removing_replicas_value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(removing_replicas_value) + 1)
+        if removing_replicas_value:
+            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -257,13 +270,13 @@ def _encode_OngoingPartitionReassignment_v0(obj: OngoingPartitionReassignment, o
 
 def _encode_OngoingTopicReassignment_v0(obj: OngoingTopicReassignment, out: bytearray) -> None:
     write_compact_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_OngoingPartitionReassignment_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_OngoingPartitionReassignment_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -273,13 +286,13 @@ def _encode_OngoingTopicReassignment_v0(obj: OngoingTopicReassignment, out: byte
 def _encode_ListPartitionReassignmentsResponse_v0(obj: ListPartitionReassignmentsResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_OngoingTopicReassignment_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_OngoingTopicReassignment_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

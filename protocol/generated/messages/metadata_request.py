@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -21,6 +20,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_o = struct.Struct('>?')
@@ -31,10 +31,13 @@ _S_u = struct.Struct('>16s')
 
 class MetadataRequestTopic(Message):
     __slots__ = ('topic_id', 'name', 'unknown_tagged_fields')
+    topic_id: bytes
+    name: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'MetadataRequestTopic'
     FIELDS = (('topic_id', 'uuid'), ('name', 'string'))
 
-    def __init__(self, topic_id: Any = ZERO_UUID, name: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_id: bytes = ZERO_UUID, name: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_id = topic_id
         self.name = name
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -42,13 +45,18 @@ class MetadataRequestTopic(Message):
 
 class MetadataRequest(Message):
     __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields')
+    topics: list[MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'MetadataRequest'
-    API_KEY = 3
+    API_KEY = ApiKey.METADATA
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_VERSIONS = (9, 32767)
     FIELDS = (('topics', '[]MetadataRequestTopic'), ('allow_auto_topic_creation', 'bool'), ('include_cluster_authorized_operations', 'bool'), ('include_topic_authorized_operations', 'bool'))
 
-    def __init__(self, topics: Any = MISSING, allow_auto_topic_creation: Any = True, include_cluster_authorized_operations: Any = False, include_topic_authorized_operations: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topics: list[MetadataRequestTopic] | None = MISSING, allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topics = [] if topics is MISSING else topics
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
@@ -57,7 +65,7 @@ class MetadataRequest(Message):
 
 
 def _decode_many_MetadataRequestTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
-    items = []
+    items: list[MetadataRequestTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -102,13 +110,13 @@ def _encode_MetadataRequest_v0(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 0')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 0')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
 
 
 def _decode_MetadataRequest_v1(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
@@ -139,13 +147,13 @@ def _encode_MetadataRequest_v1(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 1')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 1')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
 
 
 def _encode_MetadataRequest_v2(obj: MetadataRequest, out: bytearray) -> None:
@@ -155,13 +163,13 @@ def _encode_MetadataRequest_v2(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 2')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 2')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
 
 
 def _encode_MetadataRequest_v3(obj: MetadataRequest, out: bytearray) -> None:
@@ -171,13 +179,13 @@ def _encode_MetadataRequest_v3(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 3')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 3')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
 
 
 def _decode_MetadataRequest_v4(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
@@ -207,13 +215,13 @@ def _encode_MetadataRequest_v4(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 4')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 4')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -222,13 +230,13 @@ def _encode_MetadataRequest_v5(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 5')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 5')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -237,13 +245,13 @@ def _encode_MetadataRequest_v6(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 6')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 6')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -252,13 +260,13 @@ def _encode_MetadataRequest_v7(obj: MetadataRequest, out: bytearray) -> None:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 7')
     if obj.include_topic_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeTopicAuthorizedOperations cannot be sent in version 7')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -283,19 +291,19 @@ def _decode_MetadataRequest_v8(buf: bytes, pos: int) -> tuple[MetadataRequest, i
 
 
 def _encode_MetadataRequest_v8(obj: MetadataRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataRequestTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v0(topics_item, out)
     out += _S_ooo.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
 
 
 def _decode_many_MetadataRequestTopic_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataRequestTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -306,7 +314,7 @@ def _decode_many_MetadataRequestTopic_v9(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -347,7 +355,7 @@ def _decode_MetadataRequest_v9(buf: bytes, pos: int) -> tuple[MetadataRequest, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -374,13 +382,13 @@ def _encode_MetadataRequestTopic_v9(obj: MetadataRequestTopic, out: bytearray) -
 
 
 def _encode_MetadataRequest_v9(obj: MetadataRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataRequestTopic_v9(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v9(topics_item, out)
     out += _S_ooo.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -390,7 +398,7 @@ def _encode_MetadataRequest_v9(obj: MetadataRequest, out: bytearray) -> None:
 
 def _decode_many_MetadataRequestTopic_v10(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataRequestTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -402,7 +410,7 @@ def _decode_many_MetadataRequestTopic_v10(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -443,7 +451,7 @@ def _decode_MetadataRequest_v10(buf: bytes, pos: int) -> tuple[MetadataRequest, 
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -473,13 +481,13 @@ def _encode_MetadataRequestTopic_v10(obj: MetadataRequestTopic, out: bytearray) 
 
 
 def _encode_MetadataRequest_v10(obj: MetadataRequest, out: bytearray) -> None:
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataRequestTopic_v10(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v10(topics_item, out)
     out += _S_ooo.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -510,7 +518,7 @@ def _decode_MetadataRequest_v11(buf: bytes, pos: int) -> tuple[MetadataRequest, 
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -531,13 +539,13 @@ def _decode_MetadataRequest_v11(buf: bytes, pos: int) -> tuple[MetadataRequest, 
 def _encode_MetadataRequest_v11(obj: MetadataRequest, out: bytearray) -> None:
     if obj.include_cluster_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 11')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataRequestTopic_v10(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v10(topics_item, out)
     out += _S_oo.pack(obj.allow_auto_topic_creation, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -548,13 +556,13 @@ def _encode_MetadataRequest_v11(obj: MetadataRequest, out: bytearray) -> None:
 def _encode_MetadataRequest_v12(obj: MetadataRequest, out: bytearray) -> None:
     if obj.include_cluster_authorized_operations:
         raise EncodeError('MetadataRequest.IncludeClusterAuthorizedOperations cannot be sent in version 12')
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataRequestTopic_v10(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataRequestTopic_v10(topics_item, out)
     out += _S_oo.pack(obj.allow_auto_topic_creation, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -24,6 +23,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -36,10 +36,15 @@ _S_uo = struct.Struct('>16s?')
 
 class MetadataResponseBroker(Message):
     __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'MetadataResponseBroker'
     FIELDS = (('node_id', 'int32'), ('host', 'string'), ('port', 'int32'), ('rack', 'string'))
 
-    def __init__(self, node_id: Any = 0, host: Any = '', port: Any = 0, rack: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -49,10 +54,18 @@ class MetadataResponseBroker(Message):
 
 class MetadataResponsePartition(Message):
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas', 'unknown_tagged_fields')
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    offline_replicas: list[int]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'MetadataResponsePartition'
     FIELDS = (('error_code', 'int16'), ('partition_index', 'int32'), ('leader_id', 'int32'), ('leader_epoch', 'int32'), ('replica_nodes', '[]int32'), ('isr_nodes', '[]int32'), ('offline_replicas', '[]int32'))
 
-    def __init__(self, error_code: Any = 0, partition_index: Any = 0, leader_id: Any = 0, leader_epoch: Any = -1, replica_nodes: Any = MISSING, isr_nodes: Any = MISSING, offline_replicas: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = -1, replica_nodes: list[int] = MISSING, isr_nodes: list[int] = MISSING, offline_replicas: list[int] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.partition_index = partition_index
         self.leader_id = leader_id
@@ -65,10 +78,17 @@ class MetadataResponsePartition(Message):
 
 class MetadataResponseTopic(Message):
     __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations', 'unknown_tagged_fields')
+    error_code: int
+    name: str | None
+    topic_id: bytes
+    is_internal: bool
+    partitions: list[MetadataResponsePartition]
+    topic_authorized_operations: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'MetadataResponseTopic'
     FIELDS = (('error_code', 'int16'), ('name', 'string'), ('topic_id', 'uuid'), ('is_internal', 'bool'), ('partitions', '[]MetadataResponsePartition'), ('topic_authorized_operations', 'int32'))
 
-    def __init__(self, error_code: Any = 0, name: Any = '', topic_id: Any = ZERO_UUID, is_internal: Any = False, partitions: Any = MISSING, topic_authorized_operations: Any = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, name: str | None = '', topic_id: bytes = ZERO_UUID, is_internal: bool = False, partitions: list[MetadataResponsePartition] = MISSING, topic_authorized_operations: int = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.name = name
         self.topic_id = topic_id
@@ -80,13 +100,20 @@ class MetadataResponseTopic(Message):
 
 class MetadataResponse(Message):
     __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    brokers: list[MetadataResponseBroker]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[MetadataResponseTopic]
+    cluster_authorized_operations: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'MetadataResponse'
-    API_KEY = 3
+    API_KEY = ApiKey.METADATA
     VALID_VERSIONS = (0, 12)
     FLEXIBLE_VERSIONS = (9, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('brokers', '[]MetadataResponseBroker'), ('cluster_id', 'string'), ('controller_id', 'int32'), ('topics', '[]MetadataResponseTopic'), ('cluster_authorized_operations', 'int32'))
 
-    def __init__(self, throttle_time_ms: Any = 0, brokers: Any = MISSING, cluster_id: Any = None, controller_id: Any = -1, topics: Any = MISSING, cluster_authorized_operations: Any = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, brokers: list[MetadataResponseBroker] = MISSING, cluster_id: str | None = None, controller_id: int = -1, topics: list[MetadataResponseTopic] = MISSING, cluster_authorized_operations: int = -2147483648, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.brokers = [] if brokers is MISSING else brokers
         self.cluster_id = cluster_id
@@ -97,7 +124,7 @@ class MetadataResponse(Message):
 
 
 def _decode_many_MetadataResponseBroker_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
-    items = []
+    items: list[MetadataResponseBroker] = []
     append = items.append
     try:
         for _ in range(count):
@@ -117,7 +144,7 @@ def _decode_many_MetadataResponseBroker_v0(buf: bytes, pos: int, count: int) -> 
 
 def _decode_many_MetadataResponsePartition_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponsePartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -159,7 +186,7 @@ def _decode_many_MetadataResponsePartition_v0(buf: bytes, pos: int, count: int) 
 
 def _decode_many_MetadataResponseTopic_v0(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -220,20 +247,20 @@ def _encode_MetadataResponseBroker_v0(obj: MetadataResponseBroker, out: bytearra
 
 def _encode_MetadataResponsePartition_v0(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
 def _encode_MetadataResponseTopic_v0(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -241,36 +268,36 @@ def _encode_MetadataResponseTopic_v0(obj: MetadataResponseTopic, out: bytearray)
         raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 0')
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v0(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v0(partitions_item, out)
 
 
 def _encode_MetadataResponse_v0(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 0')
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v0(item, out)
-    value = obj.topics
-    if value is None:
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v0(brokers_item, out)
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v0(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v0(topics_item, out)
 
 
 def _decode_many_MetadataResponseBroker_v1(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
-    items = []
+    items: list[MetadataResponseBroker] = []
     append = items.append
     try:
         for _ in range(count):
@@ -290,7 +317,7 @@ def _decode_many_MetadataResponseBroker_v1(buf: bytes, pos: int, count: int) -> 
 
 def _decode_many_MetadataResponseTopic_v1(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -354,20 +381,20 @@ def _encode_MetadataResponseBroker_v1(obj: MetadataResponseBroker, out: bytearra
 
 def _encode_MetadataResponsePartition_v1(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
 def _encode_MetadataResponseTopic_v1(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -376,33 +403,33 @@ def _encode_MetadataResponseTopic_v1(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v1(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v1(partitions_item, out)
 
 
 def _encode_MetadataResponse_v1(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 1')
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v1(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v1(topics_item, out)
 
 
 def _decode_MetadataResponse_v2(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
@@ -436,20 +463,20 @@ def _decode_MetadataResponse_v2(buf: bytes, pos: int) -> tuple[MetadataResponse,
 
 def _encode_MetadataResponsePartition_v2(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
 def _encode_MetadataResponseTopic_v2(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -458,34 +485,34 @@ def _encode_MetadataResponseTopic_v2(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v2(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v2(partitions_item, out)
 
 
 def _encode_MetadataResponse_v2(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 2')
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v2(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v2(topics_item, out)
 
 
 def _decode_MetadataResponse_v3(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
@@ -520,20 +547,20 @@ def _decode_MetadataResponse_v3(buf: bytes, pos: int) -> tuple[MetadataResponse,
 
 def _encode_MetadataResponsePartition_v3(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
 def _encode_MetadataResponseTopic_v3(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -542,53 +569,53 @@ def _encode_MetadataResponseTopic_v3(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v3(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v3(partitions_item, out)
 
 
 def _encode_MetadataResponse_v3(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 3')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v3(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v3(topics_item, out)
 
 
 def _encode_MetadataResponsePartition_v4(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
 def _encode_MetadataResponseTopic_v4(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -597,40 +624,40 @@ def _encode_MetadataResponseTopic_v4(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v4(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v4(partitions_item, out)
 
 
 def _encode_MetadataResponse_v4(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 4')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v4(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v4(topics_item, out)
 
 
 def _decode_many_MetadataResponsePartition_v5(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponsePartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -683,7 +710,7 @@ def _decode_many_MetadataResponsePartition_v5(buf: bytes, pos: int, count: int) 
 
 def _decode_many_MetadataResponseTopic_v5(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -741,27 +768,27 @@ def _decode_MetadataResponse_v5(buf: bytes, pos: int) -> tuple[MetadataResponse,
 
 def _encode_MetadataResponsePartition_v5(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(offline_replicas_value))
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
 def _encode_MetadataResponseTopic_v5(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -770,60 +797,60 @@ def _encode_MetadataResponseTopic_v5(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v5(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v5(partitions_item, out)
 
 
 def _encode_MetadataResponse_v5(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 5')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v5(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v5(topics_item, out)
 
 
 def _encode_MetadataResponsePartition_v6(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(offline_replicas_value))
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
 def _encode_MetadataResponseTopic_v6(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -832,40 +859,40 @@ def _encode_MetadataResponseTopic_v6(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v6(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v6(partitions_item, out)
 
 
 def _encode_MetadataResponse_v6(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 6')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v6(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v6(topics_item, out)
 
 
 def _decode_many_MetadataResponsePartition_v7(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponsePartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -917,7 +944,7 @@ def _decode_many_MetadataResponsePartition_v7(buf: bytes, pos: int, count: int) 
 
 def _decode_many_MetadataResponseTopic_v7(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -975,27 +1002,27 @@ def _decode_MetadataResponse_v7(buf: bytes, pos: int) -> tuple[MetadataResponse,
 
 def _encode_MetadataResponsePartition_v7(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(offline_replicas_value))
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
 def _encode_MetadataResponseTopic_v7(obj: MetadataResponseTopic, out: bytearray) -> None:
@@ -1004,40 +1031,40 @@ def _encode_MetadataResponseTopic_v7(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v7(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v7(partitions_item, out)
 
 
 def _encode_MetadataResponse_v7(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 7')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v7(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v7(topics_item, out)
 
 
 def _decode_many_MetadataResponseTopic_v8(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1097,67 +1124,67 @@ def _decode_MetadataResponse_v8(buf: bytes, pos: int) -> tuple[MetadataResponse,
 
 def _encode_MetadataResponsePartition_v8(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        out += INT32.pack(len(replica_nodes_value))
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        out += INT32.pack(len(isr_nodes_value))
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        out += INT32.pack(len(offline_replicas_value))
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
 def _encode_MetadataResponseTopic_v8(obj: MetadataResponseTopic, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
     write_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponsePartition_v8(item, out)
+        out += INT32.pack(len(partitions_value))
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v8(partitions_item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
 
 
 def _encode_MetadataResponse_v8(obj: MetadataResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseBroker_v1(item, out)
+        out += INT32.pack(len(brokers_value))
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v1(brokers_item, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 8')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            _encode_MetadataResponseTopic_v8(item, out)
+        out += INT32.pack(len(topics_value))
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v8(topics_item, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
 
 
 def _decode_many_MetadataResponseBroker_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseBroker] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1172,7 +1199,7 @@ def _decode_many_MetadataResponseBroker_v9(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1193,7 +1220,7 @@ def _decode_many_MetadataResponseBroker_v9(buf: bytes, pos: int, count: int) -> 
 
 def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponsePartition] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1252,7 +1279,7 @@ def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1273,7 +1300,7 @@ def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) 
 
 def _decode_many_MetadataResponseTopic_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1301,7 +1328,7 @@ def _decode_many_MetadataResponseTopic_v9(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1357,7 +1384,7 @@ def _decode_MetadataResponse_v9(buf: bytes, pos: int) -> tuple[MetadataResponse,
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1388,27 +1415,27 @@ def _encode_MetadataResponseBroker_v9(obj: MetadataResponseBroker, out: bytearra
 
 def _encode_MetadataResponsePartition_v9(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 9')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        write_uvarint(out, len(replica_nodes_value) + 1)
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 9')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        write_uvarint(out, len(isr_nodes_value) + 1)
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 9')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(offline_replicas_value) + 1)
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1419,13 +1446,13 @@ def _encode_MetadataResponseTopic_v9(obj: MetadataResponseTopic, out: bytearray)
     out += _S_h.pack(obj.error_code)
     write_compact_string(out, obj.name)
     out += _S_o.pack(obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 9')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponsePartition_v9(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v9(partitions_item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1435,22 +1462,22 @@ def _encode_MetadataResponseTopic_v9(obj: MetadataResponseTopic, out: bytearray)
 
 def _encode_MetadataResponse_v9(obj: MetadataResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 9')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseBroker_v9(item, out)
+        write_uvarint(out, len(brokers_value) + 1)
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v9(brokers_item, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 9')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseTopic_v9(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v9(topics_item, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1460,7 +1487,7 @@ def _encode_MetadataResponse_v9(obj: MetadataResponse, out: bytearray) -> None:
 
 def _decode_many_MetadataResponseTopic_v10(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1487,7 +1514,7 @@ def _decode_many_MetadataResponseTopic_v10(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1543,7 +1570,7 @@ def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1563,27 +1590,27 @@ def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse
 
 def _encode_MetadataResponsePartition_v10(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 10')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        write_uvarint(out, len(replica_nodes_value) + 1)
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 10')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        write_uvarint(out, len(isr_nodes_value) + 1)
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 10')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(offline_replicas_value) + 1)
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1596,13 +1623,13 @@ def _encode_MetadataResponseTopic_v10(obj: MetadataResponseTopic, out: bytearray
     if len(obj.topic_id) != 16:
         raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 10')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponsePartition_v10(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v10(partitions_item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1612,22 +1639,22 @@ def _encode_MetadataResponseTopic_v10(obj: MetadataResponseTopic, out: bytearray
 
 def _encode_MetadataResponse_v10(obj: MetadataResponse, out: bytearray) -> None:
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 10')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseBroker_v9(item, out)
+        write_uvarint(out, len(brokers_value) + 1)
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v9(brokers_item, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 10')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseTopic_v10(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v10(topics_item, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1671,7 +1698,7 @@ def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1691,27 +1718,27 @@ def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse
 
 def _encode_MetadataResponsePartition_v11(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 11')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        write_uvarint(out, len(replica_nodes_value) + 1)
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 11')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        write_uvarint(out, len(isr_nodes_value) + 1)
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 11')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(offline_replicas_value) + 1)
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1724,13 +1751,13 @@ def _encode_MetadataResponseTopic_v11(obj: MetadataResponseTopic, out: bytearray
     if len(obj.topic_id) != 16:
         raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 11')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponsePartition_v11(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v11(partitions_item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1742,22 +1769,22 @@ def _encode_MetadataResponse_v11(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 11')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 11')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseBroker_v9(item, out)
+        write_uvarint(out, len(brokers_value) + 1)
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v9(brokers_item, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 11')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseTopic_v11(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v11(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1766,7 +1793,7 @@ def _encode_MetadataResponse_v11(obj: MetadataResponse, out: bytearray) -> None:
 
 def _decode_many_MetadataResponseTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
     blen = len(buf)
-    items = []
+    items: list[MetadataResponseTopic] = []
     append = items.append
     try:
         for _ in range(count):
@@ -1793,7 +1820,7 @@ def _decode_many_MetadataResponseTopic_v12(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -1848,7 +1875,7 @@ def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -1868,27 +1895,27 @@ def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse
 
 def _encode_MetadataResponsePartition_v12(obj: MetadataResponsePartition, out: bytearray) -> None:
     out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    value = obj.replica_nodes
-    if value is None:
+    replica_nodes_value = obj.replica_nodes
+    if replica_nodes_value is None:
         raise EncodeError('ReplicaNodes cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr_nodes
-    if value is None:
+        write_uvarint(out, len(replica_nodes_value) + 1)
+        if replica_nodes_value:
+            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+    isr_nodes_value = obj.isr_nodes
+    if isr_nodes_value is None:
         raise EncodeError('IsrNodes cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.offline_replicas
-    if value is None:
+        write_uvarint(out, len(isr_nodes_value) + 1)
+        if isr_nodes_value:
+            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+    offline_replicas_value = obj.offline_replicas
+    if offline_replicas_value is None:
         raise EncodeError('OfflineReplicas cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(offline_replicas_value) + 1)
+        if offline_replicas_value:
+            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1901,13 +1928,13 @@ def _encode_MetadataResponseTopic_v12(obj: MetadataResponseTopic, out: bytearray
     if len(obj.topic_id) != 16:
         raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
     out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponsePartition_v12(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_MetadataResponsePartition_v12(partitions_item, out)
     out += _S_i.pack(obj.topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1919,22 +1946,22 @@ def _encode_MetadataResponse_v12(obj: MetadataResponse, out: bytearray) -> None:
     if obj.cluster_authorized_operations != -2147483648:
         raise EncodeError('MetadataResponse.ClusterAuthorizedOperations cannot be sent in version 12')
     out += _S_i.pack(obj.throttle_time_ms)
-    value = obj.brokers
-    if value is None:
+    brokers_value = obj.brokers
+    if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseBroker_v9(item, out)
+        write_uvarint(out, len(brokers_value) + 1)
+        for brokers_item in brokers_value:
+            _encode_MetadataResponseBroker_v9(brokers_item, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 12')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_MetadataResponseTopic_v12(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_MetadataResponseTopic_v12(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

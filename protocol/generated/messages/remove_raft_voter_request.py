@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_compact_nullable_string,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_iu = struct.Struct('>i16s')
@@ -22,13 +22,17 @@ _S_iu = struct.Struct('>i16s')
 
 class RemoveRaftVoterRequest(Message):
     __slots__ = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields')
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RemoveRaftVoterRequest'
-    API_KEY = 81
+    API_KEY = ApiKey.REMOVE_RAFT_VOTER
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('cluster_id', 'string'), ('voter_id', 'int32'), ('voter_directory_id', 'uuid'))
 
-    def __init__(self, cluster_id: Any = '', voter_id: Any = 0, voter_directory_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = '', voter_id: int = 0, voter_directory_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
@@ -46,7 +50,7 @@ def _decode_RemoveRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[RemoveRaftV
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -21,12 +20,17 @@ _S_hhi = struct.Struct('>hhi')
 
 class RequestHeader(Message):
     __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields')
+    request_api_key: int
+    request_api_version: int
+    correlation_id: int
+    client_id: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RequestHeader'
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('request_api_key', 'int16'), ('request_api_version', 'int16'), ('correlation_id', 'int32'), ('client_id', 'string'))
 
-    def __init__(self, request_api_key: Any = 0, request_api_version: Any = 0, correlation_id: Any = 0, client_id: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, request_api_key: int = 0, request_api_version: int = 0, correlation_id: int = 0, client_id: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.request_api_key = request_api_key
         self.request_api_version = request_api_version
         self.correlation_id = correlation_id
@@ -78,7 +82,7 @@ def _decode_RequestHeader_v2(buf: bytes, pos: int) -> tuple[RequestHeader, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

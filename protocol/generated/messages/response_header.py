@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -19,12 +18,14 @@ _S_i = struct.Struct('>i')
 
 class ResponseHeader(Message):
     __slots__ = ('correlation_id', 'unknown_tagged_fields')
+    correlation_id: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ResponseHeader'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (1, 32767)
     FIELDS = (('correlation_id', 'int32'),)
 
-    def __init__(self, correlation_id: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, correlation_id: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.correlation_id = correlation_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -54,7 +55,7 @@ def _decode_ResponseHeader_v1(buf: bytes, pos: int) -> tuple[ResponseHeader, int
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

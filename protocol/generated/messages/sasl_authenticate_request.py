@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,19 +15,22 @@ from protocol.primitives import (
     write_compact_bytes,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 
 
 class SaslAuthenticateRequest(Message):
     __slots__ = ('auth_bytes', 'unknown_tagged_fields')
+    auth_bytes: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SaslAuthenticateRequest'
-    API_KEY = 36
+    API_KEY = ApiKey.SASL_AUTHENTICATE
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('auth_bytes', 'bytes'),)
 
-    def __init__(self, auth_bytes: Any = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, auth_bytes: bytes = b"", unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.auth_bytes = auth_bytes
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -56,7 +58,7 @@ def _decode_SaslAuthenticateRequest_v2(buf: bytes, pos: int) -> tuple[SaslAuthen
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

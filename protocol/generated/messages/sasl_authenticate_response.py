@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -20,6 +19,7 @@ from protocol.primitives import (
     write_nullable_string,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -28,13 +28,18 @@ _S_q = struct.Struct('>q')
 
 class SaslAuthenticateResponse(Message):
     __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms', 'unknown_tagged_fields')
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SaslAuthenticateResponse'
-    API_KEY = 36
+    API_KEY = ApiKey.SASL_AUTHENTICATE
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (2, 32767)
     FIELDS = (('error_code', 'int16'), ('error_message', 'string'), ('auth_bytes', 'bytes'), ('session_lifetime_ms', 'int64'))
 
-    def __init__(self, error_code: Any = 0, error_message: Any = '', auth_bytes: Any = b"", session_lifetime_ms: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, error_message: str | None = '', auth_bytes: bytes = b"", session_lifetime_ms: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.error_message = error_message
         self.auth_bytes = auth_bytes
@@ -98,7 +103,7 @@ def _decode_SaslAuthenticateResponse_v2(buf: bytes, pos: int) -> tuple[SaslAuthe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

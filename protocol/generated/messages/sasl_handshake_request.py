@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -12,18 +11,21 @@ from protocol.primitives import (
     read_string,
     write_string,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 
 
 class SaslHandshakeRequest(Message):
     __slots__ = ('mechanism', 'unknown_tagged_fields')
+    mechanism: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SaslHandshakeRequest'
-    API_KEY = 17
+    API_KEY = ApiKey.SASL_HANDSHAKE
     VALID_VERSIONS = (0, 1)
     FIELDS = (('mechanism', 'string'),)
 
-    def __init__(self, mechanism: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, mechanism: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.mechanism = mechanism
         self.unknown_tagged_fields = unknown_tagged_fields
 

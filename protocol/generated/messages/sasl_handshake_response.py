@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -13,6 +12,7 @@ from protocol.primitives import (
     read_string,
     write_string,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -20,12 +20,15 @@ _S_h = struct.Struct('>h')
 
 class SaslHandshakeResponse(Message):
     __slots__ = ('error_code', 'mechanisms', 'unknown_tagged_fields')
+    error_code: int
+    mechanisms: list[str]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SaslHandshakeResponse'
-    API_KEY = 17
+    API_KEY = ApiKey.SASL_HANDSHAKE
     VALID_VERSIONS = (0, 1)
     FIELDS = (('error_code', 'int16'), ('mechanisms', '[]string'))
 
-    def __init__(self, error_code: Any = 0, mechanisms: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, error_code: int = 0, mechanisms: list[str] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.error_code = error_code
         self.mechanisms = [] if mechanisms is MISSING else mechanisms
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -45,8 +48,8 @@ def _decode_SaslHandshakeResponse_v0(buf: bytes, pos: int) -> tuple[SaslHandshak
             raise ValueError('Mechanisms claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.mechanisms = []
         for _ in range(n):
-            item, pos = read_string(buf, pos)
-            obj.mechanisms.append(item)
+            mechanisms_item, pos = read_string(buf, pos)
+            obj.mechanisms.append(mechanisms_item)
         obj.unknown_tagged_fields = None
     except (struct.error, IndexError, ValueError) as exc:
         raise DecodeError('SaslHandshakeResponse', None, pos, str(exc) or type(exc).__name__) from None
@@ -55,24 +58,24 @@ def _decode_SaslHandshakeResponse_v0(buf: bytes, pos: int) -> tuple[SaslHandshak
 
 def _encode_SaslHandshakeResponse_v0(obj: SaslHandshakeResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.mechanisms
-    if value is None:
+    mechanisms_value = obj.mechanisms
+    if mechanisms_value is None:
         raise EncodeError('Mechanisms cannot be null in version 0')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            write_string(out, item)
+        out += INT32.pack(len(mechanisms_value))
+        for mechanisms_item in mechanisms_value:
+            write_string(out, mechanisms_item)
 
 
 def _encode_SaslHandshakeResponse_v1(obj: SaslHandshakeResponse, out: bytearray) -> None:
     out += _S_h.pack(obj.error_code)
-    value = obj.mechanisms
-    if value is None:
+    mechanisms_value = obj.mechanisms
+    if mechanisms_value is None:
         raise EncodeError('Mechanisms cannot be null in version 1')
     else:
-        out += INT32.pack(len(value))
-        for item in value:
-            write_string(out, item)
+        out += INT32.pack(len(mechanisms_value))
+        for mechanisms_item in mechanisms_value:
+            write_string(out, mechanisms_item)
 
 
 SaslHandshakeResponse._DECODERS = (_decode_SaslHandshakeResponse_v0, _decode_SaslHandshakeResponse_v0,)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -19,13 +19,15 @@ _S_i = struct.Struct('>i')
 
 class UnregisterBrokerRequest(Message):
     __slots__ = ('broker_id', 'unknown_tagged_fields')
+    broker_id: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UnregisterBrokerRequest'
-    API_KEY = 64
+    API_KEY = ApiKey.UNREGISTER_BROKER
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'),)
 
-    def __init__(self, broker_id: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -40,7 +42,7 @@ def _decode_UnregisterBrokerRequest_v0(buf: bytes, pos: int) -> tuple[Unregister
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_hb = struct.Struct('>hb')
@@ -25,10 +25,15 @@ _S_o = struct.Struct('>?')
 
 class FeatureUpdateKey(Message):
     __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields')
+    feature: str
+    max_version_level: int
+    allow_downgrade: bool
+    upgrade_type: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FeatureUpdateKey'
     FIELDS = (('feature', 'string'), ('max_version_level', 'int16'), ('allow_downgrade', 'bool'), ('upgrade_type', 'int8'))
 
-    def __init__(self, feature: Any = '', max_version_level: Any = 0, allow_downgrade: Any = False, upgrade_type: Any = 1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, feature: str = '', max_version_level: int = 0, allow_downgrade: bool = False, upgrade_type: int = 1, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.feature = feature
         self.max_version_level = max_version_level
         self.allow_downgrade = allow_downgrade
@@ -38,13 +43,17 @@ class FeatureUpdateKey(Message):
 
 class UpdateFeaturesRequest(Message):
     __slots__ = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields')
+    timeout_ms: int
+    feature_updates: list[FeatureUpdateKey]
+    validate_only: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UpdateFeaturesRequest'
-    API_KEY = 57
+    API_KEY = ApiKey.UPDATE_FEATURES
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('timeout_ms', 'int32'), ('feature_updates', '[]FeatureUpdateKey'), ('validate_only', 'bool'))
 
-    def __init__(self, timeout_ms: Any = 60000, feature_updates: Any = MISSING, validate_only: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, timeout_ms: int = 60000, feature_updates: list[FeatureUpdateKey] = MISSING, validate_only: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.timeout_ms = timeout_ms
         self.feature_updates = [] if feature_updates is MISSING else feature_updates
         self.validate_only = validate_only
@@ -53,7 +62,7 @@ class UpdateFeaturesRequest(Message):
 
 def _decode_many_FeatureUpdateKey_v0(buf: bytes, pos: int, count: int) -> tuple[list[FeatureUpdateKey], int]:
     blen = len(buf)
-    items = []
+    items: list[FeatureUpdateKey] = []
     append = items.append
     try:
         for _ in range(count):
@@ -66,7 +75,7 @@ def _decode_many_FeatureUpdateKey_v0(buf: bytes, pos: int, count: int) -> tuple[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -107,7 +116,7 @@ def _decode_UpdateFeaturesRequest_v0(buf: bytes, pos: int) -> tuple[UpdateFeatur
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -140,13 +149,13 @@ def _encode_UpdateFeaturesRequest_v0(obj: UpdateFeaturesRequest, out: bytearray)
     if obj.validate_only:
         raise EncodeError('UpdateFeaturesRequest.ValidateOnly cannot be sent in version 0')
     out += _S_i.pack(obj.timeout_ms)
-    value = obj.feature_updates
-    if value is None:
+    feature_updates_value = obj.feature_updates
+    if feature_updates_value is None:
         raise EncodeError('FeatureUpdates cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FeatureUpdateKey_v0(item, out)
+        write_uvarint(out, len(feature_updates_value) + 1)
+        for feature_updates_item in feature_updates_value:
+            _encode_FeatureUpdateKey_v0(feature_updates_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -155,7 +164,7 @@ def _encode_UpdateFeaturesRequest_v0(obj: UpdateFeaturesRequest, out: bytearray)
 
 def _decode_many_FeatureUpdateKey_v1(buf: bytes, pos: int, count: int) -> tuple[list[FeatureUpdateKey], int]:
     blen = len(buf)
-    items = []
+    items: list[FeatureUpdateKey] = []
     append = items.append
     try:
         for _ in range(count):
@@ -168,7 +177,7 @@ def _decode_many_FeatureUpdateKey_v1(buf: bytes, pos: int, count: int) -> tuple[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -210,7 +219,7 @@ def _decode_UpdateFeaturesRequest_v1(buf: bytes, pos: int) -> tuple[UpdateFeatur
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -241,13 +250,13 @@ def _encode_FeatureUpdateKey_v1(obj: FeatureUpdateKey, out: bytearray) -> None:
 
 def _encode_UpdateFeaturesRequest_v1(obj: UpdateFeaturesRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.timeout_ms)
-    value = obj.feature_updates
-    if value is None:
+    feature_updates_value = obj.feature_updates
+    if feature_updates_value is None:
         raise EncodeError('FeatureUpdates cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FeatureUpdateKey_v1(item, out)
+        write_uvarint(out, len(feature_updates_value) + 1)
+        for feature_updates_item in feature_updates_value:
+            _encode_FeatureUpdateKey_v1(feature_updates_item, out)
     out += _S_o.pack(obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -268,13 +277,13 @@ def _encode_FeatureUpdateKey_v2(obj: FeatureUpdateKey, out: bytearray) -> None:
 
 def _encode_UpdateFeaturesRequest_v2(obj: UpdateFeaturesRequest, out: bytearray) -> None:
     out += _S_i.pack(obj.timeout_ms)
-    value = obj.feature_updates
-    if value is None:
+    feature_updates_value = obj.feature_updates
+    if feature_updates_value is None:
         raise EncodeError('FeatureUpdates cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_FeatureUpdateKey_v2(item, out)
+        write_uvarint(out, len(feature_updates_value) + 1)
+        for feature_updates_item in feature_updates_value:
+            _encode_FeatureUpdateKey_v2(feature_updates_item, out)
     out += _S_o.pack(obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -17,6 +16,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -25,10 +25,14 @@ _S_ih = struct.Struct('>ih')
 
 class UpdatableFeatureResult(Message):
     __slots__ = ('feature', 'error_code', 'error_message', 'unknown_tagged_fields')
+    feature: str
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UpdatableFeatureResult'
     FIELDS = (('feature', 'string'), ('error_code', 'int16'), ('error_message', 'string'))
 
-    def __init__(self, feature: Any = '', error_code: Any = 0, error_message: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, feature: str = '', error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.feature = feature
         self.error_code = error_code
         self.error_message = error_message
@@ -37,13 +41,18 @@ class UpdatableFeatureResult(Message):
 
 class UpdateFeaturesResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdatableFeatureResult]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UpdateFeaturesResponse'
-    API_KEY = 57
+    API_KEY = ApiKey.UPDATE_FEATURES
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('error_message', 'string'), ('results', '[]UpdatableFeatureResult'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, error_message: Any = '', results: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: list[UpdatableFeatureResult] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
@@ -53,7 +62,7 @@ class UpdateFeaturesResponse(Message):
 
 def _decode_many_UpdatableFeatureResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[UpdatableFeatureResult], int]:
     blen = len(buf)
-    items = []
+    items: list[UpdatableFeatureResult] = []
     append = items.append
     try:
         for _ in range(count):
@@ -66,7 +75,7 @@ def _decode_many_UpdatableFeatureResult_v0(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -107,7 +116,7 @@ def _decode_UpdateFeaturesResponse_v0(buf: bytes, pos: int) -> tuple[UpdateFeatu
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -138,13 +147,13 @@ def _encode_UpdatableFeatureResult_v0(obj: UpdatableFeatureResult, out: bytearra
 def _encode_UpdateFeaturesResponse_v0(obj: UpdateFeaturesResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_UpdatableFeatureResult_v0(item, out)
+        write_uvarint(out, len(results_value) + 1)
+        for results_item in results_value:
+            _encode_UpdatableFeatureResult_v0(results_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -154,13 +163,13 @@ def _encode_UpdateFeaturesResponse_v0(obj: UpdateFeaturesResponse, out: bytearra
 def _encode_UpdateFeaturesResponse_v1(obj: UpdateFeaturesResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
     write_compact_nullable_string(out, obj.error_message)
-    value = obj.results
-    if value is None:
+    results_value = obj.results
+    if results_value is None:
         raise EncodeError('Results cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_UpdatableFeatureResult_v0(item, out)
+        write_uvarint(out, len(results_value) + 1)
+        for results_item in results_value:
+            _encode_UpdatableFeatureResult_v0(results_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -179,7 +188,7 @@ def _decode_UpdateFeaturesResponse_v2(buf: bytes, pos: int) -> tuple[UpdateFeatu
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
@@ -27,10 +27,14 @@ _S_iiu = struct.Struct('>ii16s')
 
 class Listener(Message):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Listener'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -39,10 +43,13 @@ class Listener(Message):
 
 class KRaftVersionFeature(Message):
     __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'KRaftVersionFeature'
     FIELDS = (('min_supported_version', 'int16'), ('max_supported_version', 'int16'))
 
-    def __init__(self, min_supported_version: Any = 0, max_supported_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -50,13 +57,20 @@ class KRaftVersionFeature(Message):
 
 class UpdateRaftVoterRequest(Message):
     __slots__ = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'k_raft_version_feature', 'unknown_tagged_fields')
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: bytes
+    listeners: list[Listener]
+    k_raft_version_feature: KRaftVersionFeature
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UpdateRaftVoterRequest'
-    API_KEY = 82
+    API_KEY = ApiKey.UPDATE_RAFT_VOTER
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('cluster_id', 'string'), ('current_leader_epoch', 'int32'), ('voter_id', 'int32'), ('voter_directory_id', 'uuid'), ('listeners', '[]Listener'), ('k_raft_version_feature', 'KRaftVersionFeature'))
 
-    def __init__(self, cluster_id: Any = '', current_leader_epoch: Any = 0, voter_id: Any = 0, voter_directory_id: Any = ZERO_UUID, listeners: Any = MISSING, k_raft_version_feature: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = '', current_leader_epoch: int = 0, voter_id: int = 0, voter_directory_id: bytes = ZERO_UUID, listeners: list[Listener] = MISSING, k_raft_version_feature: KRaftVersionFeature = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.current_leader_epoch = current_leader_epoch
         self.voter_id = voter_id
@@ -68,7 +82,7 @@ class UpdateRaftVoterRequest(Message):
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
     blen = len(buf)
-    items = []
+    items: list[Listener] = []
     append = items.append
     try:
         for _ in range(count):
@@ -81,7 +95,7 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -110,7 +124,7 @@ def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -151,7 +165,7 @@ def _decode_UpdateRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[UpdateRaftV
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -192,18 +206,18 @@ def _encode_UpdateRaftVoterRequest_v0(obj: UpdateRaftVoterRequest, out: bytearra
     if len(obj.voter_directory_id) != 16:
         raise EncodeError('UpdateRaftVoterRequest.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iiu.pack(obj.current_leader_epoch, obj.voter_id, obj.voter_directory_id)
-    value = obj.listeners
-    if value is None:
+    listeners_value = obj.listeners
+    if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Listener_v0(item, out)
-    value = obj.k_raft_version_feature
-    if value is None:
+        write_uvarint(out, len(listeners_value) + 1)
+        for listeners_item in listeners_value:
+            _encode_Listener_v0(listeners_item, out)
+    k_raft_version_feature_value = obj.k_raft_version_feature
+    if k_raft_version_feature_value is None:
         raise EncodeError('KRaftVersionFeature cannot be null in version 0')
     else:
-        _encode_KRaftVersionFeature_v0(value, out)
+        _encode_KRaftVersionFeature_v0(k_raft_version_feature_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,6 +13,7 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -23,10 +23,15 @@ _S_ii = struct.Struct('>ii')
 
 class CurrentLeader(Message):
     __slots__ = ('leader_id', 'leader_epoch', 'host', 'port', 'unknown_tagged_fields')
+    leader_id: int
+    leader_epoch: int
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'CurrentLeader'
     FIELDS = (('leader_id', 'int32'), ('leader_epoch', 'int32'), ('host', 'string'), ('port', 'int32'))
 
-    def __init__(self, leader_id: Any = -1, leader_epoch: Any = -1, host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, leader_id: int = -1, leader_epoch: int = -1, host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.host = host
@@ -36,13 +41,17 @@ class CurrentLeader(Message):
 
 class UpdateRaftVoterResponse(Message):
     __slots__ = ('throttle_time_ms', 'error_code', 'current_leader', 'unknown_tagged_fields')
+    throttle_time_ms: int
+    error_code: int
+    current_leader: CurrentLeader
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UpdateRaftVoterResponse'
-    API_KEY = 82
+    API_KEY = ApiKey.UPDATE_RAFT_VOTER
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('throttle_time_ms', 'int32'), ('error_code', 'int16'), ('current_leader', 'CurrentLeader'))
 
-    def __init__(self, throttle_time_ms: Any = 0, error_code: Any = 0, current_leader: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, current_leader: CurrentLeader = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.current_leader = CurrentLeader() if current_leader is MISSING else current_leader
@@ -62,7 +71,7 @@ def _decode_CurrentLeader_v0(buf: bytes, pos: int) -> tuple[CurrentLeader, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -91,7 +100,7 @@ def _decode_UpdateRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[UpdateRaft
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -126,14 +135,14 @@ def _encode_CurrentLeader_v0(obj: CurrentLeader, out: bytearray) -> None:
 
 def _encode_UpdateRaftVoterResponse_v0(obj: UpdateRaftVoterResponse, out: bytearray) -> None:
     out += _S_ih.pack(obj.throttle_time_ms, obj.error_code)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.current_leader != CurrentLeader():
         field_out = bytearray()
-        value = obj.current_leader
-        if value is None:
+        current_leader_value = obj.current_leader
+        if current_leader_value is None:
             raise EncodeError('CurrentLeader cannot be null in version 0')
         else:
-            _encode_CurrentLeader_v0(value, field_out)
+            _encode_CurrentLeader_v0(current_leader_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

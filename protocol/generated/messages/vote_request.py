@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -27,10 +27,18 @@ _S_iiiuuiq = struct.Struct('>iii16s16siq')
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields')
+    partition_index: int
+    candidate_epoch: int
+    candidate_id: int
+    candidate_directory_id: bytes
+    voter_directory_id: bytes
+    last_offset_epoch: int
+    last_offset: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'), ('candidate_epoch', 'int32'), ('candidate_id', 'int32'), ('candidate_directory_id', 'uuid'), ('voter_directory_id', 'uuid'), ('last_offset_epoch', 'int32'), ('last_offset', 'int64'))
 
-    def __init__(self, partition_index: Any = 0, candidate_epoch: Any = 0, candidate_id: Any = 0, candidate_directory_id: Any = ZERO_UUID, voter_directory_id: Any = ZERO_UUID, last_offset_epoch: Any = 0, last_offset: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, candidate_epoch: int = 0, candidate_id: int = 0, candidate_directory_id: bytes = ZERO_UUID, voter_directory_id: bytes = ZERO_UUID, last_offset_epoch: int = 0, last_offset: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.candidate_epoch = candidate_epoch
         self.candidate_id = candidate_id
@@ -43,10 +51,13 @@ class PartitionData(Message):
 
 class TopicData(Message):
     __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_name', 'string'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_name: Any = '', partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_name = topic_name
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -54,13 +65,17 @@ class TopicData(Message):
 
 class VoteRequest(Message):
     __slots__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields')
+    cluster_id: str | None
+    voter_id: int
+    topics: list[TopicData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'VoteRequest'
-    API_KEY = 52
+    API_KEY = ApiKey.VOTE
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('cluster_id', 'string'), ('voter_id', 'int32'), ('topics', '[]TopicData'))
 
-    def __init__(self, cluster_id: Any = None, voter_id: Any = -1, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, cluster_id: str | None = None, voter_id: int = -1, topics: list[TopicData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.cluster_id = cluster_id
         self.voter_id = voter_id
         self.topics = [] if topics is MISSING else topics
@@ -69,7 +84,7 @@ class VoteRequest(Message):
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -82,7 +97,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -103,7 +118,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -124,7 +139,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -164,7 +179,7 @@ def _decode_VoteRequest_v0(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -192,13 +207,13 @@ def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -207,13 +222,13 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
 
 def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.cluster_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -222,7 +237,7 @@ def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -233,7 +248,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -254,7 +269,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -275,7 +290,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -316,7 +331,7 @@ def _decode_VoteRequest_v1(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -348,13 +363,13 @@ def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
 
 def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
     write_compact_string(out, obj.topic_name)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v1(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v1(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -364,13 +379,13 @@ def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
 def _encode_VoteRequest_v1(obj: VoteRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.voter_id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v1(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v1(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from protocol.message import Message
+from .metadata_record_type import MetadataRecordType
 from .abort_transaction_record import AbortTransactionRecord
 from .access_control_entry_record import AccessControlEntryRecord
 from .begin_transaction_record import BeginTransactionRecord

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,19 +13,22 @@ from protocol.primitives import (
     write_compact_nullable_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 
 
 class AbortTransactionRecord(Message):
     __slots__ = ('reason', 'unknown_tagged_fields')
+    reason: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AbortTransactionRecord'
-    API_KEY = 25
+    API_KEY = MetadataRecordType.ABORT_TRANSACTION_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('reason', 'string'),)
 
-    def __init__(self, reason: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, reason: str | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.reason = reason
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -40,7 +42,7 @@ def _decode_AbortTransactionRecord_v0(buf: bytes, pos: int) -> tuple[AbortTransa
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -64,7 +66,7 @@ def _decode_AbortTransactionRecord_v0(buf: bytes, pos: int) -> tuple[AbortTransa
 
 
 def _encode_AbortTransactionRecord_v0(obj: AbortTransactionRecord, out: bytearray) -> None:
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.reason is not None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.reason)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -24,13 +24,22 @@ _S_ub = struct.Struct('>16sb')
 
 class AccessControlEntryRecord(Message):
     __slots__ = ('id', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields')
+    id: bytes
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AccessControlEntryRecord'
-    API_KEY = 18
+    API_KEY = MetadataRecordType.ACCESS_CONTROL_ENTRY_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('id', 'uuid'), ('resource_type', 'int8'), ('resource_name', 'string'), ('pattern_type', 'int8'), ('principal', 'string'), ('host', 'string'), ('operation', 'int8'), ('permission_type', 'int8'))
 
-    def __init__(self, id: Any = ZERO_UUID, resource_type: Any = 0, resource_name: Any = '', pattern_type: Any = 0, principal: Any = '', host: Any = '', operation: Any = 0, permission_type: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, id: bytes = ZERO_UUID, resource_type: int = 0, resource_name: str = '', pattern_type: int = 0, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.id = id
         self.resource_type = resource_type
         self.resource_name = resource_name
@@ -59,7 +68,7 @@ def _decode_AccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[AccessCon
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

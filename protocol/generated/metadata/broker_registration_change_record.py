@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -13,6 +12,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -21,13 +21,19 @@ _S_iq = struct.Struct('>iq')
 
 class BrokerRegistrationChangeRecord(Message):
     __slots__ = ('broker_id', 'broker_epoch', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'unknown_tagged_fields')
+    broker_id: int
+    broker_epoch: int
+    fenced: int
+    in_controlled_shutdown: int
+    log_dirs: list[bytes]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerRegistrationChangeRecord'
-    API_KEY = 17
+    API_KEY = MetadataRecordType.BROKER_REGISTRATION_CHANGE_RECORD
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('broker_epoch', 'int64'), ('fenced', 'int8'), ('in_controlled_shutdown', 'int8'), ('log_dirs', '[]uuid'))
 
-    def __init__(self, broker_id: Any = 0, broker_epoch: Any = 0, fenced: Any = 0, in_controlled_shutdown: Any = 0, log_dirs: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, broker_epoch: int = 0, fenced: int = 0, in_controlled_shutdown: int = 0, log_dirs: list[bytes] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.fenced = fenced
@@ -49,7 +55,7 @@ def _decode_BrokerRegistrationChangeRecord_v0(buf: bytes, pos: int) -> tuple[Bro
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -79,7 +85,7 @@ def _encode_BrokerRegistrationChangeRecord_v0(obj: BrokerRegistrationChangeRecor
     if obj.log_dirs != []:
         raise EncodeError('BrokerRegistrationChangeRecord.LogDirs cannot be sent in version 0')
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.fenced != 0:
         field_out = bytearray()
         field_out += _S_b.pack(obj.fenced)
@@ -103,7 +109,7 @@ def _decode_BrokerRegistrationChangeRecord_v1(buf: bytes, pos: int) -> tuple[Bro
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -136,7 +142,7 @@ def _encode_BrokerRegistrationChangeRecord_v1(obj: BrokerRegistrationChangeRecor
     if obj.log_dirs != []:
         raise EncodeError('BrokerRegistrationChangeRecord.LogDirs cannot be sent in version 1')
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.fenced != 0:
         field_out = bytearray()
         field_out += _S_b.pack(obj.fenced)
@@ -164,7 +170,7 @@ def _decode_BrokerRegistrationChangeRecord_v2(buf: bytes, pos: int) -> tuple[Bro
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -213,7 +219,7 @@ def _decode_BrokerRegistrationChangeRecord_v2(buf: bytes, pos: int) -> tuple[Bro
 
 def _encode_BrokerRegistrationChangeRecord_v2(obj: BrokerRegistrationChangeRecord, out: bytearray) -> None:
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.fenced != 0:
         field_out = bytearray()
         field_out += _S_b.pack(obj.fenced)
@@ -224,15 +230,15 @@ def _encode_BrokerRegistrationChangeRecord_v2(obj: BrokerRegistrationChangeRecor
         tagged.append((1, field_out))
     if obj.log_dirs != []:
         field_out = bytearray()
-        value = obj.log_dirs
-        if value is None:
+        log_dirs_value = obj.log_dirs
+        if log_dirs_value is None:
             raise EncodeError('LogDirs cannot be null in version 2')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                if len(item) != 16:
+            write_uvarint(field_out, len(log_dirs_value) + 1)
+            for log_dirs_item in log_dirs_value:
+                if len(log_dirs_item) != 16:
                     raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
-                field_out += item
+                field_out += log_dirs_item
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

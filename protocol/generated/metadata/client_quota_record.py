@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -17,6 +16,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_do = struct.Struct('>d?')
@@ -24,10 +24,13 @@ _S_do = struct.Struct('>d?')
 
 class EntityData(Message):
     __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields')
+    entity_type: str
+    entity_name: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'EntityData'
     FIELDS = (('entity_type', 'string'), ('entity_name', 'string'))
 
-    def __init__(self, entity_type: Any = '', entity_name: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.entity_type = entity_type
         self.entity_name = entity_name
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -35,13 +38,18 @@ class EntityData(Message):
 
 class ClientQuotaRecord(Message):
     __slots__ = ('entity', 'key', 'value', 'remove', 'unknown_tagged_fields')
+    entity: list[EntityData]
+    key: str
+    value: float
+    remove: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ClientQuotaRecord'
-    API_KEY = 14
+    API_KEY = MetadataRecordType.CLIENT_QUOTA_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('entity', '[]EntityData'), ('key', 'string'), ('value', 'float64'), ('remove', 'bool'))
 
-    def __init__(self, entity: Any = MISSING, key: Any = '', value: Any = 0.0, remove: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, entity: list[EntityData] = MISSING, key: str = '', value: float = 0.0, remove: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.entity = [] if entity is MISSING else entity
         self.key = key
         self.value = value
@@ -51,7 +59,7 @@ class ClientQuotaRecord(Message):
 
 def _decode_many_EntityData_v0(buf: bytes, pos: int, count: int) -> tuple[list[EntityData], int]:
     blen = len(buf)
-    items = []
+    items: list[EntityData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -62,7 +70,7 @@ def _decode_many_EntityData_v0(buf: bytes, pos: int, count: int) -> tuple[list[E
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -103,7 +111,7 @@ def _decode_ClientQuotaRecord_v0(buf: bytes, pos: int) -> tuple[ClientQuotaRecor
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -131,13 +139,13 @@ def _encode_EntityData_v0(obj: EntityData, out: bytearray) -> None:
 
 
 def _encode_ClientQuotaRecord_v0(obj: ClientQuotaRecord, out: bytearray) -> None:
-    value = obj.entity
-    if value is None:
+    entity_value = obj.entity
+    if entity_value is None:
         raise EncodeError('Entity cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_EntityData_v0(item, out)
+        write_uvarint(out, len(entity_value) + 1)
+        for entity_item in entity_value:
+            _encode_EntityData_v0(entity_item, out)
     write_compact_string(out, obj.key)
     out += _S_do.pack(obj.value, obj.remove)
     if obj.unknown_tagged_fields:

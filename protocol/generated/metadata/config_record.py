@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,6 +15,7 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -23,13 +23,18 @@ _S_b = struct.Struct('>b')
 
 class ConfigRecord(Message):
     __slots__ = ('resource_type', 'resource_name', 'name', 'value', 'unknown_tagged_fields')
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ConfigRecord'
-    API_KEY = 4
+    API_KEY = MetadataRecordType.CONFIG_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('resource_type', 'int8'), ('resource_name', 'string'), ('name', 'string'), ('value', 'string'))
 
-    def __init__(self, resource_type: Any = 0, resource_name: Any = '', name: Any = '', value: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, resource_type: int = 0, resource_name: str = '', name: str = '', value: str | None = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.resource_type = resource_type
         self.resource_name = resource_name
         self.name = name
@@ -50,7 +55,7 @@ def _decode_ConfigRecord_v0(buf: bytes, pos: int) -> tuple[ConfigRecord, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_qqq = struct.Struct('>qqq')
@@ -22,13 +22,21 @@ _S_qqq = struct.Struct('>qqq')
 
 class DelegationTokenRecord(Message):
     __slots__ = ('owner', 'requester', 'renewers', 'issue_timestamp', 'max_timestamp', 'expiration_timestamp', 'token_id', 'unknown_tagged_fields')
+    owner: str
+    requester: str
+    renewers: list[str]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+    token_id: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DelegationTokenRecord'
-    API_KEY = 10
+    API_KEY = MetadataRecordType.DELEGATION_TOKEN_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('owner', 'string'), ('requester', 'string'), ('renewers', '[]string'), ('issue_timestamp', 'int64'), ('max_timestamp', 'int64'), ('expiration_timestamp', 'int64'), ('token_id', 'string'))
 
-    def __init__(self, owner: Any = '', requester: Any = '', renewers: Any = MISSING, issue_timestamp: Any = 0, max_timestamp: Any = 0, expiration_timestamp: Any = 0, token_id: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, owner: str = '', requester: str = '', renewers: list[str] = MISSING, issue_timestamp: int = 0, max_timestamp: int = 0, expiration_timestamp: int = 0, token_id: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.owner = owner
         self.requester = requester
         self.renewers = [] if renewers is MISSING else renewers
@@ -57,8 +65,8 @@ def _decode_DelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[DelegationTo
             raise ValueError('Renewers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.renewers = []
         for _ in range(n):
-            item, pos = read_compact_string(buf, pos)
-            obj.renewers.append(item)
+            renewers_item, pos = read_compact_string(buf, pos)
+            obj.renewers.append(renewers_item)
         obj.issue_timestamp, obj.max_timestamp, obj.expiration_timestamp = _S_qqq.unpack_from(buf, pos)
         pos += 24
         obj.token_id, pos = read_compact_string(buf, pos)
@@ -66,7 +74,7 @@ def _decode_DelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[DelegationTo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -87,13 +95,13 @@ def _decode_DelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[DelegationTo
 def _encode_DelegationTokenRecord_v0(obj: DelegationTokenRecord, out: bytearray) -> None:
     write_compact_string(out, obj.owner)
     write_compact_string(out, obj.requester)
-    value = obj.renewers
-    if value is None:
+    renewers_value = obj.renewers
+    if renewers_value is None:
         raise EncodeError('Renewers cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            write_compact_string(out, item)
+        write_uvarint(out, len(renewers_value) + 1)
+        for renewers_item in renewers_value:
+            write_compact_string(out, renewers_item)
     out += _S_qqq.pack(obj.issue_timestamp, obj.max_timestamp, obj.expiration_timestamp)
     write_compact_string(out, obj.token_id)
     if obj.unknown_tagged_fields:

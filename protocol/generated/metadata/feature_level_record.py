@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,6 +13,7 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
@@ -21,13 +21,16 @@ _S_h = struct.Struct('>h')
 
 class FeatureLevelRecord(Message):
     __slots__ = ('name', 'feature_level', 'unknown_tagged_fields')
+    name: str
+    feature_level: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FeatureLevelRecord'
-    API_KEY = 12
+    API_KEY = MetadataRecordType.FEATURE_LEVEL_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('name', 'string'), ('feature_level', 'int16'))
 
-    def __init__(self, name: Any = '', feature_level: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', feature_level: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.feature_level = feature_level
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -44,7 +47,7 @@ def _decode_FeatureLevelRecord_v0(buf: bytes, pos: int) -> tuple[FeatureLevelRec
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

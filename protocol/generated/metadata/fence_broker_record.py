@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_iq = struct.Struct('>iq')
@@ -19,13 +19,16 @@ _S_iq = struct.Struct('>iq')
 
 class FenceBrokerRecord(Message):
     __slots__ = ('id', 'epoch', 'unknown_tagged_fields')
+    id: int
+    epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'FenceBrokerRecord'
-    API_KEY = 7
+    API_KEY = MetadataRecordType.FENCE_BROKER_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('id', 'int32'), ('epoch', 'int64'))
 
-    def __init__(self, id: Any = 0, epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, id: int = 0, epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.id = id
         self.epoch = epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -41,7 +44,7 @@ def _decode_FenceBrokerRecord_v0(buf: bytes, pos: int) -> tuple[FenceBrokerRecor
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

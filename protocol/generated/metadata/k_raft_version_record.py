@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -19,12 +18,15 @@ _S_hh = struct.Struct('>hh')
 
 class KRaftVersionRecord(Message):
     __slots__ = ('version', 'k_raft_version', 'unknown_tagged_fields')
+    version: int
+    k_raft_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'KRaftVersionRecord'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('version', 'int16'), ('k_raft_version', 'int16'))
 
-    def __init__(self, version: Any = 0, k_raft_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, version: int = 0, k_raft_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.version = version
         self.k_raft_version = k_raft_version
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -40,7 +42,7 @@ def _decode_KRaftVersionRecord_v0(buf: bytes, pos: int) -> tuple[KRaftVersionRec
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -23,10 +22,13 @@ _S_iu = struct.Struct('>i16s')
 
 class Voter(Message):
     __slots__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields')
+    voter_id: int
+    voter_directory_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Voter'
     FIELDS = (('voter_id', 'int32'), ('voter_directory_id', 'uuid'))
 
-    def __init__(self, voter_id: Any = 0, voter_directory_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, voter_id: int = 0, voter_directory_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -34,12 +36,17 @@ class Voter(Message):
 
 class LeaderChangeMessage(Message):
     __slots__ = ('version', 'leader_id', 'voters', 'granting_voters', 'unknown_tagged_fields')
+    version: int
+    leader_id: int
+    voters: list[Voter]
+    granting_voters: list[Voter]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'LeaderChangeMessage'
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('version', 'int16'), ('leader_id', 'int32'), ('voters', '[]Voter'), ('granting_voters', '[]Voter'))
 
-    def __init__(self, version: Any = 0, leader_id: Any = 0, voters: Any = MISSING, granting_voters: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, version: int = 0, leader_id: int = 0, voters: list[Voter] = MISSING, granting_voters: list[Voter] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.version = version
         self.leader_id = leader_id
         self.voters = [] if voters is MISSING else voters
@@ -49,7 +56,7 @@ class LeaderChangeMessage(Message):
 
 def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     blen = len(buf)
-    items = []
+    items: list[Voter] = []
     append = items.append
     try:
         for _ in range(count):
@@ -61,7 +68,7 @@ def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter]
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -112,7 +119,7 @@ def _decode_LeaderChangeMessage_v0(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -142,20 +149,20 @@ def _encode_Voter_v0(obj: Voter, out: bytearray) -> None:
 
 def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> None:
     out += _S_hi.pack(obj.version, obj.leader_id)
-    value = obj.voters
-    if value is None:
+    voters_value = obj.voters
+    if voters_value is None:
         raise EncodeError('Voters cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Voter_v0(item, out)
-    value = obj.granting_voters
-    if value is None:
+        write_uvarint(out, len(voters_value) + 1)
+        for voters_item in voters_value:
+            _encode_Voter_v0(voters_item, out)
+    granting_voters_value = obj.granting_voters
+    if granting_voters_value is None:
         raise EncodeError('GrantingVoters cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Voter_v0(item, out)
+        write_uvarint(out, len(granting_voters_value) + 1)
+        for granting_voters_item in granting_voters_value:
+            _encode_Voter_v0(granting_voters_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -164,7 +171,7 @@ def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> 
 
 def _decode_many_Voter_v1(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     blen = len(buf)
-    items = []
+    items: list[Voter] = []
     append = items.append
     try:
         for _ in range(count):
@@ -175,7 +182,7 @@ def _decode_many_Voter_v1(buf: bytes, pos: int, count: int) -> tuple[list[Voter]
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -226,7 +233,7 @@ def _decode_LeaderChangeMessage_v1(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -256,20 +263,20 @@ def _encode_Voter_v1(obj: Voter, out: bytearray) -> None:
 
 def _encode_LeaderChangeMessage_v1(obj: LeaderChangeMessage, out: bytearray) -> None:
     out += _S_hi.pack(obj.version, obj.leader_id)
-    value = obj.voters
-    if value is None:
+    voters_value = obj.voters
+    if voters_value is None:
         raise EncodeError('Voters cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Voter_v1(item, out)
-    value = obj.granting_voters
-    if value is None:
+        write_uvarint(out, len(voters_value) + 1)
+        for voters_item in voters_value:
+            _encode_Voter_v1(voters_item, out)
+    granting_voters_value = obj.granting_voters
+    if granting_voters_value is None:
         raise EncodeError('GrantingVoters cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Voter_v1(item, out)
+        write_uvarint(out, len(granting_voters_value) + 1)
+        for granting_voters_item in granting_voters_value:
+            _encode_Voter_v1(granting_voters_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

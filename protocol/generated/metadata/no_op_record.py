@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,14 +11,16 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 
 
 class NoOpRecord(Message):
     __slots__ = ('unknown_tagged_fields',)
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'NoOpRecord'
-    API_KEY = 20
+    API_KEY = MetadataRecordType.NO_OP_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = ()
@@ -36,7 +37,7 @@ def _decode_NoOpRecord_v0(buf: bytes, pos: int) -> tuple[NoOpRecord, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -24,13 +24,25 @@ _S_iu = struct.Struct('>i16s')
 
 class PartitionChangeRecord(Message):
     __slots__ = ('partition_id', 'topic_id', 'isr', 'leader', 'replicas', 'removing_replicas', 'adding_replicas', 'leader_recovery_state', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields')
+    partition_id: int
+    topic_id: bytes
+    isr: list[int] | None
+    leader: int
+    replicas: list[int] | None
+    removing_replicas: list[int] | None
+    adding_replicas: list[int] | None
+    leader_recovery_state: int
+    directories: list[bytes] | None
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionChangeRecord'
-    API_KEY = 5
+    API_KEY = MetadataRecordType.PARTITION_CHANGE_RECORD
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('partition_id', 'int32'), ('topic_id', 'uuid'), ('isr', '[]int32'), ('leader', 'int32'), ('replicas', '[]int32'), ('removing_replicas', '[]int32'), ('adding_replicas', '[]int32'), ('leader_recovery_state', 'int8'), ('directories', '[]uuid'), ('eligible_leader_replicas', '[]int32'), ('last_known_elr', '[]int32'))
 
-    def __init__(self, partition_id: Any = -1, topic_id: Any = ZERO_UUID, isr: Any = None, leader: Any = -2, replicas: Any = None, removing_replicas: Any = None, adding_replicas: Any = None, leader_recovery_state: Any = -1, directories: Any = None, eligible_leader_replicas: Any = None, last_known_elr: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_id: int = -1, topic_id: bytes = ZERO_UUID, isr: list[int] | None = None, leader: int = -2, replicas: list[int] | None = None, removing_replicas: list[int] | None = None, adding_replicas: list[int] | None = None, leader_recovery_state: int = -1, directories: list[bytes] | None = None, eligible_leader_replicas: list[int] | None = None, last_known_elr: list[int] | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_id = partition_id
         self.topic_id = topic_id
         self.isr = isr
@@ -64,7 +76,7 @@ def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionCha
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -179,16 +191,16 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
     if len(obj.topic_id) != 16:
         raise EncodeError('PartitionChangeRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.isr is not None:
         field_out = bytearray()
-        value = obj.isr
-        if value is None:
+        isr_value = obj.isr
+        if isr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(isr_value) + 1)
+            if isr_value:
+                field_out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -196,33 +208,33 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
         tagged.append((1, field_out))
     if obj.replicas is not None:
         field_out = bytearray()
-        value = obj.replicas
-        if value is None:
+        replicas_value = obj.replicas
+        if replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(replicas_value) + 1)
+            if replicas_value:
+                field_out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
-        value = obj.removing_replicas
-        if value is None:
+        removing_replicas_value = obj.removing_replicas
+        if removing_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(removing_replicas_value) + 1)
+            if removing_replicas_value:
+                field_out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
-        value = obj.adding_replicas
-        if value is None:
+        adding_replicas_value = obj.adding_replicas
+        if adding_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(adding_replicas_value) + 1)
+            if adding_replicas_value:
+                field_out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -253,7 +265,7 @@ def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionCha
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -385,16 +397,16 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
     if len(obj.topic_id) != 16:
         raise EncodeError('PartitionChangeRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.isr is not None:
         field_out = bytearray()
-        value = obj.isr
-        if value is None:
+        isr_value = obj.isr
+        if isr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(isr_value) + 1)
+            if isr_value:
+                field_out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -402,33 +414,33 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         tagged.append((1, field_out))
     if obj.replicas is not None:
         field_out = bytearray()
-        value = obj.replicas
-        if value is None:
+        replicas_value = obj.replicas
+        if replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(replicas_value) + 1)
+            if replicas_value:
+                field_out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
-        value = obj.removing_replicas
-        if value is None:
+        removing_replicas_value = obj.removing_replicas
+        if removing_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(removing_replicas_value) + 1)
+            if removing_replicas_value:
+                field_out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
-        value = obj.adding_replicas
-        if value is None:
+        adding_replicas_value = obj.adding_replicas
+        if adding_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(adding_replicas_value) + 1)
+            if adding_replicas_value:
+                field_out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -436,15 +448,15 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         tagged.append((5, field_out))
     if obj.directories is not None:
         field_out = bytearray()
-        value = obj.directories
-        if value is None:
+        directories_value = obj.directories
+        if directories_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                if len(item) != 16:
+            write_uvarint(field_out, len(directories_value) + 1)
+            for directories_item in directories_value:
+                if len(directories_item) != 16:
                     raise EncodeError('Directories holds a UUID that is not 16 bytes')
-                field_out += item
+                field_out += directories_item
         tagged.append((8, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -471,7 +483,7 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -637,16 +649,16 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
     if len(obj.topic_id) != 16:
         raise EncodeError('PartitionChangeRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.isr is not None:
         field_out = bytearray()
-        value = obj.isr
-        if value is None:
+        isr_value = obj.isr
+        if isr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(isr_value) + 1)
+            if isr_value:
+                field_out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -654,33 +666,33 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         tagged.append((1, field_out))
     if obj.replicas is not None:
         field_out = bytearray()
-        value = obj.replicas
-        if value is None:
+        replicas_value = obj.replicas
+        if replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(replicas_value) + 1)
+            if replicas_value:
+                field_out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
-        value = obj.removing_replicas
-        if value is None:
+        removing_replicas_value = obj.removing_replicas
+        if removing_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(removing_replicas_value) + 1)
+            if removing_replicas_value:
+                field_out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
-        value = obj.adding_replicas
-        if value is None:
+        adding_replicas_value = obj.adding_replicas
+        if adding_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(adding_replicas_value) + 1)
+            if adding_replicas_value:
+                field_out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -688,35 +700,35 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         tagged.append((5, field_out))
     if obj.eligible_leader_replicas is not None:
         field_out = bytearray()
-        value = obj.eligible_leader_replicas
-        if value is None:
+        eligible_leader_replicas_value = obj.eligible_leader_replicas
+        if eligible_leader_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(eligible_leader_replicas_value) + 1)
+            if eligible_leader_replicas_value:
+                field_out += INT32_ARRAYS[len(eligible_leader_replicas_value)].pack(*eligible_leader_replicas_value)
         tagged.append((6, field_out))
     if obj.last_known_elr is not None:
         field_out = bytearray()
-        value = obj.last_known_elr
-        if value is None:
+        last_known_elr_value = obj.last_known_elr
+        if last_known_elr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(last_known_elr_value) + 1)
+            if last_known_elr_value:
+                field_out += INT32_ARRAYS[len(last_known_elr_value)].pack(*last_known_elr_value)
         tagged.append((7, field_out))
     if obj.directories is not None:
         field_out = bytearray()
-        value = obj.directories
-        if value is None:
+        directories_value = obj.directories
+        if directories_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                if len(item) != 16:
+            write_uvarint(field_out, len(directories_value) + 1)
+            for directories_item in directories_value:
+                if len(directories_item) != 16:
                     raise EncodeError('Directories holds a UUID that is not 16 bytes')
-                field_out += item
+                field_out += directories_item
         tagged.append((8, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -24,13 +24,27 @@ _S_iu = struct.Struct('>i16s')
 
 class PartitionRecord(Message):
     __slots__ = ('partition_id', 'topic_id', 'replicas', 'isr', 'removing_replicas', 'adding_replicas', 'leader', 'leader_recovery_state', 'leader_epoch', 'partition_epoch', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields')
+    partition_id: int
+    topic_id: bytes
+    replicas: list[int]
+    isr: list[int]
+    removing_replicas: list[int]
+    adding_replicas: list[int]
+    leader: int
+    leader_recovery_state: int
+    leader_epoch: int
+    partition_epoch: int
+    directories: list[bytes]
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionRecord'
-    API_KEY = 3
+    API_KEY = MetadataRecordType.PARTITION_RECORD
     VALID_VERSIONS = (0, 2)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('partition_id', 'int32'), ('topic_id', 'uuid'), ('replicas', '[]int32'), ('isr', '[]int32'), ('removing_replicas', '[]int32'), ('adding_replicas', '[]int32'), ('leader', 'int32'), ('leader_recovery_state', 'int8'), ('leader_epoch', 'int32'), ('partition_epoch', 'int32'), ('directories', '[]uuid'), ('eligible_leader_replicas', '[]int32'), ('last_known_elr', '[]int32'))
 
-    def __init__(self, partition_id: Any = -1, topic_id: Any = ZERO_UUID, replicas: Any = MISSING, isr: Any = MISSING, removing_replicas: Any = MISSING, adding_replicas: Any = MISSING, leader: Any = -1, leader_recovery_state: Any = 0, leader_epoch: Any = -1, partition_epoch: Any = -1, directories: Any = MISSING, eligible_leader_replicas: Any = None, last_known_elr: Any = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_id: int = -1, topic_id: bytes = ZERO_UUID, replicas: list[int] = MISSING, isr: list[int] = MISSING, removing_replicas: list[int] = MISSING, adding_replicas: list[int] = MISSING, leader: int = -1, leader_recovery_state: int = 0, leader_epoch: int = -1, partition_epoch: int = -1, directories: list[bytes] = MISSING, eligible_leader_replicas: list[int] | None = None, last_known_elr: list[int] | None = None, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_id = partition_id
         self.topic_id = topic_id
         self.replicas = [] if replicas is MISSING else replicas
@@ -127,7 +141,7 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -161,36 +175,36 @@ def _encode_PartitionRecord_v0(obj: PartitionRecord, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('PartitionRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
-    value = obj.replicas
-    if value is None:
+    replicas_value = obj.replicas
+    if replicas_value is None:
         raise EncodeError('Replicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr
-    if value is None:
+        write_uvarint(out, len(replicas_value) + 1)
+        if replicas_value:
+            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+    isr_value = obj.isr
+    if isr_value is None:
         raise EncodeError('Isr cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.removing_replicas
-    if value is None:
+        write_uvarint(out, len(isr_value) + 1)
+        if isr_value:
+            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+    removing_replicas_value = obj.removing_replicas
+    if removing_replicas_value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.adding_replicas
-    if value is None:
+        write_uvarint(out, len(removing_replicas_value) + 1)
+        if removing_replicas_value:
+            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+    adding_replicas_value = obj.adding_replicas
+    if adding_replicas_value is None:
         raise EncodeError('AddingReplicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(adding_replicas_value) + 1)
+        if adding_replicas_value:
+            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.leader_recovery_state != 0:
         field_out = bytearray()
         field_out += _S_b.pack(obj.leader_recovery_state)
@@ -295,7 +309,7 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -327,45 +341,45 @@ def _encode_PartitionRecord_v1(obj: PartitionRecord, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('PartitionRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
-    value = obj.replicas
-    if value is None:
+    replicas_value = obj.replicas
+    if replicas_value is None:
         raise EncodeError('Replicas cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr
-    if value is None:
+        write_uvarint(out, len(replicas_value) + 1)
+        if replicas_value:
+            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+    isr_value = obj.isr
+    if isr_value is None:
         raise EncodeError('Isr cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.removing_replicas
-    if value is None:
+        write_uvarint(out, len(isr_value) + 1)
+        if isr_value:
+            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+    removing_replicas_value = obj.removing_replicas
+    if removing_replicas_value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.adding_replicas
-    if value is None:
+        write_uvarint(out, len(removing_replicas_value) + 1)
+        if removing_replicas_value:
+            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+    adding_replicas_value = obj.adding_replicas
+    if adding_replicas_value is None:
         raise EncodeError('AddingReplicas cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(adding_replicas_value) + 1)
+        if adding_replicas_value:
+            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
-    value = obj.directories
-    if value is None:
+    directories_value = obj.directories
+    if directories_value is None:
         raise EncodeError('Directories cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            if len(item) != 16:
+        write_uvarint(out, len(directories_value) + 1)
+        for directories_item in directories_value:
+            if len(directories_item) != 16:
                 raise EncodeError('Directories holds a UUID that is not 16 bytes')
-            out += item
-    tagged = []
+            out += directories_item
+    tagged: list[tuple[int, bytearray]] = []
     if obj.leader_recovery_state != 0:
         field_out = bytearray()
         field_out += _S_b.pack(obj.leader_recovery_state)
@@ -470,7 +484,7 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -536,68 +550,68 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('PartitionRecord.TopicId must be a 16-byte UUID')
     out += _S_iu.pack(obj.partition_id, obj.topic_id)
-    value = obj.replicas
-    if value is None:
+    replicas_value = obj.replicas
+    if replicas_value is None:
         raise EncodeError('Replicas cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.isr
-    if value is None:
+        write_uvarint(out, len(replicas_value) + 1)
+        if replicas_value:
+            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+    isr_value = obj.isr
+    if isr_value is None:
         raise EncodeError('Isr cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.removing_replicas
-    if value is None:
+        write_uvarint(out, len(isr_value) + 1)
+        if isr_value:
+            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+    removing_replicas_value = obj.removing_replicas
+    if removing_replicas_value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
-    value = obj.adding_replicas
-    if value is None:
+        write_uvarint(out, len(removing_replicas_value) + 1)
+        if removing_replicas_value:
+            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+    adding_replicas_value = obj.adding_replicas
+    if adding_replicas_value is None:
         raise EncodeError('AddingReplicas cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        if value:
-            out += INT32_ARRAYS[len(value)].pack(*value)
+        write_uvarint(out, len(adding_replicas_value) + 1)
+        if adding_replicas_value:
+            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
-    value = obj.directories
-    if value is None:
+    directories_value = obj.directories
+    if directories_value is None:
         raise EncodeError('Directories cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            if len(item) != 16:
+        write_uvarint(out, len(directories_value) + 1)
+        for directories_item in directories_value:
+            if len(directories_item) != 16:
                 raise EncodeError('Directories holds a UUID that is not 16 bytes')
-            out += item
-    tagged = []
+            out += directories_item
+    tagged: list[tuple[int, bytearray]] = []
     if obj.leader_recovery_state != 0:
         field_out = bytearray()
         field_out += _S_b.pack(obj.leader_recovery_state)
         tagged.append((0, field_out))
     if obj.eligible_leader_replicas is not None:
         field_out = bytearray()
-        value = obj.eligible_leader_replicas
-        if value is None:
+        eligible_leader_replicas_value = obj.eligible_leader_replicas
+        if eligible_leader_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(eligible_leader_replicas_value) + 1)
+            if eligible_leader_replicas_value:
+                field_out += INT32_ARRAYS[len(eligible_leader_replicas_value)].pack(*eligible_leader_replicas_value)
         tagged.append((1, field_out))
     if obj.last_known_elr is not None:
         field_out = bytearray()
-        value = obj.last_known_elr
-        if value is None:
+        last_known_elr_value = obj.last_known_elr
+        if last_known_elr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(value) + 1)
-            if value:
-                field_out += INT32_ARRAYS[len(value)].pack(*value)
+            write_uvarint(field_out, len(last_known_elr_value) + 1)
+            if last_known_elr_value:
+                field_out += INT32_ARRAYS[len(last_known_elr_value)].pack(*last_known_elr_value)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

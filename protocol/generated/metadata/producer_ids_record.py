@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_iqq = struct.Struct('>iqq')
@@ -19,13 +19,17 @@ _S_iqq = struct.Struct('>iqq')
 
 class ProducerIdsRecord(Message):
     __slots__ = ('broker_id', 'broker_epoch', 'next_producer_id', 'unknown_tagged_fields')
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ProducerIdsRecord'
-    API_KEY = 15
+    API_KEY = MetadataRecordType.PRODUCER_IDS_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('broker_epoch', 'int64'), ('next_producer_id', 'int64'))
 
-    def __init__(self, broker_id: Any = 0, broker_epoch: Any = -1, next_producer_id: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, next_producer_id: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.next_producer_id = next_producer_id
@@ -42,7 +46,7 @@ def _decode_ProducerIdsRecord_v0(buf: bytes, pos: int) -> tuple[ProducerIdsRecor
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -18,6 +17,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
@@ -30,10 +30,15 @@ _S_oo = struct.Struct('>??')
 
 class BrokerEndpoint(Message):
     __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerEndpoint'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'), ('security_protocol', 'int16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, security_protocol: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -43,10 +48,14 @@ class BrokerEndpoint(Message):
 
 class BrokerFeature(Message):
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'BrokerFeature'
     FIELDS = (('name', 'string'), ('min_supported_version', 'int16'), ('max_supported_version', 'int16'))
 
-    def __init__(self, name: Any = '', min_supported_version: Any = 0, max_supported_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
@@ -55,13 +64,24 @@ class BrokerFeature(Message):
 
 class RegisterBrokerRecord(Message):
     __slots__ = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'unknown_tagged_fields')
+    broker_id: int
+    is_migrating_zk_broker: bool
+    incarnation_id: bytes
+    broker_epoch: int
+    end_points: list[BrokerEndpoint]
+    features: list[BrokerFeature]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    log_dirs: list[bytes]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RegisterBrokerRecord'
-    API_KEY = 0
+    API_KEY = MetadataRecordType.REGISTER_BROKER_RECORD
     VALID_VERSIONS = (0, 3)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('is_migrating_zk_broker', 'bool'), ('incarnation_id', 'uuid'), ('broker_epoch', 'int64'), ('end_points', '[]BrokerEndpoint'), ('features', '[]BrokerFeature'), ('rack', 'string'), ('fenced', 'bool'), ('in_controlled_shutdown', 'bool'), ('log_dirs', '[]uuid'))
 
-    def __init__(self, broker_id: Any = 0, is_migrating_zk_broker: Any = False, incarnation_id: Any = ZERO_UUID, broker_epoch: Any = 0, end_points: Any = MISSING, features: Any = MISSING, rack: Any = '', fenced: Any = True, in_controlled_shutdown: Any = False, log_dirs: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, is_migrating_zk_broker: bool = False, incarnation_id: bytes = ZERO_UUID, broker_epoch: int = 0, end_points: list[BrokerEndpoint] = MISSING, features: list[BrokerFeature] = MISSING, rack: str | None = '', fenced: bool = True, in_controlled_shutdown: bool = False, log_dirs: list[bytes] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.is_migrating_zk_broker = is_migrating_zk_broker
         self.incarnation_id = incarnation_id
@@ -77,7 +97,7 @@ class RegisterBrokerRecord(Message):
 
 def _decode_many_BrokerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[BrokerEndpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[BrokerEndpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -90,7 +110,7 @@ def _decode_many_BrokerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[li
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -111,7 +131,7 @@ def _decode_many_BrokerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[li
 
 def _decode_many_BrokerFeature_v0(buf: bytes, pos: int, count: int) -> tuple[list[BrokerFeature], int]:
     blen = len(buf)
-    items = []
+    items: list[BrokerFeature] = []
     append = items.append
     try:
         for _ in range(count):
@@ -123,7 +143,7 @@ def _decode_many_BrokerFeature_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -180,7 +200,7 @@ def _decode_RegisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterBroke
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -227,20 +247,20 @@ def _encode_RegisterBrokerRecord_v0(obj: RegisterBrokerRecord, out: bytearray) -
     if len(obj.incarnation_id) != 16:
         raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iuq.pack(obj.broker_id, obj.incarnation_id, obj.broker_epoch)
-    value = obj.end_points
-    if value is None:
+    end_points_value = obj.end_points
+    if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerEndpoint_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(end_points_value) + 1)
+        for end_points_item in end_points_value:
+            _encode_BrokerEndpoint_v0(end_points_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerFeature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_BrokerFeature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.fenced)
     if obj.unknown_tagged_fields:
@@ -286,7 +306,7 @@ def _decode_RegisterBrokerRecord_v1(buf: bytes, pos: int) -> tuple[RegisterBroke
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -312,20 +332,20 @@ def _encode_RegisterBrokerRecord_v1(obj: RegisterBrokerRecord, out: bytearray) -
     if len(obj.incarnation_id) != 16:
         raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iuq.pack(obj.broker_id, obj.incarnation_id, obj.broker_epoch)
-    value = obj.end_points
-    if value is None:
+    end_points_value = obj.end_points
+    if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerEndpoint_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(end_points_value) + 1)
+        for end_points_item in end_points_value:
+            _encode_BrokerEndpoint_v0(end_points_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 1')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerFeature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_BrokerFeature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_oo.pack(obj.fenced, obj.in_controlled_shutdown)
     if obj.unknown_tagged_fields:
@@ -370,7 +390,7 @@ def _decode_RegisterBrokerRecord_v2(buf: bytes, pos: int) -> tuple[RegisterBroke
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -394,20 +414,20 @@ def _encode_RegisterBrokerRecord_v2(obj: RegisterBrokerRecord, out: bytearray) -
     if len(obj.incarnation_id) != 16:
         raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iouq.pack(obj.broker_id, obj.is_migrating_zk_broker, obj.incarnation_id, obj.broker_epoch)
-    value = obj.end_points
-    if value is None:
+    end_points_value = obj.end_points
+    if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerEndpoint_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(end_points_value) + 1)
+        for end_points_item in end_points_value:
+            _encode_BrokerEndpoint_v0(end_points_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 2')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerFeature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_BrokerFeature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_oo.pack(obj.fenced, obj.in_controlled_shutdown)
     if obj.unknown_tagged_fields:
@@ -452,7 +472,7 @@ def _decode_RegisterBrokerRecord_v3(buf: bytes, pos: int) -> tuple[RegisterBroke
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -493,34 +513,34 @@ def _encode_RegisterBrokerRecord_v3(obj: RegisterBrokerRecord, out: bytearray) -
     if len(obj.incarnation_id) != 16:
         raise EncodeError('RegisterBrokerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iouq.pack(obj.broker_id, obj.is_migrating_zk_broker, obj.incarnation_id, obj.broker_epoch)
-    value = obj.end_points
-    if value is None:
+    end_points_value = obj.end_points
+    if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerEndpoint_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(end_points_value) + 1)
+        for end_points_item in end_points_value:
+            _encode_BrokerEndpoint_v0(end_points_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 3')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_BrokerFeature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_BrokerFeature_v0(features_item, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_oo.pack(obj.fenced, obj.in_controlled_shutdown)
-    tagged = []
+    tagged: list[tuple[int, bytearray]] = []
     if obj.log_dirs != []:
         field_out = bytearray()
-        value = obj.log_dirs
-        if value is None:
+        log_dirs_value = obj.log_dirs
+        if log_dirs_value is None:
             raise EncodeError('LogDirs cannot be null in version 3')
         else:
-            write_uvarint(field_out, len(value) + 1)
-            for item in value:
-                if len(item) != 16:
+            write_uvarint(field_out, len(log_dirs_value) + 1)
+            for log_dirs_item in log_dirs_value:
+                if len(log_dirs_item) != 16:
                     raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
-                field_out += item
+                field_out += log_dirs_item
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

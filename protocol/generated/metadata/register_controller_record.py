@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,6 +15,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
@@ -25,10 +25,15 @@ _S_iuo = struct.Struct('>i16s?')
 
 class ControllerEndpoint(Message):
     __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ControllerEndpoint'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'), ('security_protocol', 'int16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, security_protocol: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -38,10 +43,14 @@ class ControllerEndpoint(Message):
 
 class ControllerFeature(Message):
     __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ControllerFeature'
     FIELDS = (('name', 'string'), ('min_supported_version', 'int16'), ('max_supported_version', 'int16'))
 
-    def __init__(self, name: Any = '', min_supported_version: Any = 0, max_supported_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
@@ -50,13 +59,19 @@ class ControllerFeature(Message):
 
 class RegisterControllerRecord(Message):
     __slots__ = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'end_points', 'features', 'unknown_tagged_fields')
+    controller_id: int
+    incarnation_id: bytes
+    zk_migration_ready: bool
+    end_points: list[ControllerEndpoint]
+    features: list[ControllerFeature]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RegisterControllerRecord'
-    API_KEY = 27
+    API_KEY = MetadataRecordType.REGISTER_CONTROLLER_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('controller_id', 'int32'), ('incarnation_id', 'uuid'), ('zk_migration_ready', 'bool'), ('end_points', '[]ControllerEndpoint'), ('features', '[]ControllerFeature'))
 
-    def __init__(self, controller_id: Any = 0, incarnation_id: Any = ZERO_UUID, zk_migration_ready: Any = False, end_points: Any = MISSING, features: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, controller_id: int = 0, incarnation_id: bytes = ZERO_UUID, zk_migration_ready: bool = False, end_points: list[ControllerEndpoint] = MISSING, features: list[ControllerFeature] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.controller_id = controller_id
         self.incarnation_id = incarnation_id
         self.zk_migration_ready = zk_migration_ready
@@ -67,7 +82,7 @@ class RegisterControllerRecord(Message):
 
 def _decode_many_ControllerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[ControllerEndpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[ControllerEndpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -80,7 +95,7 @@ def _decode_many_ControllerEndpoint_v0(buf: bytes, pos: int, count: int) -> tupl
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -101,7 +116,7 @@ def _decode_many_ControllerEndpoint_v0(buf: bytes, pos: int, count: int) -> tupl
 
 def _decode_many_ControllerFeature_v0(buf: bytes, pos: int, count: int) -> tuple[list[ControllerFeature], int]:
     blen = len(buf)
-    items = []
+    items: list[ControllerFeature] = []
     append = items.append
     try:
         for _ in range(count):
@@ -113,7 +128,7 @@ def _decode_many_ControllerFeature_v0(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -164,7 +179,7 @@ def _decode_RegisterControllerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterC
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -205,20 +220,20 @@ def _encode_RegisterControllerRecord_v0(obj: RegisterControllerRecord, out: byte
     if len(obj.incarnation_id) != 16:
         raise EncodeError('RegisterControllerRecord.IncarnationId must be a 16-byte UUID')
     out += _S_iuo.pack(obj.controller_id, obj.incarnation_id, obj.zk_migration_ready)
-    value = obj.end_points
-    if value is None:
+    end_points_value = obj.end_points
+    if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ControllerEndpoint_v0(item, out)
-    value = obj.features
-    if value is None:
+        write_uvarint(out, len(end_points_value) + 1)
+        for end_points_item in end_points_value:
+            _encode_ControllerEndpoint_v0(end_points_item, out)
+    features_value = obj.features
+    if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_ControllerFeature_v0(item, out)
+        write_uvarint(out, len(features_value) + 1)
+        for features_item in features_value:
+            _encode_ControllerFeature_v0(features_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -13,6 +12,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_u = struct.Struct('>16s')
@@ -20,13 +20,15 @@ _S_u = struct.Struct('>16s')
 
 class RemoveAccessControlEntryRecord(Message):
     __slots__ = ('id', 'unknown_tagged_fields')
+    id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RemoveAccessControlEntryRecord'
-    API_KEY = 19
+    API_KEY = MetadataRecordType.REMOVE_ACCESS_CONTROL_ENTRY_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('id', 'uuid'),)
 
-    def __init__(self, id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.id = id
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -41,7 +43,7 @@ def _decode_RemoveAccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[Rem
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

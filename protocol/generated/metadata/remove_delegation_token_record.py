@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,19 +13,22 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 
 
 class RemoveDelegationTokenRecord(Message):
     __slots__ = ('token_id', 'unknown_tagged_fields')
+    token_id: str
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RemoveDelegationTokenRecord'
-    API_KEY = 26
+    API_KEY = MetadataRecordType.REMOVE_DELEGATION_TOKEN_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('token_id', 'string'),)
 
-    def __init__(self, token_id: Any = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, token_id: str = '', unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.token_id = token_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -40,7 +42,7 @@ def _decode_RemoveDelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[Remove
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -13,6 +12,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_u = struct.Struct('>16s')
@@ -20,13 +20,15 @@ _S_u = struct.Struct('>16s')
 
 class RemoveTopicRecord(Message):
     __slots__ = ('topic_id', 'unknown_tagged_fields')
+    topic_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RemoveTopicRecord'
-    API_KEY = 9
+    API_KEY = MetadataRecordType.REMOVE_TOPIC_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('topic_id', 'uuid'),)
 
-    def __init__(self, topic_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_id = topic_id
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -41,7 +43,7 @@ def _decode_RemoveTopicRecord_v0(buf: bytes, pos: int) -> tuple[RemoveTopicRecor
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,6 +13,7 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -21,13 +21,16 @@ _S_b = struct.Struct('>b')
 
 class RemoveUserScramCredentialRecord(Message):
     __slots__ = ('name', 'mechanism', 'unknown_tagged_fields')
+    name: str
+    mechanism: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'RemoveUserScramCredentialRecord'
-    API_KEY = 22
+    API_KEY = MetadataRecordType.REMOVE_USER_SCRAM_CREDENTIAL_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('name', 'string'), ('mechanism', 'int8'))
 
-    def __init__(self, name: Any = '', mechanism: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', mechanism: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.mechanism = mechanism
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -44,7 +47,7 @@ def _decode_RemoveUserScramCredentialRecord_v0(buf: bytes, pos: int) -> tuple[Re
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

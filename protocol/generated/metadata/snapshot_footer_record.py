@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -19,12 +18,14 @@ _S_h = struct.Struct('>h')
 
 class SnapshotFooterRecord(Message):
     __slots__ = ('version', 'unknown_tagged_fields')
+    version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SnapshotFooterRecord'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('version', 'int16'),)
 
-    def __init__(self, version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.version = version
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -39,7 +40,7 @@ def _decode_SnapshotFooterRecord_v0(buf: bytes, pos: int) -> tuple[SnapshotFoote
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

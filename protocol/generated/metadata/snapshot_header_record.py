@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -19,12 +18,15 @@ _S_hq = struct.Struct('>hq')
 
 class SnapshotHeaderRecord(Message):
     __slots__ = ('version', 'last_contained_log_timestamp', 'unknown_tagged_fields')
+    version: int
+    last_contained_log_timestamp: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'SnapshotHeaderRecord'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('version', 'int16'), ('last_contained_log_timestamp', 'int64'))
 
-    def __init__(self, version: Any = 0, last_contained_log_timestamp: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, version: int = 0, last_contained_log_timestamp: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.version = version
         self.last_contained_log_timestamp = last_contained_log_timestamp
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -40,7 +42,7 @@ def _decode_SnapshotHeaderRecord_v0(buf: bytes, pos: int) -> tuple[SnapshotHeade
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -15,6 +14,7 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_u = struct.Struct('>16s')
@@ -22,13 +22,16 @@ _S_u = struct.Struct('>16s')
 
 class TopicRecord(Message):
     __slots__ = ('name', 'topic_id', 'unknown_tagged_fields')
+    name: str
+    topic_id: bytes
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicRecord'
-    API_KEY = 2
+    API_KEY = MetadataRecordType.TOPIC_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('name', 'string'), ('topic_id', 'uuid'))
 
-    def __init__(self, name: Any = '', topic_id: Any = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', topic_id: bytes = ZERO_UUID, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.topic_id = topic_id
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -45,7 +48,7 @@ def _decode_TopicRecord_v0(buf: bytes, pos: int) -> tuple[TopicRecord, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

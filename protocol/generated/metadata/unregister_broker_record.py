@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_iq = struct.Struct('>iq')
@@ -19,13 +19,16 @@ _S_iq = struct.Struct('>iq')
 
 class UnregisterBrokerRecord(Message):
     __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
+    broker_id: int
+    broker_epoch: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UnregisterBrokerRecord'
-    API_KEY = 1
+    API_KEY = MetadataRecordType.UNREGISTER_BROKER_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('broker_epoch', 'int64'))
 
-    def __init__(self, broker_id: Any = 0, broker_epoch: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, broker_epoch: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -41,7 +44,7 @@ def _decode_UnregisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[UnregisterB
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

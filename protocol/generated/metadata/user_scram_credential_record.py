@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -16,6 +15,7 @@ from protocol.primitives import (
     write_compact_string,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -24,13 +24,20 @@ _S_i = struct.Struct('>i')
 
 class UserScramCredentialRecord(Message):
     __slots__ = ('name', 'mechanism', 'salt', 'stored_key', 'server_key', 'iterations', 'unknown_tagged_fields')
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'UserScramCredentialRecord'
-    API_KEY = 11
+    API_KEY = MetadataRecordType.USER_SCRAM_CREDENTIAL_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('name', 'string'), ('mechanism', 'int8'), ('salt', 'bytes'), ('stored_key', 'bytes'), ('server_key', 'bytes'), ('iterations', 'int32'))
 
-    def __init__(self, name: Any = '', mechanism: Any = 0, salt: Any = b"", stored_key: Any = b"", server_key: Any = b"", iterations: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', mechanism: int = 0, salt: bytes = b"", stored_key: bytes = b"", server_key: bytes = b"", iterations: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.mechanism = mechanism
         self.salt = salt
@@ -56,7 +63,7 @@ def _decode_UserScramCredentialRecord_v0(buf: bytes, pos: int) -> tuple[UserScra
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)

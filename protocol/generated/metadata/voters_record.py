@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -26,10 +25,14 @@ _S_iu = struct.Struct('>i16s')
 
 class Endpoint(Message):
     __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Endpoint'
     FIELDS = (('name', 'string'), ('host', 'string'), ('port', 'uint16'))
 
-    def __init__(self, name: Any = '', host: Any = '', port: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -38,10 +41,13 @@ class Endpoint(Message):
 
 class KRaftVersionFeature(Message):
     __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields')
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'KRaftVersionFeature'
     FIELDS = (('min_supported_version', 'int16'), ('max_supported_version', 'int16'))
 
-    def __init__(self, min_supported_version: Any = 0, max_supported_version: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -49,10 +55,15 @@ class KRaftVersionFeature(Message):
 
 class Voter(Message):
     __slots__ = ('voter_id', 'voter_directory_id', 'endpoints', 'k_raft_version_feature', 'unknown_tagged_fields')
+    voter_id: int
+    voter_directory_id: bytes
+    endpoints: list[Endpoint]
+    k_raft_version_feature: KRaftVersionFeature
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'Voter'
     FIELDS = (('voter_id', 'int32'), ('voter_directory_id', 'uuid'), ('endpoints', '[]Endpoint'), ('k_raft_version_feature', 'KRaftVersionFeature'))
 
-    def __init__(self, voter_id: Any = 0, voter_directory_id: Any = ZERO_UUID, endpoints: Any = MISSING, k_raft_version_feature: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, voter_id: int = 0, voter_directory_id: bytes = ZERO_UUID, endpoints: list[Endpoint] = MISSING, k_raft_version_feature: KRaftVersionFeature = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.endpoints = [] if endpoints is MISSING else endpoints
@@ -62,12 +73,15 @@ class Voter(Message):
 
 class VotersRecord(Message):
     __slots__ = ('version', 'voters', 'unknown_tagged_fields')
+    version: int
+    voters: list[Voter]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'VotersRecord'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('version', 'int16'), ('voters', '[]Voter'))
 
-    def __init__(self, version: Any = 0, voters: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, version: int = 0, voters: list[Voter] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.version = version
         self.voters = [] if voters is MISSING else voters
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -75,7 +89,7 @@ class VotersRecord(Message):
 
 def _decode_many_Endpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[Endpoint], int]:
     blen = len(buf)
-    items = []
+    items: list[Endpoint] = []
     append = items.append
     try:
         for _ in range(count):
@@ -88,7 +102,7 @@ def _decode_many_Endpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[End
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -117,7 +131,7 @@ def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -137,7 +151,7 @@ def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFe
 
 def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     blen = len(buf)
-    items = []
+    items: list[Voter] = []
     append = items.append
     try:
         for _ in range(count):
@@ -160,7 +174,7 @@ def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter]
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -200,7 +214,7 @@ def _decode_VotersRecord_v0(buf: bytes, pos: int) -> tuple[VotersRecord, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -240,18 +254,18 @@ def _encode_Voter_v0(obj: Voter, out: bytearray) -> None:
     if len(obj.voter_directory_id) != 16:
         raise EncodeError('Voter.VoterDirectoryId must be a 16-byte UUID')
     out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
-    value = obj.endpoints
-    if value is None:
+    endpoints_value = obj.endpoints
+    if endpoints_value is None:
         raise EncodeError('Endpoints cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Endpoint_v0(item, out)
-    value = obj.k_raft_version_feature
-    if value is None:
+        write_uvarint(out, len(endpoints_value) + 1)
+        for endpoints_item in endpoints_value:
+            _encode_Endpoint_v0(endpoints_item, out)
+    k_raft_version_feature_value = obj.k_raft_version_feature
+    if k_raft_version_feature_value is None:
         raise EncodeError('KRaftVersionFeature cannot be null in version 0')
     else:
-        _encode_KRaftVersionFeature_v0(value, out)
+        _encode_KRaftVersionFeature_v0(k_raft_version_feature_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -260,13 +274,13 @@ def _encode_Voter_v0(obj: Voter, out: bytearray) -> None:
 
 def _encode_VotersRecord_v0(obj: VotersRecord, out: bytearray) -> None:
     out += _S_h.pack(obj.version)
-    value = obj.voters
-    if value is None:
+    voters_value = obj.voters
+    if voters_value is None:
         raise EncodeError('Voters cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_Voter_v0(item, out)
+        write_uvarint(out, len(voters_value) + 1)
+        for voters_item in voters_value:
+            _encode_Voter_v0(voters_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

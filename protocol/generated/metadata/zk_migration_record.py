@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.message import MISSING, Message
@@ -12,6 +11,7 @@ from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
 )
+from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
@@ -19,13 +19,15 @@ _S_b = struct.Struct('>b')
 
 class ZkMigrationStateRecord(Message):
     __slots__ = ('zk_migration_state', 'unknown_tagged_fields')
+    zk_migration_state: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'ZkMigrationStateRecord'
-    API_KEY = 21
+    API_KEY = MetadataRecordType.ZK_MIGRATION_STATE_RECORD
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('zk_migration_state', 'int8'),)
 
-    def __init__(self, zk_migration_state: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, zk_migration_state: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.zk_migration_state = zk_migration_state
         self.unknown_tagged_fields = unknown_tagged_fields
 
@@ -40,7 +42,7 @@ def _decode_ZkMigrationStateRecord_v0(buf: bytes, pos: int) -> tuple[ZkMigration
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
