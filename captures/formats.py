@@ -12,6 +12,8 @@ from construct import (
     BitsInteger,
     BitStruct,
     Bytes,
+    Compiled,
+    Construct,
     ConstructError,
     Flag,
     FixedSized,
@@ -73,7 +75,7 @@ PCAP_FILE_HEADER_SIZE = 24
 PCAP_RECORD_HEADER_SIZE = 16
 
 
-def _pcap_file_header(u16, u32, s32):
+def _pcap_file_header(u16: Construct, u32: Construct, s32: Construct) -> Compiled:
     return Struct(
         "magic" / u32,
         "version_major" / u16,
@@ -85,7 +87,7 @@ def _pcap_file_header(u16, u32, s32):
     ).compile()
 
 
-def _pcap_record_header(u32):
+def _pcap_record_header(u32: Construct) -> Compiled:
     return Struct(
         "ts_sec" / u32,
         "ts_frac" / u32,
@@ -125,7 +127,7 @@ OPT_IF_TSRESOL = 9
 OPT_IF_TSOFFSET = 14
 
 
-def _pcapng_layouts(u16, u32, s64):
+def _pcapng_layouts(u16: Construct, u32: Construct, s64: Construct) -> dict[str, Compiled]:
     option = Struct(
         "code" / u16,
         "length" / u16,
@@ -133,7 +135,7 @@ def _pcapng_layouts(u16, u32, s64):
         Padding(-this.length % 4),
     )
 
-    def options(fixed_size):
+    def options(fixed_size: int) -> Construct:
         # Options fill whatever the block's total length leaves after its fixed fields.
         return "options" / FixedSized(this.block_total_length - fixed_size, GreedyRange(option))
 

@@ -19,7 +19,7 @@ import os
 import random
 import struct
 import time
-from typing import BinaryIO, Union
+from typing import BinaryIO, Self, TypedDict, Union, Unpack
 
 from captures import formats as f
 from captures.formats import TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN
@@ -191,10 +191,10 @@ class _Writer:
         if self._owns_file:
             self._file.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -269,14 +269,28 @@ class PcapWriter(_Writer):
         return self._record_header.pack(seconds, fraction, len(data), orig_len) + data
 
 
+class PcapOptions(TypedDict, total=False):
+    byte_order: str
+    nanosecond: bool
+
+
 def open(  # shadows the builtin on purpose: callers write pcapng_writer.open(path)
-    path: Union[str, "os.PathLike[str]", BinaryIO], format: str = "pcapng", snaplen: int = 0, **options
+    path: Union[str, "os.PathLike[str]", BinaryIO],
+    format: str = "pcapng",
+    snaplen: int = 0,
+    **options: Unpack[PcapOptions],
 ) -> PcapngWriter | PcapWriter:
     """A writer on `path` (or an open binary file): format "pcapng", or "pcap" with the
     options `byte_order` ("<" or ">") and `nanosecond`. `snaplen` > 0 truncates packets."""
-    writer_class = {"pcapng": PcapngWriter, "pcap": PcapWriter}.get(format)
-    if writer_class is None:
+    if format not in ("pcapng", "pcap"):
         raise ValueError(f"format must be 'pcapng' or 'pcap', not {format!r}")
-    owns_file = not hasattr(path, "write")
-    fileobj = builtins.open(path, "wb") if owns_file else path
-    return writer_class(fileobj, snaplen, owns_file, **options)
+    if format == "pcapng" and options:
+        raise TypeError(f"the pcapng format takes no {', '.join(options)} option")
+    fileobj: BinaryIO
+    if isinstance(path, (str, os.PathLike)):
+        fileobj, owns_file = builtins.open(path, "wb"), True
+    else:
+        fileobj, owns_file = path, False
+    if format == "pcap":
+        return PcapWriter(fileobj, snaplen, owns_file, **options)
+    return PcapngWriter(fileobj, snaplen, owns_file)
