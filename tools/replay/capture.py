@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from typing import BinaryIO, Iterator, NamedTuple, Union
+from typing import BinaryIO, Callable, Generator, Iterator, NamedTuple, Union
 
 from captures import formats as f
 from tools.replay.problems import Problem
@@ -153,7 +153,14 @@ def _read_pcap(buf: Buffer, order: str, nano: bool) -> Iterator[Packet | Problem
         yield _unknown_link_type(20, 0, link_type, skipped)
 
 
-def _resync_pcap(buf, start, unpack, max_len, frac_limit, last_sec) -> int | None:
+def _resync_pcap(
+    buf: Buffer,
+    start: int,
+    unpack: Callable[[Buffer, int], tuple[int, ...]],
+    max_len: int,
+    frac_limit: int,
+    last_sec: int | None,
+) -> int | None:
     """First offset from `start` holding a plausible record that a second one follows."""
     n = len(buf)
     hsize = f.PCAP_RECORD_HEADER_SIZE
@@ -298,7 +305,7 @@ def _simple_packet(buf: Buffer, pos: int, total: int, order: str, iface: _Interf
     return Packet(last_ts, iface.link_type, buf[pos + 12 : pos + 12 + caplen], orig)
 
 
-def _skip_corrupt(buf: Buffer, pos: int, order: str, why: str):
+def _skip_corrupt(buf: Buffer, pos: int, order: str, why: str) -> Generator[Problem, None, int]:
     resume = _resync_pcapng(buf, pos + 4, order)
     end = len(buf) if resume is None else resume
     yield Problem("corrupt_block", pos, end - pos, f"{why}; bytes skipped")

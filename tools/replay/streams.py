@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from tools.replay.capture import Packet, Source, read_packets
+from tools.replay.capture import Source, read_packets
 from tools.replay.packet import Segment, decode_segment
 from tools.replay.problems import Problem
 from tools.replay.tcp import Reassembler, StreamEvent
@@ -24,12 +24,12 @@ def stream_events(
     feed = reassembler.feed
     ordinal = -1
     for item in read_packets(source):
-        if type(item) is not Packet:
+        if isinstance(item, Problem):
             yield item
             continue
         ordinal += 1
         decoded = decode_segment(item.link_type, item.data, item.orig_len)
-        if type(decoded) is Segment:
+        if isinstance(decoded, Segment):
             if keep is None or keep(decoded):
                 yield from feed(item.timestamp_ns, decoded)
         elif decoded is not None:

@@ -187,7 +187,7 @@ class Reassembler:
         # A SYN with the initial sequence number already known is a retransmission.
         return d.started and d.base != (seq + 1) & _SEQ_MASK
 
-    def _syn(self, conn: _Connection, key: FlowKey, segment: Segment, ts: int, out: list) -> None:
+    def _syn(self, conn: _Connection, key: FlowKey, segment: Segment, ts: int, out: list[StreamEvent]) -> None:
         d = conn.dirs[key]
         peer = d.peer
         if segment.flags & TCP_ACK:
@@ -201,12 +201,12 @@ class Reassembler:
             self._start(d, ts, (segment.seq + 1) & _SEQ_MASK, True, out)
 
     @staticmethod
-    def _start(d: _Direction, ts: int, base: int, from_syn: bool, out: list) -> None:
+    def _start(d: _Direction, ts: int, base: int, from_syn: bool, out: list[StreamEvent]) -> None:
         d.started = True
         d.base = base
         out.append(StreamStart(d.key, ts, d.role, from_syn))
 
-    def _segment(self, d: _Direction, ts: int, seq: int, segment: Segment, fin: int, out: list) -> None:
+    def _segment(self, d: _Direction, ts: int, seq: int, segment: Segment, fin: int, out: list[StreamEvent]) -> None:
         payload, missing = segment.payload, segment.missing
         start = d.offset_of(seq)
         end = start + len(payload) + missing
@@ -233,37 +233,37 @@ class Reassembler:
         while d.pending_bytes > self.max_buffer:
             self._drain(d, ts, d.pending[0][0], out)
 
-    def _drain(self, d: _Direction, ts: int, release_to: float, out: list) -> None:
+    def _drain(self, d: _Direction, ts: int, release_to: float, out: list[StreamEvent]) -> None:
         """Deliver pending pieces in order; a hole before a piece that starts at or before
         `release_to` becomes a gap, any later hole stops delivery."""
         pending = d.pending
         while pending:
-            start, is_hole, item = pending[0]
+            start, _, item = pending[0]
             if start > d.offset:
                 if start > release_to:
                     return
                 self._gap(d, ts, start - d.offset, out)
             pending.pop(0)
-            size = item if is_hole else len(item)
-            if not is_hole:
-                d.pending_bytes -= size
             cut = d.offset - start  # never negative: a hole before `start` was closed above
-            if is_hole:
-                if cut < size:
-                    self._gap(d, ts, size - cut, out)
-            elif cut >= size:
+            if isinstance(item, int):  # a hole, held as its size
+                if cut < item:
+                    self._gap(d, ts, item - cut, out)
+                continue
+            size = len(item)
+            d.pending_bytes -= size
+            if cut >= size:
                 self.stats.duplicate_bytes += size
             else:
                 self.stats.duplicate_bytes += cut
                 out.append(StreamData(d.key, ts, d.offset, item[cut:] if cut > 0 else item))
                 d.offset = start + size
 
-    def _gap(self, d: _Direction, ts: int, size: int, out: list) -> None:
+    def _gap(self, d: _Direction, ts: int, size: int, out: list[StreamEvent]) -> None:
         out.append(StreamGap(d.key, ts, d.offset, size))
         d.offset += size
         self.stats.gap_bytes += size
 
-    def _ack(self, conn: _Connection, d: _Direction, ack: int, ts: int, out: list) -> None:
+    def _ack(self, conn: _Connection, d: _Direction, ack: int, ts: int, out: list[StreamEvent]) -> None:
         """The peer acknowledged `d`'s bytes up to `ack`: holes below it will not be refilled."""
         if not d.started or d.ended:
             return
@@ -276,13 +276,13 @@ class Reassembler:
             if d.fin_at is not None and d.offset >= d.fin_at:
                 self._end(conn, d, ts, "fin", out)
 
-    def _end(self, conn: _Connection, d: _Direction, ts: int, reason: str, out: list) -> None:
+    def _end(self, conn: _Connection, d: _Direction, ts: int, reason: str, out: list[StreamEvent]) -> None:
         d.ended = True
         out.append(StreamEnd(d.key, ts, d.offset, reason))
         if all(x.ended or not x.started for x in conn.dirs.values()):
             self._mark_closed(conn, ts)
 
-    def _close(self, conn: _Connection, ts: int, reason: str, out: list) -> None:
+    def _close(self, conn: _Connection, ts: int, reason: str, out: list[StreamEvent]) -> None:
         for d in conn.dirs.values():
             if not d.started or d.ended:
                 continue
@@ -306,7 +306,7 @@ class Reassembler:
                     del self._conns[key]
 
 
-def reassemble(segments: Iterable[tuple[int, Segment]], **options) -> Iterator[StreamEvent]:
+def reassemble(segments: Iterable[tuple[int, Segment]], **options: int) -> Iterator[StreamEvent]:
     """Stream events for `(timestamp_ns, segment)` pairs in capture order, then the ends."""
     reassembler = Reassembler(**options)
     for timestamp_ns, segment in segments:

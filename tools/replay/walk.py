@@ -12,10 +12,10 @@ _STRUCT, _STRUCTS, _RECORDS = 0, 1, 2
 _MAGIC_AT = 16  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4), then the magic byte
 
 # type -> the fields worth descending into: (attribute, kind)
-_plans: dict[type, tuple[tuple[str, int], ...]] = {}
+_plans: dict[type[Message], tuple[tuple[str, int], ...]] = {}
 
 
-def _plan(cls: type) -> tuple[tuple[str, int], ...]:
+def _plan(cls: type[Message]) -> tuple[tuple[str, int], ...]:
     plan = _plans.get(cls)
     if plan is None:
         fields = []
