@@ -12,10 +12,11 @@ layer above may hand it.
 """
 from __future__ import annotations
 
+import enum
 import heapq
 import re
 import struct
-from typing import Callable, NamedTuple
+from typing import Callable, Final, NamedTuple
 
 from tools.replay.problems import Problem
 
@@ -164,12 +165,12 @@ class Framer:
 
     # -----------------------------------------------------------------------------------------
 
-    def _advance(self, ts: int, at_end: bool, out: list) -> None:
+    def _advance(self, ts: int, at_end: bool, out: list[Frame | Problem]) -> None:
         """Cut frames while synced, look for a proven boundary while not, until neither moves."""
         while self._frames(ts, out) if self._synced else self._resync(ts, at_end, out):
             pass
 
-    def _frames(self, ts: int, out: list) -> bool:
+    def _frames(self, ts: int, out: list[Frame | Problem]) -> bool:
         """Cut the complete frames buffered; True if a bad size prefix lost the sync."""
         buf = self._buf
         n = len(buf)
@@ -206,7 +207,7 @@ class Framer:
         self._starts.clear()
         self._rejected.clear()
 
-    def _resync(self, ts: int, at_end: bool, out: list) -> bool:
+    def _resync(self, ts: int, at_end: bool, out: list[Frame | Problem]) -> bool:
         """Look for a proven frame start; True once synced on one."""
         buf, base = self._buf, self._base
         n = len(buf)
@@ -260,7 +261,7 @@ class Framer:
         limit = proven + _MAX_WAIT_FOR_EARLIER
         return not any(start < proven and decided_at <= limit for decided_at, start in self._waiting)
 
-    def _judge(self, start: int, at_end: bool) -> object:
+    def _judge(self, start: int, at_end: bool) -> _Verdict | int:
         """_PROVEN, _REJECTED, or the stream offset whose arrival will decide `start`."""
         buf = self._buf
         i = start - self._base
@@ -279,7 +280,7 @@ class Framer:
             return _PROVEN if end <= len(buf) else _REJECTED
         return self._base + end + self._need
 
-    def _synced_at(self, start: int, out: list) -> None:
+    def _synced_at(self, start: int, out: list[Frame | Problem]) -> None:
         skipped = self._skipped + start - self._base
         detail = f"framing resumed after skipping {skipped} bytes since offset {self._lost_at}"
         out.append(Problem("resync", start, skipped, detail))
@@ -310,8 +311,13 @@ class Framer:
         return None
 
 
-_PROVEN = object()
-_REJECTED = object()
+class _Verdict(enum.Enum):
+    PROVEN = enum.auto()
+    REJECTED = enum.auto()
+
+
+_PROVEN: Final = _Verdict.PROVEN
+_REJECTED: Final = _Verdict.REJECTED
 
 
 def _candidate_pattern(kind: str, max_frame_size: int) -> re.Pattern[bytes]:
