@@ -72,11 +72,11 @@ def request_reads(frame: bytes) -> bool | None:
     if not (0 <= api_key <= _MAX_API_KEY and 0 <= version <= _MAX_API_VERSION):
         return False
     api = APIS.get(api_key)
-    known = api is not None and api.min_version <= version <= api.max_version
+    known = api if api is not None and api.min_version <= version <= api.max_version else None
     try:
-        header, pos = RequestHeader.decode(frame, api.request_header_version(version) if known else 1)
+        header, pos = RequestHeader.decode(frame, known.request_header_version(version) if known else 1)
         if known:
-            pos = api.request.decode(frame, version, pos)[1]
+            pos = known.request.decode(frame, version, pos)[1]
     except DecodeError:
         return False
     if header.correlation_id < 0:
@@ -108,7 +108,7 @@ def kafka_flows(
     keep = None if parts == 1 else (lambda segment: connection_share(segment, parts) == part)
     router = _Router(capture, frozenset(ports or ()))
     for event in stream_events(source, keep=keep):
-        if type(event) is Problem:
+        if isinstance(event, Problem):
             if part == 0:
                 yield problem_violation(capture, event.kind, event.offset, event.detail)
         else:
@@ -133,7 +133,7 @@ class _Probe:
         return self._judge(self.framer.finish())
 
     @staticmethod
-    def _judge(out: list) -> bool:
+    def _judge(out: list[Frame | Problem]) -> bool:
         return any(type(item) is Frame and request_reads(item.data) is not False for item in out)
 
 
@@ -170,7 +170,7 @@ class _Router:
         self.capture = capture
         self.ports = ports
         self.active: dict[FlowKey, _Connection] = {}
-        self.uses: dict[tuple, int] = {}  # connections seen per address/port pair, for flow ids
+        self.uses: dict[tuple[tuple[bytes, int], ...], int] = {}  # connections per address/port pair, for flow ids
 
     def event(self, event: StreamEvent) -> Iterator[FlowItem]:
         key = event.key
@@ -239,15 +239,16 @@ class _Router:
         self._forget(conn)
         if conn.kafka is None:
             self._not_kafka(conn, "its bytes do not parse as Kafka requests")
-        if not conn.kafka and any(conn.bytes.values()):
+        kafka = conn.kafka is True
+        if not kafka and any(conn.bytes.values()):
             yield violation(self.capture, conn.flow, None, conn.start_ns, "non_kafka_flow", None, conn.why_not)
-        if conn.kafka:
+        if kafka:
             for key, framer in conn.framers.items():
                 yield from self._framed(conn, key, framer.finish())
         client, server = conn.endpoints()
         to_server = conn.bytes.get(conn.client, 0) if conn.client else sum(conn.bytes.values())
         to_client = conn.bytes.get(conn.client.reversed(), 0) if conn.client else 0
-        yield FlowEnd(conn.flow, client, server, conn.kafka, conn.start_ns, conn.end_ns, to_server, to_client,
+        yield FlowEnd(conn.flow, client, server, kafka, conn.start_ns, conn.end_ns, to_server, to_client,
                       conn.gap_bytes, conn.reason)
 
     @staticmethod
@@ -260,8 +261,7 @@ class _Router:
 
     def _probe(self, conn: _Connection, event: StreamEvent) -> Iterator[FlowItem]:
         conn.held.append(event)
-        kind = type(event)
-        if kind is StreamStart:
+        if isinstance(event, StreamStart):
             return
         candidates = [conn.client] if conn.client is not None else list(conn.starts)
         key = event.key
@@ -269,13 +269,13 @@ class _Router:
             return
         probe = conn.probes.get(key)
         if probe is None:
-            if kind is StreamEnd:
+            if isinstance(event, StreamEnd):
                 return
             probe = conn.probes[key] = _Probe(conn.starts[key].from_syn)
-        if kind is StreamData:
+        if isinstance(event, StreamData):
             conn.held_bytes += len(event.data)
             verdict = probe.data(event.timestamp_ns, event.data)
-        elif kind is StreamGap:
+        elif isinstance(event, StreamGap):
             verdict = probe.gap(event.timestamp_ns, event.size)
         else:
             # A last frame that ends with the stream is proven by that end.
@@ -293,8 +293,7 @@ class _Router:
 
     def _frames(self, conn: _Connection, event: StreamEvent) -> Iterator[FlowItem]:
         key = event.key
-        kind = type(event)
-        if kind is StreamStart:
+        if isinstance(event, StreamStart):
             if conn.client is None:
                 # Decided by port alone with both ports in the list: the first to start is the client.
                 conn.client = key
@@ -309,9 +308,9 @@ class _Router:
                 conn.framers[key] = Framer(RESPONSE, synced=event.from_syn)
             return
         framer = conn.framers[key]
-        if kind is StreamData:
+        if isinstance(event, StreamData):
             out = framer.feed(event.timestamp_ns, event.data)
-        elif kind is StreamGap:
+        elif isinstance(event, StreamGap):
             yield violation(self.capture, conn.flow, None, event.timestamp_ns, "gap", event.offset,
                             f"{event.size} bytes of the {framer.kind} stream missing at stream offset {event.offset}")
             out = framer.gap(event.timestamp_ns, event.size)
@@ -321,11 +320,11 @@ class _Router:
         if out:
             yield from self._framed(conn, key, out)
 
-    def _framed(self, conn: _Connection, key: FlowKey, out: list) -> Iterator[FlowItem]:
+    def _framed(self, conn: _Connection, key: FlowKey, out: list[Frame | Problem]) -> Iterator[FlowItem]:
         direction = REQUEST if key == conn.client else RESPONSE
         flow = conn.flow
         for item in out:
-            if type(item) is Frame:
+            if isinstance(item, Frame):
                 yield FlowFrame(flow, direction, item.timestamp_ns, item.data)
             elif item.size or item.kind != "resync":  # a stream joined right at a frame start lost nothing
                 yield violation(self.capture, flow, None, conn.end_ns, "framing_error", item.offset,
