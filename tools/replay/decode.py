@@ -13,10 +13,19 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
-from protocol.api_keys import API_VERSIONS_KEY, APIS, Api
+from protocol.api_keys import APIS, Api
 from protocol.errors import DecodeError
+from protocol.generated.messages import (
+    ApiKey,
+    ApiVersionsResponse,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    DescribeClusterResponse,
+    MetadataResponse,
+)
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.message import Message
@@ -37,7 +46,6 @@ _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _UNSUPPORTED_VERSION_ERROR = 35
-_METADATA, _DESCRIBE_CLUSTER, _BROKER_REGISTRATION, _BROKER_HEARTBEAT = 3, 60, 62, 63
 
 
 class FrameRow(NamedTuple):
@@ -76,10 +84,16 @@ class FlowRow(NamedTuple):
     end_reason: str
 
 
+# What decoding one frame yields.
+_Output = FrameRow | Violation | ControllerEvent
+# Records a broken rule: (rule, offset, detail).
+_Broken = Callable[[str, int | None, str], None]
+
+
 class _Request(NamedTuple):
     """A request waiting for its response."""
 
-    index: int  # the request's frame position in the flow
+    frame: int  # the request's frame position in the flow
     api: Api | None
     api_key: int
     version: int
@@ -105,8 +119,8 @@ class FlowDecoder:
         # api key -> (min, max) from the server's ApiVersions answer in this flow
         self.advertised: dict[int, tuple[int, int]] | None = None
 
-    def frame(self, direction: str, timestamp_ns: int, data: bytes) -> list[FrameRow | Violation | ControllerEvent]:
-        out: list = []
+    def frame(self, direction: str, timestamp_ns: int, data: bytes) -> list[_Output]:
+        out: list[_Output] = []
         index = self.frames
         self.frames += 1
         if direction == REQUEST:
@@ -128,7 +142,7 @@ class FlowDecoder:
 
     # --- requests ----------------------------------------------------------------------------------
 
-    def _request(self, index: int, ts: int, data: bytes, out: list) -> FrameRow:
+    def _request(self, index: int, ts: int, data: bytes, out: list[_Output]) -> FrameRow:
         rules: list[str] = []
         key, version, correlation_id = _PREFIX.unpack_from(data, 0)
         api = APIS.get(key)
@@ -152,10 +166,10 @@ class FlowDecoder:
                        f"{_name(api, key)} v{version}, the server advertised v{advertised[0]}-{advertised[1]}")
         # An unknown API's header is read as v1, as Kafka reads one to answer it.
         header_version = api.request_header_version(version) if api is not None else 1
+        header: RequestHeader | None = None
         try:
             header, pos = RequestHeader.decode(data, header_version)
         except DecodeError as exc:
-            header = None
             status = DECODE_ERROR
             broken("decode_error", exc.offset, str(exc))
         else:
@@ -181,11 +195,11 @@ class FlowDecoder:
             body = self._body(api.request, version, data, pos, header, broken)
             if body is None:
                 status = DECODE_ERROR
-            elif key == _BROKER_REGISTRATION:
+            elif isinstance(body, BrokerRegistrationRequest):
                 broker_id = body.broker_id
                 out.append(ControllerEvent(self.capture, ts, self.flow, index, "register", body.broker_id, None,
                                            body.cluster_id, 0))
-            elif key == _BROKER_HEARTBEAT:
+            elif isinstance(body, BrokerHeartbeatRequest):
                 out.append(ControllerEvent(self.capture, ts, self.flow, index, "heartbeat", body.broker_id,
                                            body.broker_epoch, None, 0))
         decodable = api is not None and api.min_version <= version <= api.max_version
@@ -196,7 +210,7 @@ class FlowDecoder:
 
     # --- responses ---------------------------------------------------------------------------------
 
-    def _response(self, index: int, ts: int, data: bytes, out: list) -> FrameRow:
+    def _response(self, index: int, ts: int, data: bytes, out: list[_Output]) -> FrameRow:
         rules: list[str] = []
         (correlation_id,) = _INT32.unpack_from(data, 0)
 
@@ -215,7 +229,7 @@ class FlowDecoder:
             # overtook will not be answered in order any more, so they are judged once, here.
             skipped = []
             for earlier, pending in list(outstanding.items()):
-                if pending.index >= request.index:
+                if pending.frame >= request.frame:
                     break
                 skipped.append(earlier)
                 del outstanding[earlier]
@@ -225,7 +239,7 @@ class FlowDecoder:
         del outstanding[correlation_id]
         api, key, version = request.api, request.api_key, request.version
         status = OK
-        if not request.decodable:
+        if api is None or not request.decodable:
             status = UNDECODED if api is None else UNSUPPORTED_VERSION
         else:
             try:
@@ -234,7 +248,7 @@ class FlowDecoder:
                 status = DECODE_ERROR
                 broken("decode_error", exc.offset, str(exc))
             else:
-                if key == API_VERSIONS_KEY and _error_code(data, pos) == _UNSUPPORTED_VERSION_ERROR:
+                if key == ApiKey.API_VERSIONS and _error_code(data, pos) == _UNSUPPORTED_VERSION_ERROR:
                     # A server that does not know the version answers with v0, so the client can read it.
                     version = 0
                 body = self._body(api.response, version, data, pos, header, broken)
@@ -246,22 +260,23 @@ class FlowDecoder:
                         correlation_id, request.client_id, len(data) + 4, (ts - request.timestamp_ns) / 1e6,
                         status, rules)
 
-    def _learn(self, body: Message, request: _Request, index: int, ts: int, out: list) -> None:
+    def _learn(self, body: Message, request: _Request, index: int, ts: int, out: list[_Output]) -> None:
         """What a response tells the rules: the advertised versions, epochs, the cluster id."""
-        key = request.api_key
-        if key == API_VERSIONS_KEY:
+        if isinstance(body, ApiVersionsResponse):
             if body.error_code == 0:
                 self.advertised = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
-        elif key == _BROKER_REGISTRATION:
+        elif isinstance(body, BrokerRegistrationResponse):
             out.append(ControllerEvent(self.capture, ts, self.flow, index, "registered", request.broker_id,
                                        body.broker_epoch, None, body.error_code))
-        elif key in (_METADATA, _DESCRIBE_CLUSTER) and body.cluster_id:
+        elif isinstance(body, (MetadataResponse, DescribeClusterResponse)) and body.cluster_id:
             out.append(ControllerEvent(self.capture, ts, self.flow, index, "cluster", None, None, body.cluster_id, 0))
 
     # --- both --------------------------------------------------------------------------------------
 
     @staticmethod
-    def _body(cls: type[Message], version: int, data: bytes, pos: int, header: Message, broken) -> Message | None:
+    def _body(
+        cls: type[Message], version: int, data: bytes, pos: int, header: Message, broken: _Broken
+    ) -> Message | None:
         """The decoded body, with its trailing bytes, unknown tags and record CRCs judged;
         None when it does not decode."""
         try:
@@ -300,15 +315,13 @@ def decode_capture(
     share `part` of `parts` of its connections; see `flows.kafka_flows`)."""
     decoders: dict[str, FlowDecoder] = {}
     for item in kafka_flows(source, capture, ports, part, parts):
-        kind = type(item)
-        if kind is FlowFrame:
+        if isinstance(item, FlowFrame):
             yield from decoders[item.flow].frame(item.direction, item.timestamp_ns, item.data)
-        elif kind is Violation:
-            decoder = decoders.get(item.flow)
-            if decoder is not None:
-                decoder.violations += 1
+        elif isinstance(item, Violation):
+            if item.flow is not None and item.flow in decoders:
+                decoders[item.flow].violations += 1
             yield item
-        elif kind is FlowStart:
+        elif isinstance(item, FlowStart):
             decoders[item.flow] = FlowDecoder(capture, item.flow)
         else:
             decoder = decoders.pop(item.flow, None) or FlowDecoder(capture, item.flow)
@@ -327,8 +340,14 @@ def validate(source: Source, capture: str | None = None, ports: Iterable[int] | 
         capture = str(source) if isinstance(source, (str, os.PathLike)) else "<capture>"
     result = Result([], [], [])
     events: list[ControllerEvent] = []
-    sinks = {FrameRow: result.frames, Violation: result.violations, FlowRow: result.flows, ControllerEvent: events}
     for item in decode_capture(source, capture, ports):
-        sinks[type(item)].append(item)
+        if isinstance(item, FrameRow):
+            result.frames.append(item)
+        elif isinstance(item, Violation):
+            result.violations.append(item)
+        elif isinstance(item, FlowRow):
+            result.flows.append(item)
+        else:
+            events.append(item)
     result.violations.extend(controller_violations(events))
     return result
