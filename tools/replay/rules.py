@@ -118,7 +118,9 @@ def controller_violations(events: Iterable[ControllerEvent]) -> Iterator[Violati
     The rules know only what the capture shows: a broker that registered before the capture
     began is "unregistered" here, which is why those rules warn rather than fail.
     """
-    epochs: dict[int, int | None] = {}  # broker id -> epoch granted (None: answer not seen)
+    # broker id -> epoch granted (None: answer not seen). A registration answer whose request
+    # did not decode names no broker, so the id may be None too.
+    epochs: dict[int | None, int | None] = {}
     cluster_id: str | None = None
     for e in sorted(events, key=lambda e: (e.timestamp_ns, e.frame)):
         if e.kind == "cluster" and cluster_id is None:
