@@ -16,12 +16,14 @@ import socket
 import struct
 from typing import Any, Iterable, NamedTuple
 
-from protocol.api_keys import API_VERSIONS_KEY, APIS
+from protocol.api_keys import APIS
 from protocol.errors import DecodeError
+from protocol.generated.messages import ApiKey
 from protocol.generated.messages.response_header import ResponseHeader
 from tools.replay.flows import FlowFrame, FlowStart, kafka_flows
 from tools.replay.framing import REQUEST
 from tools.replay.report import table
+from tools.replay.streams import Source
 
 DEFAULT_IGNORED = frozenset({"throttle_time_ms"})
 _PREFIX = struct.Struct(">hhi")
@@ -56,7 +58,7 @@ class Report(NamedTuple):
     failures: list[tuple[str, str]]  # (flow, what went wrong)
 
 
-def exchanges(source, ports: Iterable[int] | None = None) -> dict[str, list[Exchange]]:
+def exchanges(source: Source, ports: Iterable[int] | None = None) -> dict[str, list[Exchange]]:
     """Each Kafka flow's requests in order, with their captured answers."""
     flows: dict[str, list[Exchange]] = {}
     waiting: dict[str, dict[int, int]] = {}  # flow -> correlation id -> index of its exchange
@@ -77,7 +79,7 @@ def exchanges(source, ports: Iterable[int] | None = None) -> dict[str, list[Exch
     return flows
 
 
-def send(source, host: str, port: int, ports: Iterable[int] | None = None, ignore: Iterable[str] = (),
+def send(source: Source, host: str, port: int, ports: Iterable[int] | None = None, ignore: Iterable[str] = (),
          timeout: float = 10.0) -> Report:
     ignored = DEFAULT_IGNORED | set(ignore)
     captured = exchanges(source, ports)
@@ -136,7 +138,7 @@ def decode_response(api_key: int, version: int, frame: bytes) -> dict[str, Any] 
         return None
     try:
         _, pos = ResponseHeader.decode(frame, api.response_header_version(version))
-        if api_key == API_VERSIONS_KEY and frame[pos:pos + 2] == _UNSUPPORTED_VERSION_ERROR.to_bytes(2, "big"):
+        if api_key == ApiKey.API_VERSIONS and frame[pos:pos + 2] == _UNSUPPORTED_VERSION_ERROR.to_bytes(2, "big"):
             version = 0
         body, _ = api.response.decode(frame, version, pos)
     except DecodeError:
@@ -145,15 +147,18 @@ def decode_response(api_key: int, version: int, frame: bytes) -> dict[str, Any] 
 
 
 def compare(flow: str, exchange: Exchange, live: bytes, ignored: frozenset[str] | set[str]) -> list[Difference]:
+    captured = exchange.response
+    if captured is None:
+        raise ValueError(f"correlation id {exchange.correlation_id} has no captured answer to compare with")
     api = APIS.get(exchange.api_key)
     name = f"{api.name if api else f'key {exchange.api_key}'} v{exchange.version}"
-    before = decode_response(exchange.api_key, exchange.version, exchange.response)
+    before = decode_response(exchange.api_key, exchange.version, captured)
     after = decode_response(exchange.api_key, exchange.version, live)
     if before is None or after is None:
         # Undecodable on either side: only the bytes after the correlation id can be compared.
-        if exchange.response[4:] == live[4:]:
+        if captured[4:] == live[4:]:
             return []
-        return [Difference(flow, exchange.correlation_id, name, "", exchange.response.hex(), live.hex())]
+        return [Difference(flow, exchange.correlation_id, name, "", captured.hex(), live.hex())]
     return [Difference(flow, exchange.correlation_id, name, path, a, b) for path, a, b in diff(before, after, ignored)]
 
 
