@@ -20,10 +20,13 @@ import time
 import traceback
 import zipfile
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
 
 from tools.replay.decode import FlowRow, FrameRow, decode_capture
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 ROOT = Path(__file__).resolve().parents[2]
 # A capture is split into shares of its connections when it is at least this large per share.
@@ -40,7 +43,11 @@ class Task(NamedTuple):
     ports: tuple[int, ...]
 
 
-def run_task(task: Task) -> Iterator[tuple[int, tuple]]:
+# A table row as Spark takes and gives it: the fields of one of the row NamedTuples.
+RowTuple = tuple[Any, ...]
+
+
+def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
     """(tag, row) for one share of one capture. A file that cannot be read, or a decoder
     failure, becomes a violation: one bad capture never stops the job."""
     try:
@@ -54,7 +61,7 @@ def run_task(task: Task) -> Iterator[tuple[int, tuple]]:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
 
 
-def controller_task(events: Iterable[tuple]) -> Iterator[tuple]:
+def controller_task(events: Iterable[RowTuple]) -> Iterator[RowTuple]:
     return (tuple(v) for v in controller_violations(ControllerEvent(*e) for e in events))
 
 
@@ -82,7 +89,7 @@ def code_zip(directory: str) -> str:
     return path
 
 
-def spark_session(master: str | None, app_name: str = "kraftwire-replay"):
+def spark_session(master: str | None, app_name: str = "kraftwire-replay") -> SparkSession:
     from pyspark.sql import SparkSession
 
     local = master is None or master.startswith("local")
@@ -112,12 +119,12 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay"):
 
 
 class Tables(NamedTuple):
-    frames: object  # pyspark DataFrames
-    violations: object
-    flows: object
+    frames: DataFrame
+    violations: DataFrame
+    flows: DataFrame
 
 
-def build_tables(spark, captures: list[str], ports: Iterable[int] = ()) -> Tables:
+def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] = ()) -> Tables:
     """Decode the captures on the cluster; the DataFrames of frames, violations and flows."""
     from pyspark.sql import functions as F
 
@@ -148,16 +155,16 @@ def build_tables(spark, captures: list[str], ports: Iterable[int] = ()) -> Table
     return Tables(frames, violations, flows)
 
 
-def _spread(tagged: tuple[int, tuple]) -> tuple:
+def _spread(tagged: tuple[int, RowTuple]) -> RowTuple:
     """(tag, row) -> (tag, frame, violation, flow, event) with the row in its kind's column."""
     tag, row = tagged
-    out = [tag, None, None, None, None]
+    out: list[int | RowTuple | None] = [tag, None, None, None, None]
     out[tag + 1] = row
     return tuple(out)
 
 
 def validate(captures: list[str], out: str, master: str | None = None, ports: Iterable[int] = (),
-             spark=None) -> dict:
+             spark: SparkSession | None = None) -> dict[str, Any]:
     """Run the job: write the tables and report.html under `out`, print the summary, and
     return the summary's figures."""
     from tools.replay import report, summary
@@ -165,10 +172,11 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
     started = time.monotonic()
     own_session = spark is None
     with tempfile.TemporaryDirectory(prefix="kraftwire-replay-") as scratch:
-        if own_session:
+        if spark is None:
             spark = spark_session(master)
         try:
-            if not spark.sparkContext.master.startswith("local"):
+            running_on = spark.sparkContext.master
+            if running_on is None or not running_on.startswith("local"):
                 spark.sparkContext.addPyFile(code_zip(scratch))
             tables = build_tables(spark, captures, ports)
             _note(f"writing tables under {out}")

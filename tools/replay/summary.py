@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from tools.replay.job import Tables
 
 TIMELINE_BINS = 60
 # Latency histogram: bins of a quarter decade, from 1 µs to 100 s.
@@ -19,7 +24,7 @@ def latency_edges() -> list[float]:
     return [LATENCY_MIN_MS * 10 ** (i / LATENCY_BINS_PER_DECADE) for i in range(decades * LATENCY_BINS_PER_DECADE + 1)]
 
 
-def collect(tables, captures: list[str]) -> dict[str, Any]:
+def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     frames, violations, flows = tables.frames, tables.violations, tables.flows
@@ -56,13 +61,14 @@ def collect(tables, captures: list[str]) -> dict[str, Any]:
         dict(capture=r.capture, flow=r.flow, rule=r.rule, severity=r.severity, detail=r.detail)
         for r in violations.where(F.col("frame").isNull()).orderBy("capture", "flow").limit(50).collect()
     ]
-    flow_totals = flows.agg(
+    # An aggregate without grouping is one row, even over an empty table.
+    (flow_totals,) = flows.agg(
         F.count("*").alias("flows"), F.sum(F.col("kafka").cast("int")).alias("kafka_flows"),
-        F.sum("gap_bytes").alias("gap_bytes"), F.sum("unanswered").alias("unanswered")).first()
-    frame_totals = frames.agg(
+        F.sum("gap_bytes").alias("gap_bytes"), F.sum("unanswered").alias("unanswered")).collect()
+    (frame_totals,) = frames.agg(
         F.count("*").alias("frames"), F.sum(is_request.cast("int")).alias("requests"),
         F.sum("size").alias("kafka_bytes"), F.min("timestamp_ns").alias("first"),
-        F.max("timestamp_ns").alias("last")).first()
+        F.max("timestamp_ns").alias("last")).collect()
     severities = {r.severity: r["count"] for r in violations.groupBy("severity").count().collect()}
 
     sizes = [(path, os.path.getsize(path) if os.path.exists(path) else None) for path in captures]
@@ -80,11 +86,11 @@ def collect(tables, captures: list[str]) -> dict[str, Any]:
     )
 
 
-def _timeline(named, is_request, first: int | None, last: int | None) -> dict[str, Any]:
+def _timeline(named: DataFrame, is_request: Column, first: int | None, last: int | None) -> dict[str, Any]:
     """Requests per API in TIMELINE_BINS equal slices of the capture's time."""
     from pyspark.sql import functions as F
 
-    if first is None:
+    if first is None or last is None:  # no frames: both or neither
         return dict(start_ns=0, bin_ns=0, series={})
     bin_ns = max(1, math.ceil((last - first + 1) / TIMELINE_BINS))
     series: dict[str, list[int]] = {}
@@ -94,7 +100,7 @@ def _timeline(named, is_request, first: int | None, last: int | None) -> dict[st
     return dict(start_ns=first, bin_ns=bin_ns, series=dict(sorted(series.items())))
 
 
-def _latency_histogram(named) -> dict[str, Any]:
+def _latency_histogram(named: DataFrame) -> dict[str, Any]:
     """Responses per API in logarithmic latency bins (`latency_edges`)."""
     from pyspark.sql import functions as F
 
