@@ -16,6 +16,7 @@ import struct
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from protocol.api_keys import APIS, Api
+from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages import (
     ApiKey,
@@ -45,7 +46,6 @@ UNDECODED = "undecoded"  # the response to a request that could not be read
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
-_UNSUPPORTED_VERSION_ERROR = 35
 
 
 class FrameRow(NamedTuple):
@@ -248,7 +248,7 @@ class FlowDecoder:
                 status = DECODE_ERROR
                 broken("decode_error", exc.offset, str(exc))
             else:
-                if key == ApiKey.API_VERSIONS and _error_code(data, pos) == _UNSUPPORTED_VERSION_ERROR:
+                if key == ApiKey.API_VERSIONS and _error_code(data, pos) == Error.UNSUPPORTED_VERSION:
                     # A server that does not know the version answers with v0, so the client can read it.
                     version = 0
                 body = self._body(api.response, version, data, pos, header, broken)
@@ -263,7 +263,7 @@ class FlowDecoder:
     def _learn(self, body: Message, request: _Request, index: int, ts: int, out: list[_Output]) -> None:
         """What a response tells the rules: the advertised versions, epochs, the cluster id."""
         if isinstance(body, ApiVersionsResponse):
-            if body.error_code == 0:
+            if body.error_code == Error.NONE:
                 self.advertised = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
         elif isinstance(body, BrokerRegistrationResponse):
             out.append(ControllerEvent(self.capture, ts, self.flow, index, "registered", request.broker_id,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, NamedTuple
 
+from protocol.error_codes import Error
+
 ERROR = "error"
 WARNING = "warning"
 INFO = "info"
@@ -132,7 +134,7 @@ def controller_violations(events: Iterable[ControllerEvent]) -> Iterator[Violati
                 yield violation(e.capture, e.flow, e.frame, e.timestamp_ns, "cluster_id_mismatch", None,
                                 f"broker {e.broker_id} registers with cluster {e.cluster_id}, the capture's is {cluster_id}")
             epochs.setdefault(e.broker_id, None)
-        elif e.kind == "registered" and e.error_code == 0:
+        elif e.kind == "registered" and e.error_code == Error.NONE:
             epochs[e.broker_id] = e.epoch
         elif e.kind == "heartbeat":
             if e.broker_id not in epochs:

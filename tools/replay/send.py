@@ -17,6 +17,7 @@ import struct
 from typing import Any, Iterable, NamedTuple
 
 from protocol.api_keys import APIS
+from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.response_header import ResponseHeader
@@ -28,7 +29,6 @@ from tools.replay.streams import Source
 DEFAULT_IGNORED = frozenset({"throttle_time_ms"})
 _PREFIX = struct.Struct(">hhi")
 _INT32 = struct.Struct(">i")
-_UNSUPPORTED_VERSION_ERROR = 35
 
 
 class Exchange(NamedTuple):
@@ -138,7 +138,7 @@ def decode_response(api_key: int, version: int, frame: bytes) -> dict[str, Any] 
         return None
     try:
         _, pos = ResponseHeader.decode(frame, api.response_header_version(version))
-        if api_key == ApiKey.API_VERSIONS and frame[pos:pos + 2] == _UNSUPPORTED_VERSION_ERROR.to_bytes(2, "big"):
+        if api_key == ApiKey.API_VERSIONS and frame[pos:pos + 2] == Error.UNSUPPORTED_VERSION.to_bytes(2, "big"):
             version = 0
         body, _ = api.response.decode(frame, version, pos)
     except DecodeError:
