@@ -1,0 +1,155 @@
+"""What the Raft core needs from the replicated log, and an in-memory log for tests.
+
+The core works on raw magic-v2 record batches, the bytes Fetch carries and the segment files
+hold, so a follower stores exactly what its leader sent. Appends are not durable until
+``flush``: a voter reports (and a leader counts) only what it has flushed, so a crash that
+loses an unflushed tail never loses anything the quorum was told it has.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Protocol
+
+from protocol.records import HEADER_SIZE, read_batch_header
+
+
+class RaftLog(Protocol):
+    @property
+    def start_offset(self) -> int: ...
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next record will get."""
+
+    @property
+    def last_epoch(self) -> int:
+        """The leader epoch of the last batch; 0 for an empty log."""
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every offset below this one is durable."""
+
+    def append(self, batches: list[bytes]) -> None:
+        """Add whole batches whose base offsets continue the log."""
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset`` (a batch boundary)."""
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(the largest epoch <= ``epoch`` in the log, the offset where it ends), or
+        (0, start_offset) when every batch has a larger epoch, as Kafka's epoch cache."""
+
+    def read(self, from_offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one at ``from_offset``; at least one if any is there."""
+
+    def flush(self) -> None: ...
+
+
+def split_batches(data: bytes) -> list[bytes]:
+    """Cut the bytes of a Fetch response into its whole batches; a torn last one is left out,
+    as a fetch may stop inside a batch."""
+    out = []
+    pos = 0
+    while len(data) - pos >= HEADER_SIZE:
+        size = read_batch_header(data, pos).size
+        if pos + size > len(data):
+            break
+        out.append(data[pos:pos + size])
+        pos += size
+    return out
+
+
+@dataclass(frozen=True)
+class StoredBatch:
+    base_offset: int
+    last_offset: int
+    epoch: int
+    data: bytes
+
+
+class InMemoryLog:
+    """A RaftLog in a list; ``lose_unflushed`` plays a crash for the simulation."""
+
+    def __init__(self) -> None:
+        self.batches: list[StoredBatch] = []
+        self._bases: list[int] = []
+        # Each epoch in the log and the offset of its first batch (the epoch cache).
+        self._epochs: list[int] = []
+        self._epoch_starts: list[int] = []
+        self._flushed = 0
+
+    @property
+    def start_offset(self) -> int:
+        return 0
+
+    @property
+    def end_offset(self) -> int:
+        return self.batches[-1].last_offset + 1 if self.batches else 0
+
+    @property
+    def last_epoch(self) -> int:
+        return self.batches[-1].epoch if self.batches else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    def append(self, batches: list[bytes]) -> None:
+        for raw in batches:
+            header = read_batch_header(raw)
+            if header.base_offset != self.end_offset:
+                raise ValueError(f"batch at offset {header.base_offset} does not continue the log "
+                                 f"ending at {self.end_offset}")
+            if header.partition_leader_epoch < self.last_epoch:
+                raise ValueError(f"batch epoch {header.partition_leader_epoch} is below "
+                                 f"the log's last epoch {self.last_epoch}")
+            self.batches.append(StoredBatch(header.base_offset, header.last_offset,
+                                            header.partition_leader_epoch, raw))
+            self._bases.append(header.base_offset)
+            if not self._epochs or self._epochs[-1] != header.partition_leader_epoch:
+                self._epochs.append(header.partition_leader_epoch)
+                self._epoch_starts.append(header.base_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        i = bisect_right(self._bases, offset - 1)
+        if i and self.batches[i - 1].last_offset >= offset:
+            raise ValueError(f"offset {offset} is inside a batch")
+        del self.batches[i:]
+        del self._bases[i:]
+        while self._epoch_starts and self._epoch_starts[-1] >= self.end_offset:
+            self._epochs.pop()
+            self._epoch_starts.pop()
+        self._flushed = min(self._flushed, self.end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        i = bisect_right(self._epochs, epoch) - 1
+        if i < 0:
+            return 0, self.start_offset
+        end = self._epoch_starts[i + 1] if i + 1 < len(self._epochs) else self.end_offset
+        return self._epochs[i], end
+
+    def read(self, from_offset: int, max_bytes: int) -> bytes:
+        i = bisect_right(self._bases, from_offset) - 1
+        if i < 0 or from_offset > self.batches[i].last_offset:
+            return b""
+        out = [self.batches[i].data]
+        total = len(out[0])
+        for batch in self.batches[i + 1:]:
+            if total + len(batch.data) > max_bytes:
+                break
+            out.append(batch.data)
+            total += len(batch.data)
+        return b"".join(out)
+
+    def flush(self) -> None:
+        self._flushed = self.end_offset
+
+    def lose_unflushed(self, keep_batches: int) -> None:
+        """A crash: keep the flushed batches and ``keep_batches`` of the unflushed ones (the
+        operating system may have written some of them anyway)."""
+        flushed = bisect_right(self._bases, self._flushed - 1)
+        self.truncate_to(self.batches[flushed + keep_batches].base_offset
+                         if flushed + keep_batches < len(self.batches) else self.end_offset)
+        self._flushed = self.end_offset
