@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -38,9 +39,10 @@ class CheckedLog(InMemoryLog):
     """An in-memory log that reports every batch it takes to the cluster-wide registry of
     (base offset, epoch) -> bytes, which must never hold two different batches."""
 
-    def __init__(self, registry: dict[tuple[int, int], bytes]) -> None:
+    def __init__(self, registry: dict[tuple[int, int], bytes], fail: Callable[[str], SafetyViolation]) -> None:
         super().__init__()
         self.registry = registry
+        self.fail = fail
         # How many leading batches equal the committed log's; a truncation lowers it, as
         # the batches after it may be replaced.
         self.verified = 0
@@ -55,7 +57,7 @@ class CheckedLog(InMemoryLog):
             key = (stored.base_offset, stored.epoch)
             known = self.registry.setdefault(key, stored.data)
             if known != stored.data:
-                raise SafetyViolation(f"two different batches at offset {key[0]} in epoch {key[1]}")
+                raise self.fail(f"two different batches at offset {key[0]} in epoch {key[1]}")
 
 
 @dataclass
@@ -100,7 +102,7 @@ class Node:
 class _Event:
     time: float
     seq: int
-    action: Callable[[], None] = field(compare=False)
+    action: Callable[[], object] = field(compare=False)
 
 
 class Simulation:
@@ -111,13 +113,13 @@ class Simulation:
         ids = tuple(range(1, voters + 1))
         self.config = config or QuorumConfig(voters=ids, cluster_id="sim")
         self.registry: dict[tuple[int, int], bytes] = {}
-        self.nodes = {i: Node(i, CheckedLog(self.registry)) for i in ids}
+        self.now = 0.0
+        self.step = 0
+        self.nodes = {i: Node(i, CheckedLog(self.registry, self.fail)) for i in ids}
         if faults.skew:
             for node in self.nodes.values():
                 node.offset_ms = self.rng.uniform(0, 10_000_000)
                 node.rate = self.rng.uniform(0.9, 1.1)
-        self.now = 0.0
-        self.step = 0
         self._queue: list[_Event] = []
         self._seq = itertools.count()
         self._connections = itertools.count()
@@ -135,7 +137,7 @@ class Simulation:
             self._start(node)
 
     # --- the event loop -----------------------------------------------------------------------
-    def at(self, time: float, action: Callable[[], None]) -> None:
+    def at(self, time: float, action: Callable[[], object]) -> None:
         heapq.heappush(self._queue, _Event(time, next(self._seq), action))
 
     def run_until(self, end: float) -> None:
@@ -183,6 +185,12 @@ class Simulation:
     def _perform(self, node: Node, output: Output) -> None:
         if isinstance(output, PersistElection):
             node.persisted = output.election
+            if self.faults.crashes and output.election.leader_id < 0 <= output.election.voted_id \
+                    and self.rng.random() < 0.1:
+                # Die just after voting and come straight back, while the election still
+                # runs: the vote must survive, or this node could vote twice in the epoch.
+                self.at(self.now + self.rng.uniform(0, 1), lambda: self.crash(node))
+                self.at(self.now + self.rng.uniform(1, 30), lambda: self.restart(node))
         elif isinstance(output, SendRequest):
             self._send(node.node_id, output.destination,
                        self._deliver_request(node.node_id, output.destination, output.correlation_id,
@@ -376,7 +384,14 @@ def run_random_scenario(seed: int) -> Simulation:
     elected and a write committed within the bounds."""
     plan = random.Random(f"{seed}/plan")
     faults = Faults.random(plan)
-    sim = Simulation(seed, plan.choice([3, 5]), faults)
+    voters = plan.choice([3, 5])
+    # Short timeouts against slow links make elections collide and time out more often.
+    election_ms = plan.choice([150, 400, 1000])
+    config = QuorumConfig(voters=tuple(range(1, voters + 1)), cluster_id="sim", election_timeout_ms=election_ms,
+                          fetch_timeout_ms=election_ms * plan.choice([2, 3]),
+                          request_timeout_ms=plan.choice([election_ms, 2_000]),
+                          fetch_max_wait_ms=min(500, election_ms // 2))
+    sim = Simulation(seed, voters, faults, config)
     chaos_end = plan.uniform(3_000, 10_000)
     ids = sorted(sim.nodes)
 
@@ -388,7 +403,7 @@ def run_random_scenario(seed: int) -> Simulation:
         t = plan.uniform(0, 2_000)
         while t < chaos_end:
             group = set(plan.sample(ids, plan.randint(1, len(ids) // 2)))
-            sim.at(t, lambda group=group: sim.partition(group))
+            sim.at(t, partial(sim.partition, group))
             t += plan.uniform(200, 4_000)
             sim.at(t, sim.heal)
             t += plan.uniform(0, 2_000)
@@ -396,9 +411,9 @@ def run_random_scenario(seed: int) -> Simulation:
         t = plan.uniform(0, 2_000)
         while t < chaos_end:
             node = sim.nodes[plan.choice(ids)]
-            sim.at(t, lambda node=node: sim.crash(node))
+            sim.at(t, partial(sim.crash, node))
             t += plan.uniform(0, 3_000)
-            sim.at(t, lambda node=node: sim.restart(node))
+            sim.at(t, partial(sim.restart, node))
             t += plan.uniform(0, 2_000)
     if faults.shutdowns:
         t = plan.uniform(0, chaos_end)
