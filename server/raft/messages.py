@@ -100,9 +100,17 @@ def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: in
                                 last_fetched_epoch=last_fetched_epoch, log_start_offset=log_start_offset,
                                 partition_max_bytes=max_bytes)
     return f_req.FetchRequest(
-        cluster_id=cluster_id, replica_id=replica_id, replica_state=f_req.ReplicaState(replica_id=replica_id),
+        cluster_id=cluster_id, replica_state=f_req.ReplicaState(replica_id=replica_id),
         max_wait_ms=max_wait_ms, max_bytes=max_bytes,
         topics=[f_req.FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
+
+
+def fit_fetch_request(request: f_req.FetchRequest, version: int) -> None:
+    """Move the fetcher's id where ``version`` carries it: ReplicaState from v15, ReplicaId
+    before. The shell calls this once it knows the version the leader speaks."""
+    if version < 15:
+        request.replica_id = request.replica_state.replica_id
+        request.replica_state = f_req.ReplicaState()
 
 
 def fetch_replica_id(request: f_req.FetchRequest) -> int:
