@@ -18,7 +18,7 @@ from server.raft.outputs import (
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Candidate, Election, Follower, Leader, Prospective, Resigned, Unattached
 from tests.raft.helpers import (
-    CLUSTER, answer, batch, elect, fetch, grant_votes, log_with, new_core, of_type, partition_of, sent, vote)
+    CLUSTER, CONFIG, answer, batch, elect, fetch, grant_votes, log_with, new_core, of_type, partition_of, sent, vote)
 
 
 # --- starting from the quorum-state file --------------------------------------------------------
@@ -392,3 +392,22 @@ def test_quorum_settings_come_from_server_properties() -> None:
     assert config.fetch_timeout_ms == 900 and config.election_backoff_max_ms == 1000
     with pytest.raises(ValueError):
         QuorumConfig.from_properties({})
+
+
+def test_a_leader_asked_to_resign_hands_over_like_at_shutdown() -> None:
+    core = new_core()
+    now = elect(core)
+    core.resign(now + 10)
+    assert isinstance(core.state, Resigned) and not core.shutting_down
+    core.tick(now + 3_000)
+    assert isinstance(core.state, Unattached) and core.epoch == 2
+
+
+def test_a_failed_request_is_retried_after_the_backoff() -> None:
+    core = new_core(persisted=Election(2, leader_id=2))
+    [request] = sent(core.take_outputs(), FetchRequest)
+    core.request_failed(request.correlation_id, 10)
+    assert not sent(core.take_outputs(), FetchRequest)
+    core.tick(10 + CONFIG.retry_backoff_ms)
+    [retry] = sent(core.take_outputs(), FetchRequest)
+    assert retry.correlation_id != request.correlation_id
