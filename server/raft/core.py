@@ -25,6 +25,7 @@ from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochR
 from protocol.generated.messages.end_quorum_epoch_response import EndQuorumEpochResponse
 from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.fetch_response import FetchResponse
+from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.vote_response import VoteResponse
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
@@ -631,13 +632,23 @@ class RaftCore:
         replica = rpc.fetch_replica_id(request)
         response = self._read_for(state, replica, part.fetch_offset, part.last_fetched_epoch, now)
         answer = response.responses[0].partitions[0]
-        if answer.records or answer.diverging_epoch.epoch >= 0 or request.max_wait_ms == 0:
+        if answer.records or answer.diverging_epoch.epoch >= 0 or answer.snapshot_id.epoch >= 0 \
+                or request.max_wait_ms == 0:
             self._respond(source, correlation_id, response)
             return
         state.parked.append(ParkedFetch(source, correlation_id, now + request.max_wait_ms, request))
 
     def _read_for(self, state: Leader, replica: int, offset: int, last_epoch: int, now: int) -> FetchResponse:
         epoch, end = self.log.end_offset_for_epoch(last_epoch)
+        snapshot = self.log.latest_snapshot
+        if snapshot is not None and (offset < self.log.start_offset or epoch == 0 < self.log.start_offset):
+            # What the fetcher needs next is gone from the log, or its epoch is older than
+            # anything left: only the snapshot can bring it up (FetchSnapshot).
+            response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+                                          self.log.start_offset)
+            response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=snapshot[0],
+                                                                              epoch=snapshot[1])
+            return response
         if epoch != last_epoch or offset > end:
             # The fetcher's log parts from ours after (epoch, end): it truncates there first.
             return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),

@@ -17,7 +17,13 @@ from protocol.records import HEADER_SIZE, read_batch_header
 
 class RaftLog(Protocol):
     @property
-    def start_offset(self) -> int: ...
+    def start_offset(self) -> int:
+        """The first offset the log still holds records for; earlier ones are only in the
+        latest snapshot."""
+
+    @property
+    def latest_snapshot(self) -> tuple[int, int] | None:
+        """(end offset, epoch) of the newest snapshot, if there is one."""
 
     @property
     def end_offset(self) -> int:
@@ -38,8 +44,9 @@ class RaftLog(Protocol):
         """Drop every batch at or after ``offset`` (a batch boundary)."""
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(the largest epoch <= ``epoch`` in the log, the offset where it ends), or
-        (0, start_offset) when every batch has a larger epoch, as Kafka's epoch cache."""
+        """(the largest epoch <= ``epoch`` in the log, the offset where it ends), as Kafka's
+        epoch cache. The snapshot's epoch counts as ending at the log start; with no such
+        epoch at all, (0, start_offset)."""
 
     def read(self, from_offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one at ``from_offset``; at least one if any is there."""
@@ -72,25 +79,34 @@ class StoredBatch:
 class InMemoryLog:
     """A RaftLog in a list; ``lose_unflushed`` plays a crash for the simulation."""
 
-    def __init__(self) -> None:
+    def __init__(self, snapshot: tuple[int, int] | None = None) -> None:
+        """``snapshot``: (end offset, epoch) of a snapshot the log starts after."""
+        self._snapshot = snapshot
+        self._start = snapshot[0] if snapshot else 0
         self.batches: list[StoredBatch] = []
         self._bases: list[int] = []
         # Each epoch in the log and the offset of its first batch (the epoch cache).
         self._epochs: list[int] = []
         self._epoch_starts: list[int] = []
-        self._flushed = 0
+        self._flushed = self._start
 
     @property
     def start_offset(self) -> int:
-        return 0
+        return self._start
+
+    @property
+    def latest_snapshot(self) -> tuple[int, int] | None:
+        return self._snapshot
 
     @property
     def end_offset(self) -> int:
-        return self.batches[-1].last_offset + 1 if self.batches else 0
+        return self.batches[-1].last_offset + 1 if self.batches else self._start
 
     @property
     def last_epoch(self) -> int:
-        return self.batches[-1].epoch if self.batches else 0
+        if self.batches:
+            return self.batches[-1].epoch
+        return self._snapshot[1] if self._snapshot else 0
 
     @property
     def flushed_offset(self) -> int:
@@ -126,7 +142,9 @@ class InMemoryLog:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         i = bisect_right(self._epochs, epoch) - 1
         if i < 0:
-            return 0, self.start_offset
+            if self._snapshot is not None and self._snapshot[1] <= epoch:
+                return self._snapshot[1], self._start
+            return 0, self._start
         end = self._epoch_starts[i + 1] if i + 1 < len(self._epochs) else self.end_offset
         return self._epochs[i], end
 

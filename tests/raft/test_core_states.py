@@ -12,7 +12,8 @@ from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.records import decode_batch
 from server.raft import messages as rpc
-from server.raft.core import NotLeader
+from server.raft.core import NotLeader, RaftCore
+from server.raft.log import InMemoryLog
 from server.raft.outputs import (
     BecameLeader, Committed, LostLeadership, PersistElection, SendResponse)
 from server.raft.quorum_config import QuorumConfig
@@ -411,3 +412,36 @@ def test_a_failed_request_is_retried_after_the_backoff() -> None:
     core.tick(10 + CONFIG.retry_backoff_ms)
     [retry] = sent(core.take_outputs(), FetchRequest)
     assert retry.correlation_id != request.correlation_id
+
+
+def _leader_after_snapshot() -> RaftCore:
+    log = InMemoryLog(snapshot=(10, 3))
+    log.append([batch(10, 4), batch(11, 4)])
+    log.flush()
+    core = new_core(persisted=Election(4), log=log)
+    elect(core)
+    return core
+
+
+@pytest.mark.parametrize("offset, last_epoch", [(4, 2), (10, 2), (12, 2)])
+def test_a_fetcher_behind_the_log_start_is_sent_to_the_snapshot(offset: int, last_epoch: int) -> None:
+    part = answer(fetch(_leader_after_snapshot(), 2, offset, last_epoch, 5_000))
+    assert (part.snapshot_id.end_offset, part.snapshot_id.epoch) == (10, 3) and part.records == b""
+
+
+@pytest.mark.parametrize("offset, last_epoch", [(10, 3), (11, 4)])
+def test_a_fetcher_from_the_snapshot_on_reads_the_log(offset: int, last_epoch: int) -> None:
+    part = answer(fetch(_leader_after_snapshot(), 2, offset, last_epoch, 5_000))
+    assert part.snapshot_id.epoch == -1 and part.diverging_epoch.epoch == -1
+    assert decode_batch(part.records)[0].base_offset == offset
+
+
+def test_a_follower_told_to_fetch_a_snapshot_backs_off_for_now() -> None:
+    core, request = _follower_fetching((1,))
+    response = rpc.fetch_response(Error.NONE, 5, 2, 20, 10)
+    response.responses[0].partitions[0].snapshot_id.end_offset = 10
+    response.responses[0].partitions[0].snapshot_id.epoch = 3
+    core.receive_response(2, request.correlation_id, response, 10)
+    assert core.log.end_offset == 1 and not sent(core.take_outputs(), FetchRequest)
+    core.tick(10 + CONFIG.retry_backoff_ms)
+    assert sent(core.take_outputs(), FetchRequest)
