@@ -38,8 +38,8 @@ from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import (
-    NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, Resigned, Tally,
-    Unattached)
+    NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
+    Tally, Unattached)
 
 # A leader resigns when a majority has not fetched from it for this many fetch timeouts.
 CHECK_QUORUM_FACTOR = 1.5
@@ -182,6 +182,16 @@ class RaftCore:
         self.shutting_down = True
         self._poll(now_ms)
 
+    def replica_progress(self, now_ms: int) -> dict[int, ReplicaProgress]:
+        """Every replica that fetched in this epoch, and the leader itself, for DescribeQuorum
+        (which only the leader answers)."""
+        state = self.state
+        if not isinstance(state, Leader):
+            raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
+        progress = {replica: replace(p) for replica, p in state.replicas.items()}
+        progress[self.node_id] = ReplicaProgress(self.log.end_offset, now_ms, now_ms)
+        return progress
+
     @property
     def shutdown_complete(self) -> bool:
         """The node may stop: another node leads, or there is nobody to hand over to."""
@@ -297,7 +307,7 @@ class RaftCore:
 
     def _to_resigned(self, leader: Leader, now: int) -> None:
         # Hand over to the most caught-up voters first.
-        successors = sorted(self.voters - {self.node_id}, key=lambda v: (-leader.voter_offsets.get(v, -1), v))
+        successors = sorted(self.voters - {self.node_id}, key=lambda v: (-leader.replicas.get(v, ReplicaProgress()).log_end_offset, v))
         self._set_state(Resigned(leader.election, self._election_deadline(now), set(successors), successors), now)
 
     def _maybe_transition(self, leader_id: int, epoch: int, now: int) -> None:
@@ -653,8 +663,13 @@ class RaftCore:
             # The fetcher's log parts from ours after (epoch, end): it truncates there first.
             return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
                                       self.log.start_offset, diverging=(epoch, end))
+        if replica >= 0:
+            progress = state.replicas.setdefault(replica, ReplicaProgress())
+            progress.log_end_offset = offset
+            progress.last_fetch_ms = now
+            if offset >= self.log.end_offset:
+                progress.last_caught_up_ms = now
         if replica in self.voters and replica != self.node_id:
-            state.voter_offsets[replica] = offset
             state.voters_fetched.add(replica)
             state.begin_epoch_acked.add(replica)
             self._check_quorum(state, now)
@@ -688,7 +703,8 @@ class RaftCore:
             state.check_quorum_deadline = now + int(self.config.fetch_timeout_ms * CHECK_QUORUM_FACTOR)
 
     def _update_high_watermark(self, state: Leader, now: int) -> None:
-        offsets = [state.voter_offsets.get(v, 0) for v in self.voters if v != self.node_id]
+        offsets = [max(state.replicas[v].log_end_offset, 0) if v in state.replicas else 0
+                   for v in self.voters if v != self.node_id]
         offsets.append(self.log.flushed_offset)
         offsets.sort(reverse=True)
         # The largest offset a majority of voters has flushed up to; counting only once it

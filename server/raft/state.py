@@ -97,15 +97,24 @@ class ParkedFetch:
 
 
 @dataclass
+class ReplicaProgress:
+    """What a leader knows of one replica's fetching (DescribeQuorum's ReplicaState)."""
+
+    log_end_offset: int = -1  # the fetch offset of its last valid Fetch in this epoch
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1  # the last time it fetched from the leader's log end
+
+
+@dataclass
 class Leader:
     election: Election
     epoch_start_offset: int
     granting_voters: frozenset[int]
     check_quorum_deadline: int
     begin_epoch_due: int
-    # Voter -> the fetch offset of its last valid Fetch in this epoch: everything below it
-    # is flushed on that voter, so it counts towards the high watermark.
-    voter_offsets: dict[int, int] = field(default_factory=dict)
+    # Voters and observers that fetched in this epoch. A voter's log end offset is flushed
+    # there, so it counts towards the high watermark.
+    replicas: dict[int, ReplicaProgress] = field(default_factory=dict)
     voters_fetched: set[int] = field(default_factory=set)  # since the check-quorum timer was reset
     begin_epoch_acked: set[int] = field(default_factory=set)
     parked: list[ParkedFetch] = field(default_factory=list)

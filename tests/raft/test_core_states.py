@@ -17,7 +17,8 @@ from server.raft.log import InMemoryLog
 from server.raft.outputs import (
     BecameLeader, Committed, LostLeadership, PersistElection, SendResponse)
 from server.raft.quorum_config import QuorumConfig
-from server.raft.state import Candidate, Election, Follower, Leader, Prospective, Resigned, Unattached
+from server.raft.state import (
+    Candidate, Election, Follower, Leader, Prospective, ReplicaProgress, Resigned, Unattached)
 from tests.raft.helpers import (
     CLUSTER, CONFIG, answer, batch, elect, fetch, grant_votes, log_with, new_core, of_type, partition_of, sent, vote)
 
@@ -445,3 +446,16 @@ def test_a_follower_told_to_fetch_a_snapshot_backs_off_for_now() -> None:
     assert core.log.end_offset == 1 and not sent(core.take_outputs(), FetchRequest)
     core.tick(10 + CONFIG.retry_backoff_ms)
     assert sent(core.take_outputs(), FetchRequest)
+
+
+def test_the_leader_reports_what_each_replica_fetched() -> None:
+    core = new_core()
+    now = elect(core)
+    fetch(core, 2, 0, 0, now + 10)
+    fetch(core, 7, 1, 1, now + 20)  # an observer (a broker) at the log end
+    progress = core.replica_progress(now + 30)
+    assert progress[2] == ReplicaProgress(0, now + 10, -1)
+    assert progress[7] == ReplicaProgress(1, now + 20, now + 20)
+    assert progress[1] == ReplicaProgress(1, now + 30, now + 30) and 3 not in progress
+    with pytest.raises(NotLeader):
+        new_core().replica_progress(0)
