@@ -743,16 +743,17 @@ class RaftCore:
             # The leader's log starts after this node's end: only FetchSnapshot can help,
             # and this core does not fetch snapshots yet. Keep asking, slowly.
             return False
-        elif part.records:
+        else:
             batches = split_batches(part.records)
             if batches and not self._append_fetched(batches):
                 return False
-        if part.high_watermark >= 0:
-            # Everything up to the log end matches the leader's log, so the leader's high
-            # watermark holds here as far as this log reaches.
-            offset = min(part.high_watermark, self.log.end_offset)
-            if offset > self.high_watermark:
-                self._advance_high_watermark(offset)
+            if part.high_watermark >= 0:
+                # The leader found this log matching its own up to the fetch offset and sent
+                # what follows, so its high watermark holds here as far as this log reaches.
+                # Not after a truncation: what is left may still differ from the leader's.
+                offset = min(part.high_watermark, self.log.end_offset)
+                if offset > self.high_watermark:
+                    self._advance_high_watermark(offset)
         state.has_fetched = True
         state.fetch_deadline = now + self.config.fetch_timeout_ms
         return True

@@ -459,3 +459,13 @@ def test_the_leader_reports_what_each_replica_fetched() -> None:
     assert progress[1] == ReplicaProgress(1, now + 30, now + 30) and 3 not in progress
     with pytest.raises(NotLeader):
         new_core().replica_progress(0)
+
+
+def test_a_truncated_follower_takes_no_high_watermark_until_its_log_is_confirmed() -> None:
+    # Offsets 1-2 of epoch 2 here; the leader has epoch 3 there and ends epoch 3 at offset 3.
+    # Truncating to 3 leaves the epoch-2 records, which the next fetch will find diverging.
+    core, request = _follower_fetching((1, 2, 2, 4))
+    core.receive_response(2, request.correlation_id,
+                          rpc.fetch_response(Error.NONE, 5, 2, 10, 0, diverging=(3, 3)), 10)
+    outputs = core.take_outputs()
+    assert core.log.end_offset == 3 and core.high_watermark == 0 and not of_type(outputs, Committed)
