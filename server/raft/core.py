@@ -26,6 +26,8 @@ from protocol.generated.messages.end_quorum_epoch_response import EndQuorumEpoch
 from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.fetch_response import FetchResponse
 from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
+from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
+from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.vote_response import VoteResponse
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
@@ -35,11 +37,12 @@ from protocol.records import (
 from server.raft import messages as rpc
 from server.raft.log import RaftLog, split_batches
 from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse)
+    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
+    SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
-    Tally, Unattached)
+    SnapshotDownload, Tally, Unattached)
 
 # A leader resigns when a majority has not fetched from it for this many fetch timeouts.
 CHECK_QUORUM_FACTOR = 1.5
@@ -55,6 +58,7 @@ class _Kind(Enum):
     BEGIN_EPOCH = "begin-epoch"
     END_EPOCH = "end-epoch"
     FETCH = "fetch"
+    FETCH_SNAPSHOT = "fetch-snapshot"
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ class RaftCore:
             self._on_begin_epoch_request(source, correlation_id, message, now_ms)
         elif isinstance(message, EndQuorumEpochRequest):
             self._on_end_epoch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(source, correlation_id, message, now_ms)
         else:
             raise ValueError(f"the Raft core does not handle {message.NAME}")
         self._poll(now_ms)
@@ -138,6 +144,8 @@ class RaftCore:
             ok = self._on_begin_epoch_response(source, message, now_ms)
         elif isinstance(message, EndQuorumEpochResponse):
             ok = self._on_end_epoch_response(source, message, now_ms)
+        elif isinstance(message, FetchSnapshotResponse):
+            ok = self._on_fetch_snapshot_response(source, message, now_ms)
         if not ok:
             self._backoff_until[source] = now_ms + self.config.retry_backoff_ms
         self._poll(now_ms)
@@ -410,6 +418,11 @@ class RaftCore:
     def _send_fetch(self, state: Follower, now: int) -> None:
         if state.election.leader_id in self._busy:
             return
+        if state.download is not None:
+            self._send(state.election.leader_id, rpc.fetch_snapshot_request(
+                self.config.cluster_id, self.node_id, self.epoch, state.download.snapshot, len(state.download.data),
+                self.config.fetch_max_bytes), _Kind.FETCH_SNAPSHOT, now)
+            return
         # A voter only ever reports what is on disk, the leader counts it towards commits;
         # a former leader may still hold records it never flushed.
         self._flush()
@@ -628,14 +641,7 @@ class RaftCore:
             self._respond(source, correlation_id, self._fetch_error(Error.INVALID_REQUEST))
             return
         state = self.state
-        if part.current_leader_epoch < self.epoch:
-            error = Error.FENCED_LEADER_EPOCH
-        elif part.current_leader_epoch > self.epoch:
-            error = Error.UNKNOWN_LEADER_EPOCH
-        elif not isinstance(state, Leader) or self.shutting_down:
-            error = Error.NOT_LEADER_OR_FOLLOWER
-        else:
-            error = Error.NONE
+        error = self._leader_error(part.current_leader_epoch)
         if error != Error.NONE or not isinstance(state, Leader):
             self._respond(source, correlation_id, self._fetch_error(error))
             return
@@ -647,6 +653,28 @@ class RaftCore:
             self._respond(source, correlation_id, response)
             return
         state.parked.append(ParkedFetch(source, correlation_id, now + request.max_wait_ms, request))
+
+    def _leader_error(self, request_epoch: int) -> int:
+        """Why a request for the leader's log cannot be served here, or NONE."""
+        if request_epoch < self.epoch:
+            return Error.FENCED_LEADER_EPOCH
+        if request_epoch > self.epoch:
+            return Error.UNKNOWN_LEADER_EPOCH
+        if not isinstance(self.state, Leader) or self.shutting_down:
+            return Error.NOT_LEADER_OR_FOLLOWER
+        return Error.NONE
+
+    def _track_fetch(self, state: Leader, replica: int, offset: int, now: int) -> None:
+        if replica >= 0:
+            progress = state.replicas.setdefault(replica, ReplicaProgress())
+            progress.log_end_offset = offset
+            progress.last_fetch_ms = now
+            if offset >= self.log.end_offset:
+                progress.last_caught_up_ms = now
+        if replica in self.voters and replica != self.node_id:
+            state.voters_fetched.add(replica)
+            state.begin_epoch_acked.add(replica)
+            self._check_quorum(state, now)
 
     def _read_for(self, state: Leader, replica: int, offset: int, last_epoch: int, now: int) -> FetchResponse:
         epoch, end = self.log.end_offset_for_epoch(last_epoch)
@@ -663,16 +691,8 @@ class RaftCore:
             # The fetcher's log parts from ours after (epoch, end): it truncates there first.
             return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
                                       self.log.start_offset, diverging=(epoch, end))
-        if replica >= 0:
-            progress = state.replicas.setdefault(replica, ReplicaProgress())
-            progress.log_end_offset = offset
-            progress.last_fetch_ms = now
-            if offset >= self.log.end_offset:
-                progress.last_caught_up_ms = now
-        if replica in self.voters and replica != self.node_id:
-            state.voters_fetched.add(replica)
-            state.begin_epoch_acked.add(replica)
-            self._check_quorum(state, now)
+        self._track_fetch(state, replica, offset, now)
+        if replica in self.voters:
             self._update_high_watermark(state, now)
         records = self.log.read(offset, self.config.fetch_max_bytes) if offset < self.log.end_offset else b""
         return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
@@ -740,9 +760,10 @@ class RaftCore:
         if part.diverging_epoch.epoch >= 0:
             self._truncate_diverging(part.diverging_epoch.epoch, part.diverging_epoch.end_offset)
         elif part.snapshot_id.epoch >= 0 or part.snapshot_id.end_offset >= 0:
-            # The leader's log starts after this node's end: only FetchSnapshot can help,
-            # and this core does not fetch snapshots yet. Keep asking, slowly.
-            return False
+            if part.snapshot_id.epoch < 0 or part.snapshot_id.end_offset < 0:
+                return False
+            # The leader's log starts after this one ends: fetch its snapshot first.
+            state.download = SnapshotDownload((part.snapshot_id.end_offset, part.snapshot_id.epoch))
         else:
             batches = split_batches(part.records)
             if batches and not self._append_fetched(batches):
@@ -776,3 +797,77 @@ class RaftCore:
         self.log.append(batches)
         self._flush()
         return True
+
+    # --- FetchSnapshot --------------------------------------------------------------------------
+    def _on_fetch_snapshot_request(self, source: int, correlation_id: int, request: FetchSnapshotRequest,
+                                   now: int) -> None:
+        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
+            self._respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+            return
+        part = rpc.only_partition(request.topics, "name")
+        if part is None:
+            self._respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INVALID_REQUEST))
+            return
+        snapshot = (part.snapshot_id.end_offset, part.snapshot_id.epoch)
+
+        def reply(error: int, size: int = 0, chunk: bytes = b"") -> None:
+            self._respond(source, correlation_id, rpc.fetch_snapshot_response(
+                error, self.epoch, self.leader_id, snapshot, size, part.position, chunk))
+
+        state = self.state
+        error = self._leader_error(part.current_leader_epoch)
+        if error != Error.NONE or not isinstance(state, Leader):
+            reply(error)
+            return
+        found = self.log.read_snapshot(snapshot, max(part.position, 0), request.max_bytes)
+        if found is None:
+            reply(Error.SNAPSHOT_NOT_FOUND)
+            return
+        chunk, size = found
+        if not 0 <= part.position < size:
+            reply(Error.POSITION_OUT_OF_RANGE)
+            return
+        # It counts as following for check quorum, but its log end is unknown until it
+        # fetches again after installing the snapshot.
+        self._track_fetch(state, request.replica_id, -1, now)
+        reply(Error.NONE, size, chunk)
+
+    def _on_fetch_snapshot_response(self, source: int, response: FetchSnapshotResponse, now: int) -> bool:
+        part = rpc.only_partition(response.topics, "name")
+        if response.error_code != Error.NONE or part is None:
+            return False
+        leader = part.current_leader
+        handled = self._common_response(part.error_code, leader.leader_id, leader.leader_epoch, now)
+        if handled is not None:
+            return handled
+        state = self.state
+        if not isinstance(state, Follower) or state.election.leader_id != source or state.download is None:
+            return True
+        download = state.download
+        if part.error_code == Error.SNAPSHOT_NOT_FOUND:
+            # The leader took a newer snapshot meanwhile: fetch again to be sent to it.
+            state.download = None
+        elif part.error_code != Error.NONE:
+            return False
+        elif (part.snapshot_id.end_offset, part.snapshot_id.epoch) != download.snapshot \
+                or part.position != len(download.data):
+            return False
+        else:
+            download.data += part.unaligned_records
+            if len(download.data) >= part.size:
+                self._install_snapshot(state, download)
+        state.has_fetched = True
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        return True
+
+    def _install_snapshot(self, state: Follower, download: SnapshotDownload) -> None:
+        end_offset, epoch = download.snapshot
+        if end_offset < self.high_watermark:
+            raise RuntimeError(f"node {self.node_id}: snapshot ending at {end_offset} is below "
+                               f"the high watermark {self.high_watermark}")
+        self.log.install_snapshot(download.snapshot, bytes(download.data))
+        state.download = None
+        self.outputs.append(SnapshotInstalled(end_offset, epoch))
+        # A snapshot holds committed records only.
+        if end_offset > self.high_watermark:
+            self._advance_high_watermark(end_offset)

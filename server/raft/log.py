@@ -53,6 +53,14 @@ class RaftLog(Protocol):
 
     def flush(self) -> None: ...
 
+    def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
+        """Up to ``max_bytes`` of the snapshot's file from ``position``, and the file's size;
+        None when the log has no such snapshot (any more)."""
+
+    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+        """A snapshot fetched whole from the leader becomes the latest: every batch goes and
+        the log starts, and ends, at the snapshot's end offset. Durable on return."""
+
 
 def split_batches(data: bytes) -> list[bytes]:
     """Cut the bytes of a Fetch response into its whole batches; a torn last one is left out,
@@ -82,6 +90,7 @@ class InMemoryLog:
     def __init__(self, snapshot: tuple[int, int] | None = None) -> None:
         """``snapshot``: (end offset, epoch) of a snapshot the log starts after."""
         self._snapshot = snapshot
+        self._snapshot_data = b""
         self._start = snapshot[0] if snapshot else 0
         self.batches: list[StoredBatch] = []
         self._bases: list[int] = []
@@ -121,12 +130,14 @@ class InMemoryLog:
             if header.partition_leader_epoch < self.last_epoch:
                 raise ValueError(f"batch epoch {header.partition_leader_epoch} is below "
                                  f"the log's last epoch {self.last_epoch}")
-            self.batches.append(StoredBatch(header.base_offset, header.last_offset,
-                                            header.partition_leader_epoch, raw))
-            self._bases.append(header.base_offset)
-            if not self._epochs or self._epochs[-1] != header.partition_leader_epoch:
-                self._epochs.append(header.partition_leader_epoch)
-                self._epoch_starts.append(header.base_offset)
+            self._add(StoredBatch(header.base_offset, header.last_offset, header.partition_leader_epoch, raw))
+
+    def _add(self, batch: StoredBatch) -> None:
+        self.batches.append(batch)
+        self._bases.append(batch.base_offset)
+        if not self._epochs or self._epochs[-1] != batch.epoch:
+            self._epochs.append(batch.epoch)
+            self._epoch_starts.append(batch.base_offset)
 
     def truncate_to(self, offset: int) -> None:
         i = bisect_right(self._bases, offset - 1)
@@ -171,3 +182,30 @@ class InMemoryLog:
         self.truncate_to(self.batches[flushed + keep_batches].base_offset
                          if flushed + keep_batches < len(self.batches) else self.end_offset)
         self._flushed = self.end_offset
+
+    def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
+        if snapshot != self._snapshot:
+            return None
+        return self._snapshot_data[position:position + max_bytes], len(self._snapshot_data)
+
+    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+        self.truncate_to(self.start_offset)
+        self._snapshot, self._snapshot_data = snapshot, data
+        self._start = self._flushed = snapshot[0]
+
+    def take_snapshot(self, end_offset: int) -> None:
+        """Snapshot everything below ``end_offset`` (a batch boundary) and drop it from the
+        log. The snapshot of an in-memory log is simply those batches' bytes."""
+        i = bisect_right(self._bases, end_offset - 1)
+        if i == 0 or self.batches[i - 1].last_offset != end_offset - 1:
+            raise ValueError(f"offset {end_offset} is not the end of a batch in the log")
+        kept = self.batches[i:]
+        self._snapshot = (end_offset, self.batches[i - 1].epoch)
+        self._snapshot_data = self._snapshot_data + b"".join(b.data for b in self.batches[:i])
+        self._start = end_offset
+        self.batches, self._bases = [], []
+        self._epochs, self._epoch_starts = [], []
+        flushed = self._flushed
+        for batch in kept:
+            self._add(batch)
+        self._flushed = max(flushed, end_offset)

@@ -13,7 +13,8 @@ from typing import Any
 from protocol.generated.messages import (
     begin_quorum_epoch_request as bqe_req, begin_quorum_epoch_response as bqe_resp,
     end_quorum_epoch_request as eqe_req, end_quorum_epoch_response as eqe_resp,
-    fetch_request as f_req, fetch_response as f_resp, vote_request as v_req, vote_response as v_resp)
+    fetch_request as f_req, fetch_response as f_resp, fetch_snapshot_request as fs_req,
+    fetch_snapshot_response as fs_resp, vote_request as v_req, vote_response as v_resp)
 from protocol.primitives import METADATA_TOPIC_ID
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -30,8 +31,10 @@ def only_partition(topics: list[Any], name_field: str = "topic_name") -> Any | N
     if len(parts) != 1:
         return None
     part = parts[0]
-    index = part.partition if hasattr(part, "partition") else part.partition_index
-    return part if index == 0 else None
+    for index_field in ("partition", "partition_index", "index"):
+        if hasattr(part, index_field):
+            return part if getattr(part, index_field) == 0 else None
+    return None
 
 
 # --- Vote -----------------------------------------------------------------------------------
@@ -130,3 +133,22 @@ def fetch_response(error: int, epoch: int, leader_id: int, high_watermark: int, 
     return f_resp.FetchResponse(responses=[f_resp.FetchableTopicResponse(
         topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
 
+
+
+# --- FetchSnapshot ----------------------------------------------------------------------------
+
+def fetch_snapshot_request(cluster_id: str, replica_id: int, epoch: int, snapshot: tuple[int, int],
+                           position: int, max_bytes: int) -> fs_req.FetchSnapshotRequest:
+    part = fs_req.PartitionSnapshot(partition=0, current_leader_epoch=epoch, position=position,
+                                    snapshot_id=fs_req.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]))
+    return fs_req.FetchSnapshotRequest(cluster_id=cluster_id, replica_id=replica_id, max_bytes=max_bytes,
+                                       topics=[fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
+
+
+def fetch_snapshot_response(error: int, epoch: int, leader_id: int, snapshot: tuple[int, int], size: int = 0,
+                            position: int = 0, chunk: bytes = b"") -> fs_resp.FetchSnapshotResponse:
+    part = fs_resp.PartitionSnapshot(
+        index=0, error_code=error, size=size, position=position, unaligned_records=chunk,
+        snapshot_id=fs_resp.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]),
+        current_leader=fs_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch))
+    return fs_resp.FetchSnapshotResponse(topics=[fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])

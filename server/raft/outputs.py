@@ -44,6 +44,15 @@ class Committed:
 
 
 @dataclass(frozen=True)
+class SnapshotInstalled:
+    """The log now starts with a snapshot fetched from the leader: the controller loads it in
+    place of its state, then goes on with the records after ``end_offset``."""
+
+    end_offset: int
+    epoch: int
+
+
+@dataclass(frozen=True)
 class BecameLeader:
     """This node leads ``epoch`` and everything before ``epoch_start_offset`` is committed;
     the controller may now write (from ``epoch_start_offset`` + 1 on, after the LeaderChange
@@ -69,4 +78,5 @@ class LeaderChanged:
     leader_id: int
 
 
-Output = PersistElection | SendRequest | SendResponse | Committed | BecameLeader | LostLeadership | LeaderChanged
+Output = (PersistElection | SendRequest | SendResponse | Committed | SnapshotInstalled | BecameLeader | LostLeadership
+          | LeaderChanged)

@@ -78,11 +78,21 @@ class Candidate:
 
 
 @dataclass
+class SnapshotDownload:
+    """A snapshot being fetched from the leader (FetchSnapshot), chunk by chunk."""
+
+    snapshot: tuple[int, int]  # (end offset, epoch)
+    data: bytearray = field(default_factory=bytearray)
+
+
+@dataclass
 class Follower:
     election: Election
     fetch_deadline: int
     # A follower that has heard from its leader refuses pre-votes: the leader is alive.
     has_fetched: bool = False
+    # Set while the leader's log starts after this one ends.
+    download: SnapshotDownload | None = None
 
 
 @dataclass

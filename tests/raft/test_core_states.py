@@ -3,19 +3,23 @@ and KafkaRaftClientTest that apply here)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from protocol.error_codes import Error
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.fetch_request import FetchRequest
+from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
+from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.records import decode_batch
 from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
 from server.raft.log import InMemoryLog
 from server.raft.outputs import (
-    BecameLeader, Committed, LostLeadership, PersistElection, SendResponse)
+    BecameLeader, Committed, LostLeadership, PersistElection, SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import (
     Candidate, Election, Follower, Leader, Prospective, ReplicaProgress, Resigned, Unattached)
@@ -437,15 +441,48 @@ def test_a_fetcher_from_the_snapshot_on_reads_the_log(offset: int, last_epoch: i
     assert decode_batch(part.records)[0].base_offset == offset
 
 
-def test_a_follower_told_to_fetch_a_snapshot_backs_off_for_now() -> None:
+def test_a_follower_behind_the_leader_fetches_its_snapshot_in_chunks() -> None:
     core, request = _follower_fetching((1,))
-    response = rpc.fetch_response(Error.NONE, 5, 2, 20, 10)
-    response.responses[0].partitions[0].snapshot_id.end_offset = 10
-    response.responses[0].partitions[0].snapshot_id.epoch = 3
-    core.receive_response(2, request.correlation_id, response, 10)
-    assert core.log.end_offset == 1 and not sent(core.take_outputs(), FetchRequest)
-    core.tick(10 + CONFIG.retry_backoff_ms)
-    assert sent(core.take_outputs(), FetchRequest)
+    redirect = rpc.fetch_response(Error.NONE, 5, 2, 20, 10)
+    partition_of(redirect).snapshot_id = FetchSnapshotId(end_offset=10, epoch=3)
+    core.receive_response(2, request.correlation_id, redirect, 10)
+    [first] = sent(core.take_outputs(), FetchSnapshotRequest)
+    assert partition_of(first.message).position == 0
+    snapshot = b"0123456789"
+    core.receive_response(2, first.correlation_id,
+                          rpc.fetch_snapshot_response(Error.NONE, 5, 2, (10, 3), 10, 0, snapshot[:6]), 20)
+    [second] = sent(core.take_outputs(), FetchSnapshotRequest)
+    assert partition_of(second.message).position == 6
+    core.receive_response(2, second.correlation_id,
+                          rpc.fetch_snapshot_response(Error.NONE, 5, 2, (10, 3), 10, 6, snapshot[6:]), 30)
+    outputs = core.take_outputs()
+    assert core.log.latest_snapshot == (10, 3) and core.log.start_offset == core.log.end_offset == 10
+    assert core.log.read_snapshot((10, 3), 0, 100) == (snapshot, 10)
+    assert of_type(outputs, SnapshotInstalled) == [SnapshotInstalled(10, 3)]
+    assert of_type(outputs, Committed) == [Committed(9)]
+    [after] = sent(outputs, FetchRequest)
+    assert (partition_of(after.message).fetch_offset, partition_of(after.message).last_fetched_epoch) == (10, 3)
+
+
+def test_the_leader_serves_its_snapshot_by_position() -> None:
+    log = log_with(1, 1, 2, 2)
+    log.take_snapshot(3)
+    core = new_core(persisted=Election(2), log=log)
+    elect(core)
+
+    def ask(position: int, snapshot: tuple[int, int] = (3, 2)) -> Any:
+        core.receive_request(2, 60, rpc.fetch_snapshot_request(CLUSTER, 2, core.epoch, snapshot, position, 40),
+                             6_000)
+        return answer(core.take_outputs())
+
+    whole = log.read_snapshot((3, 2), 0, 1 << 20)
+    assert whole is not None
+    data, size = whole
+    part = ask(0)
+    assert part.error_code == Error.NONE and part.size == size and part.unaligned_records == data[:40]
+    assert ask(40).unaligned_records == data[40:80]
+    assert ask(size).error_code == Error.POSITION_OUT_OF_RANGE
+    assert ask(0, (2, 1)).error_code == Error.SNAPSHOT_NOT_FOUND
 
 
 def test_the_leader_reports_what_each_replica_fetched() -> None:
