@@ -18,13 +18,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+from bisect import bisect_left
 from functools import partial
 from dataclasses import dataclass, field
 from typing import Callable
 
 from protocol.message import Message
 from server.raft.core import NotLeader, RaftCore
-from server.raft.log import InMemoryLog
+from server.raft.log import InMemoryLog, split_batches
 from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse)
 from server.raft.quorum_config import QuorumConfig
@@ -39,17 +40,28 @@ class CheckedLog(InMemoryLog):
     """An in-memory log that reports every batch it takes to the cluster-wide registry of
     (base offset, epoch) -> bytes, which must never hold two different batches."""
 
-    def __init__(self, registry: dict[tuple[int, int], bytes], fail: Callable[[str], SafetyViolation]) -> None:
+    def __init__(self, registry: dict[tuple[int, int], bytes], fail: Callable[[str], SafetyViolation],
+                 check_snapshot: Callable[[tuple[int, int], bytes], None]) -> None:
         super().__init__()
         self.registry = registry
         self.fail = fail
+        self.check_snapshot = check_snapshot
         # How many leading batches equal the committed log's; a truncation lowers it, as
-        # the batches after it may be replaced.
+        # the batches after it may be replaced, and a snapshot starts it again.
         self.verified = 0
 
     def truncate_to(self, offset: int) -> None:
         super().truncate_to(offset)
         self.verified = min(self.verified, len(self.batches))
+
+    def take_snapshot(self, end_offset: int) -> None:
+        super().take_snapshot(end_offset)
+        self.verified = 0
+
+    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+        self.check_snapshot(snapshot, data)
+        super().install_snapshot(snapshot, data)
+        self.verified = 0
 
     def append(self, batches: list[bytes]) -> None:
         super().append(batches)
@@ -70,13 +82,14 @@ class Faults:
     crash_mid_outputs: bool = False
     skew: bool = False
     shutdowns: bool = False
+    snapshots: bool = False
 
     @classmethod
     def random(cls, rng: random.Random) -> "Faults":
         return cls(loss=rng.choice([0.0, 0.01, 0.05, 0.2]), duplication=rng.choice([0.0, 0.02, 0.1]),
                    max_delay_ms=rng.choice([2.0, 10.0, 60.0]), partitions=rng.random() < 0.5,
                    crashes=rng.random() < 0.5, crash_mid_outputs=rng.random() < 0.3,
-                   skew=rng.random() < 0.5, shutdowns=rng.random() < 0.2)
+                   skew=rng.random() < 0.5, shutdowns=rng.random() < 0.2, snapshots=rng.random() < 0.5)
 
 
 @dataclass
@@ -115,7 +128,7 @@ class Simulation:
         self.registry: dict[tuple[int, int], bytes] = {}
         self.now = 0.0
         self.step = 0
-        self.nodes = {i: Node(i, CheckedLog(self.registry, self.fail)) for i in ids}
+        self.nodes = {i: Node(i, CheckedLog(self.registry, self.fail, self._check_snapshot)) for i in ids}
         if faults.skew:
             for node in self.nodes.values():
                 node.offset_ms = self.rng.uniform(0, 10_000_000)
@@ -125,8 +138,10 @@ class Simulation:
         self._connections = itertools.count()
         self._askers: dict[int, tuple[int, int, int]] = {}  # connection -> (asker, its run, correlation id)
         self.cut: set[frozenset[int]] = set()  # pairs that cannot talk
-        # Everything ever reported committed, as the batches of the log's committed prefix.
+        # Everything ever reported committed, as the batches of the log's committed prefix,
+        # with the offset each ends at.
         self.committed: list[bytes] = []
+        self.committed_ends: list[int] = []
         self.committed_end = 0
         # (epoch a node was in when it reported a commit, committed end offset it reported)
         self.commit_epochs: dict[int, int] = {}
@@ -301,6 +316,19 @@ class Simulation:
         if known != leader_id:
             raise self.fail(f"two leaders in epoch {epoch}: {known} and {leader_id}")
 
+    def _committed_index(self, node: Node) -> int:
+        """Where the node's log starts in the committed log: its snapshot holds the rest."""
+        start = node.log.start_offset
+        i = bisect_left(self.committed_ends, start)
+        if start and (i == len(self.committed_ends) or self.committed_ends[i] != start):
+            raise self.fail(f"node {node.node_id}'s log starts at {start}, not at the end of a committed batch")
+        return i + 1 if start else 0
+
+    def _check_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+        batches = split_batches(data)
+        if batches != self.committed[:len(batches)] or self.committed_ends[len(batches) - 1] != snapshot[0]:
+            raise self.fail(f"a snapshot ending at {snapshot[0]} is not the committed log up to there")
+
     def _on_committed(self, node: Node, last_offset: int) -> None:
         if last_offset <= node.last_committed:
             raise self.fail(f"node {node.node_id}'s high watermark went back from "
@@ -309,8 +337,8 @@ class Simulation:
         if node.log.end_offset <= last_offset:
             raise self.fail(f"node {node.node_id} reports offset {last_offset} committed "
                             f"but its log ends at {node.log.end_offset}")
-        batches = node.log.batches
-        for i, stored in enumerate(batches):
+        first = self._committed_index(node)
+        for i, stored in enumerate(node.log.batches, first):
             if stored.base_offset > last_offset:
                 break
             if i < len(self.committed):
@@ -319,6 +347,7 @@ class Simulation:
                                     f"{stored.base_offset} than was committed before")
             else:
                 self.committed.append(stored.data)
+                self.committed_ends.append(stored.last_offset + 1)
                 self.committed_end = stored.last_offset + 1
         assert node.core is not None
         epoch = node.core.epoch
@@ -330,21 +359,21 @@ class Simulation:
         for node in self.nodes.values():
             log = node.log
             batches = log.batches
-            reach = min(len(batches), len(self.committed))
-            while log.verified < reach and batches[log.verified].data == self.committed[log.verified]:
+            first = self._committed_index(node)
+            reach = min(len(batches), len(self.committed) - first)
+            while log.verified < reach and batches[log.verified].data == self.committed[first + log.verified]:
                 log.verified += 1
+            agreed = first + log.verified  # committed batches this log (with its snapshot) holds
+            agreed_end = self.committed_ends[agreed - 1] if agreed else 0
             # A log may still hold a stale uncommitted tail where the committed log has other
             # batches (it is truncated on its next fetch), but never below its own high
             # watermark, and a leader never.
-            agreed_end = batches[log.verified - 1].last_offset + 1 if log.verified else 0
-            if log.verified < reach:
-                core = node.core
-                if core is not None and core.high_watermark > agreed_end:
-                    raise self.fail(f"node {node.node_id} has offset {agreed_end} below its high watermark "
-                                    f"{core.high_watermark} different from the committed log")
-            if log.verified == len(self.committed) and log.flushed_offset >= self.committed_end:
-                durable += 1
             core = node.core
+            if log.verified < reach and core is not None and core.high_watermark > agreed_end:
+                raise self.fail(f"node {node.node_id} has offset {agreed_end} below its high watermark "
+                                f"{core.high_watermark} different from the committed log")
+            if agreed == len(self.committed) and log.flushed_offset >= self.committed_end:
+                durable += 1
             if core is not None and core.is_leader:
                 self._note_leader(core.epoch, node.node_id)
                 needed = max((end for epoch, end in self.commit_epochs.items() if epoch < core.epoch), default=0)
@@ -354,6 +383,16 @@ class Simulation:
                                     f"{needed} were committed before its epoch")
         if self.committed and durable < majority:
             raise self.fail(f"only {durable} voters hold the committed log durably, fewer than a majority")
+
+    def snapshot(self, node: Node) -> None:
+        """The node's controller snapshots what it has applied (up to its high watermark) and
+        the log drops the records the snapshot holds."""
+        core = node.core
+        if core is None:
+            return
+        ends = [b.last_offset + 1 for b in node.log.batches if b.last_offset < core.high_watermark]
+        if ends:
+            node.log.take_snapshot(self.rng.choice(ends))
 
     # --- liveness helpers ---------------------------------------------------------------------
     def stable_leader(self) -> int | None:
@@ -415,6 +454,11 @@ def run_random_scenario(seed: int) -> Simulation:
             t += plan.uniform(0, 3_000)
             sim.at(t, partial(sim.restart, node))
             t += plan.uniform(0, 2_000)
+    if faults.snapshots:
+        t = 0.0
+        while t < chaos_end:
+            t += plan.uniform(200, 2_000)
+            sim.at(t, partial(sim.snapshot, sim.nodes[plan.choice(ids)]))
     if faults.shutdowns:
         t = plan.uniform(0, chaos_end)
         node = sim.nodes[plan.choice(ids)]
