@@ -3,9 +3,10 @@
 ``RaftCore`` takes received requests and responses, proposals and the passing of time (every
 call carries ``now_ms``; nothing here reads a clock), changes the log through ``RaftLog`` and
 leaves what the shell must do in ``outputs`` (see ``server.raft.outputs``). Behaviour follows
-Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication, KIP-996 pre-vote, a
-leader that resigns when a majority stops fetching from it (check quorum), and graceful
-resignation with EndQuorumEpoch.
+Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication (FetchSnapshot for a
+follower behind the leader's log start), KIP-996 pre-vote, a leader that resigns when a
+majority stops fetching from it (check quorum), and graceful resignation with
+EndQuorumEpoch. The voter set is static (no KIP-853 changes), and the node must be a voter.
 
 Every reply to a request is built after the state it reports is persisted, and a response is
 acted on only if it answers the request in flight now (correlation ids), so duplicated, late

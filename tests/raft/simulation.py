@@ -2,8 +2,9 @@
 
 One ``random.Random(seed)`` drives everything: message delays (so reordering), loss,
 duplication, partitions, crashes (with or without the unflushed log tail surviving, and
-possibly in the middle of a core's outputs), per-node clock skew and drift, and a client
-that proposes writes to whichever node it believes leads. Simulated time only: nothing
+possibly in the middle of a core's outputs or just after a vote), per-node clock skew and
+drift, snapshots that drop the log's prefix (so lagging voters need FetchSnapshot), and a
+client that proposes writes to whichever node it believes leads. Simulated time only: nothing
 sleeps, and a seed replays exactly.
 
 After every event ``check_safety`` asserts: one leader per epoch (as any node ever saw it);
