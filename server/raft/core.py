@@ -236,10 +236,10 @@ class RaftCore:
             # A restarted leader never leads that epoch again: unflushed records of its may
             # be gone, and new ones at the same offsets would break log matching.
             return Resigned(persisted, self._election_deadline(now), set(self.voters - {self.node_id}), [])
-        if persisted.voted_id == self.node_id:
-            return Candidate(persisted, self._election_deadline(now), self._tally())
         if persisted.leader_id != NO_ID:
             return Follower(persisted, now + self.config.fetch_timeout_ms)
+        if persisted.voted_id == self.node_id:
+            return Candidate(persisted, self._election_deadline(now), self._tally())
         return Unattached(persisted, self._election_deadline(now))
 
     # --- transitions --------------------------------------------------------------------------
@@ -316,7 +316,9 @@ class RaftCore:
 
     def _to_resigned(self, leader: Leader, now: int) -> None:
         # Hand over to the most caught-up voters first.
-        successors = sorted(self.voters - {self.node_id}, key=lambda v: (-leader.replicas.get(v, ReplicaProgress()).log_end_offset, v))
+        def fetched(voter: int) -> int:
+            return leader.replicas[voter].log_end_offset if voter in leader.replicas else -1
+        successors = sorted(self.voters - {self.node_id}, key=lambda v: (-fetched(v), v))
         self._set_state(Resigned(leader.election, self._election_deadline(now), set(successors), successors), now)
 
     def _maybe_transition(self, leader_id: int, epoch: int, now: int) -> None:

@@ -166,8 +166,9 @@ class Simulation:
         self.now = end
 
     def fail(self, what: str) -> SafetyViolation:
-        return SafetyViolation(f"seed {self.seed}, step {self.step}, t={self.now:.1f}ms: {what} "
-                               f"(rerun: RAFT_SIM_SEED={self.seed} pytest tests/raft/test_simulation.py -k random_faults)")
+        return SafetyViolation(
+            f"seed {self.seed}, step {self.step}, t={self.now:.1f}ms: {what} "
+            f"(rerun: RAFT_SIM_SEED={self.seed} pytest tests/raft/test_simulation.py -k random_faults)")
 
     # --- nodes --------------------------------------------------------------------------------
     def _start(self, node: Node) -> None:

@@ -506,3 +506,9 @@ def test_a_truncated_follower_takes_no_high_watermark_until_its_log_is_confirmed
                           rpc.fetch_response(Error.NONE, 5, 2, 10, 0, diverging=(3, 3)), 10)
     outputs = core.take_outputs()
     assert core.log.end_offset == 3 and core.high_watermark == 0 and not of_type(outputs, Committed)
+
+
+def test_a_restarted_candidate_that_had_learnt_the_leader_follows_it() -> None:
+    core = new_core(persisted=Election(3, leader_id=2, voted_id=1))
+    assert isinstance(core.state, Follower) and core.state.election == Election(3, leader_id=2, voted_id=1)
+    assert not vote(core, 3, 3).vote_granted
