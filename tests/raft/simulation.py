@@ -290,6 +290,11 @@ class Simulation:
         """Cut ``group`` off from every other node."""
         self.cut = {frozenset((a, b)) for a in group for b in self.nodes if b not in group}
 
+    def cut_links(self, links: set[frozenset[int]]) -> None:
+        """Cut only these pairs: a partial partition, where A hears B and B hears C but A
+        does not hear C."""
+        self.cut = set(links)
+
     def heal(self) -> None:
         self.cut = set()
 
@@ -443,8 +448,12 @@ def run_random_scenario(seed: int) -> Simulation:
     if faults.partitions:
         t = plan.uniform(0, 2_000)
         while t < chaos_end:
-            group = set(plan.sample(ids, plan.randint(1, len(ids) // 2)))
-            sim.at(t, partial(sim.partition, group))
+            if plan.random() < 0.7:
+                group = set(plan.sample(ids, plan.randint(1, len(ids) // 2)))
+                sim.at(t, partial(sim.partition, group))
+            else:
+                pairs = [frozenset(pair) for pair in itertools.combinations(ids, 2)]
+                sim.at(t, partial(sim.cut_links, set(plan.sample(pairs, plan.randint(1, len(pairs) // 2)))))
             t += plan.uniform(200, 4_000)
             sim.at(t, sim.heal)
             t += plan.uniform(0, 2_000)
