@@ -513,6 +513,13 @@ class RaftCore:
         return False
 
     def _on_vote_response(self, source: int, kind: _Kind, response: VoteResponse, now: int) -> bool:
+        if response.error_code == Error.UNSUPPORTED_VERSION and kind is _Kind.PRE_VOTE \
+                and isinstance(self.state, Prospective):
+            # A voter too old for pre-vote (VoteRequest before v2) cannot answer one: stand
+            # for election at once, as Kafka does. The shell reports this when the voter's
+            # ApiVersions says so.
+            self._to_candidate(now)
+            return True
         part = rpc.only_partition(response.topics)
         if response.error_code != Error.NONE or part is None:
             return False

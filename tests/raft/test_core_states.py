@@ -14,6 +14,7 @@ from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
 from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
 from protocol.generated.messages.vote_request import VoteRequest
+from protocol.generated.messages.vote_response import VoteResponse
 from protocol.records import decode_batch
 from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
@@ -512,3 +513,12 @@ def test_a_restarted_candidate_that_had_learnt_the_leader_follows_it() -> None:
     core = new_core(persisted=Election(3, leader_id=2, voted_id=1))
     assert isinstance(core.state, Follower) and core.state.election == Election(3, leader_id=2, voted_id=1)
     assert not vote(core, 3, 3).vote_granted
+
+
+def test_a_voter_without_pre_vote_makes_the_prospective_stand_at_once() -> None:
+    core = new_core()
+    core.tick(2_000)
+    [first, *_] = sent(core.take_outputs(), VoteRequest)
+    core.receive_response(first.destination, first.correlation_id,
+                          VoteResponse(error_code=Error.UNSUPPORTED_VERSION), 2_000)
+    assert isinstance(core.state, Candidate) and core.epoch == 1
