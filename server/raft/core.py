@@ -31,16 +31,16 @@ from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequ
 from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.vote_response import VoteResponse
-from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.message import Message
-from protocol.records import (
-    CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch, read_batch_header)
+from protocol.records import read_batch_header
 from server.raft import messages as rpc
 from server.raft.log import RaftLog, split_batches
 from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
     SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
+from server.raft.replication import (
+    fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
     SnapshotDownload, Tally, Unattached)
@@ -171,9 +171,7 @@ class RaftCore:
         if not records:
             raise ValueError("nothing to propose")
         base = self.log.end_offset
-        self.log.append([encode_batch(RecordBatch(
-            base_offset=base, partition_leader_epoch=self.epoch, base_timestamp=now_ms,
-            max_timestamp=now_ms, records=[Record(value) for value in records]))])
+        self.log.append([records_batch(base, self.epoch, records, now_ms)])
         if self._flush_due is None:
             self._flush_due = now_ms + self.config.append_linger_ms
         self._answer_parked(state, now_ms, only_due=False)
@@ -305,13 +303,7 @@ class RaftCore:
         self._set_state(leader, now)
         # The epoch's first batch names its leader; committing it is what lets the high
         # watermark move in this epoch.
-        message = LeaderChangeMessage(version=0, leader_id=self.node_id,
-                                      voters=[Voter(voter_id=v) for v in sorted(self.voters)],
-                                      granting_voters=[Voter(voter_id=v) for v in sorted(granting)])
-        self.log.append([encode_batch(RecordBatch(
-            base_offset=start, partition_leader_epoch=self.epoch, attributes=CONTROL_FLAG,
-            base_timestamp=now, max_timestamp=now,
-            records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))]))])
+        self.log.append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting, now)])
         self._flush_due = now
 
     def _to_resigned(self, leader: Leader, now: int) -> None:
@@ -598,21 +590,10 @@ class RaftCore:
             if isinstance(state, Follower) and state.election.leader_id == part.leader_id:
                 # The leader is leaving: its successors in order start elections sooner, and
                 # its liveness no longer speaks against a pre-vote.
-                state.fetch_deadline = now + self._successor_backoff(rpc.end_epoch_successors(part))
+                state.fetch_deadline = now + successor_backoff(
+                    self.node_id, rpc.end_epoch_successors(part), self.config.election_backoff_max_ms)
                 state.has_fetched = False
         self._respond(source, correlation_id, rpc.end_epoch_response(error, self.epoch, self.leader_id))
-
-    def _successor_backoff(self, successors: list[int]) -> int:
-        """0 for the first successor, then doubling up to the backoff maximum (Kafka's strict
-        exponential election backoff)."""
-        backoff_max = self.config.election_backoff_max_ms
-        if self.node_id not in successors:
-            return 0 if not successors else backoff_max
-        position = successors.index(self.node_id)
-        if position == 0:
-            return 0
-        base = backoff_max >> (len(successors) - 1)
-        return min(backoff_max, base << (position - 1))
 
     def _on_end_epoch_response(self, source: int, response: EndQuorumEpochResponse, now: int) -> bool:
         part = rpc.only_partition(response.topics)
@@ -687,20 +668,16 @@ class RaftCore:
             self._check_quorum(state, now)
 
     def _read_for(self, state: Leader, replica: int, offset: int, last_epoch: int, now: int) -> FetchResponse:
-        epoch, end = self.log.end_offset_for_epoch(last_epoch)
-        snapshot = self.log.latest_snapshot
-        if snapshot is not None and (offset < self.log.start_offset or epoch == 0 < self.log.start_offset):
-            # What the fetcher needs next is gone from the log, or its epoch is older than
-            # anything left: only the snapshot can bring it up (FetchSnapshot).
+        position = fetch_position(self.log, offset, last_epoch)
+        if position.snapshot is not None:
             response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
                                           self.log.start_offset)
-            response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=snapshot[0],
-                                                                              epoch=snapshot[1])
+            end_offset, epoch = position.snapshot
+            response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=end_offset, epoch=epoch)
             return response
-        if epoch != last_epoch or offset > end:
-            # The fetcher's log parts from ours after (epoch, end): it truncates there first.
+        if position.diverging is not None:
             return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
-                                      self.log.start_offset, diverging=(epoch, end))
+                                      self.log.start_offset, diverging=position.diverging)
         self._track_fetch(state, replica, offset, now)
         if replica in self.voters:
             self._update_high_watermark(state, now)
@@ -736,11 +713,9 @@ class RaftCore:
         offsets = [max(state.replicas[v].log_end_offset, 0) if v in state.replicas else 0
                    for v in self.voters if v != self.node_id]
         offsets.append(self.log.flushed_offset)
-        offsets.sort(reverse=True)
-        # The largest offset a majority of voters has flushed up to; counting only once it
-        # covers the epoch's first batch is Raft's rule that a leader commits entries of
-        # earlier epochs only through one of its own.
-        candidate = offsets[len(self.voters) // 2]
+        # Counting only once a majority has flushed past the epoch's first batch is Raft's
+        # rule that a leader commits entries of earlier epochs only through one of its own.
+        candidate = majority_offset(offsets)
         if candidate <= state.epoch_start_offset or candidate <= self.high_watermark:
             return
         self._advance_high_watermark(candidate)
@@ -790,8 +765,7 @@ class RaftCore:
         return True
 
     def _truncate_diverging(self, epoch: int, end_offset: int) -> None:
-        local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
-        offset = min(local_end, end_offset) if local_epoch == epoch else local_end
+        offset = truncation_offset(self.log, epoch, end_offset)
         if offset < self.high_watermark:
             raise RuntimeError(f"node {self.node_id}: the leader asks to truncate to {offset}, "
                                f"below the high watermark {self.high_watermark}")
