@@ -1,0 +1,857 @@
+"""The KRaft quorum state machine for the __cluster_metadata partition, without I/O.
+
+``RaftCore`` takes received requests and responses, proposals and the passing of time (every
+call carries ``now_ms``; nothing here reads a clock), changes the log through ``RaftLog`` and
+leaves what the shell must do in ``outputs`` (see ``server.raft.outputs``). Behaviour follows
+Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication (FetchSnapshot for a
+follower behind the leader's log start), KIP-996 pre-vote, a leader that resigns when a
+majority stops fetching from it (check quorum), and graceful resignation with
+EndQuorumEpoch. The voter set is static (no KIP-853 changes), and the node must be a voter.
+
+Every reply to a request is built after the state it reports is persisted, and a response is
+acted on only if it answers the request in flight now (correlation ids), so duplicated, late
+or reordered messages cannot count twice or land in the wrong election.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from protocol.error_codes import Error
+from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
+from protocol.generated.messages.begin_quorum_epoch_response import BeginQuorumEpochResponse
+from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
+from protocol.generated.messages.end_quorum_epoch_response import EndQuorumEpochResponse
+from protocol.generated.messages.fetch_request import FetchRequest
+from protocol.generated.messages.fetch_response import FetchResponse
+from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
+from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
+from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
+from protocol.generated.messages.vote_request import VoteRequest
+from protocol.generated.messages.vote_response import VoteResponse
+from protocol.message import Message
+from protocol.records import read_batch_header
+from server.raft import messages as rpc
+from server.raft.log import RaftLog, split_batches
+from server.raft.outputs import (
+    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
+    SnapshotInstalled)
+from server.raft.quorum_config import QuorumConfig
+from server.raft.replication import (
+    fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
+from server.raft.state import (
+    NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
+    SnapshotDownload, Tally, Unattached)
+
+# A leader resigns when a majority has not fetched from it for this many fetch timeouts.
+CHECK_QUORUM_FACTOR = 1.5
+
+
+class NotLeader(Exception):
+    """A proposal reached a node that is not the leader."""
+
+
+class _Kind(Enum):
+    PRE_VOTE = "pre-vote"
+    VOTE = "vote"
+    BEGIN_EPOCH = "begin-epoch"
+    END_EPOCH = "end-epoch"
+    FETCH = "fetch"
+    FETCH_SNAPSHOT = "fetch-snapshot"
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    destination: int
+    kind: _Kind
+    sent_ms: int
+
+
+class RaftCore:
+    def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, persisted: Election | None,
+                 rng: random.Random, now_ms: int) -> None:
+        if node_id not in config.voters:
+            raise ValueError(f"node {node_id} is not one of the voters {list(config.voters)}")
+        if config.election_timeout_ms <= 0 or config.fetch_timeout_ms <= 0:
+            raise ValueError("the election and fetch timeouts must be positive")
+        self.node_id = node_id
+        self.config = config
+        self.log = log
+        self.rng = rng
+        self.voters = frozenset(config.voters)
+        self.outputs: list[Output] = []
+        # Offsets below it are committed. Not persisted: after a restart it is learnt again
+        # from the leader, as in Kafka.
+        self.high_watermark = 0
+        self.shutting_down = False
+        self._persisted = persisted
+        self._reported_leader = (-1, NO_ID)
+        self._next_correlation = 0
+        self._in_flight: dict[int, _InFlight] = {}
+        self._busy: dict[int, int] = {}  # destination -> correlation id of its request in flight
+        self._backoff_until: dict[int, int] = {}
+        self._flush_due: int | None = None
+        self.state: EpochState = self._initial_state(persisted or Election(0), now_ms)
+        self._persist(self.state.election)
+        self._report_leader()
+        self._poll(now_ms)
+
+    # --- public API ------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.state.election.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.state.election.leader_id
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.state, Leader)
+
+    def take_outputs(self) -> list[Output]:
+        out, self.outputs = self.outputs, []
+        return out
+
+    def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int,
+                        pre_vote: bool = False) -> None:
+        if isinstance(message, VoteRequest):
+            self._on_vote_request(source, correlation_id, message, pre_vote, now_ms)
+        elif isinstance(message, FetchRequest):
+            self._on_fetch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, BeginQuorumEpochRequest):
+            self._on_begin_epoch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, EndQuorumEpochRequest):
+            self._on_end_epoch_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(source, correlation_id, message, now_ms)
+        else:
+            raise ValueError(f"the Raft core does not handle {message.NAME}")
+        self._poll(now_ms)
+
+    def receive_response(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
+        sent = self._in_flight.get(correlation_id)
+        if sent is None or sent.destination != source:
+            return  # not asked for any more: from an earlier state, or a duplicate
+        self._finish(correlation_id)
+        ok = True
+        if isinstance(message, VoteResponse):
+            ok = self._on_vote_response(source, sent.kind, message, now_ms)
+        elif isinstance(message, FetchResponse):
+            ok = self._on_fetch_response(source, message, now_ms)
+        elif isinstance(message, BeginQuorumEpochResponse):
+            ok = self._on_begin_epoch_response(source, message, now_ms)
+        elif isinstance(message, EndQuorumEpochResponse):
+            ok = self._on_end_epoch_response(source, message, now_ms)
+        elif isinstance(message, FetchSnapshotResponse):
+            ok = self._on_fetch_snapshot_response(source, message, now_ms)
+        if not ok:
+            self._backoff_until[source] = now_ms + self.config.retry_backoff_ms
+        self._poll(now_ms)
+
+    def request_failed(self, correlation_id: int, now_ms: int) -> None:
+        """The shell could not deliver a request or its connection broke."""
+        sent = self._in_flight.get(correlation_id)
+        if sent is not None:
+            self._finish(correlation_id)
+            self._backoff_until[sent.destination] = now_ms + self.config.retry_backoff_ms
+        self._poll(now_ms)
+
+    def tick(self, now_ms: int) -> None:
+        self._poll(now_ms)
+
+    def propose(self, records: list[bytes], now_ms: int) -> int:
+        """Append records as one batch of the current epoch; returns the offset of the last.
+        They are committed once ``Committed`` reaches that offset."""
+        state = self.state
+        if not isinstance(state, Leader) or state.resign_requested or self.shutting_down:
+            raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
+        if not records:
+            raise ValueError("nothing to propose")
+        base = self.log.end_offset
+        self.log.append([records_batch(base, self.epoch, records, now_ms)])
+        if self._flush_due is None:
+            self._flush_due = now_ms + self.config.append_linger_ms
+        self._answer_parked(state, now_ms, only_due=False)
+        self._poll(now_ms)
+        return base + len(records) - 1
+
+    def resign(self, now_ms: int) -> None:
+        """Step down from leadership now (the controller asks, e.g. after a failed write)."""
+        if isinstance(self.state, Leader):
+            self.state.resign_requested = True
+        self._poll(now_ms)
+
+    def begin_shutdown(self, now_ms: int) -> None:
+        """Stop taking part in elections; a leader resigns and tells the voters."""
+        self.shutting_down = True
+        self._poll(now_ms)
+
+    def replica_progress(self, now_ms: int) -> dict[int, ReplicaProgress]:
+        """Every replica that fetched in this epoch, and the leader itself, for DescribeQuorum
+        (which only the leader answers)."""
+        state = self.state
+        if not isinstance(state, Leader):
+            raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
+        progress = {replica: replace(p) for replica, p in state.replicas.items()}
+        progress[self.node_id] = ReplicaProgress(self.log.end_offset, now_ms, now_ms)
+        return progress
+
+    @property
+    def shutdown_complete(self) -> bool:
+        """The node may stop: another node leads, or there is nobody to hand over to."""
+        return self.shutting_down and (
+            len(self.voters) == 1 or self.leader_id not in (NO_ID, self.node_id))
+
+    def next_deadline(self) -> int:
+        """The latest time the shell must call ``tick`` by, if nothing arrives before."""
+        state = self.state
+        times = [sent.sent_ms + self.config.request_timeout_ms for sent in self._in_flight.values()]
+        times.extend(self._backoff_until.values())
+        if isinstance(state, Follower):
+            times.append(state.fetch_deadline)
+        elif isinstance(state, Leader):
+            times.append(state.check_quorum_deadline)
+            times.append(state.begin_epoch_due)
+            times.extend(p.deadline for p in state.parked)
+            if self._flush_due is not None:
+                times.append(self._flush_due)
+        else:
+            times.append(state.election_deadline)
+        return min(times)
+
+    # --- starting up --------------------------------------------------------------------------
+    def _initial_state(self, persisted: Election, now: int) -> EpochState:
+        log_epoch = self.log.last_epoch
+        if persisted.epoch < log_epoch:
+            # The log saw a later epoch than the file (the file is the one that lags): take
+            # the log's epoch and no vote. A candidate of that epoch cannot win this node,
+            # whose log holds a batch of the epoch the candidate's cannot.
+            return Unattached(Election(log_epoch), self._election_deadline(now))
+        if persisted.leader_id == self.node_id:
+            # A restarted leader never leads that epoch again: unflushed records of its may
+            # be gone, and new ones at the same offsets would break log matching.
+            return Resigned(persisted, self._election_deadline(now), set(self.voters - {self.node_id}), [])
+        if persisted.leader_id != NO_ID:
+            return Follower(persisted, now + self.config.fetch_timeout_ms)
+        if persisted.voted_id == self.node_id:
+            return Candidate(persisted, self._election_deadline(now), self._tally())
+        return Unattached(persisted, self._election_deadline(now))
+
+    # --- transitions --------------------------------------------------------------------------
+    def _election_deadline(self, now: int) -> int:
+        timeout = self.config.election_timeout_ms
+        return now + timeout + (self.rng.randrange(timeout) if timeout else 0)
+
+    def _tally(self) -> Tally:
+        tally = Tally(self.voters)
+        tally.record(self.node_id, True)
+        return tally
+
+    def _set_state(self, new: EpochState, now: int) -> None:
+        old = self.state
+        self._persist(new.election)
+        self.state = new
+        # Requests of the old state are no longer wanted; their responses will be ignored.
+        self._in_flight.clear()
+        self._busy.clear()
+        self._backoff_until.clear()
+        if isinstance(old, Leader) and not isinstance(new, Leader):
+            self.outputs.append(LostLeadership(old.election.epoch))
+            for parked in old.parked:
+                self._respond(parked.source, parked.correlation_id, self._fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
+        self._report_leader()
+
+    def _persist(self, election: Election) -> None:
+        if election != self._persisted:
+            self._persisted = election
+            self.outputs.append(PersistElection(election))
+
+    def _report_leader(self) -> None:
+        current = (self.epoch, self.leader_id)
+        if current != self._reported_leader:
+            self._reported_leader = current
+            self.outputs.append(LeaderChanged(*current))
+
+    def _to_unattached(self, epoch: int, now: int) -> None:
+        # Within the same epoch the vote stays: a voter votes once per epoch.
+        voted = self.state.election.voted_id if epoch == self.epoch else NO_ID
+        self._set_state(Unattached(Election(epoch, NO_ID, voted), self._election_deadline(now)), now)
+
+    def _to_follower(self, epoch: int, leader_id: int, now: int) -> None:
+        voted = self.state.election.voted_id if epoch == self.epoch else NO_ID
+        self._set_state(Follower(Election(epoch, leader_id, voted), now + self.config.fetch_timeout_ms), now)
+
+    def _to_prospective(self, now: int) -> None:
+        # Nothing to persist: a pre-vote changes neither the epoch nor the vote.
+        self._set_state(Prospective(self.state.election, self._election_deadline(now), self._tally()), now)
+        self._check_tally(now)
+
+    def _to_candidate(self, now: int) -> None:
+        election = Election(self.epoch + 1, NO_ID, self.node_id)
+        self._set_state(Candidate(election, self._election_deadline(now), self._tally()), now)
+        self._check_tally(now)
+
+    def _to_leader(self, granting: frozenset[int], now: int) -> None:
+        start = self.log.end_offset
+        election = Election(self.epoch, self.node_id, self.node_id)
+        fetch_timeout = self.config.fetch_timeout_ms
+        leader = Leader(election, start, granting,
+                        check_quorum_deadline=now + int(fetch_timeout * CHECK_QUORUM_FACTOR), begin_epoch_due=now)
+        self._set_state(leader, now)
+        # The epoch's first batch names its leader; committing it is what lets the high
+        # watermark move in this epoch.
+        self.log.append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting, now)])
+        self._flush_due = now
+
+    def _to_resigned(self, leader: Leader, now: int) -> None:
+        # Hand over to the most caught-up voters first.
+        def fetched(voter: int) -> int:
+            return leader.replicas[voter].log_end_offset if voter in leader.replicas else -1
+        successors = sorted(self.voters - {self.node_id}, key=lambda v: (-fetched(v), v))
+        self._set_state(Resigned(leader.election, self._election_deadline(now), set(successors), successors), now)
+
+    def _maybe_transition(self, leader_id: int, epoch: int, now: int) -> None:
+        """Follow what a message says of an epoch at least as new as ours."""
+        if leader_id == self.node_id:
+            return  # only this node can claim that; a message saying so is stale or wrong
+        if epoch > self.epoch:
+            if leader_id != NO_ID:
+                self._to_follower(epoch, leader_id, now)
+            else:
+                self._to_unattached(epoch, now)
+        elif epoch == self.epoch and leader_id != NO_ID and self.leader_id == NO_ID:
+            self._to_follower(epoch, leader_id, now)
+
+    def _check_tally(self, now: int) -> None:
+        state = self.state
+        if isinstance(state, Prospective):
+            if state.tally.won:
+                self._to_candidate(now)
+            elif state.tally.lost:
+                self._after_lost_pre_vote(now)
+        elif isinstance(state, Candidate) and state.tally.won:
+            self._to_leader(frozenset(state.tally.granted), now)
+
+    def _after_lost_pre_vote(self, now: int) -> None:
+        # Back to where it was, without having raised the epoch: this is what keeps a voter
+        # that was cut off from deposing a healthy leader when it returns.
+        if self.leader_id != NO_ID:
+            self._to_follower(self.epoch, self.leader_id, now)
+        else:
+            self._to_unattached(self.epoch, now)
+
+    # --- the poll loop: timers and requests to send -------------------------------------------
+    def _poll(self, now: int) -> None:
+        for correlation_id, sent in list(self._in_flight.items()):
+            if now - sent.sent_ms >= self.config.request_timeout_ms:
+                self._finish(correlation_id)
+        for destination, until in list(self._backoff_until.items()):
+            if until <= now:
+                del self._backoff_until[destination]
+        state = self.state
+        if isinstance(state, Leader):
+            self._poll_leader(state, now)
+        elif isinstance(state, Follower):
+            if now >= state.fetch_deadline and not self.shutting_down:
+                self._to_prospective(now)
+                self._poll(now)
+            else:
+                self._send_fetch(state, now)
+        elif isinstance(state, (Prospective, Candidate)):
+            if now >= state.election_deadline:
+                if isinstance(state, Candidate):
+                    self._to_prospective(now)
+                else:
+                    self._after_lost_pre_vote(now)
+                self._poll(now)
+            elif not state.tally.lost:
+                self._send_votes(state, now)
+        elif isinstance(state, Unattached):
+            if now >= state.election_deadline and not self.shutting_down:
+                self._to_prospective(now)
+                self._poll(now)
+        else:
+            self._poll_resigned(state, now)
+
+    def _poll_leader(self, state: Leader, now: int) -> None:
+        if self._flush_due is not None and now >= self._flush_due:
+            self._flush()
+            self._update_high_watermark(state, now)
+        self._check_quorum(state, now)
+        if self.shutting_down or state.resign_requested or now >= state.check_quorum_deadline:
+            self._to_resigned(state, now)
+            self._poll(now)
+            return
+        self._answer_parked(state, now, only_due=True)
+        if now >= state.begin_epoch_due:
+            for voter in sorted(self.voters - state.begin_epoch_acked - {self.node_id}):
+                self._send(voter, rpc.begin_epoch_request(self.config.cluster_id, self.epoch, self.node_id, voter),
+                           _Kind.BEGIN_EPOCH, now)
+            state.begin_epoch_due = now + self.config.fetch_timeout_ms // 2
+
+    def _poll_resigned(self, state: Resigned, now: int) -> None:
+        if now >= state.election_deadline and not self.shutting_down:
+            # Leave the epoch for good: this node may not lead or follow itself in it again.
+            self._to_unattached(self.epoch + 1, now)
+            self._poll(now)
+            return
+        for voter in sorted(state.unacked):
+            self._send(voter, rpc.end_epoch_request(self.config.cluster_id, self.epoch, self.node_id,
+                                                    state.successors), _Kind.END_EPOCH, now)
+
+    def _send_votes(self, state: Prospective | Candidate, now: int) -> None:
+        pre_vote = isinstance(state, Prospective)
+        kind = _Kind.PRE_VOTE if pre_vote else _Kind.VOTE
+        for voter in state.tally.unrecorded():
+            message = rpc.vote_request(self.config.cluster_id, self.epoch, self.node_id, voter,
+                                       self.log.last_epoch, self.log.end_offset)
+            self._send(voter, message, kind, now, pre_vote)
+
+    def _send_fetch(self, state: Follower, now: int) -> None:
+        if state.election.leader_id in self._busy:
+            return
+        if state.download is not None:
+            self._send(state.election.leader_id, rpc.fetch_snapshot_request(
+                self.config.cluster_id, self.node_id, self.epoch, state.download.snapshot, len(state.download.data),
+                self.config.fetch_max_bytes), _Kind.FETCH_SNAPSHOT, now)
+            return
+        # A voter only ever reports what is on disk, the leader counts it towards commits;
+        # a former leader may still hold records it never flushed.
+        self._flush()
+        self._send(state.election.leader_id, rpc.fetch_request(
+            self.config.cluster_id, self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch,
+            self.log.start_offset, self.config.fetch_max_wait_ms, self.config.fetch_max_bytes), _Kind.FETCH, now)
+
+    def _send(self, destination: int, message: Message, kind: _Kind, now: int, pre_vote: bool = False) -> None:
+        if destination in self._busy or destination in self._backoff_until:
+            return
+        correlation_id = self._next_correlation
+        self._next_correlation += 1
+        self._in_flight[correlation_id] = _InFlight(destination, kind, now)
+        self._busy[destination] = correlation_id
+        self.outputs.append(SendRequest(destination, correlation_id, message, pre_vote))
+
+    def _flush(self) -> None:
+        self.log.flush()
+        self._flush_due = None
+
+    def _finish(self, correlation_id: int) -> None:
+        sent = self._in_flight.pop(correlation_id)
+        if self._busy.get(sent.destination) == correlation_id:
+            del self._busy[sent.destination]
+
+    def _respond(self, destination: int, correlation_id: int, message: Message) -> None:
+        self.outputs.append(SendResponse(destination, correlation_id, message))
+
+    # --- Vote ---------------------------------------------------------------------------------
+    def _on_vote_request(self, source: int, correlation_id: int, request: VoteRequest, pre_vote: bool,
+                         now: int) -> None:
+        def reply(error: int, granted: bool = False) -> None:
+            self._respond(source, correlation_id, rpc.vote_response(error, self.epoch, self.leader_id, granted))
+
+        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
+            self._respond(source, correlation_id, VoteResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+            return
+        part = rpc.only_partition(request.topics)
+        if part is None:
+            self._respond(source, correlation_id, VoteResponse(error_code=Error.INVALID_REQUEST))
+            return
+        candidate, epoch = part.candidate_id, part.candidate_epoch
+        last_epoch, last_offset = part.last_offset_epoch, part.last_offset
+        # A candidate has raised its epoch past everything in its log; a prospective has not.
+        illegal_epoch = last_epoch > epoch if pre_vote else last_epoch >= epoch
+        if last_offset < 0 or last_epoch < 0 or illegal_epoch or candidate < 0:
+            reply(Error.INVALID_REQUEST)
+            return
+        if epoch < self.epoch:
+            reply(Error.FENCED_LEADER_EPOCH)
+            return
+        if epoch > self.epoch:
+            self._to_unattached(epoch, now)
+        if candidate not in self.voters or candidate == self.node_id:
+            reply(Error.NONE)
+            return
+        up_to_date = (last_epoch, last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        granted = self._can_grant(candidate, up_to_date, pre_vote)
+        if granted and not pre_vote:
+            state = self.state
+            if isinstance(state, (Unattached, Prospective)) and state.election.voted_id == NO_ID:
+                # Persisted (by _set_state) before the reply goes out, and the timer restarts:
+                # the candidate has as good a chance as this node.
+                election = replace(state.election, voted_id=candidate)
+                if isinstance(state, Unattached):
+                    self._set_state(Unattached(election, self._election_deadline(now)), now)
+                else:
+                    self._set_state(Prospective(election, self._election_deadline(now), self._tally()), now)
+        reply(Error.NONE, granted)
+
+    def _can_grant(self, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
+        state = self.state
+        if isinstance(state, (Unattached, Prospective)):
+            if pre_vote:
+                return up_to_date
+            if state.election.voted_id != NO_ID:
+                return state.election.voted_id == candidate
+            return state.election.leader_id == NO_ID and up_to_date
+        if isinstance(state, Candidate):
+            return pre_vote and up_to_date  # its real vote went to itself
+        if isinstance(state, Follower):
+            # A follower still hearing from its leader denies pre-votes, so a voter coming
+            # back from a partition cannot start an election against a live leader.
+            return pre_vote and not state.has_fetched and up_to_date
+        return False
+
+    def _on_vote_response(self, source: int, kind: _Kind, response: VoteResponse, now: int) -> bool:
+        if response.error_code == Error.UNSUPPORTED_VERSION and kind is _Kind.PRE_VOTE \
+                and isinstance(self.state, Prospective):
+            # A voter too old for pre-vote (VoteRequest before v2) cannot answer one: stand
+            # for election at once, as Kafka does. The shell reports this when the voter's
+            # ApiVersions says so.
+            self._to_candidate(now)
+            return True
+        part = rpc.only_partition(response.topics)
+        if response.error_code != Error.NONE or part is None:
+            return False
+        handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
+        if handled is not None:
+            return handled
+        if part.error_code != Error.NONE:
+            return False
+        state = self.state
+        if (kind is _Kind.PRE_VOTE and isinstance(state, Prospective)) or \
+                (kind is _Kind.VOTE and isinstance(state, Candidate)):
+            state.tally.record(source, bool(part.vote_granted))
+            self._check_tally(now)
+        return True
+
+    def _common_response(self, error: int, leader_id: int, epoch: int, now: int) -> bool | None:
+        """What every quorum response says about epochs and leaders, as Kafka's
+        maybeHandleCommonResponse: True or False when the response is dealt with (False:
+        back off), None when its own handler should go on."""
+        if epoch < self.epoch or error == Error.UNKNOWN_LEADER_EPOCH:
+            return True  # about an epoch this node has left
+        if epoch > self.epoch or error in (Error.FENCED_LEADER_EPOCH, Error.NOT_LEADER_OR_FOLLOWER):
+            before = self.state
+            self._maybe_transition(leader_id, epoch, now)
+            # Nothing learnt (a resigned leader still saying it is not leading): back off
+            # rather than ask again at once.
+            return self.state is not before
+        if leader_id not in (NO_ID, self.node_id) and self.leader_id == NO_ID:
+            self._to_follower(epoch, leader_id, now)
+            return None if error == Error.NONE else True
+        if error == Error.BROKER_NOT_AVAILABLE:
+            return False
+        return None
+
+    # --- BeginQuorumEpoch and EndQuorumEpoch ----------------------------------------------------
+    def _on_begin_epoch_request(self, source: int, correlation_id: int, request: BeginQuorumEpochRequest,
+                                now: int) -> None:
+        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
+            self._respond(source, correlation_id, BeginQuorumEpochResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+            return
+        part = rpc.only_partition(request.topics)
+        if part is None:
+            self._respond(source, correlation_id, BeginQuorumEpochResponse(error_code=Error.INVALID_REQUEST))
+            return
+        error = self._check_voter_request(part.leader_id, part.leader_epoch)
+        if error == Error.NONE:
+            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+        self._respond(source, correlation_id, rpc.begin_epoch_response(error, self.epoch, self.leader_id))
+
+    def _on_begin_epoch_response(self, source: int, response: BeginQuorumEpochResponse, now: int) -> bool:
+        part = rpc.only_partition(response.topics)
+        if response.error_code != Error.NONE or part is None:
+            return False
+        handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
+        if handled is not None:
+            return handled
+        if part.error_code != Error.NONE:
+            return False
+        if isinstance(self.state, Leader):
+            self.state.begin_epoch_acked.add(source)
+        return True
+
+    def _on_end_epoch_request(self, source: int, correlation_id: int, request: EndQuorumEpochRequest,
+                              now: int) -> None:
+        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
+            self._respond(source, correlation_id, EndQuorumEpochResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+            return
+        part = rpc.only_partition(request.topics)
+        if part is None:
+            self._respond(source, correlation_id, EndQuorumEpochResponse(error_code=Error.INVALID_REQUEST))
+            return
+        error = self._check_voter_request(part.leader_id, part.leader_epoch)
+        if error == Error.NONE:
+            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+            state = self.state
+            if isinstance(state, Follower) and state.election.leader_id == part.leader_id:
+                # The leader is leaving: its successors in order start elections sooner, and
+                # its liveness no longer speaks against a pre-vote.
+                state.fetch_deadline = now + successor_backoff(
+                    self.node_id, rpc.end_epoch_successors(part), self.config.election_backoff_max_ms)
+                state.has_fetched = False
+        self._respond(source, correlation_id, rpc.end_epoch_response(error, self.epoch, self.leader_id))
+
+    def _on_end_epoch_response(self, source: int, response: EndQuorumEpochResponse, now: int) -> bool:
+        part = rpc.only_partition(response.topics)
+        if response.error_code != Error.NONE or part is None:
+            return False
+        handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
+        if handled is not None:
+            return handled
+        if part.error_code != Error.NONE:
+            return False
+        if isinstance(self.state, Resigned):
+            self.state.unacked.discard(source)
+        return True
+
+    def _check_voter_request(self, leader_id: int, epoch: int) -> int:
+        if epoch < self.epoch:
+            return Error.FENCED_LEADER_EPOCH
+        if leader_id < 0 or leader_id not in self.voters or leader_id == self.node_id:
+            return Error.INVALID_REQUEST
+        return Error.NONE
+
+    # --- Fetch: serving as the leader -----------------------------------------------------------
+    def _fetch_error(self, error: int) -> FetchResponse:
+        return rpc.fetch_response(error, self.epoch, self.leader_id, -1, self.log.start_offset)
+
+    def _on_fetch_request(self, source: int, correlation_id: int, request: FetchRequest, now: int) -> None:
+        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
+            self._respond(source, correlation_id, FetchResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+            return
+        part = rpc.only_partition(request.topics, "topic")
+        if part is None:
+            self._respond(source, correlation_id, FetchResponse(error_code=Error.INVALID_REQUEST))
+            return
+        if request.max_wait_ms < 0 or part.fetch_offset < 0 or part.last_fetched_epoch < 0 \
+                or part.last_fetched_epoch > part.current_leader_epoch:
+            self._respond(source, correlation_id, self._fetch_error(Error.INVALID_REQUEST))
+            return
+        state = self.state
+        error = self._leader_error(part.current_leader_epoch)
+        if error != Error.NONE or not isinstance(state, Leader):
+            self._respond(source, correlation_id, self._fetch_error(error))
+            return
+        replica = rpc.fetch_replica_id(request)
+        response = self._read_for(state, replica, part.fetch_offset, part.last_fetched_epoch, now)
+        answer = response.responses[0].partitions[0]
+        if answer.records or answer.diverging_epoch.epoch >= 0 or answer.snapshot_id.epoch >= 0 \
+                or request.max_wait_ms == 0:
+            self._respond(source, correlation_id, response)
+            return
+        state.parked.append(ParkedFetch(source, correlation_id, now + request.max_wait_ms, request))
+
+    def _leader_error(self, request_epoch: int) -> int:
+        """Why a request for the leader's log cannot be served here, or NONE."""
+        if request_epoch < self.epoch:
+            return Error.FENCED_LEADER_EPOCH
+        if request_epoch > self.epoch:
+            return Error.UNKNOWN_LEADER_EPOCH
+        if not isinstance(self.state, Leader) or self.shutting_down:
+            return Error.NOT_LEADER_OR_FOLLOWER
+        return Error.NONE
+
+    def _track_fetch(self, state: Leader, replica: int, offset: int, now: int) -> None:
+        if replica >= 0:
+            progress = state.replicas.setdefault(replica, ReplicaProgress())
+            progress.log_end_offset = offset
+            progress.last_fetch_ms = now
+            if offset >= self.log.end_offset:
+                progress.last_caught_up_ms = now
+        if replica in self.voters and replica != self.node_id:
+            state.voters_fetched.add(replica)
+            state.begin_epoch_acked.add(replica)
+            self._check_quorum(state, now)
+
+    def _read_for(self, state: Leader, replica: int, offset: int, last_epoch: int, now: int) -> FetchResponse:
+        position = fetch_position(self.log, offset, last_epoch)
+        if position.snapshot is not None:
+            response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+                                          self.log.start_offset)
+            end_offset, epoch = position.snapshot
+            response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=end_offset, epoch=epoch)
+            return response
+        if position.diverging is not None:
+            return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+                                      self.log.start_offset, diverging=position.diverging)
+        self._track_fetch(state, replica, offset, now)
+        if replica in self.voters:
+            self._update_high_watermark(state, now)
+        records = self.log.read(offset, self.config.fetch_max_bytes) if offset < self.log.end_offset else b""
+        return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+                                  self.log.start_offset, records)
+
+    def _leader_high_watermark(self, state: Leader) -> int:
+        # Until this epoch has committed its first batch the leader does not know the
+        # quorum's high watermark for sure, and says so (-1), as Kafka's leader does.
+        return self.high_watermark if self.high_watermark > state.epoch_start_offset else -1
+
+    def _answer_parked(self, state: Leader, now: int, only_due: bool) -> None:
+        if not state.parked:
+            return
+        waiting, state.parked = state.parked, []
+        for parked in waiting:
+            if only_due and parked.deadline > now:
+                state.parked.append(parked)
+                continue
+            assert isinstance(parked.request, FetchRequest)
+            part = parked.request.topics[0].partitions[0]
+            response = self._read_for(state, rpc.fetch_replica_id(parked.request), part.fetch_offset,
+                                      part.last_fetched_epoch, now)
+            self._respond(parked.source, parked.correlation_id, response)
+
+    def _check_quorum(self, state: Leader, now: int) -> None:
+        if len(state.voters_fetched) + 1 >= len(self.voters) // 2 + 1:
+            state.voters_fetched.clear()
+            state.check_quorum_deadline = now + int(self.config.fetch_timeout_ms * CHECK_QUORUM_FACTOR)
+
+    def _update_high_watermark(self, state: Leader, now: int) -> None:
+        offsets = [max(state.replicas[v].log_end_offset, 0) if v in state.replicas else 0
+                   for v in self.voters if v != self.node_id]
+        offsets.append(self.log.flushed_offset)
+        # Counting only once a majority has flushed past the epoch's first batch is Raft's
+        # rule that a leader commits entries of earlier epochs only through one of its own.
+        candidate = majority_offset(offsets)
+        if candidate <= state.epoch_start_offset or candidate <= self.high_watermark:
+            return
+        self._advance_high_watermark(candidate)
+        if not state.announced:
+            state.announced = True
+            self.outputs.append(BecameLeader(self.epoch, state.epoch_start_offset))
+        self._answer_parked(state, now, only_due=False)
+
+    def _advance_high_watermark(self, offset: int) -> None:
+        self.high_watermark = offset
+        self.outputs.append(Committed(offset - 1))
+
+    # --- Fetch: replicating as a follower -------------------------------------------------------
+    def _on_fetch_response(self, source: int, response: FetchResponse, now: int) -> bool:
+        part = rpc.only_partition(response.responses, "topic")
+        if response.error_code != Error.NONE or part is None:
+            return False
+        leader = part.current_leader
+        handled = self._common_response(part.error_code, leader.leader_id, leader.leader_epoch, now)
+        if handled is not None:
+            return handled
+        state = self.state
+        if not isinstance(state, Follower) or state.election.leader_id != source:
+            return True
+        if part.error_code != Error.NONE:
+            return False
+        if part.diverging_epoch.epoch >= 0:
+            self._truncate_diverging(part.diverging_epoch.epoch, part.diverging_epoch.end_offset)
+        elif part.snapshot_id.epoch >= 0 or part.snapshot_id.end_offset >= 0:
+            if part.snapshot_id.epoch < 0 or part.snapshot_id.end_offset < 0:
+                return False
+            # The leader's log starts after this one ends: fetch its snapshot first.
+            state.download = SnapshotDownload((part.snapshot_id.end_offset, part.snapshot_id.epoch))
+        else:
+            batches = split_batches(part.records)
+            if batches and not self._append_fetched(batches):
+                return False
+            if part.high_watermark >= 0:
+                # The leader found this log matching its own up to the fetch offset and sent
+                # what follows, so its high watermark holds here as far as this log reaches.
+                # Not after a truncation: what is left may still differ from the leader's.
+                offset = min(part.high_watermark, self.log.end_offset)
+                if offset > self.high_watermark:
+                    self._advance_high_watermark(offset)
+        state.has_fetched = True
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        return True
+
+    def _truncate_diverging(self, epoch: int, end_offset: int) -> None:
+        offset = truncation_offset(self.log, epoch, end_offset)
+        if offset < self.high_watermark:
+            raise RuntimeError(f"node {self.node_id}: the leader asks to truncate to {offset}, "
+                               f"below the high watermark {self.high_watermark}")
+        self.log.truncate_to(offset)
+
+    def _append_fetched(self, batches: list[bytes]) -> bool:
+        first = read_batch_header(batches[0])
+        if first.base_offset != self.log.end_offset:
+            return False  # not where this log stands: an answer to an older question
+        for raw in batches:
+            if read_batch_header(raw).partition_leader_epoch > self.epoch:
+                return False
+        self.log.append(batches)
+        self._flush()
+        return True
+
+    # --- FetchSnapshot --------------------------------------------------------------------------
+    def _on_fetch_snapshot_request(self, source: int, correlation_id: int, request: FetchSnapshotRequest,
+                                   now: int) -> None:
+        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
+            self._respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+            return
+        part = rpc.only_partition(request.topics, "name")
+        if part is None:
+            self._respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INVALID_REQUEST))
+            return
+        snapshot = (part.snapshot_id.end_offset, part.snapshot_id.epoch)
+
+        def reply(error: int, size: int = 0, chunk: bytes = b"") -> None:
+            self._respond(source, correlation_id, rpc.fetch_snapshot_response(
+                error, self.epoch, self.leader_id, snapshot, size, part.position, chunk))
+
+        state = self.state
+        error = self._leader_error(part.current_leader_epoch)
+        if error != Error.NONE or not isinstance(state, Leader):
+            reply(error)
+            return
+        found = self.log.read_snapshot(snapshot, max(part.position, 0), request.max_bytes)
+        if found is None:
+            reply(Error.SNAPSHOT_NOT_FOUND)
+            return
+        chunk, size = found
+        if not 0 <= part.position < size:
+            reply(Error.POSITION_OUT_OF_RANGE)
+            return
+        # It counts as following for check quorum, but its log end is unknown until it
+        # fetches again after installing the snapshot.
+        self._track_fetch(state, request.replica_id, -1, now)
+        reply(Error.NONE, size, chunk)
+
+    def _on_fetch_snapshot_response(self, source: int, response: FetchSnapshotResponse, now: int) -> bool:
+        part = rpc.only_partition(response.topics, "name")
+        if response.error_code != Error.NONE or part is None:
+            return False
+        leader = part.current_leader
+        handled = self._common_response(part.error_code, leader.leader_id, leader.leader_epoch, now)
+        if handled is not None:
+            return handled
+        state = self.state
+        if not isinstance(state, Follower) or state.election.leader_id != source or state.download is None:
+            return True
+        download = state.download
+        if part.error_code == Error.SNAPSHOT_NOT_FOUND:
+            # The leader took a newer snapshot meanwhile: fetch again to be sent to it.
+            state.download = None
+        elif part.error_code != Error.NONE:
+            return False
+        elif (part.snapshot_id.end_offset, part.snapshot_id.epoch) != download.snapshot \
+                or part.position != len(download.data):
+            return False
+        else:
+            download.data += part.unaligned_records
+            if len(download.data) >= part.size:
+                self._install_snapshot(state, download)
+        state.has_fetched = True
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        return True
+
+    def _install_snapshot(self, state: Follower, download: SnapshotDownload) -> None:
+        end_offset, epoch = download.snapshot
+        if end_offset < self.high_watermark:
+            raise RuntimeError(f"node {self.node_id}: snapshot ending at {end_offset} is below "
+                               f"the high watermark {self.high_watermark}")
+        self.log.install_snapshot(download.snapshot, bytes(download.data))
+        state.download = None
+        self.outputs.append(SnapshotInstalled(end_offset, epoch))
+        # A snapshot holds committed records only.
+        if end_offset > self.high_watermark:
+            self._advance_high_watermark(end_offset)

@@ -1,0 +1,154 @@
+"""The KRaft RPCs for the one __cluster_metadata partition: building them and finding the
+partition inside them.
+
+Every quorum RPC nests one topic holding one partition; these helpers keep that nesting out of
+the state machine. Fetch names the topic by id from v13 and by name before, so both are set
+and either is accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.generated.messages import (
+    begin_quorum_epoch_request as bqe_req, begin_quorum_epoch_response as bqe_resp,
+    end_quorum_epoch_request as eqe_req, end_quorum_epoch_response as eqe_resp,
+    fetch_request as f_req, fetch_response as f_resp, fetch_snapshot_request as fs_req,
+    fetch_snapshot_response as fs_resp, vote_request as v_req, vote_response as v_resp)
+from protocol.primitives import METADATA_TOPIC_ID
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def only_partition(topics: list[Any], name_field: str = "topic_name") -> Any | None:
+    """The one partition of a quorum RPC, or None if it names anything else."""
+    if len(topics) != 1:
+        return None
+    topic = topics[0]
+    if getattr(topic, name_field) != METADATA_TOPIC and getattr(topic, "topic_id", None) != METADATA_TOPIC_ID:
+        return None
+    parts = getattr(topic, "partitions")
+    if len(parts) != 1:
+        return None
+    part = parts[0]
+    for index_field in ("partition", "partition_index", "index"):
+        if hasattr(part, index_field):
+            return part if getattr(part, index_field) == 0 else None
+    return None
+
+
+# --- Vote -----------------------------------------------------------------------------------
+
+def vote_request(cluster_id: str, epoch: int, candidate_id: int, voter_id: int,
+                 last_epoch: int, last_offset: int) -> v_req.VoteRequest:
+    part = v_req.PartitionData(partition_index=0, candidate_epoch=epoch, candidate_id=candidate_id,
+                               last_offset_epoch=last_epoch, last_offset=last_offset)
+    return v_req.VoteRequest(cluster_id=cluster_id, voter_id=voter_id,
+                             topics=[v_req.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+
+
+def vote_response(error: int, epoch: int, leader_id: int, granted: bool) -> v_resp.VoteResponse:
+    part = v_resp.PartitionData(partition_index=0, error_code=error, leader_id=leader_id,
+                                leader_epoch=epoch, vote_granted=granted)
+    return v_resp.VoteResponse(topics=[v_resp.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+
+
+# --- BeginQuorumEpoch -------------------------------------------------------------------------
+
+def begin_epoch_request(cluster_id: str, epoch: int, leader_id: int,
+                        voter_id: int) -> bqe_req.BeginQuorumEpochRequest:
+    part = bqe_req.PartitionData(partition_index=0, leader_id=leader_id, leader_epoch=epoch)
+    return bqe_req.BeginQuorumEpochRequest(
+        cluster_id=cluster_id, voter_id=voter_id,
+        topics=[bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+
+
+def begin_epoch_response(error: int, epoch: int, leader_id: int) -> bqe_resp.BeginQuorumEpochResponse:
+    part = bqe_resp.PartitionData(partition_index=0, error_code=error, leader_id=leader_id,
+                                  leader_epoch=epoch)
+    return bqe_resp.BeginQuorumEpochResponse(
+        topics=[bqe_resp.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+
+
+# --- EndQuorumEpoch ---------------------------------------------------------------------------
+
+def end_epoch_request(cluster_id: str, epoch: int, leader_id: int,
+                      successors: list[int]) -> eqe_req.EndQuorumEpochRequest:
+    part = eqe_req.PartitionData(partition_index=0, leader_id=leader_id, leader_epoch=epoch,
+                                 preferred_successors=list(successors),
+                                 preferred_candidates=[eqe_req.ReplicaInfo(candidate_id=s) for s in successors])
+    return eqe_req.EndQuorumEpochRequest(
+        cluster_id=cluster_id, topics=[eqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+
+
+def end_epoch_successors(part: eqe_req.PartitionData) -> list[int]:
+    """PreferredCandidates (v1+) when present, else PreferredSuccessors (v0)."""
+    if part.preferred_candidates:
+        return [c.candidate_id for c in part.preferred_candidates]
+    return list(part.preferred_successors)
+
+
+def end_epoch_response(error: int, epoch: int, leader_id: int) -> eqe_resp.EndQuorumEpochResponse:
+    part = eqe_resp.PartitionData(partition_index=0, error_code=error, leader_id=leader_id,
+                                  leader_epoch=epoch)
+    return eqe_resp.EndQuorumEpochResponse(
+        topics=[eqe_resp.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+
+
+# --- Fetch ------------------------------------------------------------------------------------
+
+def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: int, last_fetched_epoch: int,
+                  log_start_offset: int, max_wait_ms: int, max_bytes: int) -> f_req.FetchRequest:
+    part = f_req.FetchPartition(partition=0, current_leader_epoch=epoch, fetch_offset=fetch_offset,
+                                last_fetched_epoch=last_fetched_epoch, log_start_offset=log_start_offset,
+                                partition_max_bytes=max_bytes)
+    return f_req.FetchRequest(
+        cluster_id=cluster_id, replica_state=f_req.ReplicaState(replica_id=replica_id),
+        max_wait_ms=max_wait_ms, max_bytes=max_bytes,
+        topics=[f_req.FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
+
+
+def fit_fetch_request(request: f_req.FetchRequest, version: int) -> None:
+    """Move the fetcher's id where ``version`` carries it: ReplicaState from v15, ReplicaId
+    before. The shell calls this once it knows the version the leader speaks."""
+    if version < 15:
+        request.replica_id = request.replica_state.replica_id
+        request.replica_state = f_req.ReplicaState()
+
+
+def fetch_replica_id(request: f_req.FetchRequest) -> int:
+    """ReplicaState.ReplicaId from v15, ReplicaId before; whichever was set."""
+    state_id = request.replica_state.replica_id
+    return state_id if state_id >= 0 else request.replica_id
+
+
+def fetch_response(error: int, epoch: int, leader_id: int, high_watermark: int, log_start_offset: int,
+                   records: bytes = b"", diverging: tuple[int, int] | None = None) -> f_resp.FetchResponse:
+    part = f_resp.PartitionData(
+        partition_index=0, error_code=error, high_watermark=high_watermark,
+        last_stable_offset=high_watermark, log_start_offset=log_start_offset, records=records,
+        current_leader=f_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch))
+    if diverging is not None:
+        part.diverging_epoch = f_resp.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+    return f_resp.FetchResponse(responses=[f_resp.FetchableTopicResponse(
+        topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
+
+
+
+# --- FetchSnapshot ----------------------------------------------------------------------------
+
+def fetch_snapshot_request(cluster_id: str, replica_id: int, epoch: int, snapshot: tuple[int, int],
+                           position: int, max_bytes: int) -> fs_req.FetchSnapshotRequest:
+    part = fs_req.PartitionSnapshot(partition=0, current_leader_epoch=epoch, position=position,
+                                    snapshot_id=fs_req.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]))
+    return fs_req.FetchSnapshotRequest(cluster_id=cluster_id, replica_id=replica_id, max_bytes=max_bytes,
+                                       topics=[fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
+
+
+def fetch_snapshot_response(error: int, epoch: int, leader_id: int, snapshot: tuple[int, int], size: int = 0,
+                            position: int = 0, chunk: bytes = b"") -> fs_resp.FetchSnapshotResponse:
+    part = fs_resp.PartitionSnapshot(
+        index=0, error_code=error, size=size, position=position, unaligned_records=chunk,
+        snapshot_id=fs_resp.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]),
+        current_leader=fs_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch))
+    return fs_resp.FetchSnapshotResponse(topics=[fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])

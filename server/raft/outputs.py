@@ -1,0 +1,82 @@
+"""What the Raft core asks its shell to do, in the order it must be done.
+
+The shell performs a call's outputs in order. ``PersistElection`` must be durable (written and
+fsynced) before anything after it is done: a vote or a leadership that is sent but not on disk
+could be given twice after a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.message import Message
+from server.raft.state import Election
+
+
+@dataclass(frozen=True)
+class PersistElection:
+    election: Election
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    destination: int
+    correlation_id: int  # the response must come back to ``receive_response`` with it
+    message: Message
+    # VoteRequest v2's PreVote (KIP-996): the generated VoteRequest stops at v1, so the flag
+    # travels beside the message until the schema has it.
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True)
+class SendResponse:
+    destination: int
+    correlation_id: int  # the request's
+    message: Message
+
+
+@dataclass(frozen=True)
+class Committed:
+    """Every record up to and including ``last_offset`` is committed (the high watermark
+    minus one): the controller may apply them and make them permanent."""
+
+    last_offset: int
+
+
+@dataclass(frozen=True)
+class SnapshotInstalled:
+    """The log now starts with a snapshot fetched from the leader: the controller loads it in
+    place of its state, then goes on with the records after ``end_offset``."""
+
+    end_offset: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class BecameLeader:
+    """This node leads ``epoch`` and everything before ``epoch_start_offset`` is committed;
+    the controller may now write (from ``epoch_start_offset`` + 1 on, after the LeaderChange
+    record)."""
+
+    epoch: int
+    epoch_start_offset: int
+
+
+@dataclass(frozen=True)
+class LostLeadership:
+    """This node no longer leads ``epoch``: what it wrote and was not committed may be
+    truncated, so the controller reverts to the committed offset."""
+
+    epoch: int
+
+
+@dataclass(frozen=True)
+class LeaderChanged:
+    """The epoch or its known leader changed (-1: not known yet)."""
+
+    epoch: int
+    leader_id: int
+
+
+Output = (PersistElection | SendRequest | SendResponse | Committed | SnapshotInstalled | BecameLeader | LostLeadership
+          | LeaderChanged)

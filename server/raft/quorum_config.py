@@ -1,0 +1,61 @@
+"""The quorum settings the Raft core runs by, under Kafka's QuorumConfig names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Kafka's defaults for the controller.quorum.* settings.
+DEFAULT_ELECTION_TIMEOUT_MS = 1000
+DEFAULT_ELECTION_BACKOFF_MAX_MS = 1000
+DEFAULT_FETCH_TIMEOUT_MS = 2000
+DEFAULT_REQUEST_TIMEOUT_MS = 2000
+DEFAULT_RETRY_BACKOFF_MS = 20
+DEFAULT_APPEND_LINGER_MS = 25
+FETCH_MAX_WAIT_MS = 500  # KafkaRaftClient's long-poll for followers
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class QuorumConfig:
+    voters: tuple[int, ...]
+    cluster_id: str = ""
+    # controller.quorum.election.timeout.ms: an election starts after a random wait in
+    # [timeout, 2 * timeout), so voters seldom start at the same moment.
+    election_timeout_ms: int = DEFAULT_ELECTION_TIMEOUT_MS
+    # controller.quorum.election.backoff.max.ms: the longest a voter named late in a resigning
+    # leader's successor list waits before it starts an election.
+    election_backoff_max_ms: int = DEFAULT_ELECTION_BACKOFF_MAX_MS
+    # controller.quorum.fetch.timeout.ms: a follower that has not fetched from its leader for
+    # this long starts an election; a leader not fetched from by a majority for 1.5 times
+    # this long resigns.
+    fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
+    # controller.quorum.append.linger.ms: how long a leader lets appends gather before it
+    # flushes them.
+    append_linger_ms: int = DEFAULT_APPEND_LINGER_MS
+    fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
+    fetch_max_bytes: int = FETCH_MAX_BYTES
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], cluster_id: str = "") -> "QuorumConfig":
+        """From server.properties: ``controller.quorum.voters`` (``id@host:port,...``) and the
+        controller.quorum.* timing settings."""
+        voters = tuple(sorted(int(entry.split("@", 1)[0])
+                              for entry in props.get("controller.quorum.voters", "").split(",") if entry.strip()))
+        if not voters:
+            raise ValueError("controller.quorum.voters names no voter")
+
+        def ms(name: str, default: int) -> int:
+            value = int(props.get(f"controller.quorum.{name}", default))
+            if value < 0:
+                raise ValueError(f"controller.quorum.{name} must not be negative, got {value}")
+            return value
+
+        return cls(voters=voters, cluster_id=cluster_id,
+                   election_timeout_ms=ms("election.timeout.ms", DEFAULT_ELECTION_TIMEOUT_MS),
+                   election_backoff_max_ms=ms("election.backoff.max.ms", DEFAULT_ELECTION_BACKOFF_MAX_MS),
+                   fetch_timeout_ms=ms("fetch.timeout.ms", DEFAULT_FETCH_TIMEOUT_MS),
+                   request_timeout_ms=ms("request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS),
+                   retry_backoff_ms=ms("retry.backoff.ms", DEFAULT_RETRY_BACKOFF_MS),
+                   append_linger_ms=ms("append.linger.ms", DEFAULT_APPEND_LINGER_MS))

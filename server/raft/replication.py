@@ -1,0 +1,75 @@
+"""The log rules of KRaft replication, apart from who sends what to whom: where a fetcher's
+log stands against the leader's, where a follower cuts its own, what a majority holds, when
+a resigning leader's successors stand, and the batches a leader writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
+from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
+from server.raft.log import RaftLog
+
+
+@dataclass(frozen=True)
+class FetchPosition:
+    """Where a Fetch at (offset, last fetched epoch) stands against the leader's log: it may
+    read on (neither set), must first truncate after ``diverging`` (epoch, end offset), or
+    must first fetch ``snapshot`` (end offset, epoch)."""
+
+    diverging: tuple[int, int] | None = None
+    snapshot: tuple[int, int] | None = None
+
+
+def fetch_position(log: RaftLog, offset: int, last_epoch: int) -> FetchPosition:
+    epoch, end = log.end_offset_for_epoch(last_epoch)
+    snapshot = log.latest_snapshot
+    if snapshot is not None and (offset < log.start_offset or epoch == 0 < log.start_offset):
+        # What the fetcher needs next is gone from the log, or its epoch is older than
+        # anything left: only the snapshot can bring it up.
+        return FetchPosition(snapshot=snapshot)
+    if epoch != last_epoch or offset > end:
+        # The fetcher's log parts from this one after (epoch, end).
+        return FetchPosition(diverging=(epoch, end))
+    return FetchPosition()
+
+
+def truncation_offset(log: RaftLog, epoch: int, end_offset: int) -> int:
+    """Where a follower cuts its log when the leader says it diverges after (epoch, end)."""
+    local_epoch, local_end = log.end_offset_for_epoch(epoch)
+    return min(local_end, end_offset) if local_epoch == epoch else local_end
+
+
+def majority_offset(offsets: list[int]) -> int:
+    """The largest offset that a majority of the voters' ``offsets`` reach."""
+    return sorted(offsets, reverse=True)[len(offsets) // 2]
+
+
+def successor_backoff(node_id: int, successors: list[int], backoff_max_ms: int) -> int:
+    """How long a follower waits before standing when its leader resigns naming
+    ``successors``: 0 for the first, then doubling up to the maximum (Kafka's strict
+    exponential election backoff)."""
+    if node_id not in successors:
+        return 0 if not successors else backoff_max_ms
+    position = successors.index(node_id)
+    if position == 0:
+        return 0
+    base = backoff_max_ms >> (len(successors) - 1)
+    return min(backoff_max_ms, base << (position - 1))
+
+
+def leader_change_batch(base_offset: int, epoch: int, leader_id: int, voters: frozenset[int],
+                        granting: frozenset[int], now_ms: int) -> bytes:
+    """The control batch that opens a leader's epoch, naming it and the voters that chose it."""
+    message = LeaderChangeMessage(version=0, leader_id=leader_id,
+                                  voters=[Voter(voter_id=v) for v in sorted(voters)],
+                                  granting_voters=[Voter(voter_id=v) for v in sorted(granting)])
+    return encode_batch(RecordBatch(
+        base_offset=base_offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
+        base_timestamp=now_ms, max_timestamp=now_ms,
+        records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))]))
+
+
+def records_batch(base_offset: int, epoch: int, values: list[bytes], now_ms: int) -> bytes:
+    return encode_batch(RecordBatch(base_offset=base_offset, partition_leader_epoch=epoch, base_timestamp=now_ms,
+                                    max_timestamp=now_ms, records=[Record(value) for value in values]))

@@ -1,0 +1,146 @@
+"""The states a KRaft voter moves through (KIP-595, with KIP-996's prospective state), and the
+part of them that must survive a restart.
+
+Only ``Election`` is persisted: the epoch, the vote given in it and the leader known for it.
+Everything else (timers, tallies, replica progress) is rebuilt after a restart, which is why
+a restarted leader comes back resigned and a restarted candidate comes back a candidate of
+the same epoch: neither may vote for someone else in an epoch it already voted in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NO_ID = -1
+
+
+@dataclass(frozen=True)
+class Election:
+    """What the quorum-state file holds."""
+
+    epoch: int
+    leader_id: int = NO_ID
+    voted_id: int = NO_ID
+
+
+@dataclass
+class Tally:
+    """Votes (or pre-votes) collected in one election."""
+
+    voters: frozenset[int]
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    @property
+    def won(self) -> bool:
+        return len(self.granted) >= self.majority
+
+    @property
+    def lost(self) -> bool:
+        """Too many rejections for a majority to be possible any more."""
+        return len(self.voters) - len(self.rejected) < self.majority
+
+    def record(self, voter: int, granted: bool) -> None:
+        if voter in self.voters and voter not in self.granted and voter not in self.rejected:
+            (self.granted if granted else self.rejected).add(voter)
+
+    def unrecorded(self) -> list[int]:
+        return sorted(self.voters - self.granted - self.rejected)
+
+
+@dataclass
+class Unattached:
+    """No leader known for the epoch; "voted" when ``election.voted_id`` is set."""
+
+    election: Election
+    election_deadline: int
+
+
+@dataclass
+class Prospective:
+    """Asking for pre-votes without raising the epoch (KIP-996); keeps the leader and vote
+    it had, so losing the pre-vote leaves everything as it was."""
+
+    election: Election
+    election_deadline: int
+    tally: Tally
+
+
+@dataclass
+class Candidate:
+    election: Election  # voted for itself in the raised epoch
+    election_deadline: int
+    tally: Tally
+
+
+@dataclass
+class SnapshotDownload:
+    """A snapshot being fetched from the leader (FetchSnapshot), chunk by chunk."""
+
+    snapshot: tuple[int, int]  # (end offset, epoch)
+    data: bytearray = field(default_factory=bytearray)
+
+
+@dataclass
+class Follower:
+    election: Election
+    fetch_deadline: int
+    # A follower that has heard from its leader refuses pre-votes: the leader is alive.
+    has_fetched: bool = False
+    # Set while the leader's log starts after this one ends.
+    download: SnapshotDownload | None = None
+
+
+@dataclass
+class ParkedFetch:
+    """A Fetch with nothing to return yet, answered on new data, a new high watermark or
+    its MaxWaitMs (KafkaRaftClient's fetch purgatory)."""
+
+    source: int
+    correlation_id: int
+    deadline: int
+    request: object
+
+
+@dataclass
+class ReplicaProgress:
+    """What a leader knows of one replica's fetching (DescribeQuorum's ReplicaState)."""
+
+    log_end_offset: int = -1  # the fetch offset of its last valid Fetch in this epoch
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1  # the last time it fetched from the leader's log end
+
+
+@dataclass
+class Leader:
+    election: Election
+    epoch_start_offset: int
+    granting_voters: frozenset[int]
+    check_quorum_deadline: int
+    begin_epoch_due: int
+    # Voters and observers that fetched in this epoch. A voter's log end offset is flushed
+    # there, so it counts towards the high watermark.
+    replicas: dict[int, ReplicaProgress] = field(default_factory=dict)
+    voters_fetched: set[int] = field(default_factory=set)  # since the check-quorum timer was reset
+    begin_epoch_acked: set[int] = field(default_factory=set)
+    parked: list[ParkedFetch] = field(default_factory=list)
+    announced: bool = False  # BecameLeader sent, once the epoch start is committed
+    resign_requested: bool = False
+
+
+@dataclass
+class Resigned:
+    """A leader stepping down: it tells the voters (EndQuorumEpoch) and never leads this
+    epoch again."""
+
+    election: Election
+    election_deadline: int
+    unacked: set[int]
+    successors: list[int]
+
+
+EpochState = Unattached | Prospective | Candidate | Follower | Leader | Resigned
