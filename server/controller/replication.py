@@ -159,7 +159,7 @@ class ReplicationControl:
     def leads_any(self, broker_id: int) -> bool:
         return any(p.leader == broker_id for p in self.isr_of.get(broker_id, ()))
 
-    def move_leadership_away(self, broker_id: int, fencing: bool) -> list[VersionedRecord]:
+    def move_leadership_away(self, broker_id: int) -> list[VersionedRecord]:
         """Take ``broker_id`` out of every ISR and elect new leaders where it led.
 
         Without eligible leader replicas the last ISR member stays in the ISR (the partition
