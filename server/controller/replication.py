@@ -56,6 +56,9 @@ class ReplicationControl:
         self.configs = configs
         self.topics: dict[bytes, TopicState] = {}
         self.names: dict[str, bytes] = {}
+        # Topic names by their form with '.' read as '_': the two collide in metric names,
+        # so Kafka refuses a new topic whose form another topic already has.
+        self.collisions: dict[str, set[str]] = {}
         self.isr_of: dict[int, set[PartitionState]] = {}
         self.leaderless: set[PartitionState] = set()
         self.reassigning: set[PartitionState] = set()
@@ -68,6 +71,7 @@ class ReplicationControl:
             self.offsets.on_undo(restore_key(self.names, rec.name))
         self.topics[rec.topic_id] = TopicState(rec.name, rec.topic_id)
         self.names[rec.name] = rec.topic_id
+        self._index_collision(rec.name)
 
     def replay_partition(self, rec: PartitionRecord) -> None:
         topic = self.topics[rec.topic_id]
@@ -111,6 +115,7 @@ class ReplicationControl:
     def replay_remove_topic(self, rec: RemoveTopicRecord) -> None:
         topic = self.topics.pop(rec.topic_id)
         del self.names[topic.name]
+        self._unindex_collision(topic.name)
         for p in topic.partitions:
             self._unindex(p)
         self.partition_count -= len(topic.partitions)
@@ -121,9 +126,30 @@ class ReplicationControl:
     def _restore_topic(self, topic: TopicState) -> None:
         self.topics[topic.topic_id] = topic
         self.names[topic.name] = topic.topic_id
+        self._index_collision(topic.name, record_undo=False)
         for p in topic.partitions:
             self._index(p)
         self.partition_count += len(topic.partitions)
+
+    def _index_collision(self, name: str, record_undo: bool = True) -> None:
+        if "." not in name and "_" not in name:
+            return
+        key = collision_key(name)
+        if record_undo and self.offsets.recording:
+            self.offsets.on_undo(lambda: self._unindex_collision(name))
+        self.collisions.setdefault(key, set()).add(name)
+
+    def _unindex_collision(self, name: str) -> None:
+        names = self.collisions.get(collision_key(name))
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self.collisions[collision_key(name)]
+
+    def colliding_topic(self, name: str) -> str | None:
+        """An existing topic other than ``name`` whose name collides with it, or None."""
+        others = self.collisions.get(collision_key(name), set()) - {name}
+        return min(others) if others else None
 
     def _index(self, p: PartitionState) -> None:
         for b in p.isr:
@@ -417,6 +443,10 @@ def _reverted(p: PartitionState) -> tuple[list[int], list[int]]:
         isr = list(p.isr)
         original += [r for r in p.adding if r in isr]
     return original, isr
+
+
+def collision_key(name: str) -> str:
+    return name.replace(".", "_")
 
 
 def _order(p: PartitionState) -> tuple[bytes, int]:
