@@ -31,10 +31,10 @@ from protocol.generated.metadata.remove_topic_record import RemoveTopicRecord
 from protocol.generated.metadata.topic_record import TopicRecord
 from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
-from server.controller.features import FeatureControl
+from server.controller.features import MV_3_6_IV0, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.partitions import (
-    NO_LEADER, RECOVERED, RECOVERING, Election, PartitionChange, PartitionState)
+    NO_LEADER, NO_LEADER_CHANGE, RECOVERED, RECOVERING, Election, PartitionChange, PartitionState)
 from server.controller.result import ControllerResult, VersionedRecord
 
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
@@ -175,7 +175,8 @@ class ReplicationControl:
             min_isr=self.configs.min_insync_replicas(name),
             elr_enabled=self.configs.elr_enabled(name),
             unclean_allowed=self.configs.unclean_leader_election(name),
-            record_version=self.features.partition_record_version())
+            record_version=self.features.partition_record_version(),
+            bump_epoch_on_isr_shrink=self.features.metadata_version < MV_3_6_IV0)
 
     def _record(self, change: PartitionChange) -> list[VersionedRecord]:
         rec = change.build()
@@ -235,7 +236,7 @@ class ReplicationControl:
     # --- AlterPartition ------------------------------------------------------------------------
     def alter_partition(self, req: AlterPartitionRequest, version: int) -> ControllerResult:
         broker = self.cluster.brokers.get(req.broker_id)
-        if broker is None or (req.broker_epoch != -1 and req.broker_epoch != broker.epoch):
+        if broker is None or req.broker_epoch != broker.epoch:
             return ControllerResult([], AlterPartitionResponse(error_code=Error.STALE_BROKER_EPOCH))
         records: list[VersionedRecord] = []
         response = AlterPartitionResponse()
@@ -256,58 +257,60 @@ class ReplicationControl:
 
     def _alter_one(self, broker_id: int, topic: TopicState, pd, version: int
                    ) -> tuple[AlterPartitionResult, list[VersionedRecord]]:
-        def fail(code: int) -> tuple[AlterPartitionResult, list[VersionedRecord]]:
+        """Kafka's checks, in Kafka's order, then the change itself."""
+        code = self._refuse_alter(broker_id, topic, pd, version)
+        if code != Error.NONE:
             return AlterPartitionResult(partition_index=pd.partition_index, error_code=code), []
-
-        if not 0 <= pd.partition_index < len(topic.partitions):
-            return fail(Error.UNKNOWN_TOPIC_OR_PARTITION)
         p = topic.partitions[pd.partition_index]
-        if p.leader != broker_id:
-            return fail(Error.NOT_LEADER_OR_FOLLOWER)
-        if pd.leader_epoch != p.leader_epoch:
-            return fail(Error.FENCED_LEADER_EPOCH)
-        if pd.partition_epoch != p.partition_epoch:
-            return fail(Error.INVALID_UPDATE_VERSION)
-        if version >= 3:
-            new_isr = [s.broker_id for s in pd.new_isr_with_epochs]
-            epochs = {s.broker_id: s.broker_epoch for s in pd.new_isr_with_epochs}
-        else:
-            new_isr = list(pd.new_isr)
-            epochs = {}
-        if len(set(new_isr)) != len(new_isr) or any(r not in p.replicas for r in new_isr) or broker_id not in new_isr:
-            return fail(Error.INVALID_REQUEST)
-        requested_recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
-        if requested_recovery == RECOVERING and len(new_isr) > 1:
-            return fail(Error.INVALID_REQUEST)  # KIP-704: no ISR growth before recovery ends
-        if p.recovery == RECOVERED and requested_recovery == RECOVERING:
-            return fail(Error.INVALID_REQUEST)
-        for r in new_isr:
-            if r not in p.isr:
-                b = self.cluster.brokers.get(r)
-                stale = r in epochs and epochs[r] != -1 and b is not None and epochs[r] != b.epoch
-                if not self.cluster.is_usable(r) or stale:
-                    return fail(Error.INELIGIBLE_REPLICA if version >= 1 else Error.OPERATION_NOT_ATTEMPTED)
         change = self.change(p)
-        change.isr = new_isr
-        change.recovery = requested_recovery
-        if p.reassigning and all(r in new_isr for r in p.target_replicas()):
-            # The ISR now holds every target: the reassignment completes here (seed 000), and
-            # the ISR applied is the target part of the one requested.
-            change.replicas = p.target_replicas()
-            change.isr = [r for r in new_isr if r in change.replicas]
-            change.removing, change.adding = [], []
+        if change.unclean_allowed:
+            change.election = Election.UNCLEAN
+        change.isr = _new_isr(pd, version)
+        change.recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
         records = self._record(change)
-        leader = change.leader
-        if leader != broker_id:
-            code = Error.NEW_LEADER_ELECTED
-        else:
-            code = Error.NONE
-        epoch_bump = 1 if records and records[0][0].leader != -2 else 0
+        if records and change.leader != broker_id and records[0][0].leader != NO_LEADER_CHANGE:
+            # Completing a reassignment moved the leadership away from the sender: it must
+            # learn the new state from the metadata log before it tries again.
+            code = Error.NEW_LEADER_ELECTED if version >= 2 else Error.FENCED_LEADER_EPOCH
+            return AlterPartitionResult(partition_index=pd.partition_index, error_code=code), records
+        bumped = bool(records) and records[0][0].leader != NO_LEADER_CHANGE
         return AlterPartitionResult(
-            partition_index=pd.partition_index, error_code=code, leader_id=leader,
-            leader_epoch=p.leader_epoch + epoch_bump, isr=change.isr_after,
+            partition_index=pd.partition_index, error_code=Error.NONE, leader_id=change.leader,
+            leader_epoch=p.leader_epoch + (1 if bumped else 0), isr=change.isr_after,
             leader_recovery_state=change.recovery if records else p.recovery,
             partition_epoch=p.partition_epoch + (1 if records else 0)), records
+
+    def _refuse_alter(self, broker_id: int, topic: TopicState, pd, version: int) -> int:
+        if not 0 <= pd.partition_index < len(topic.partitions):
+            return Error.UNKNOWN_TOPIC_OR_PARTITION
+        p = topic.partitions[pd.partition_index]
+        if pd.leader_epoch > p.leader_epoch or pd.partition_epoch > p.partition_epoch:
+            # The sender knows a newer state than this controller: this is likely no longer
+            # the active controller.
+            return Error.NOT_CONTROLLER
+        if pd.leader_epoch < p.leader_epoch:
+            return Error.FENCED_LEADER_EPOCH
+        if broker_id != p.leader:
+            return Error.INVALID_REQUEST
+        if pd.partition_epoch < p.partition_epoch:
+            return Error.INVALID_UPDATE_VERSION
+        new_isr = _new_isr(pd, version)
+        if len(set(new_isr)) != len(new_isr) or any(r not in p.replicas for r in new_isr) \
+                or p.leader not in new_isr:
+            return Error.INVALID_REQUEST
+        recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
+        if recovery == RECOVERING and len(new_isr) > 1:
+            return Error.INVALID_REQUEST  # KIP-704: no ISR growth before recovery ends
+        if p.recovery == RECOVERED and recovery == RECOVERING:
+            return Error.INVALID_REQUEST
+        epochs = {s.broker_id: s.broker_epoch for s in pd.new_isr_with_epochs} if version >= 3 else {}
+        for r in new_isr:
+            # Every member is checked, not only the new ones, and a given broker epoch must be
+            # the registration's (-1 skips the check).
+            b = self.cluster.brokers.get(r)
+            if not self.cluster.is_usable(r) or epochs.get(r, -1) not in (-1, b.epoch):
+                return Error.INELIGIBLE_REPLICA if version >= 2 else Error.OPERATION_NOT_ATTEMPTED
+        return Error.NONE
 
     # --- ElectLeaders ------------------------------------------------------------------------
     def elect_leaders(self, req: ElectLeadersRequest, version: int) -> ControllerResult:
@@ -325,13 +328,15 @@ class ReplicationControl:
             entry = results.setdefault(name, ReplicaElectionResult(topic=name))
             entry.partition_result.append(PartitionResult(partition_id=pid, error_code=code, error_message=message))
         if req.topic_partitions is None:
-            # "All partitions" reports only those whose election was needed, as Kafka does.
-            # A topic left with no partition to report is not listed at all.
+            # "All partitions" reports only those whose election was needed, as Kafka does;
+            # every topic is listed, even one left with no partition to report.
             for entry in results.values():
                 entry.partition_result = [r for r in entry.partition_result
                                           if r.error_code != Error.ELECTION_NOT_NEEDED]
+            for name in self.names:
+                results.setdefault(name, ReplicaElectionResult(topic=name))
             return ControllerResult(records, ElectLeadersResponse(
-                replica_election_results=[e for e in results.values() if e.partition_result]))
+                replica_election_results=[results[n] for n in sorted(results)]))
         return ControllerResult(records, ElectLeadersResponse(replica_election_results=list(results.values())))
 
     def _elect_one(self, name: str, pid: int, election_type: int) -> tuple[int, str | None, list[VersionedRecord]]:
@@ -345,16 +350,18 @@ class ReplicationControl:
                 return Error.ELECTION_NOT_NEEDED, "the preferred replica already leads", []
             change.election = Election.PREFERRED
             recs = self._record(change)
-            if change.leader != p.replicas[0]:
+            if not recs:
                 return Error.PREFERRED_LEADER_NOT_AVAILABLE, "the preferred replica is not in the ISR or not live", []
+            # Kafka keeps any change the election made, even one that elects another replica
+            # of a leaderless partition because the preferred one cannot lead.
             return Error.NONE, None, recs
         if election_type != UNCLEAN_ELECTION:
             return Error.INVALID_REQUEST, f"unknown election type {election_type}", []
-        if p.leader != NO_LEADER and self.cluster.is_usable(p.leader):
-            return Error.ELECTION_NOT_NEEDED, "the partition has a live leader", []
+        if p.leader != NO_LEADER:
+            return Error.ELECTION_NOT_NEEDED, "the partition has a leader", []
         change.election = Election.UNCLEAN
         recs = self._record(change)
-        if change.leader == NO_LEADER:
+        if not recs:
             return Error.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica can lead", []
         return Error.NONE, None, recs
 
@@ -431,6 +438,12 @@ class ReplicationControl:
             yield TopicRecord(name=topic.name, topic_id=topic.topic_id), 0
             for p in topic.partitions:
                 yield p.to_record(version), version
+
+
+def _new_isr(pd, version: int) -> list[int]:
+    if version >= 3:
+        return [s.broker_id for s in pd.new_isr_with_epochs]
+    return list(pd.new_isr)
 
 
 def _reverted(p: PartitionState) -> tuple[list[int], list[int]]:
