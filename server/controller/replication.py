@@ -382,34 +382,61 @@ class ReplicationControl:
     def _reassign_one(self, name: str, pid: int, target: list[int] | None
                       ) -> tuple[int, str | None, list[VersionedRecord]]:
         topic_id = self.names.get(name)
-        if topic_id is None or not 0 <= pid < len(self.topics[topic_id].partitions):
-            return Error.UNKNOWN_TOPIC_OR_PARTITION, "no such partition", []
+        if topic_id is None:
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.", []
+        if not 0 <= pid < len(self.topics[topic_id].partitions):
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{pid}.", []
         p = self.topics[topic_id].partitions[pid]
         change = self.change(p)
         if target is None:
-            if not p.reassigning:
-                return Error.NO_REASSIGNMENT_IN_PROGRESS, "nothing to cancel", []
-            change.replicas, change.isr = _reverted(p)
-            change.removing, change.adding = [], []
-            return Error.NONE, None, self._record(change)
-        if not target or len(set(target)) != len(target):
-            return Error.INVALID_REPLICA_ASSIGNMENT, "the target must be non-empty without duplicates", []
-        unknown = [b for b in target if b not in self.cluster.brokers]
-        if unknown:
-            return Error.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not registered", []
-        # A new target replaces an ongoing reassignment: start from where reverting it leads.
-        base, isr = _reverted(p) if p.reassigning else (p.replicas, p.isr)
-        if all(r in p.isr for r in target):
-            # Every target replica is already in sync: nothing to copy, complete at once.
-            change.replicas = list(target)
-            change.isr = [r for r in p.isr if r in target]
-            change.removing, change.adding = [], []
-        else:
-            change.replicas = list(target) + [r for r in base if r not in target]
-            change.isr = list(isr)
-            change.adding = [r for r in target if r not in base]
-            change.removing = [r for r in base if r not in target]
+            return self._cancel_reassignment(name, p, change)
+        problem = self._target_problem(target)
+        if problem is not None:
+            return Error.INVALID_REPLICA_ASSIGNMENT, problem, []
+        # Kafka's PartitionReassignmentReplicas: the current replica list, an ongoing
+        # reassignment's additions included, is what the new target is measured against.
+        removing = sorted(set(p.replicas) - set(target))
+        change.replicas = list(target) + removing
+        change.removing = removing
+        change.adding = sorted(set(target) - set(p.replicas))
         return Error.NONE, None, self._record(change)
+
+    def _cancel_reassignment(self, name: str, p: PartitionState, change: PartitionChange
+                             ) -> tuple[int, str | None, list[VersionedRecord]]:
+        """Kafka's PartitionReassignmentRevert: back to the original replicas and the ISR
+        without the replicas being added; if that leaves no ISR, the first original replica
+        alone, which only a topic allowing unclean elections accepts."""
+        if not p.reassigning:
+            return Error.NO_REASSIGNMENT_IN_PROGRESS, None, []
+        replicas = p.original_replicas()
+        isr = [r for r in p.isr if r not in p.adding]
+        if not isr:
+            if not replicas:
+                return Error.INVALID_REPLICA_ASSIGNMENT, "addingReplicas contains all replicas", []
+            if not change.unclean_allowed:
+                return (Error.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unable to revert partition assignment for {name}:{p.partition_id} because "
+                        "it would require an unclean leader election.", [])
+            isr = replicas[:1]
+        if change.unclean_allowed:
+            change.election = Election.UNCLEAN
+        change.replicas, change.isr = replicas, isr
+        change.removing, change.adding = [], []
+        return Error.NONE, None, self._record(change)
+
+    def _target_problem(self, target: list[int]) -> str | None:
+        """Kafka's validateManualPartitionAssignment, in its order (brokers by id)."""
+        if not target:
+            return "The manual partition assignment includes an empty replica list."
+        previous = None
+        for broker_id in sorted(target):
+            if broker_id not in self.cluster.brokers:
+                return (f"The manual partition assignment includes broker {broker_id}, but no such "
+                        "broker is registered.")
+            if broker_id == previous:
+                return f"The manual partition assignment includes the broker {broker_id} more than once."
+            previous = broker_id
+        return None
 
     def list_reassignments(self, req: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
         by_topic: dict[str, OngoingTopicReassignment] = {}
@@ -444,18 +471,6 @@ def _new_isr(pd, version: int) -> list[int]:
     if version >= 3:
         return [s.broker_id for s in pd.new_isr_with_epochs]
     return list(pd.new_isr)
-
-
-def _reverted(p: PartitionState) -> tuple[list[int], list[int]]:
-    """Replicas and ISR once an ongoing reassignment is undone: without the replicas it was
-    adding, unless those are the only ones in sync. Dropping them then would leave the
-    partition with an empty ISR and no leader, so they stay (as in Kafka's revert)."""
-    original = p.original_replicas()
-    isr = [r for r in p.isr if r in original]
-    if not isr:
-        isr = list(p.isr)
-        original += [r for r in p.adding if r in isr]
-    return original, isr
 
 
 def collision_key(name: str) -> str:

@@ -181,3 +181,190 @@ def test_create_partitions_with_duplicate_names(c):
         ("baz", Error.UNKNOWN_TOPIC_OR_PARTITION, "topic 'baz' does not exist")]
     assert len(c.qc.replication.topics[c.qc.replication.names["foo"]].partitions) == 1
     assert len(c.qc.replication.topics[c.qc.replication.names["bar"]].partitions) == 2
+
+
+# --- AlterPartition --------------------------------------------------------------------------
+
+@pytest.fixture
+def t3(c) -> Cluster:
+    """Topic "t": one partition on [1, 2, 3] led by 1."""
+    c.topic("t", [[1, 2, 3]])
+    return c
+
+
+def test_invalid_alter_partition_requests(t3):
+    """ReplicationControlManagerTest.testInvalidAlterPartitionRequests, each refusal alone."""
+    c = t3
+    p = c.part("t")
+    cases = [
+        ("not the leader", dict(broker_id=2, isr=[1, 2]), Error.INVALID_REQUEST),
+        ("newer leader epoch", dict(isr=[1, 2], leader_epoch=500), Error.NOT_CONTROLLER),
+        ("newer partition epoch", dict(isr=[1, 2], partition_epoch=500), Error.NOT_CONTROLLER),
+        ("not a replica", dict(isr=[1, 2, 4]), Error.INVALID_REQUEST),
+        ("without the leader", dict(isr=[2, 3]), Error.INVALID_REQUEST),
+        ("duplicate member", dict(isr=[1, 2, 2]), Error.INVALID_REQUEST),
+        ("recovering with more than the leader", dict(isr=[1, 2], recovery=1), Error.INVALID_REQUEST),
+        ("recovered back to recovering", dict(isr=[1], recovery=1), Error.INVALID_REQUEST),
+    ]
+    c.add_broker(4)
+    for label, args, expected in cases:
+        broker_id = args.pop("broker_id", 1)
+        isr = args.pop("isr")
+        applied, result = c.alter(broker_id, "t", 0, isr, **args)
+        assert result.error_code == expected, label
+        assert applied.records == [], label
+    assert (c.part("t").isr, c.part("t").partition_epoch) == ([1, 2, 3], p.partition_epoch)
+
+
+def test_alter_partition_with_a_stale_broker_epoch(t3):
+    """testInvalidAlterPartitionRequests: the sender's epoch is checked exactly, first."""
+    for epoch in (t3.epochs[1] - 1, -1):
+        applied, result = t3.alter(1, "t", 0, [1, 2], broker_epoch=epoch, leader_epoch=500)
+        assert result is None and applied.response.error_code == Error.STALE_BROKER_EPOCH
+
+
+def test_alter_partition_error_precedence(t3):
+    """Kafka's validateAlterPartitionData order: epochs from the future, then an old leader
+    epoch, then the sender, then an old partition epoch, then the ISR."""
+    c = t3
+    c.alter(1, "t", 0, [1, 2])  # partition epoch 1
+    _, result = c.alter(2, "t", 0, [9], leader_epoch=1)
+    assert result.error_code == Error.NOT_CONTROLLER
+    c.expire(1)  # leader 2, leader epoch 1
+    _, result = c.alter(1, "t", 0, [9], leader_epoch=0, partition_epoch=0)
+    assert result.error_code == Error.FENCED_LEADER_EPOCH
+    _, result = c.alter(3, "t", 0, [9], partition_epoch=0)
+    assert result.error_code == Error.INVALID_REQUEST  # not the leader, before the old epoch
+    _, result = c.alter(2, "t", 0, [9], partition_epoch=0)
+    assert result.error_code == Error.INVALID_UPDATE_VERSION  # before the bad ISR
+
+
+@pytest.mark.parametrize("version,expected", [
+    (0, Error.OPERATION_NOT_ATTEMPTED), (1, Error.OPERATION_NOT_ATTEMPTED),
+    (2, Error.INELIGIBLE_REPLICA), (3, Error.INELIGIBLE_REPLICA)])
+def test_alter_partition_should_reject_fenced_brokers(t3, version, expected):
+    """ReplicationControlManagerTest.testAlterPartitionShouldRejectFencedBrokers."""
+    c = t3
+    c.alter(1, "t", 0, [1, 2])
+    c.heartbeat(3, want_fence=True)
+    applied, result = c.alter(1, "t", 0, [1, 2, 3], version=version)
+    assert (result.error_code, applied.records) == (expected, [])
+    c.unfence(3)
+    _, result = c.alter(1, "t", 0, [1, 2, 3], version=version)
+    assert result.error_code == Error.NONE and c.part("t").isr == [1, 2, 3]
+
+
+def test_alter_partition_should_reject_brokers_with_stale_epoch(t3):
+    """ReplicationControlManagerTest.testAlterPartitionShouldRejectBrokersWithStaleEpoch: v3
+    carries each member's broker epoch; -1 skips the check; members already in the ISR are
+    checked too."""
+    c = t3
+    c.alter(1, "t", 0, [1, 2])
+    _, result = c.alter(1, "t", 0, [1, 2, 3], isr_epochs={3: c.epochs[3] - 1})
+    assert result.error_code == Error.INELIGIBLE_REPLICA
+    _, result = c.alter(1, "t", 0, [1, 2], isr_epochs={2: c.epochs[2] + 1})
+    assert result.error_code == Error.INELIGIBLE_REPLICA
+    _, result = c.alter(1, "t", 0, [1, 2, 3], isr_epochs={3: -1})
+    assert result.error_code == Error.NONE
+
+
+def test_alter_partition_should_reject_shutting_down_brokers(t3):
+    """ReplicationControlManagerTest.testAlterPartitionShouldRejectShuttingDownBrokers."""
+    c = t3
+    c.topic("u", [[3, 1]])
+    c.alter(1, "t", 0, [1, 2])
+    c.shut_down(3)
+    assert c.qc.cluster.brokers[3].in_controlled_shutdown
+    _, result = c.alter(1, "t", 0, [1, 2, 3])
+    assert result.error_code == Error.INELIGIBLE_REPLICA
+
+
+def test_alter_partition_handles_unknown_topic_id_or_name(t3):
+    """ReplicationControlManagerTest.testAlterPartitionHandleUnknownTopicIdOrName."""
+    from protocol.generated.messages.alter_partition_request import (
+        AlterPartitionRequest, BrokerState, PartitionData, TopicData)
+    c = t3
+    for version, topic in [(2, TopicData(topic_id=random_uuid())), (3, TopicData(topic_id=ZERO_UUID)),
+                           (1, TopicData(topic_name="nope"))]:
+        topic.partitions = [PartitionData(partition_index=0, new_isr=[1], new_isr_with_epochs=[
+            BrokerState(broker_id=1, broker_epoch=-1)])]
+        response = c.qc.alter_partition(AlterPartitionRequest(
+            broker_id=1, broker_epoch=c.epochs[1], topics=[topic]), version).response
+        expected = Error.UNKNOWN_TOPIC_ID if version >= 2 else Error.UNKNOWN_TOPIC_OR_PARTITION
+        assert response.topics[0].partitions[0].error_code == expected
+
+
+def test_alter_partition_on_a_topic_allowing_unclean_elections():
+    """ReplicationControlManager.alterPartition elects uncleanly when the topic allows it:
+    an ISR change that finds no clean leader may still keep one."""
+    c = Cluster(unclean=True)
+    c.brokers(1, 2)
+    c.topic("t", [[1, 2]])
+    _, result = c.alter(1, "t", 0, [1])
+    assert (result.error_code, result.leader_id, result.isr) == (Error.NONE, 1, [1])
+
+
+@pytest.mark.parametrize("metadata_version,bumped", [(11, True), (12, False)])
+def test_leader_epoch_bump_on_isr_shrink(metadata_version, bumped):
+    """PartitionChangeBuilderTest.testLeaderEpochBumpOnIsrShrink / testNoLeaderEpochBumpOnIsrShrink:
+    before 3.6-IV0 a shrinking ISR bumps the leader epoch (KAFKA-15021); growth never does."""
+    c = Cluster(metadata_version=metadata_version)
+    c.brokers(1, 2, 3)
+    c.topic("t", [[1, 2, 3]])
+    applied, result = c.alter(1, "t", 0, [1, 2], version=2)
+    assert (c.part("t").leader_epoch, result.leader_epoch) == ((1, 1) if bumped else (0, 0))
+    before = c.part("t").leader_epoch
+    c.alter(1, "t", 0, [1, 2, 3], version=2)
+    assert c.part("t").leader_epoch == before
+    assert_replays(c)
+
+
+# --- elections -------------------------------------------------------------------------------
+
+def test_elect_preferred_leaders_lists_every_topic_for_all_partitions(c):
+    """ReplicationControlManager.electLeaders with no partitions named: every topic appears,
+    partitions that needed no election do not."""
+    c.topic("a", [[1, 2]])
+    c.topic("b", [[2, 1]])
+    applied = c.elect(0, None)
+    assert [(r.topic, r.partition_result) for r in applied.response.replica_election_results] == [
+        ("a", []), ("b", [])]
+
+
+def test_elect_unclean_leaders_without_elr():
+    """ReplicationControlManagerTest.testElectUncleanLeaders_WithoutElr: a partition with a
+    leader needs no election; a leaderless one gets a live replica that must recover."""
+    c = Cluster()
+    c.brokers(1, 2, 3)
+    c.topic("t", [[1, 2, 3]])
+    c.alter(1, "t", 0, [1])
+    c.expire(1)
+    assert c.part("t").leader == -1
+    results = {(r.topic, p.partition_id): p.error_code
+               for r in c.elect(1, {"t": [0]}).response.replica_election_results for p in r.partition_result}
+    assert results == {("t", 0): Error.NONE}
+    p = c.part("t")
+    assert (p.leader, p.isr, p.recovery) == (2, [2], 1)
+    again = c.elect(1, {"t": [0]}).response.replica_election_results[0].partition_result[0]
+    assert again.error_code == Error.ELECTION_NOT_NEEDED
+
+
+def test_unclean_election_clears_the_elr_and_the_last_known_elr():
+    """PartitionChangeBuilderTest.testUncleanLeaderElection: after an unclean election no
+    replica is known to hold every committed record, so the ELR and the last known ELR go."""
+    c = Cluster(elr=True, min_isr=2)
+    c.brokers(1, 2, 3)
+    c.topic("t", [[1, 2, 3]])
+    c.expire(2, 3, 1)
+    p = c.part("t")
+    assert (p.leader, p.isr, sorted(p.elr)) == (-1, [], [1, 3])
+    c.unfence(2)  # not eligible: it left the ISR while the ISR was still large enough
+    c.unregister(1)
+    c.unregister(3)
+    p = c.part("t")
+    assert (p.leader, p.elr, p.last_known_elr) == (-1, [], [3])
+    applied = c.elect(1, {"t": [0]})
+    assert applied.response.replica_election_results[0].partition_result[0].error_code == Error.NONE
+    p = c.part("t")
+    assert (p.leader, p.isr, p.recovery, p.elr, p.last_known_elr) == (2, [2], 1, [], [])
+    assert_replays(c)

@@ -737,11 +737,13 @@ def test_a_new_target_replaces_an_ongoing_reassignment(c5):
     c5.reassign("t", 0, [3, 4, 5])
     c5.reassign("t", 0, [1, 4])
     p = c5.part("t")
-    # Based on the replicas the first reassignment started from, not on its merged list.
-    assert (p.replicas, p.adding, sorted(p.removing)) == ([1, 4, 3, 2], [4], [2, 3])
-    assert c5.list_reassignments() == {("t", 0): ([1, 4, 3, 2], [4], [3, 2])}
+    # As in Kafka: measured against the current list, the first reassignment's additions
+    # included, and the replicas to remove in id order.
+    assert (p.replicas, p.adding, p.removing) == ([1, 4, 2, 3, 5], [], [2, 3, 5])
+    assert c5.list_reassignments() == {("t", 0): ([1, 4, 2, 3, 5], [], [2, 3, 5])}
+    # Cancelling now goes back to the whole list, as nothing is being added.
     c5.reassign("t", 0, None)
-    assert sorted(c5.part("t").replicas) == [1, 2, 3] and not c5.part("t").reassigning
+    assert c5.part("t").replicas == [1, 4, 2, 3, 5] and not c5.part("t").reassigning
     assert_replays(c5)
 
 
@@ -778,17 +780,22 @@ def test_reassigning_an_unknown_partition(c5):
     assert reassignment_results(c5.reassign("x", 0, [1, 2])) == {("x", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
 
 
-def test_cancelling_keeps_adding_replicas_that_are_the_only_ones_in_sync(c5):
+def test_cancelling_when_only_adding_replicas_are_in_sync_needs_unclean_election(c5):
+    # Kafka's PartitionReassignmentRevert: without the replicas being added the ISR is empty,
+    # so reverting would be an unclean election.
     c5.reassign("t", 0, [3, 4, 5])
     c5.alter(1, "t", 0, [1, 2, 3, 4])
     c5.expire(1, 2, 3)
     assert state(c5.part("t")) == ([3, 4, 5, 1, 2], [4], 4)
     applied = c5.reassign("t", 0, None)
+    assert reassignment_results(applied) == {("t", 0): Error.INVALID_REPLICA_ASSIGNMENT}
+    assert applied.records == [] and c5.part("t").reassigning
+    c5.set_topic_config("t", "unclean.leader.election.enable", "true")
+    applied = c5.reassign("t", 0, None)
     assert reassignment_results(applied) == {("t", 0): Error.NONE}
     p = c5.part("t")
-    # Dropping 4 would leave no ISR and no leader: it stays, 5 (never in sync) goes.
-    assert state(p) == ([3, 1, 2, 4], [4], 4) and not p.reassigning
-    assert p not in c5.qc.replication.leaderless
+    # The ISR becomes the first original replica; with 1, 2 and 3 fenced nobody can lead.
+    assert state(p) == ([3, 1, 2], [3], -1) and not p.reassigning
     assert_replays(c5)
 
 
@@ -1119,14 +1126,13 @@ def test_random_histories_keep_invariants_and_replay_to_the_same_state(seed):
     assert_replays(c)
 
 
-def test_a_new_target_keeps_the_replicas_that_alone_are_in_sync(c5):
+def test_a_new_target_is_measured_against_the_current_replicas(c5):
     c5.reassign("t", 0, [3, 4, 5])
     c5.alter(1, "t", 0, [1, 2, 3, 4])
     c5.expire(1, 2, 3)
     assert state(c5.part("t")) == ([3, 4, 5, 1, 2], [4], 4)
-    # Replacing the reassignment first undoes it, and undoing it keeps 4, the only replica in sync.
     c5.reassign("t", 0, [1, 2])
     p = c5.part("t")
-    assert (p.replicas, p.isr, p.leader) == ([1, 2, 3, 4], [4], 4)
-    assert (p.adding, p.removing) == ([], [3, 4])
+    assert (p.replicas, p.isr, p.leader) == ([1, 2, 3, 4, 5], [4], 4)
+    assert (p.adding, p.removing) == ([], [3, 4, 5])
     assert_replays(c5)
