@@ -156,7 +156,9 @@ class PartitionChange:
         if self.replicas != p.replicas:
             rec.replicas = self.replicas
             if self.version >= 1:
-                rec.directories = [ZERO_UUID] * len(self.replicas)
+                # A replica that stays keeps its directory; a new one has none assigned yet.
+                dirs = dict(zip(p.replicas, p.directories))
+                rec.directories = [dirs.get(r, ZERO_UUID) for r in self.replicas]
             changed = True
         if self.removing != p.removing:
             rec.removing_replicas = self.removing
