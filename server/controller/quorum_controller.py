@@ -229,7 +229,9 @@ class QuorumController:
         return name in self.replication.names
 
     def _broker_exists(self, broker_id: int) -> bool:
-        return broker_id in self.cluster.brokers or broker_id == self.node_id
+        """A registered broker or a controller, as Kafka's existence check for configs."""
+        return (broker_id in self.cluster.brokers or broker_id == self.node_id
+                or broker_id in self.cluster.controllers)
 
     # --- reads -----------------------------------------------------------------------------
     def list_reassignments(self, req: Message, version: int) -> Message:
