@@ -7,6 +7,7 @@ every registered broker a fresh lease, as Kafka does, so nobody is fenced for th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
@@ -54,6 +55,8 @@ class BrokerRegistration:
     # has replayed that far and leads nothing.
     controlled_shutdown_offset: int = -1
 
+
+log = logging.getLogger("kraftwire.cluster")
 
 _NO_ACTIVE_BROKER = 2**63 - 1
 _MINIMUM_KRAFT_VERSION = 1  # metadata.version 3.0-IV1
@@ -151,9 +154,14 @@ class ClusterControl:
         if existing is not None and existing.incarnation_id != req.incarnation_id \
                 and self.has_live_session(req.broker_id, now_ms):
             return fail(Error.DUPLICATE_BROKER_REGISTRATION)
-        if self.log_dirs_problem(req) is not None:
+        problem = self.log_dirs_problem(req)
+        if problem is not None:
+            log.info("refusing the registration of broker %d: %s", req.broker_id, problem)
             return fail(Error.INVALID_REGISTRATION)
-        if self.unsupported_feature(req) is not None:
+        problem = self.unsupported_feature(req)
+        if problem is not None:
+            # The response has no message field: the operator learns why from this log.
+            log.info("refusing the registration of broker %d: %s", req.broker_id, problem)
             return fail(Error.UNSUPPORTED_VERSION)
         if existing is not None and existing.incarnation_id == req.incarnation_id:
             # A retry of a registration that already succeeded: same answer, no new record.

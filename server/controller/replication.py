@@ -315,6 +315,15 @@ class ReplicationControl:
     # --- ElectLeaders ------------------------------------------------------------------------
     def elect_leaders(self, req: ElectLeadersRequest, version: int) -> ControllerResult:
         election_type = req.election_type if version >= 1 else PREFERRED_ELECTION
+        if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            # The whole request fails, as in Kafka: each named partition carries the error too.
+            message = f"Unknown election type {election_type}"
+            return ControllerResult([], ElectLeadersResponse(
+                error_code=Error.INVALID_REQUEST, replica_election_results=[
+                    ReplicaElectionResult(topic=tp.topic, partition_result=[
+                        PartitionResult(partition_id=pid, error_code=Error.INVALID_REQUEST, error_message=message)
+                        for pid in tp.partitions])
+                    for tp in req.topic_partitions or ()]))
         if req.topic_partitions is None:
             wanted = [(t.name, p.partition_id) for t in self.topics.values() for p in t.partitions]
             wanted.sort()
@@ -355,8 +364,6 @@ class ReplicationControl:
             # Kafka keeps any change the election made, even one that elects another replica
             # of a leaderless partition because the preferred one cannot lead.
             return Error.NONE, None, recs
-        if election_type != UNCLEAN_ELECTION:
-            return Error.INVALID_REQUEST, f"unknown election type {election_type}", []
         if p.leader != NO_LEADER:
             return Error.ELECTION_NOT_NEEDED, "the partition has a leader", []
         change.election = Election.UNCLEAN

@@ -302,9 +302,11 @@ class TopicAdmin:
             raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist")
         topic = self.r.topics[topic_id]
         current = len(topic.partitions)
-        if t.count <= current:
-            raise TopicError(Error.INVALID_PARTITIONS,
-                             f"topic {t.name!r} has {current} partitions; the new count {t.count} must be larger")
+        if t.count == current:
+            raise TopicError(Error.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if t.count < current:
+            raise TopicError(Error.INVALID_PARTITIONS, f"The topic {t.name} currently has {current} "
+                                                       f"partition(s); {t.count} would not be an increase.")
         extra = t.count - current
         # The replication factor of a partition being reassigned is where it is heading: its
         # replica list holds the replicas being added and those being removed together.
@@ -313,7 +315,8 @@ class TopicAdmin:
         if t.assignments is not None:
             if len(t.assignments) != extra:
                 raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
-                                 f"{len(t.assignments)} assignments given for {extra} new partitions")
+                                 f"Attempted to add {extra} additional partition(s), but only "
+                                 f"{len(t.assignments)} assignment(s) were specified.")
             assignments = [list(a.broker_ids) for a in t.assignments]
             for i, replicas in enumerate(assignments):
                 self._check_assignment(replicas, current + i, rf)

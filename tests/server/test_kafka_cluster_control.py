@@ -91,12 +91,15 @@ def test_registration_with_an_unsupported_kraft_version():
     assert h.register(1, extra_features=[("kraft.version", 0, 1)]).response.error_code == Error.NONE
 
 
-def test_registration_without_a_metadata_version_range():
+def test_registration_without_a_metadata_version_range(caplog):
     """ClusterControlManagerTest.testRegistrationWithUnsupportedMetadataVersion: a broker that
-    sends no metadata.version range supports only version 1 (3.0-IV1)."""
+    sends no metadata.version range supports only version 1 (3.0-IV1); the reason is logged,
+    as the response cannot carry it."""
     h = Harness(metadata_version=7)
-    refused = h.register(1, mv_range=None)
+    with caplog.at_level("INFO", logger="kraftwire.cluster"):
+        refused = h.register(1, mv_range=None)
     assert (refused.response.error_code, refused.records) == (Error.UNSUPPORTED_VERSION, [])
+    assert "does not support finalized version 7 of metadata.version: it supports 1 to 1" in caplog.text
 
 
 @pytest.mark.parametrize("problem", ["duplicate", "reserved", "taken"])

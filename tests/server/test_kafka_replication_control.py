@@ -368,3 +368,39 @@ def test_unclean_election_clears_the_elr_and_the_last_known_elr():
     p = c.part("t")
     assert (p.leader, p.isr, p.recovery, p.elr, p.last_known_elr) == (2, [2], 1, [], [])
     assert_replays(c)
+
+
+def test_create_partitions(c):
+    """ReplicationControlManagerTest.testCreatePartitions: Kafka's refusals, word for word."""
+    from protocol.generated.messages.create_partitions_request import CreatePartitionsAssignment
+    c.topic("foo", partitions=3, rf=2)
+    applied = c.run(c.qc.create_partitions(CreatePartitionsRequest(topics=[
+        CreatePartitionsTopic(name="foo", count=3, assignments=None),
+        CreatePartitionsTopic(name="bar", count=5, assignments=None)]), 3))
+    refusals = [(r.name, r.error_code, r.error_message) for r in applied.response.results]
+    assert refusals[0] == ("foo", Error.INVALID_PARTITIONS, "Topic already has 3 partition(s).")
+    assert refusals[1][:2] == ("bar", Error.UNKNOWN_TOPIC_OR_PARTITION)
+    applied = c.run(c.qc.create_partitions(CreatePartitionsRequest(topics=[
+        CreatePartitionsTopic(name="foo", count=2, assignments=None)]), 3))
+    assert applied.response.results[0].error_message == \
+        "The topic foo currently has 3 partition(s); 2 would not be an increase."
+    applied = c.run(c.qc.create_partitions(CreatePartitionsRequest(topics=[
+        CreatePartitionsTopic(name="foo", count=5, assignments=[
+            CreatePartitionsAssignment(broker_ids=[1, 2])])]), 3))
+    assert (applied.response.results[0].error_code, applied.response.results[0].error_message) == (
+        Error.INVALID_REPLICA_ASSIGNMENT,
+        "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.")
+    applied = c.run(c.qc.create_partitions(CreatePartitionsRequest(topics=[
+        CreatePartitionsTopic(name="foo", count=5, assignments=None)]), 3))
+    assert applied.response.results[0].error_code == Error.NONE
+    assert len(c.qc.replication.topics[c.qc.replication.names["foo"]].partitions) == 5
+
+
+def test_an_unknown_election_type_fails_the_whole_request(c):
+    """ReplicationControlManager.electionType: InvalidRequestException, answered for every
+    named partition and at the top."""
+    c.topic("t", [[1, 2]])
+    response = c.elect(5, {"t": [0, 1]}).response
+    assert response.error_code == Error.INVALID_REQUEST
+    assert [(p.partition_id, p.error_code) for p in response.replica_election_results[0].partition_result] == [
+        (0, Error.INVALID_REQUEST), (1, Error.INVALID_REQUEST)]
