@@ -86,9 +86,6 @@ class TopicAdmin:
         fenced for a moment, and creating a topic should not fail for it."""
         unfenced = self._rack_interleaved(fenced=False)
         fenced = self._rack_interleaved(fenced=True)
-        if replication_factor < 1:
-            raise TopicError(Error.INVALID_REPLICATION_FACTOR,
-                             f"Invalid replication factor {replication_factor}: it must be positive.")
         if not unfenced:
             raise TopicError(Error.INVALID_REPLICATION_FACTOR, "All brokers are currently fenced.")
         if replication_factor > len(unfenced) + len(fenced):
@@ -188,21 +185,32 @@ class TopicAdmin:
                 raise TopicError(Error.INVALID_CONFIG, problem)
             configs[c.name] = c.value
         if topic.assignments:
-            if topic.num_partitions != -1 or topic.replication_factor != -1:
-                raise TopicError(Error.INVALID_REQUEST,
-                                 "give either assignments or partitions and replication factor, not both")
+            if topic.replication_factor != -1:
+                raise TopicError(Error.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                                        "but replication factor was not set to -1.")
+            if topic.num_partitions != -1:
+                raise TopicError(Error.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                                        "but numPartitions was not set to -1.")
             ordered = sorted(topic.assignments, key=lambda a: a.partition_index)
             if [a.partition_index for a in ordered] != list(range(len(ordered))):
-                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "assignments must cover partitions 0..n-1")
+                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                                 "partitions should be a consecutive 0-based integer sequence")
             assignments = [list(a.broker_ids) for a in ordered]
             for i, replicas in enumerate(assignments):
                 self._check_assignment(replicas, i, len(assignments[0]))
         else:
             partitions = topic.num_partitions if topic.num_partitions != -1 else self.r.configs.default_partitions()
             rf = topic.replication_factor if topic.replication_factor != -1 else self.r.configs.default_replication_factor()
+            if rf < 1:
+                raise TopicError(Error.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
             if partitions < 1:
-                raise TopicError(Error.INVALID_PARTITIONS, f"number of partitions must be at least 1, not {partitions}")
-            assignments = self.place(partitions, rf, placed_before=placed_before)
+                raise TopicError(Error.INVALID_PARTITIONS,
+                                 "Number of partitions was set to an invalid non-positive value.")
+            try:
+                assignments = self.place(partitions, rf, placed_before=placed_before)
+            except TopicError as exc:
+                raise TopicError(exc.code, f"Unable to replicate the partition {rf} time(s): {exc.message}") from None
         topic_id = random_uuid()
         records: list[VersionedRecord] = [(TopicRecord(name=topic.name, topic_id=topic_id), 0)]
         records += self.r.configs.create_topic_records(topic.name, configs)

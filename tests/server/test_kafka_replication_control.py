@@ -104,11 +104,33 @@ def test_placement_fails_when_every_broker_is_fenced_or_too_few_are_registered(c
     for neither."""
     assert results(create(c, ("wide", 1, 4)))["wide"] == (
         Error.INVALID_REPLICATION_FACTOR,
-        "The target replication factor of 4 cannot be reached because only 3 broker(s) are registered.")
+        "Unable to replicate the partition 4 time(s): The target replication factor of 4 cannot be "
+        "reached because only 3 broker(s) are registered.")
     for b in (1, 2, 3):
         c.heartbeat(b, want_fence=True)
     assert results(create(c, ("none", 1, 1)))["none"] == (
-        Error.INVALID_REPLICATION_FACTOR, "All brokers are currently fenced.")
+        Error.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition 1 time(s): All brokers are "
+                                          "currently fenced.")
+
+
+def test_create_topic_argument_checks(c):
+    """ReplicationControlManager.createTopic: Kafka's refusals for counts and assignments."""
+    from protocol.generated.messages.create_topics_request import CreatableReplicaAssignment
+    bad_rf = create(c, ("rf0", 1, 0))
+    assert results(bad_rf)["rf0"] == (
+        Error.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0, or -1 to use the default value.")
+    assert results(create(c, ("p0", 0, 1)))["p0"] == (
+        Error.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value.")
+    both = c.run(c.qc.create_topics(CreateTopicsRequest(topics=[CreatableTopic(
+        name="both", num_partitions=-1, replication_factor=1,
+        assignments=[CreatableReplicaAssignment(partition_index=0, broker_ids=[1])])]), 7))
+    assert results(both)["both"] == (Error.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                                            "but replication factor was not set to -1.")
+    gap = c.run(c.qc.create_topics(CreateTopicsRequest(topics=[CreatableTopic(
+        name="gap", num_partitions=-1, replication_factor=-1,
+        assignments=[CreatableReplicaAssignment(partition_index=1, broker_ids=[1])])]), 7))
+    assert results(gap)["gap"] == (
+        Error.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence")
 
 
 def test_create_partitions_fails_when_all_brokers_are_fenced_or_in_controlled_shutdown(c):
