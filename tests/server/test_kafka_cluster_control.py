@@ -283,3 +283,40 @@ def test_lease_expiry_fences_only_unfenced_brokers_whose_lease_ran_out():
     fenced = c.run(c.qc.fence_expired_brokers())
     assert sorted(r.id for r, _ in fenced.records if r.NAME == "FenceBrokerRecord") == [1, 3]
     assert c.alive() == [2]
+
+
+# --- QuorumControllerTest ----------------------------------------------------------------------
+
+def test_unregister_broker_leaves_its_sole_partition_leaderless():
+    """QuorumControllerTest.testUnregisterBroker: with every broker fenced no topic can be
+    placed; once broker 0 is unfenced it leads, and unregistering it leaves the partition
+    without a leader."""
+    from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+    c = Cluster()
+    c.register(0)
+    refused = c.run(c.qc.create_topics(CreateTopicsRequest(topics=[
+        CreatableTopic(name="foo", num_partitions=1, replication_factor=1)]), 7)).response.topics[0]
+    assert (refused.error_code, refused.error_message) == (
+        Error.INVALID_REPLICATION_FACTOR,
+        "Unable to replicate the partition 1 time(s): All brokers are currently fenced.")
+    reply = hb(c, 0)
+    assert (reply.response.is_caught_up, reply.response.is_fenced, reply.response.should_shut_down) == (
+        True, False, False)
+    c.topic("foo", partitions=1, rf=1)
+    assert c.part("foo").leader == 0
+    c.unregister(0)
+    assert c.part("foo").leader == -1 and c.part("foo") in c.qc.replication.leaderless
+    assert_replays(c)
+
+
+def test_fence_multiple_brokers():
+    """QuorumControllerTest.testFenceMultipleBrokers: four of five brokers lose their lease;
+    the partition ends with the survivor alone in the ISR and leading."""
+    c = Cluster()
+    c.brokers(1, 2, 3, 4, 5)
+    c.topic("foo", [[2, 3, 4, 5, 1]])
+    c.expire(2, 3, 4, 5)
+    assert c.alive() == [1]
+    p = c.part("foo")
+    assert (p.isr, p.leader) == ([1], 1)
+    assert_replays(c)
