@@ -251,7 +251,7 @@ class ClusterControl:
         elif req.want_shut_down:
             if leadership.leads_any(broker_id):
                 records += leadership.move_leadership_away(broker_id)
-                records.append(self._registration_change(broker, in_controlled_shutdown=True))
+                records.append(self._enter_controlled_shutdown(broker))
             else:
                 shut_down = fenced = True
         if fenced and not broker.fenced:
@@ -262,11 +262,10 @@ class ClusterControl:
         return ControllerResult(records, BrokerHeartbeatResponse(
             is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down))
 
-    def _registration_change(self, broker: BrokerRegistration, **changes: bool) -> VersionedRecord:
-        record = BrokerRegistrationChangeRecord(broker_id=broker.broker_id, broker_epoch=broker.epoch)
-        if "in_controlled_shutdown" in changes:
-            record.in_controlled_shutdown = 1 if changes["in_controlled_shutdown"] else 0
-        return record, self.features.broker_registration_change_version()
+    def _enter_controlled_shutdown(self, broker: BrokerRegistration) -> VersionedRecord:
+        # Version 1, as Kafka writes it at every metadata.version: the change has no log dirs.
+        return BrokerRegistrationChangeRecord(broker_id=broker.broker_id, broker_epoch=broker.epoch,
+                                              in_controlled_shutdown=1), 1
 
     def expired_brokers(self, now_ms: int) -> list[int]:
         """Unfenced brokers whose lease has run out."""

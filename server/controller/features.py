@@ -59,9 +59,6 @@ class FeatureControl:
         mv = self.metadata_version
         return 3 if mv >= MV_3_7_IV2 else 2 if mv >= MV_3_4_IV0 else 1
 
-    def broker_registration_change_version(self) -> int:
-        return 2 if self.metadata_version >= MV_3_7_IV2 else 1
-
     def partition_record_version(self) -> int:
         mv = self.metadata_version
         return 2 if mv >= MV_4_0_IV1 else 1 if mv >= MV_3_7_IV2 else 0

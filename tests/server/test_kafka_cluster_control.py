@@ -215,6 +215,10 @@ def test_controlled_shutdown_waits_for_the_lowest_active_offset():
     start = hb(c, 1, want_shut_down=True)
     assert (start.response.should_shut_down, start.response.is_fenced) == (False, False)
     assert [r.NAME for r, _ in start.records] == ["PartitionChangeRecord", "BrokerRegistrationChangeRecord"]
+    # ReplicationControlManagerTest.testProcessBrokerHeartbeatInControlledShutdown: the leader
+    # leaves the ISR, the next replica leads, and the change record is written at version 1.
+    change = start.records[0][0]
+    assert (change.isr, change.leader, start.records[1][1]) == ([2, 3], 2, 1)
     shutdown_offset = start.base_offset + len(start.records) - 1
     assert c.qc.cluster.brokers[1].controlled_shutdown_offset == shutdown_offset
     assert c.part("t").leader == 2
