@@ -426,3 +426,43 @@ def test_an_unknown_election_type_fails_the_whole_request(c):
     assert response.error_code == Error.INVALID_REQUEST
     assert [(p.partition_id, p.error_code) for p in response.replica_election_results[0].partition_result] == [
         (0, Error.INVALID_REQUEST), (1, Error.INVALID_REQUEST)]
+
+
+# --- eligible leader replicas (KIP-966) ------------------------------------------------------
+
+def test_eligible_leader_replicas_shrink_and_expand_isr():
+    """ReplicationControlManagerTest.testEligibleLeaderReplicas_ShrinkAndExpandIsr."""
+    c = Cluster(elr=True)
+    c.brokers(0, 1, 2)
+    c.topic("foo", [[0, 1, 2]])
+    c.set_topic_config("foo", "min.insync.replicas", "2")
+    _, result = c.alter(0, "foo", 0, [0])
+    assert result.error_code == Error.NONE
+    p = c.part("foo")
+    assert (p.elr, p.last_known_elr) == ([1, 2], [])
+    _, result = c.alter(0, "foo", 0, [0, 1])
+    assert result.error_code == Error.NONE
+    p = c.part("foo")
+    assert (p.elr, p.last_known_elr) == ([], [])
+    assert_replays(c)
+
+
+def test_eligible_leader_replicas_broker_fence():
+    """ReplicationControlManagerTest.testEligibleLeaderReplicas_BrokerFence: members fenced
+    while the ISR is below min.insync.replicas join the ELR; unfencing them changes nothing
+    while the partition has a leader."""
+    c = Cluster(elr=True)
+    c.brokers(0, 1, 2, 3)
+    c.topic("foo", [[0, 1, 2, 3]])
+    c.set_topic_config("foo", "min.insync.replicas", "3")
+    c.expire(2, 3)
+    p = c.part("foo")
+    assert (p.isr, p.elr, p.last_known_elr) == ([0, 1], [3], [])
+    c.expire(1)
+    p = c.part("foo")
+    assert (p.isr, p.elr, p.last_known_elr) == ([0], [1, 3], [])
+    for b in (1, 2, 3):
+        c.unfence(b)
+    p = c.part("foo")
+    assert (p.isr, p.leader, p.elr, p.last_known_elr) == ([0], 0, [1, 3], [])
+    assert_replays(c)
