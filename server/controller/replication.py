@@ -350,8 +350,10 @@ class ReplicationControl:
 
     def _elect_one(self, name: str, pid: int, election_type: int) -> tuple[int, str | None, list[VersionedRecord]]:
         topic_id = self.names.get(name)
-        if topic_id is None or not 0 <= pid < len(self.topics[topic_id].partitions):
-            return Error.UNKNOWN_TOPIC_OR_PARTITION, "no such partition", []
+        if topic_id is None:
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}", []
+        if not 0 <= pid < len(self.topics[topic_id].partitions):
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{pid}", []
         p = self.topics[topic_id].partitions[pid]
         change = self.change(p)
         if election_type == PREFERRED_ELECTION:

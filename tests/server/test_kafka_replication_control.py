@@ -466,3 +466,39 @@ def test_eligible_leader_replicas_broker_fence():
     p = c.part("foo")
     assert (p.isr, p.leader, p.elr, p.last_known_elr) == ([0], 0, [1, 3], [])
     assert_replays(c)
+
+
+def test_elect_preferred_leaders():
+    """ReplicationControlManagerTest.testElectPreferredLeaders: a preferred replica that is
+    fenced or in controlled shutdown cannot lead; one that leads needs no election."""
+    c = Cluster()
+    c.register(0)
+    c.brokers(1, 2, 3, 4)
+    c.topic("aux", [[1, 2]])  # something for 1 to lead, so that its shutdown is a controlled one
+    c.shut_down(1)
+    assert c.qc.cluster.brokers[1].in_controlled_shutdown
+    c.topic("foo", [[1, 2, 3], [2, 3, 4], [0, 2, 1]])
+    applied = c.elect(0, {"foo": [0, 1, 2], "bar": [0, 1]})
+    assert {(r.topic, p.partition_id): (p.error_code, p.error_message or None)
+            for r in applied.response.replica_election_results for p in r.partition_result} == {
+        ("foo", 0): (Error.PREFERRED_LEADER_NOT_AVAILABLE, "the preferred replica is not in the ISR or not live"),
+        ("foo", 1): (Error.ELECTION_NOT_NEEDED, "the preferred replica already leads"),
+        ("foo", 2): (Error.PREFERRED_LEADER_NOT_AVAILABLE, "the preferred replica is not in the ISR or not live"),
+        ("bar", 0): (Error.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as bar"),
+        ("bar", 1): (Error.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as bar")}
+    assert applied.records == []
+    # Once 0 and 1 are back and in sync, the preferred replicas take over. Broker 1 first
+    # finishes its shutdown and comes back as a new incarnation.
+    for b in (2, 3, 4):
+        c.heartbeat(b)
+    assert c.shut_down(1).response.should_shut_down
+    c.register(1)
+    c.unfence(1)
+    c.unfence(0)
+    c.alter(2, "foo", 0, [2, 3, 1])
+    c.alter(2, "foo", 2, [2, 0, 1])
+    applied = c.elect(0, {"foo": [0, 1, 2]})
+    assert [(p.partition_id, p.error_code) for p in applied.response.replica_election_results[0].partition_result] == [
+        (0, Error.NONE), (1, Error.ELECTION_NOT_NEEDED), (2, Error.NONE)]
+    assert [c.part("foo", i).leader for i in range(3)] == [1, 2, 0]
+    assert_replays(c)
