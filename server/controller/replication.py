@@ -399,7 +399,7 @@ class ReplicationControl:
         change = self.change(p)
         if target is None:
             return self._cancel_reassignment(name, p, change)
-        problem = self._target_problem(target)
+        problem = self.assignment_problem(target)
         if problem is not None:
             return Error.INVALID_REPLICA_ASSIGNMENT, problem, []
         # Kafka's PartitionReassignmentReplicas: the current replica list, an ongoing
@@ -433,8 +433,9 @@ class ReplicationControl:
         change.removing, change.adding = [], []
         return Error.NONE, None, self._record(change)
 
-    def _target_problem(self, target: list[int]) -> str | None:
-        """Kafka's validateManualPartitionAssignment, in its order (brokers by id)."""
+    def assignment_problem(self, target: list[int]) -> str | None:
+        """Why a manual replica assignment cannot be used, or None: Kafka's
+        validateManualPartitionAssignment, in its order (brokers by id) and words."""
         if not target:
             return "The manual partition assignment includes an empty replica list."
         previous = None

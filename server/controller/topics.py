@@ -103,21 +103,17 @@ class TopicAdmin:
         return placements
 
     def _check_assignment(self, replicas: list[int], index: int, replication_factor: int) -> None:
-        if not replicas or len(set(replicas)) != len(replicas):
-            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
-                             f"partition {index} must list distinct brokers")
-        if len(replicas) != replication_factor:
-            # Every partition of a topic has the same number of replicas, as Kafka requires.
-            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
-                             f"partition {index} has {len(replicas)} replicas, but the topic's other "
-                             f"partitions have {replication_factor}")
-        unknown = [b for b in replicas if b not in self.r.cluster.brokers]
-        if unknown:
-            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
-                             f"partition {index} names brokers {unknown} that are not registered")
-        if not any(self.r.cluster.is_usable(b) for b in replicas):
-            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
-                             f"every broker of partition {index} is fenced or shutting down")
+        """Kafka's checks of a manual assignment, in its order and words."""
+        problem = self.r.assignment_problem(replicas)
+        if problem is None and len(replicas) != replication_factor:
+            problem = (f"The manual partition assignment includes a partition with {len(replicas)} "
+                       f"replica(s), but this is not consistent with previous partitions, which have "
+                       f"{replication_factor} replica(s).")
+        if problem is None and not any(self.r.cluster.is_usable(b) for b in replicas):
+            problem = (f"All brokers specified in the manual partition assignment for partition {index} "
+                       "are fenced or in controlled shutdown.")
+        if problem is not None:
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, problem)
 
     def _partition_records(self, topic_id: bytes, assignments: list[list[int]], first: int) -> list[VersionedRecord]:
         version = self.r.features.partition_record_version()

@@ -502,3 +502,36 @@ def test_elect_preferred_leaders():
         (0, Error.NONE), (1, Error.ELECTION_NOT_NEEDED), (2, Error.NONE)]
     assert [c.part("foo", i).leader for i in range(3)] == [1, 2, 0]
     assert_replays(c)
+
+
+@pytest.mark.parametrize("assignments,message", [
+    ([[]], "The manual partition assignment includes an empty replica list."),
+    ([[1, 2, 4]], "The manual partition assignment includes broker 4, but no such broker is registered."),
+    ([[1, 2, 2]], "The manual partition assignment includes the broker 2 more than once."),
+    ([[1, 2, 3], [1, 2]], "The manual partition assignment includes a partition with 2 replica(s), but "
+                          "this is not consistent with previous partitions, which have 3 replica(s)."),
+])
+def test_validate_bad_manual_partition_assignments(c, assignments, message):
+    """ReplicationControlManagerTest.testValidateBadManualPartitionAssignments, through
+    CreateTopics."""
+    applied = c.create("foo", assignments)
+    assert results(applied)["foo"] == (Error.INVALID_REPLICA_ASSIGNMENT, message)
+
+
+def test_manual_partition_assignment_on_all_fenced_brokers(c):
+    """ReplicationControlManagerTest.testManualPartitionAssignmentOnAllFencedBrokers and
+    testCreatePartitionsFailsWithManualAssignmentWithAllFenced."""
+    c.topic("bar", [[1]])
+    c.heartbeat(2, want_fence=True)
+    c.heartbeat(3, want_fence=True)
+    assert results(c.create("foo", [[2, 3]]))["foo"] == (
+        Error.INVALID_REPLICA_ASSIGNMENT,
+        "All brokers specified in the manual partition assignment for partition 0 are fenced or in "
+        "controlled shutdown.")
+    from protocol.generated.messages.create_partitions_request import CreatePartitionsAssignment
+    grown = c.run(c.qc.create_partitions(CreatePartitionsRequest(topics=[CreatePartitionsTopic(
+        name="bar", count=2, assignments=[CreatePartitionsAssignment(broker_ids=[3])])]), 3))
+    assert (grown.response.results[0].error_code, grown.response.results[0].error_message) == (
+        Error.INVALID_REPLICA_ASSIGNMENT,
+        "All brokers specified in the manual partition assignment for partition 1 are fenced or in "
+        "controlled shutdown.")
