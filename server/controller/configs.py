@@ -30,6 +30,7 @@ from server.controller.config_defs import (
     to_topic_units)
 from server.controller.offsets import OffsetControl
 from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.topic_names import topic_name_problem
 
 CLUSTER_DEFAULT = ""  # the BROKER resource name that holds cluster-wide defaults
 _BROKER_ID = re.compile(r"0|[1-9][0-9]{0,9}")
@@ -404,6 +405,9 @@ def _check_name(rtype: int, rname: str) -> None:
                         f"Resource type {rtype} is not supported; use TOPIC or BROKER.")
     if rname == "":
         raise _Rejected(Error.INVALID_REQUEST, "Default topic resources are not allowed.")
+    problem = topic_name_problem(rname)
+    if problem is not None:
+        raise _Rejected(Error.INVALID_TOPIC_EXCEPTION, problem)
 
 
 def _exists(rtype: int, rname: str, topic_exists: TopicExists, broker_exists: BrokerExists) -> bool:

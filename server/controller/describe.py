@@ -19,7 +19,7 @@ from protocol.primitives import ZERO_UUID
 from server.controller.cluster import Endpoint
 from server.controller.partitions import NO_LEADER, PartitionState
 from server.controller.replication import ReplicationControl
-from server.controller.topics import TopicError, check_topic_name
+from server.controller.topic_names import topic_name_problem
 
 UNKNOWN_OPERATIONS = -2147483648
 _REFUSED = object()  # stands for the topic id of a lookup by id that the version cannot answer
@@ -140,8 +140,4 @@ class TopicViews:
 
 
 def _unknown_topic_error(name: str) -> int:
-    try:
-        check_topic_name(name)
-    except TopicError:
-        return Error.INVALID_TOPIC_EXCEPTION
-    return Error.UNKNOWN_TOPIC_OR_PARTITION
+    return Error.UNKNOWN_TOPIC_OR_PARTITION if topic_name_problem(name) is None else Error.INVALID_TOPIC_EXCEPTION

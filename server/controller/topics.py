@@ -7,7 +7,6 @@ each partition starts at the next broker so leaderships spread evenly.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from protocol.error_codes import Error
@@ -25,13 +24,12 @@ from protocol.primitives import ZERO_UUID, random_uuid
 from server.controller.partitions import NO_LEADER, PartitionState
 from server.controller.replication import ReplicationControl
 from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.topic_names import topic_name_problem
 
 TOPIC_RESOURCE = 2
 METADATA_TOPIC = "__cluster_metadata"
 DUPLICATE_NAME = "Duplicate topic name."
 DYNAMIC_TOPIC_CONFIG = 1
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_NAME_LENGTH = 249
 
 
 class TopicError(Exception):
@@ -49,13 +47,9 @@ def _refuse(result: CreatableTopicResult, code: int, message: str, version: int)
 
 
 def check_topic_name(name: str) -> None:
-    if not name or name in (".", ".."):
-        raise TopicError(Error.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
-    if len(name) > MAX_NAME_LENGTH:
-        raise TopicError(Error.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_NAME_LENGTH} characters")
-    if not _LEGAL.match(name):
-        raise TopicError(Error.INVALID_TOPIC_EXCEPTION,
-                         f"topic name {name!r} may only hold ASCII letters, digits, '.', '_' and '-'")
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise TopicError(Error.INVALID_TOPIC_EXCEPTION, problem)
 
 
 class TopicAdmin:

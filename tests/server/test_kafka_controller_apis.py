@@ -106,6 +106,18 @@ def test_broker_configs_need_a_known_node(c):
         (TOPIC, "", Error.INVALID_REQUEST, "Default topic resources are not allowed.")}
 
 
+def test_topic_configs_need_a_legal_name(c):
+    """ControllerConfigurationValidator.validateTopicName: Topic.validate's refusal comes before
+    the existence check."""
+    applied = c.run(c.qc.incremental_alter_configs(incremental(
+        (TOPIC, "bad name", "retention.ms", "1"), (TOPIC, "missing", "retention.ms", "1")), 1))
+    assert answers(applied.response) == {
+        (TOPIC, "bad name", Error.INVALID_TOPIC_EXCEPTION,
+         "Topic name \"bad name\" is illegal, it contains a character other than ASCII alphanumerics, "
+         "'.', '_' and '-'"),
+        (TOPIC, "missing", Error.UNKNOWN_TOPIC_OR_PARTITION, "Topic 'missing' does not exist.")}
+
+
 def test_describe_configs_of_nodes(c):
     """ConfigHelper.describeConfigs: the controller's own id and the cluster default describe;
     an id of no known node is INVALID_REQUEST. kraftwire also describes registered brokers."""

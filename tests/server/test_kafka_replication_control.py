@@ -51,6 +51,18 @@ def test_create_topic_with_collision_chars(c):
     assert sorted(c.qc.replication.names) == ["foo-bar", "foo_bar", "woo.bar.foo"]
 
 
+@pytest.mark.parametrize("name,message", [
+    ("", "Topic name is illegal, it can't be empty"),
+    ("..", "Topic name cannot be \".\" or \"..\""),
+    ("x" * 250, "Topic name is illegal, it can't be longer than 249 characters, topic name: " + "x" * 250),
+    ("a/b", "Topic name \"a/b\" is illegal, it contains a character other than ASCII alphanumerics, "
+            "'.', '_' and '-'"),
+])
+def test_validate_new_topic_names(c, name, message):
+    """ReplicationControlManagerTest.testValidateNewTopicNames: Topic.validate's words."""
+    assert results(create(c, (name, 1, 1)))[name] == (Error.INVALID_TOPIC_EXCEPTION, message)
+
+
 def test_colliding_names_in_one_request_are_both_created(c):
     """Kafka checks collisions against existing topics only: two new topics that collide with
     each other in the same request are both created."""
