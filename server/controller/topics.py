@@ -168,6 +168,9 @@ class TopicAdmin:
         if colliding is not None:
             raise TopicError(Error.INVALID_TOPIC_EXCEPTION,
                              f"Topic '{topic.name}' collides with existing topic: {colliding}")
+        nulls = [c.name for c in topic.configs if c.value is None]
+        if nulls:
+            raise TopicError(Error.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls))
         configs = {}
         for c in topic.configs:
             problem = self.r.configs.validate(TOPIC_RESOURCE, c.name, c.value)

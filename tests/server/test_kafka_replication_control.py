@@ -63,6 +63,25 @@ def test_validate_new_topic_names(c, name, message):
     assert results(create(c, (name, 1, 1)))[name] == (Error.INVALID_TOPIC_EXCEPTION, message)
 
 
+def test_create_topics_with_configs(c):
+    """ReplicationControlManagerTest.testCreateTopicsWithConfigs: a topic's configs are written
+    between its TopicRecord and its partitions; a null value is INVALID_CONFIG and writes
+    nothing; one topic failing leaves the others of the request alone."""
+    from protocol.generated.messages.create_topics_request import CreatableTopicConfig
+    ok = c.create("foo", partitions=1, rf=1, configs={"retention.ms": "1000"})
+    assert [r.NAME for r, _ in ok.records] == ["TopicRecord", "ConfigRecord", "PartitionRecord"]
+    bad = c.run(c.qc.create_topics(CreateTopicsRequest(topics=[
+        CreatableTopic(name="bar", num_partitions=1, replication_factor=1,
+                       configs=[CreatableTopicConfig(name="retention.ms", value=None)]),
+        CreatableTopic(name="baz", num_partitions=1, replication_factor=4)]), 7))
+    assert {t.name: (t.error_code, t.error_message) for t in bad.response.topics} == {
+        "bar": (Error.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms"),
+        "baz": (Error.INVALID_REPLICATION_FACTOR,
+                "Unable to replicate the partition 4 time(s): The target replication factor of 4 "
+                "cannot be reached because only 3 broker(s) are registered.")}
+    assert bad.records == []
+
+
 def test_colliding_names_in_one_request_are_both_created(c):
     """Kafka checks collisions against existing topics only: two new topics that collide with
     each other in the same request are both created."""
