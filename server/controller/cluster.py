@@ -7,6 +7,7 @@ every registered broker a fresh lease, as Kafka does, so nobody is fenced for th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
@@ -26,7 +27,7 @@ from protocol.generated.metadata.register_controller_record import (
     ControllerEndpoint, ControllerFeature, RegisterControllerRecord)
 from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
 from protocol.generated.metadata.unregister_broker_record import UnregisterBrokerRecord
-from server.controller.features import FeatureControl
+from server.controller.features import METADATA_VERSION, MV_3_7_IV2, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.result import ControllerResult, VersionedRecord
 
@@ -55,6 +56,17 @@ class BrokerRegistration:
     controlled_shutdown_offset: int = -1
 
 
+log = logging.getLogger("kraftwire.cluster")
+
+_NO_ACTIVE_BROKER = 2**63 - 1
+_MINIMUM_KRAFT_VERSION = 1  # metadata.version 3.0-IV1
+_RESERVED_DIR_IDS = 100  # directory ids 0..99 are reserved (unassigned, lost, migrating, ...)
+
+
+def _reserved_dir(directory: bytes) -> bool:
+    return directory[:8] == bytes(8) and int.from_bytes(directory[8:], "big") < _RESERVED_DIR_IDS
+
+
 # What replay changes in a registration that stays in place.
 _LIFECYCLE = ("fenced", "in_controlled_shutdown", "controlled_shutdown_offset", "log_dirs")
 
@@ -72,7 +84,7 @@ class Leadership(Protocol):
 
     def leads_any(self, broker_id: int) -> bool: ...
 
-    def move_leadership_away(self, broker_id: int, fencing: bool) -> list[VersionedRecord]: ...
+    def move_leadership_away(self, broker_id: int) -> list[VersionedRecord]: ...
 
     def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]: ...
 
@@ -89,9 +101,19 @@ class ClusterControl:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.controllers: dict[int, ControllerRegistration] = {}
         self._last_contact: dict[int, int] = {}  # soft state: broker id -> ms
+        # Soft state: the metadata offset each broker last reported; -1 until it heartbeats
+        # to this controller. A broker in controlled shutdown may stop only once every active
+        # broker has caught up with the records that moved its leaderships (Kafka's lowest
+        # active offset).
+        self._metadata_offset: dict[int, int] = {}
 
     # --- leases (soft state) -------------------------------------------------------------
     def has_live_session(self, broker_id: int, now_ms: int) -> bool:
+        """A fenced broker holds no session, as in Kafka: a new incarnation may take its id
+        at once, even before the old lease would have run out."""
+        broker = self.brokers.get(broker_id)
+        if broker is None or broker.fenced:
+            return False
         last = self._last_contact.get(broker_id)
         return last is not None and now_ms - last < self.session_timeout_ms
 
@@ -103,6 +125,15 @@ class ClusterControl:
         holds no session (its lease ran out, or it shut down cleanly), so a new incarnation
         may take its id at once, as before the failover."""
         self._last_contact = {b.broker_id: now_ms for b in self.brokers.values() if not b.fenced}
+        self._metadata_offset = {}
+
+    def lowest_active_offset(self) -> int:
+        """The lowest metadata offset reported by an active broker (unfenced, not shutting
+        down); a broker that has not heartbeated since this controller became active counts
+        as -1. Without active brokers nothing needs to catch up."""
+        active = [self._metadata_offset.get(b.broker_id, -1) for b in self.brokers.values()
+                  if not b.fenced and not b.in_controlled_shutdown]
+        return min(active, default=_NO_ACTIVE_BROKER)
 
     def is_usable(self, broker_id: int) -> bool:
         """May lead or join an ISR: registered, unfenced and not shutting down."""
@@ -111,25 +142,63 @@ class ClusterControl:
 
     # --- BrokerRegistration ----------------------------------------------------------------
     def refuse_registration(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult | None:
-        """The answer when no new registration is written: an error, or a retry's epoch."""
+        """The answer when no new registration is written: an error, or a retry's epoch.
+        The checks come in Kafka's order: cluster id, a live session held by another
+        incarnation, log directories, then features."""
         def fail(code: int) -> ControllerResult:
             return ControllerResult([], BrokerRegistrationResponse(error_code=code))
 
         if req.cluster_id != self.cluster_id:
             return fail(Error.INCONSISTENT_CLUSTER_ID)
-        supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in req.features}
-        for name, level in self.features.finalized.items():
-            lo, hi = supported.get(name, (0, 0))
-            if not lo <= level <= hi:
-                return fail(Error.UNSUPPORTED_VERSION)
         existing = self.brokers.get(req.broker_id)
-        if existing is not None:
-            if existing.incarnation_id == req.incarnation_id:
-                # A retry of a registration that already succeeded: same answer, no new record.
-                self.touch(req.broker_id, now_ms)
-                return ControllerResult([], BrokerRegistrationResponse(broker_epoch=existing.epoch))
-            if self.has_live_session(req.broker_id, now_ms):
-                return fail(Error.DUPLICATE_BROKER_REGISTRATION)
+        if existing is not None and existing.incarnation_id != req.incarnation_id \
+                and self.has_live_session(req.broker_id, now_ms):
+            return fail(Error.DUPLICATE_BROKER_REGISTRATION)
+        problem = self.log_dirs_problem(req)
+        if problem is not None:
+            log.info("refusing the registration of broker %d: %s", req.broker_id, problem)
+            return fail(Error.INVALID_REGISTRATION)
+        problem = self.unsupported_feature(req)
+        if problem is not None:
+            # The response has no message field: the operator learns why from this log.
+            log.info("refusing the registration of broker %d: %s", req.broker_id, problem)
+            return fail(Error.UNSUPPORTED_VERSION)
+        if existing is not None and existing.incarnation_id == req.incarnation_id:
+            # A retry of a registration that already succeeded: same answer, no new record.
+            self.touch(req.broker_id, now_ms)
+            return ControllerResult([], BrokerRegistrationResponse(broker_epoch=existing.epoch))
+        return None
+
+    def log_dirs_problem(self, req: BrokerRegistrationRequest) -> str | None:
+        """KIP-858: why the directories a broker registers with are not acceptable, or None.
+        A registration without directories is accepted (unlike Kafka) so that simulated
+        brokers, which have none, can register at any metadata.version."""
+        if self.features.metadata_version < MV_3_7_IV2 or not req.log_dirs:
+            return None
+        if any(_reserved_dir(d) for d in req.log_dirs):
+            return "reserved directory id in the request"
+        if len(set(req.log_dirs)) != len(req.log_dirs):
+            return "duplicate directory id in the request"
+        for other in self.brokers.values():
+            if other.broker_id != req.broker_id and not set(other.log_dirs).isdisjoint(req.log_dirs):
+                return f"broker {other.broker_id} is already registered with one of these directories"
+        return None
+
+    def unsupported_feature(self, req: BrokerRegistrationRequest) -> str | None:
+        """Which finalized feature level the broker cannot run, or None. A feature the
+        controller has not finalized counts as level 0, so a broker that cannot run without
+        it is refused too; a broker that sends no metadata.version range is taken to support
+        only the first KRaft version, as Kafka assumes."""
+        supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in req.features}
+        supported.setdefault(METADATA_VERSION, (_MINIMUM_KRAFT_VERSION, _MINIMUM_KRAFT_VERSION))
+        finalized = dict(self.features.finalized)
+        finalized[METADATA_VERSION] = self.features.metadata_version
+        for name in supported.keys() | finalized.keys():
+            lo, hi = supported.get(name, (0, 0))
+            level = finalized.get(name, 0)
+            if not lo <= level <= hi:
+                return (f"the broker does not support finalized version {level} of {name}: "
+                        f"it supports {lo} to {hi}")
         return None
 
     def register_broker(self, req: BrokerRegistrationRequest, next_offset: int, now_ms: int) -> ControllerResult:
@@ -149,51 +218,54 @@ class ClusterControl:
     # --- BrokerHeartbeat -------------------------------------------------------------------
     def heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int,
                   leadership: Leadership) -> ControllerResult:
+        """Kafka's broker states: FENCED, UNFENCED, CONTROLLED_SHUTDOWN, and SHUTDOWN_NOW,
+        each next state decided by the current one and the request."""
         broker = self.brokers.get(req.broker_id)
-        if broker is None:
-            return ControllerResult([], BrokerHeartbeatResponse(error_code=Error.BROKER_ID_NOT_REGISTERED))
-        if req.broker_epoch != broker.epoch:
+        if broker is None or req.broker_epoch != broker.epoch:
+            # Kafka answers a heartbeat from an id it has no registration for (never
+            # registered, or unregistered since) as one from an old incarnation.
             return ControllerResult([], BrokerHeartbeatResponse(error_code=Error.STALE_BROKER_EPOCH))
-        self.touch(broker.broker_id, now_ms)
+        broker_id = broker.broker_id
+        self.touch(broker_id, now_ms)
+        self._metadata_offset[broker_id] = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= broker.epoch
         records: list[VersionedRecord] = []
         fenced = broker.fenced
-        should_shut_down = False
-        if req.want_shut_down:
-            if broker.fenced and not broker.in_controlled_shutdown:
-                # A fenced broker leads nothing and holds no ISR slot: it may go at once.
-                should_shut_down = True
-            elif not broker.in_controlled_shutdown:
-                records += leadership.move_leadership_away(broker.broker_id, fencing=False)
-                records.append(self._registration_change(broker, in_controlled_shutdown=True))
-            elif (req.current_metadata_offset >= broker.controlled_shutdown_offset
-                  and not leadership.leads_any(broker.broker_id)):
-                should_shut_down = True
-                if not broker.fenced:
-                    records.append((FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
-                    fenced = True
-            else:
-                # Leaderships that could not move before (no other live replica) may move now.
-                records += leadership.move_leadership_away(broker.broker_id, fencing=False)
-            if should_shut_down:
-                self._last_contact.pop(broker.broker_id, None)  # a clean exit frees the id
+        shut_down = False
+        if broker.fenced:
+            if req.want_shut_down:
+                shut_down = True  # it leads nothing and holds no ISR slot: it may go at once
+            elif not req.want_fence and caught_up:
+                records.append((UnfenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
+                records += leadership.elect_after_unfence(broker_id)
+                fenced = False
+        elif broker.in_controlled_shutdown:
+            # Kafka decides here without looking at the request's wishes: the broker goes as
+            # soon as it leads nothing and every active broker has seen its leaderships move.
+            if not leadership.leads_any(broker_id) \
+                    and broker.controlled_shutdown_offset <= self.lowest_active_offset():
+                shut_down = fenced = True
         elif req.want_fence:
-            if not broker.fenced:
-                records += leadership.move_leadership_away(broker.broker_id, fencing=True)
-                records.append((FenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
-                fenced = True
-        elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
-            records.append((UnfenceBrokerRecord(id=broker.broker_id, epoch=broker.epoch), 0))
-            records += leadership.elect_after_unfence(broker.broker_id)
-            fenced = False
+            fenced = True
+            shut_down = req.want_shut_down
+        elif req.want_shut_down:
+            if leadership.leads_any(broker_id):
+                records += leadership.move_leadership_away(broker_id)
+                records.append(self._enter_controlled_shutdown(broker))
+            else:
+                shut_down = fenced = True
+        if fenced and not broker.fenced:
+            records += leadership.move_leadership_away(broker_id)
+            records.append((FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
+        if shut_down:
+            self._last_contact.pop(broker_id, None)  # a clean exit frees the id
         return ControllerResult(records, BrokerHeartbeatResponse(
-            is_caught_up=caught_up, is_fenced=fenced, should_shut_down=should_shut_down))
+            is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down))
 
-    def _registration_change(self, broker: BrokerRegistration, **changes: bool) -> VersionedRecord:
-        record = BrokerRegistrationChangeRecord(broker_id=broker.broker_id, broker_epoch=broker.epoch)
-        if "in_controlled_shutdown" in changes:
-            record.in_controlled_shutdown = 1 if changes["in_controlled_shutdown"] else 0
-        return record, self.features.broker_registration_change_version()
+    def _enter_controlled_shutdown(self, broker: BrokerRegistration) -> VersionedRecord:
+        # Version 1, as Kafka writes it at every metadata.version: the change has no log dirs.
+        return BrokerRegistrationChangeRecord(broker_id=broker.broker_id, broker_epoch=broker.epoch,
+                                              in_controlled_shutdown=1), 1
 
     def expired_brokers(self, now_ms: int) -> list[int]:
         """Unfenced brokers whose lease has run out."""
@@ -208,8 +280,11 @@ class ClusterControl:
     def unregister_broker(self, broker_id: int) -> ControllerResult:
         broker = self.brokers.get(broker_id)
         if broker is None:
-            return ControllerResult([], UnregisterBrokerResponse())
+            return ControllerResult([], UnregisterBrokerResponse(
+                error_code=Error.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker {broker_id} is not registered."))
         self._last_contact.pop(broker_id, None)
+        self._metadata_offset.pop(broker_id, None)
         return ControllerResult([(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch), 0)],
                                 UnregisterBrokerResponse())
 

@@ -30,6 +30,7 @@ from server.controller.config_defs import (
     to_topic_units)
 from server.controller.offsets import OffsetControl
 from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.topic_names import topic_name_problem
 
 CLUSTER_DEFAULT = ""  # the BROKER resource name that holds cluster-wide defaults
 _BROKER_ID = re.compile(r"0|[1-9][0-9]{0,9}")
@@ -37,6 +38,9 @@ _DEFAULTS = {d.name: d.default for d in DEFINITIONS.values() if d.broker and d.d
 
 TopicExists = Callable[[str], bool]
 BrokerExists = Callable[[int], bool]
+# The resource types Kafka's ConfigResource.Type knows (topic, broker, broker logger, client
+# metrics, group); any other is UNSUPPORTED_VERSION, as in Kafka.
+_KAFKA_RESOURCE_TYPES = frozenset({2, 4, 8, 16, 32})
 
 
 class ResourceType(IntEnum):
@@ -213,7 +217,14 @@ class ConfigControl:
             result = DescribeConfigsResult(error_code=Error.NONE, error_message=None,
                                            resource_type=res.resource_type, resource_name=res.resource_name)
             try:
-                _check_resource(res.resource_type, res.resource_name, topic_exists, broker_exists)
+                _check_name(res.resource_type, res.resource_name)
+                if not _exists(res.resource_type, res.resource_name, topic_exists, broker_exists):
+                    if res.resource_type == ResourceType.TOPIC:
+                        raise _Rejected(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name!r} does not exist.")
+                    # Kafka's controller describes no broker but itself; this one describes any
+                    # node it knows, and refuses other ids as Kafka does.
+                    raise _Rejected(Error.INVALID_REQUEST, f"Node {res.resource_name} is neither a "
+                                                           "registered broker nor a controller.")
             except _Rejected as exc:
                 result.error_code, result.error_message = exc.code, exc.message
             else:
@@ -281,18 +292,29 @@ class ConfigControl:
     def _alter(self, resources: list, validate_only: bool, topic_exists: TopicExists,
                broker_exists: BrokerExists, changes_of: Callable[[int, str, list], dict[str, str | None]],
                response_type: type) -> tuple[list[VersionedRecord], list]:
-        """Each resource succeeds or fails as a whole; a failed one writes nothing."""
+        """Each resource succeeds or fails as a whole; a failed one writes nothing. As in
+        Kafka's ControllerApis, a resource named more than once is not altered and gets one
+        INVALID_REQUEST answer, and a resource type Kafka does not know is UNSUPPORTED_VERSION."""
         counts = Counter((res.resource_type, res.resource_name) for res in resources)
+        answered: set[tuple[int, str]] = set()
         records: list[VersionedRecord] = []
         responses = []
         for res in resources:
             rtype, rname = res.resource_type, res.resource_name
             try:
+                if rtype not in _KAFKA_RESOURCE_TYPES:
+                    raise _Rejected(Error.UNSUPPORTED_VERSION, f"Unknown resource type {rtype}.")
                 if counts[rtype, rname] > 1:
-                    raise _Rejected(Error.INVALID_REQUEST, "Each resource must appear at most once.")
-                _check_resource(rtype, rname, topic_exists, broker_exists)
-                _check_unique_keys(res.configs)
-                changes = changes_of(rtype, rname, res.configs)
+                    if (rtype, rname) in answered:
+                        continue
+                    answered.add((rtype, rname))
+                    raise _Rejected(Error.INVALID_REQUEST, "Duplicate resource.")
+                _check_name(rtype, rname)
+                changes = changes_of(rtype, rname, _last_per_key(res.configs))
+                if not _exists(rtype, rname, topic_exists, broker_exists):
+                    if rtype == ResourceType.TOPIC:
+                        raise _Rejected(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname!r} does not exist.")
+                    raise _Rejected(Error.BROKER_ID_NOT_REGISTERED, f"No node with id {rname} found.")
             except _Rejected as exc:
                 responses.append(response_type(error_code=exc.code, error_message=exc.message,
                                                resource_type=rtype, resource_name=rname))
@@ -370,27 +392,35 @@ class ConfigControl:
             raise _Rejected(Error.INVALID_CONFIG, reason)
 
 
-def _check_resource(rtype: int, rname: str, topic_exists: TopicExists, broker_exists: BrokerExists) -> None:
-    if rtype == ResourceType.TOPIC:
-        if not topic_exists(rname):
-            raise _Rejected(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname!r} does not exist.")
-    elif rtype == ResourceType.BROKER:
-        if rname == CLUSTER_DEFAULT:
+def _check_name(rtype: int, rname: str) -> None:
+    """The resource type and name are ones configs can be kept for; Kafka's words."""
+    if rtype == ResourceType.BROKER:
+        if rname == CLUSTER_DEFAULT or (_BROKER_ID.fullmatch(rname) and int(rname) <= 2**31 - 1):
             return
-        if not _BROKER_ID.fullmatch(rname) or int(rname) > 2**31 - 1:
-            raise _Rejected(Error.INVALID_REQUEST, f"Broker resource name {rname!r} is neither "
-                                                   "empty (the cluster default) nor a broker id.")
-        if not broker_exists(int(rname)):
-            raise _Rejected(Error.BROKER_NOT_AVAILABLE, f"Broker {rname} is not registered.")
-    else:
+        if re.fullmatch(r"-[0-9]{1,10}", rname):
+            raise _Rejected(Error.INVALID_REQUEST, "Invalid negative broker ID.")
+        raise _Rejected(Error.INVALID_REQUEST, "Unable to parse broker name as a base 10 number.")
+    if rtype != ResourceType.TOPIC:
         raise _Rejected(Error.INVALID_REQUEST,
                         f"Resource type {rtype} is not supported; use TOPIC or BROKER.")
+    if rname == "":
+        raise _Rejected(Error.INVALID_REQUEST, "Default topic resources are not allowed.")
+    problem = topic_name_problem(rname)
+    if problem is not None:
+        raise _Rejected(Error.INVALID_TOPIC_EXCEPTION, problem)
 
 
-def _check_unique_keys(configs: list) -> None:
-    repeated = sorted(name for name, n in Counter(c.name for c in configs).items() if n > 1)
-    if repeated:
-        raise _Rejected(Error.INVALID_REQUEST, "Error due to duplicate config keys: " + ", ".join(repeated))
+def _exists(rtype: int, rname: str, topic_exists: TopicExists, broker_exists: BrokerExists) -> bool:
+    """Configs may be set on an existing topic, the cluster default, or a node the controller
+    knows: a registered broker or a controller."""
+    if rtype == ResourceType.TOPIC:
+        return topic_exists(rname)
+    return rname == CLUSTER_DEFAULT or broker_exists(int(rname))
+
+
+def _last_per_key(configs: list) -> list:
+    """Kafka's ControllerApis keeps one entry per key, the last one given."""
+    return list({c.name: c for c in configs}.values())
 
 
 def _name_problem(rtype: int, name: str) -> str | None:

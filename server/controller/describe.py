@@ -7,8 +7,6 @@ controller_id set to it; ``kraftwire.metadata.nodes=brokers`` lists the register
 
 from __future__ import annotations
 
-from bisect import bisect_left
-
 from protocol.error_codes import Error
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.describe_topic_partitions_response import (
@@ -21,6 +19,7 @@ from protocol.primitives import ZERO_UUID
 from server.controller.cluster import Endpoint
 from server.controller.partitions import NO_LEADER, PartitionState
 from server.controller.replication import ReplicationControl
+from server.controller.topic_names import topic_name_problem
 
 UNKNOWN_OPERATIONS = -2147483648
 _REFUSED = object()  # stands for the topic id of a lookup by id that the version cannot answer
@@ -95,31 +94,32 @@ class TopicViews:
     def describe_topic_partitions(self, req: DescribeTopicPartitionsRequest,
                                   limit_cap: int) -> DescribeTopicPartitionsResponse:
         """Topics sorted by name, partitions by index, at most the partition limit per
-        response; ``NextCursor`` names where the next page starts."""
+        response; ``NextCursor`` names where the next page starts. As Kafka's handler: only
+        topics at or after the cursor's are described, and a cursor must name one of the
+        topics asked for and a partition index that is not negative."""
         limit = max(1, min(req.response_partition_limit, limit_cap))
-        if req.topics:
-            names = sorted({t.name for t in req.topics})
-        else:
-            names = sorted(self.r.names)
-        start_partition = 0
-        if req.cursor is not None:
-            i = bisect_left(names, req.cursor.topic_name)
-            names = names[i:]
-            if names and names[0] == req.cursor.topic_name:
-                start_partition = req.cursor.partition_index
+        cursor = req.cursor
+        first_name = cursor.topic_name if cursor is not None else ""
+        asked = sorted(self.r.names) if not req.topics else sorted({t.name for t in req.topics})
+        names = [n for n in asked if n >= first_name]
+        if cursor is not None and ((req.topics and cursor.topic_name not in names) or cursor.partition_index < 0):
+            return DescribeTopicPartitionsResponse(topics=[
+                DescribeTopicPartitionsResponseTopic(error_code=Error.INVALID_REQUEST, name=t.name,
+                                                     is_internal=False)
+                for t in req.topics])
         response = DescribeTopicPartitionsResponse()
         budget = limit
-        for index, name in enumerate(names):
+        for name in names:
+            if budget == 0:
+                response.next_cursor = Cursor(topic_name=name, partition_index=0)
+                break
             topic_id = self.r.names.get(name)
             if topic_id is None:
                 response.topics.append(DescribeTopicPartitionsResponseTopic(
-                    error_code=Error.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+                    error_code=_unknown_topic_error(name), name=name))
                 continue
             topic = self.r.topics[topic_id]
-            first = start_partition if index == 0 else 0
-            if budget == 0:
-                response.next_cursor = Cursor(topic_name=name, partition_index=first)
-                break
+            first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
             parts = topic.partitions[first:first + budget]
             budget -= len(parts)
             response.topics.append(DescribeTopicPartitionsResponseTopic(
@@ -137,3 +137,7 @@ class TopicViews:
             leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
             eligible_leader_replicas=list(p.elr), last_known_elr=list(p.last_known_elr),
             offline_replicas=self._offline(p))
+
+
+def _unknown_topic_error(name: str) -> int:
+    return Error.UNKNOWN_TOPIC_OR_PARTITION if topic_name_problem(name) is None else Error.INVALID_TOPIC_EXCEPTION

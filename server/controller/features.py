@@ -19,6 +19,7 @@ from server.controller.result import ControllerResult
 METADATA_VERSION = "metadata.version"
 MV_3_3_IV3 = 7  # controlled-shutdown state in registrations; the oldest level Kafka 4 reads
 MV_3_4_IV0 = 8  # ZooKeeper migration fields in registrations
+MV_3_6_IV0 = 12  # no more leader epoch bump when an ISR shrinks
 MV_3_6_IV1 = 13  # metadata transactions (KIP-868)
 MV_3_7_IV2 = 17  # log directory assignment (Directories, LogDirs)
 MV_4_0_IV1 = 23  # eligible leader replicas in partition records
@@ -57,9 +58,6 @@ class FeatureControl:
     def register_broker_record_version(self) -> int:
         mv = self.metadata_version
         return 3 if mv >= MV_3_7_IV2 else 2 if mv >= MV_3_4_IV0 else 1
-
-    def broker_registration_change_version(self) -> int:
-        return 2 if self.metadata_version >= MV_3_7_IV2 else 1
 
     def partition_record_version(self) -> int:
         mv = self.metadata_version

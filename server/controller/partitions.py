@@ -111,7 +111,8 @@ class Election:
 
 class PartitionChange:
     def __init__(self, partition: PartitionState, usable: Callable[[int], bool], *,
-                 min_isr: int, elr_enabled: bool, unclean_allowed: bool, record_version: int) -> None:
+                 min_isr: int, elr_enabled: bool, unclean_allowed: bool, record_version: int,
+                 bump_epoch_on_isr_shrink: bool = False) -> None:
         self.p = partition
         self.usable = usable
         self.min_isr = min_isr
@@ -125,12 +126,17 @@ class PartitionChange:
         self.recovery = partition.recovery
         self.election = Election.NORMAL
         self.bump_leader_epoch = False
+        # Before metadata.version 3.6-IV0 brokers needed a new leader epoch whenever the ISR
+        # shrank (KAFKA-15021), so Kafka's controller gives them one.
+        self.bump_epoch_on_isr_shrink = bump_epoch_on_isr_shrink
+        self.unclean = False  # set by build(): the leader was elected uncleanly
         # Set after build(): the leader the change ends with.
         self.leader = partition.leader
         self.isr_after = self.isr
 
     def build(self) -> PartitionChangeRecord | None:
         p = self.p
+        self._complete_reassignment()
         isr = [r for r in self.isr if r in self.replicas]
         elr = [r for r in p.elr if r in self.replicas and r not in isr]
         leader, isr, elr, recovery = self._elect(isr, elr)
@@ -142,13 +148,17 @@ class PartitionChange:
         if isr != p.isr:
             rec.isr = isr
             changed = True
-        if leader != p.leader or self.bump_leader_epoch or any(r not in self.replicas for r in p.replicas):
+        shrinks = rec.isr is not None and any(r not in isr for r in p.isr)
+        if leader != p.leader or self.bump_leader_epoch or any(r not in self.replicas for r in p.replicas) \
+                or (shrinks and self.bump_epoch_on_isr_shrink):
             rec.leader = leader
             changed = True
         if self.replicas != p.replicas:
             rec.replicas = self.replicas
             if self.version >= 1:
-                rec.directories = [ZERO_UUID] * len(self.replicas)
+                # A replica that stays keeps its directory; a new one has none assigned yet.
+                dirs = dict(zip(p.replicas, p.directories))
+                rec.directories = [dirs.get(r, ZERO_UUID) for r in self.replicas]
             changed = True
         if self.removing != p.removing:
             rec.removing_replicas = self.removing
@@ -167,6 +177,17 @@ class PartitionChange:
                 rec.last_known_elr = last_known
                 changed = True
         return rec if changed else None
+
+    def _complete_reassignment(self) -> None:
+        """Kafka's PartitionReassignmentReplicas.maybeCompleteReassignment: once the ISR
+        without the replicas being removed holds every replica that stays, the reassignment
+        is over, whichever change brought the ISR there."""
+        if not self.removing and not self.adding:
+            return
+        isr = [r for r in self.isr if r not in self.removing]
+        replicas = [r for r in self.replicas if r not in self.removing]
+        if isr and replicas and all(r in isr for r in replicas):
+            self.isr, self.replicas, self.removing, self.adding = isr, replicas, [], []
 
     def _elect(self, isr: list[int], elr: list[int]) -> tuple[int, list[int], list[int], int]:
         p = self.p
@@ -191,13 +212,16 @@ class PartitionChange:
             for r in self.replicas:
                 if self.usable(r):
                     # KIP-704: data may be lost; the new leader must recover before the ISR grows.
+                    self.unclean = True
                     return r, [r], [], RECOVERING
         return NO_LEADER, isr, elr, recovery
 
     def _eligible_replicas(self, isr: list[int], elr: list[int]) -> tuple[list[int], list[int]]:
         """KIP-966: members leaving an ISR smaller than min.insync.replicas stay eligible."""
         p = self.p
-        if not self.elr_enabled:
+        if not self.elr_enabled or self.unclean:
+            # After an unclean election nobody is known to hold everything committed: Kafka
+            # clears the ELR and the last known ELR.
             return [], []
         min_isr = min(self.min_isr, len(self.replicas))
         if len(isr) >= min_isr:

@@ -147,7 +147,7 @@ class QuorumController:
         if existing is not None and not existing.fenced:
             # The old incarnation's lease ran out before the fence timer noticed: it must not
             # keep leading under the new, fenced registration.
-            steps.append(lambda: ControllerResult(self.leadership.move_leadership_away(broker_id, fencing=True)))
+            steps.append(lambda: ControllerResult(self.leadership.move_leadership_away(broker_id)))
         if existing is not None and req.previous_broker_epoch != existing.epoch:
             # KIP-966: the old incarnation did not shut down cleanly, so whatever it held as
             # an eligible leader may be lost.
@@ -164,7 +164,7 @@ class QuorumController:
             return self.apply(self.cluster.unregister_broker(broker_id))
         # An id that comes back later is a new, empty broker: it must not stay an eligible leader.
         return self._steps([
-            lambda: ControllerResult(self.leadership.move_leadership_away(broker_id, fencing=True)),
+            lambda: ControllerResult(self.leadership.move_leadership_away(broker_id)),
             lambda: ControllerResult(self.leadership.forget_unclean_broker(broker_id)),
             lambda: self.cluster.unregister_broker(broker_id)])
 
@@ -174,7 +174,7 @@ class QuorumController:
     def fence_expired_brokers(self) -> Applied:
         steps: list[Callable[[], ControllerResult]] = []
         for broker_id in self.cluster.expired_brokers(self.clock.now_ms()):
-            steps.append(lambda b=broker_id: ControllerResult(self.leadership.move_leadership_away(b, fencing=True)))
+            steps.append(lambda b=broker_id: ControllerResult(self.leadership.move_leadership_away(b)))
             steps.append(lambda b=broker_id: self.cluster.fence(b))
         return self._steps(steps)
 
@@ -229,7 +229,9 @@ class QuorumController:
         return name in self.replication.names
 
     def _broker_exists(self, broker_id: int) -> bool:
-        return broker_id in self.cluster.brokers or broker_id == self.node_id
+        """A registered broker or a controller, as Kafka's existence check for configs."""
+        return (broker_id in self.cluster.brokers or broker_id == self.node_id
+                or broker_id in self.cluster.controllers)
 
     # --- reads -----------------------------------------------------------------------------
     def list_reassignments(self, req: Message, version: int) -> Message:

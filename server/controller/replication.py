@@ -31,10 +31,10 @@ from protocol.generated.metadata.remove_topic_record import RemoveTopicRecord
 from protocol.generated.metadata.topic_record import TopicRecord
 from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
-from server.controller.features import FeatureControl
+from server.controller.features import MV_3_6_IV0, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.partitions import (
-    NO_LEADER, RECOVERED, RECOVERING, Election, PartitionChange, PartitionState)
+    NO_LEADER, NO_LEADER_CHANGE, RECOVERED, RECOVERING, Election, PartitionChange, PartitionState)
 from server.controller.result import ControllerResult, VersionedRecord
 
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
@@ -56,6 +56,9 @@ class ReplicationControl:
         self.configs = configs
         self.topics: dict[bytes, TopicState] = {}
         self.names: dict[str, bytes] = {}
+        # Topic names by their form with '.' read as '_': the two collide in metric names,
+        # so Kafka refuses a new topic whose form another topic already has.
+        self.collisions: dict[str, set[str]] = {}
         self.isr_of: dict[int, set[PartitionState]] = {}
         self.leaderless: set[PartitionState] = set()
         self.reassigning: set[PartitionState] = set()
@@ -68,6 +71,7 @@ class ReplicationControl:
             self.offsets.on_undo(restore_key(self.names, rec.name))
         self.topics[rec.topic_id] = TopicState(rec.name, rec.topic_id)
         self.names[rec.name] = rec.topic_id
+        self._index_collision(rec.name)
 
     def replay_partition(self, rec: PartitionRecord) -> None:
         topic = self.topics[rec.topic_id]
@@ -111,6 +115,7 @@ class ReplicationControl:
     def replay_remove_topic(self, rec: RemoveTopicRecord) -> None:
         topic = self.topics.pop(rec.topic_id)
         del self.names[topic.name]
+        self._unindex_collision(topic.name)
         for p in topic.partitions:
             self._unindex(p)
         self.partition_count -= len(topic.partitions)
@@ -121,9 +126,30 @@ class ReplicationControl:
     def _restore_topic(self, topic: TopicState) -> None:
         self.topics[topic.topic_id] = topic
         self.names[topic.name] = topic.topic_id
+        self._index_collision(topic.name, record_undo=False)
         for p in topic.partitions:
             self._index(p)
         self.partition_count += len(topic.partitions)
+
+    def _index_collision(self, name: str, record_undo: bool = True) -> None:
+        if "." not in name and "_" not in name:
+            return
+        key = collision_key(name)
+        if record_undo and self.offsets.recording:
+            self.offsets.on_undo(lambda: self._unindex_collision(name))
+        self.collisions.setdefault(key, set()).add(name)
+
+    def _unindex_collision(self, name: str) -> None:
+        names = self.collisions.get(collision_key(name))
+        if names is not None:
+            names.discard(name)
+            if not names:
+                del self.collisions[collision_key(name)]
+
+    def colliding_topic(self, name: str) -> str | None:
+        """An existing topic other than ``name`` whose name collides with it, or None."""
+        others = self.collisions.get(collision_key(name), set()) - {name}
+        return min(others) if others else None
 
     def _index(self, p: PartitionState) -> None:
         for b in p.isr:
@@ -149,7 +175,8 @@ class ReplicationControl:
             min_isr=self.configs.min_insync_replicas(name),
             elr_enabled=self.configs.elr_enabled(name),
             unclean_allowed=self.configs.unclean_leader_election(name),
-            record_version=self.features.partition_record_version())
+            record_version=self.features.partition_record_version(),
+            bump_epoch_on_isr_shrink=self.features.metadata_version < MV_3_6_IV0)
 
     def _record(self, change: PartitionChange) -> list[VersionedRecord]:
         rec = change.build()
@@ -159,7 +186,7 @@ class ReplicationControl:
     def leads_any(self, broker_id: int) -> bool:
         return any(p.leader == broker_id for p in self.isr_of.get(broker_id, ()))
 
-    def move_leadership_away(self, broker_id: int, fencing: bool) -> list[VersionedRecord]:
+    def move_leadership_away(self, broker_id: int) -> list[VersionedRecord]:
         """Take ``broker_id`` out of every ISR and elect new leaders where it led.
 
         Without eligible leader replicas the last ISR member stays in the ISR (the partition
@@ -209,7 +236,7 @@ class ReplicationControl:
     # --- AlterPartition ------------------------------------------------------------------------
     def alter_partition(self, req: AlterPartitionRequest, version: int) -> ControllerResult:
         broker = self.cluster.brokers.get(req.broker_id)
-        if broker is None or (req.broker_epoch != -1 and req.broker_epoch != broker.epoch):
+        if broker is None or req.broker_epoch != broker.epoch:
             return ControllerResult([], AlterPartitionResponse(error_code=Error.STALE_BROKER_EPOCH))
         records: list[VersionedRecord] = []
         response = AlterPartitionResponse()
@@ -230,62 +257,73 @@ class ReplicationControl:
 
     def _alter_one(self, broker_id: int, topic: TopicState, pd, version: int
                    ) -> tuple[AlterPartitionResult, list[VersionedRecord]]:
-        def fail(code: int) -> tuple[AlterPartitionResult, list[VersionedRecord]]:
+        """Kafka's checks, in Kafka's order, then the change itself."""
+        code = self._refuse_alter(broker_id, topic, pd, version)
+        if code != Error.NONE:
             return AlterPartitionResult(partition_index=pd.partition_index, error_code=code), []
-
-        if not 0 <= pd.partition_index < len(topic.partitions):
-            return fail(Error.UNKNOWN_TOPIC_OR_PARTITION)
         p = topic.partitions[pd.partition_index]
-        if p.leader != broker_id:
-            return fail(Error.NOT_LEADER_OR_FOLLOWER)
-        if pd.leader_epoch != p.leader_epoch:
-            return fail(Error.FENCED_LEADER_EPOCH)
-        if pd.partition_epoch != p.partition_epoch:
-            return fail(Error.INVALID_UPDATE_VERSION)
-        if version >= 3:
-            new_isr = [s.broker_id for s in pd.new_isr_with_epochs]
-            epochs = {s.broker_id: s.broker_epoch for s in pd.new_isr_with_epochs}
-        else:
-            new_isr = list(pd.new_isr)
-            epochs = {}
-        if len(set(new_isr)) != len(new_isr) or any(r not in p.replicas for r in new_isr) or broker_id not in new_isr:
-            return fail(Error.INVALID_REQUEST)
-        requested_recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
-        if requested_recovery == RECOVERING and len(new_isr) > 1:
-            return fail(Error.INVALID_REQUEST)  # KIP-704: no ISR growth before recovery ends
-        if p.recovery == RECOVERED and requested_recovery == RECOVERING:
-            return fail(Error.INVALID_REQUEST)
-        for r in new_isr:
-            if r not in p.isr:
-                b = self.cluster.brokers.get(r)
-                stale = r in epochs and epochs[r] != -1 and b is not None and epochs[r] != b.epoch
-                if not self.cluster.is_usable(r) or stale:
-                    return fail(Error.INELIGIBLE_REPLICA if version >= 1 else Error.OPERATION_NOT_ATTEMPTED)
         change = self.change(p)
-        change.isr = new_isr
-        change.recovery = requested_recovery
-        if p.reassigning and all(r in new_isr for r in p.target_replicas()):
-            # The ISR now holds every target: the reassignment completes here (seed 000), and
-            # the ISR applied is the target part of the one requested.
-            change.replicas = p.target_replicas()
-            change.isr = [r for r in new_isr if r in change.replicas]
-            change.removing, change.adding = [], []
+        if change.unclean_allowed:
+            change.election = Election.UNCLEAN
+        change.isr = _new_isr(pd, version)
+        change.recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
         records = self._record(change)
-        leader = change.leader
-        if leader != broker_id:
-            code = Error.NEW_LEADER_ELECTED
-        else:
-            code = Error.NONE
-        epoch_bump = 1 if records and records[0][0].leader != -2 else 0
+        if records and change.leader != broker_id and records[0][0].leader != NO_LEADER_CHANGE:
+            # Completing a reassignment moved the leadership away from the sender: it must
+            # learn the new state from the metadata log before it tries again.
+            code = Error.NEW_LEADER_ELECTED if version >= 2 else Error.FENCED_LEADER_EPOCH
+            return AlterPartitionResult(partition_index=pd.partition_index, error_code=code), records
+        bumped = bool(records) and records[0][0].leader != NO_LEADER_CHANGE
         return AlterPartitionResult(
-            partition_index=pd.partition_index, error_code=code, leader_id=leader,
-            leader_epoch=p.leader_epoch + epoch_bump, isr=change.isr_after,
+            partition_index=pd.partition_index, error_code=Error.NONE, leader_id=change.leader,
+            leader_epoch=p.leader_epoch + (1 if bumped else 0), isr=change.isr_after,
             leader_recovery_state=change.recovery if records else p.recovery,
             partition_epoch=p.partition_epoch + (1 if records else 0)), records
+
+    def _refuse_alter(self, broker_id: int, topic: TopicState, pd, version: int) -> int:
+        if not 0 <= pd.partition_index < len(topic.partitions):
+            return Error.UNKNOWN_TOPIC_OR_PARTITION
+        p = topic.partitions[pd.partition_index]
+        if pd.leader_epoch > p.leader_epoch or pd.partition_epoch > p.partition_epoch:
+            # The sender knows a newer state than this controller: this is likely no longer
+            # the active controller.
+            return Error.NOT_CONTROLLER
+        if pd.leader_epoch < p.leader_epoch:
+            return Error.FENCED_LEADER_EPOCH
+        if broker_id != p.leader:
+            return Error.INVALID_REQUEST
+        if pd.partition_epoch < p.partition_epoch:
+            return Error.INVALID_UPDATE_VERSION
+        new_isr = _new_isr(pd, version)
+        if len(set(new_isr)) != len(new_isr) or any(r not in p.replicas for r in new_isr) \
+                or p.leader not in new_isr:
+            return Error.INVALID_REQUEST
+        recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
+        if recovery == RECOVERING and len(new_isr) > 1:
+            return Error.INVALID_REQUEST  # KIP-704: no ISR growth before recovery ends
+        if p.recovery == RECOVERED and recovery == RECOVERING:
+            return Error.INVALID_REQUEST
+        epochs = {s.broker_id: s.broker_epoch for s in pd.new_isr_with_epochs} if version >= 3 else {}
+        for r in new_isr:
+            # Every member is checked, not only the new ones, and a given broker epoch must be
+            # the registration's (-1 skips the check).
+            b = self.cluster.brokers.get(r)
+            if not self.cluster.is_usable(r) or epochs.get(r, -1) not in (-1, b.epoch):
+                return Error.INELIGIBLE_REPLICA if version >= 2 else Error.OPERATION_NOT_ATTEMPTED
+        return Error.NONE
 
     # --- ElectLeaders ------------------------------------------------------------------------
     def elect_leaders(self, req: ElectLeadersRequest, version: int) -> ControllerResult:
         election_type = req.election_type if version >= 1 else PREFERRED_ELECTION
+        if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            # The whole request fails, as in Kafka: each named partition carries the error too.
+            message = f"Unknown election type {election_type}"
+            return ControllerResult([], ElectLeadersResponse(
+                error_code=Error.INVALID_REQUEST, replica_election_results=[
+                    ReplicaElectionResult(topic=tp.topic, partition_result=[
+                        PartitionResult(partition_id=pid, error_code=Error.INVALID_REQUEST, error_message=message)
+                        for pid in tp.partitions])
+                    for tp in req.topic_partitions or ()]))
         if req.topic_partitions is None:
             wanted = [(t.name, p.partition_id) for t in self.topics.values() for p in t.partitions]
             wanted.sort()
@@ -299,19 +337,23 @@ class ReplicationControl:
             entry = results.setdefault(name, ReplicaElectionResult(topic=name))
             entry.partition_result.append(PartitionResult(partition_id=pid, error_code=code, error_message=message))
         if req.topic_partitions is None:
-            # "All partitions" reports only those whose election was needed, as Kafka does.
-            # A topic left with no partition to report is not listed at all.
+            # "All partitions" reports only those whose election was needed, as Kafka does;
+            # every topic is listed, even one left with no partition to report.
             for entry in results.values():
                 entry.partition_result = [r for r in entry.partition_result
                                           if r.error_code != Error.ELECTION_NOT_NEEDED]
+            for name in self.names:
+                results.setdefault(name, ReplicaElectionResult(topic=name))
             return ControllerResult(records, ElectLeadersResponse(
-                replica_election_results=[e for e in results.values() if e.partition_result]))
+                replica_election_results=[results[n] for n in sorted(results)]))
         return ControllerResult(records, ElectLeadersResponse(replica_election_results=list(results.values())))
 
     def _elect_one(self, name: str, pid: int, election_type: int) -> tuple[int, str | None, list[VersionedRecord]]:
         topic_id = self.names.get(name)
-        if topic_id is None or not 0 <= pid < len(self.topics[topic_id].partitions):
-            return Error.UNKNOWN_TOPIC_OR_PARTITION, "no such partition", []
+        if topic_id is None:
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}", []
+        if not 0 <= pid < len(self.topics[topic_id].partitions):
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{pid}", []
         p = self.topics[topic_id].partitions[pid]
         change = self.change(p)
         if election_type == PREFERRED_ELECTION:
@@ -319,16 +361,16 @@ class ReplicationControl:
                 return Error.ELECTION_NOT_NEEDED, "the preferred replica already leads", []
             change.election = Election.PREFERRED
             recs = self._record(change)
-            if change.leader != p.replicas[0]:
+            if not recs:
                 return Error.PREFERRED_LEADER_NOT_AVAILABLE, "the preferred replica is not in the ISR or not live", []
+            # Kafka keeps any change the election made, even one that elects another replica
+            # of a leaderless partition because the preferred one cannot lead.
             return Error.NONE, None, recs
-        if election_type != UNCLEAN_ELECTION:
-            return Error.INVALID_REQUEST, f"unknown election type {election_type}", []
-        if p.leader != NO_LEADER and self.cluster.is_usable(p.leader):
-            return Error.ELECTION_NOT_NEEDED, "the partition has a live leader", []
+        if p.leader != NO_LEADER:
+            return Error.ELECTION_NOT_NEEDED, "the partition has a leader", []
         change.election = Election.UNCLEAN
         recs = self._record(change)
-        if change.leader == NO_LEADER:
+        if not recs:
             return Error.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no live replica can lead", []
         return Error.NONE, None, recs
 
@@ -349,34 +391,62 @@ class ReplicationControl:
     def _reassign_one(self, name: str, pid: int, target: list[int] | None
                       ) -> tuple[int, str | None, list[VersionedRecord]]:
         topic_id = self.names.get(name)
-        if topic_id is None or not 0 <= pid < len(self.topics[topic_id].partitions):
-            return Error.UNKNOWN_TOPIC_OR_PARTITION, "no such partition", []
+        if topic_id is None:
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.", []
+        if not 0 <= pid < len(self.topics[topic_id].partitions):
+            return Error.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{pid}.", []
         p = self.topics[topic_id].partitions[pid]
         change = self.change(p)
         if target is None:
-            if not p.reassigning:
-                return Error.NO_REASSIGNMENT_IN_PROGRESS, "nothing to cancel", []
-            change.replicas, change.isr = _reverted(p)
-            change.removing, change.adding = [], []
-            return Error.NONE, None, self._record(change)
-        if not target or len(set(target)) != len(target):
-            return Error.INVALID_REPLICA_ASSIGNMENT, "the target must be non-empty without duplicates", []
-        unknown = [b for b in target if b not in self.cluster.brokers]
-        if unknown:
-            return Error.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not registered", []
-        # A new target replaces an ongoing reassignment: start from where reverting it leads.
-        base, isr = _reverted(p) if p.reassigning else (p.replicas, p.isr)
-        if all(r in p.isr for r in target):
-            # Every target replica is already in sync: nothing to copy, complete at once.
-            change.replicas = list(target)
-            change.isr = [r for r in p.isr if r in target]
-            change.removing, change.adding = [], []
-        else:
-            change.replicas = list(target) + [r for r in base if r not in target]
-            change.isr = list(isr)
-            change.adding = [r for r in target if r not in base]
-            change.removing = [r for r in base if r not in target]
+            return self._cancel_reassignment(name, p, change)
+        problem = self.assignment_problem(target)
+        if problem is not None:
+            return Error.INVALID_REPLICA_ASSIGNMENT, problem, []
+        # Kafka's PartitionReassignmentReplicas: the current replica list, an ongoing
+        # reassignment's additions included, is what the new target is measured against.
+        removing = sorted(set(p.replicas) - set(target))
+        change.replicas = list(target) + removing
+        change.removing = removing
+        change.adding = sorted(set(target) - set(p.replicas))
         return Error.NONE, None, self._record(change)
+
+    def _cancel_reassignment(self, name: str, p: PartitionState, change: PartitionChange
+                             ) -> tuple[int, str | None, list[VersionedRecord]]:
+        """Kafka's PartitionReassignmentRevert: back to the original replicas and the ISR
+        without the replicas being added; if that leaves no ISR, the first original replica
+        alone, which only a topic allowing unclean elections accepts."""
+        if not p.reassigning:
+            return Error.NO_REASSIGNMENT_IN_PROGRESS, None, []
+        replicas = p.original_replicas()
+        isr = [r for r in p.isr if r not in p.adding]
+        if not isr:
+            if not replicas:
+                return Error.INVALID_REPLICA_ASSIGNMENT, "addingReplicas contains all replicas", []
+            if not change.unclean_allowed:
+                return (Error.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unable to revert partition assignment for {name}:{p.partition_id} because "
+                        "it would require an unclean leader election.", [])
+            isr = replicas[:1]
+        if change.unclean_allowed:
+            change.election = Election.UNCLEAN
+        change.replicas, change.isr = replicas, isr
+        change.removing, change.adding = [], []
+        return Error.NONE, None, self._record(change)
+
+    def assignment_problem(self, target: list[int]) -> str | None:
+        """Why a manual replica assignment cannot be used, or None: Kafka's
+        validateManualPartitionAssignment, in its order (brokers by id) and words."""
+        if not target:
+            return "The manual partition assignment includes an empty replica list."
+        previous = None
+        for broker_id in sorted(target):
+            if broker_id not in self.cluster.brokers:
+                return (f"The manual partition assignment includes broker {broker_id}, but no such "
+                        "broker is registered.")
+            if broker_id == previous:
+                return f"The manual partition assignment includes the broker {broker_id} more than once."
+            previous = broker_id
+        return None
 
     def list_reassignments(self, req: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
         by_topic: dict[str, OngoingTopicReassignment] = {}
@@ -407,16 +477,14 @@ class ReplicationControl:
                 yield p.to_record(version), version
 
 
-def _reverted(p: PartitionState) -> tuple[list[int], list[int]]:
-    """Replicas and ISR once an ongoing reassignment is undone: without the replicas it was
-    adding, unless those are the only ones in sync. Dropping them then would leave the
-    partition with an empty ISR and no leader, so they stay (as in Kafka's revert)."""
-    original = p.original_replicas()
-    isr = [r for r in p.isr if r in original]
-    if not isr:
-        isr = list(p.isr)
-        original += [r for r in p.adding if r in isr]
-    return original, isr
+def _new_isr(pd, version: int) -> list[int]:
+    if version >= 3:
+        return [s.broker_id for s in pd.new_isr_with_epochs]
+    return list(pd.new_isr)
+
+
+def collision_key(name: str) -> str:
+    return name.replace(".", "_")
 
 
 def _order(p: PartitionState) -> tuple[bytes, int]:

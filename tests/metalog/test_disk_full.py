@@ -64,7 +64,7 @@ def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
             assert set(metadata_topics(client)) == {"before"}
             for broker_id in (first_failed, failed[-1]):
                 response = client.request(heartbeat(broker_id, 1), HEARTBEAT_V)
-                assert response.error_code == Error.BROKER_ID_NOT_REGISTERED
+                assert response.error_code == Error.STALE_BROKER_EPOCH
             # Writes that need no record still work.
             assert client.request(heartbeat(1, epochs[1]), HEARTBEAT_V).error_code == Error.NONE
             assert segment.stat().st_size == size, "a failed write was left in the segment"

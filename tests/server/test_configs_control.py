@@ -282,9 +282,10 @@ def test_invalid_ops_fail_the_whole_resource_and_name_the_key(control):
                    res(TOPIC, "payments", ("unclean.leader.election.enable", SET, "yes")))
     codes = errors(result)
     assert codes[0][0] == Error.INVALID_CONFIG and "min.insync.replicas" in codes[0][1]
-    # The same resource twice is refused for both mentions, as Kafka does.
-    assert codes[1][0] == codes[3][0] == Error.INVALID_REQUEST
+    # The same resource twice is refused once, as Kafka's ControllerApis does.
+    assert codes[1] == (Error.INVALID_REQUEST, "Duplicate resource.")
     assert codes[2][0] == Error.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(codes) == 3
     assert result.records == []
 
 
@@ -303,12 +304,13 @@ def test_incremental_errors(control, op, fragment):
     assert result.records == []
 
 
-def test_unknown_operation_and_duplicate_keys_are_invalid_requests(control):
+def test_unknown_operation_is_an_invalid_request_and_the_last_op_on_a_key_wins(control):
+    replay(control, alter(control, res(TOPIC, "payments", ("retention.ms", SET, "5"))))
     result = alter(control, res(TOPIC, "orders", ("retention.ms", 7, "1")),
                    res(TOPIC, "payments", ("retention.ms", SET, "1"), ("retention.ms", DELETE, None)))
-    assert [code for code, _ in errors(result)] == [Error.INVALID_REQUEST, Error.INVALID_REQUEST]
-    assert "retention.ms" in errors(result)[1][1]
-    assert result.records == []
+    assert [code for code, _ in errors(result)] == [Error.INVALID_REQUEST, Error.NONE]
+    # As in Kafka's ControllerApis, a key given twice keeps its last operation.
+    assert [(r.name, r.value) for r, _ in result.records] == [("retention.ms", None)]
 
 
 def test_validate_only_checks_but_writes_nothing(control):
@@ -337,7 +339,7 @@ def test_broker_resources(control):
                    res(8, "1", ("log4j.logger.kafka", SET, "DEBUG")),
                    res(BROKER, "2", ("some.plugin.setting", SET, "x"), ("log.retention.hours", SET, "24")))
     assert [code for code, _ in errors(result)] == [
-        Error.INVALID_REQUEST, Error.INVALID_REQUEST, Error.BROKER_NOT_AVAILABLE, Error.INVALID_CONFIG,
+        Error.INVALID_REQUEST, Error.INVALID_REQUEST, Error.BROKER_ID_NOT_REGISTERED, Error.INVALID_CONFIG,
         Error.INVALID_REQUEST, Error.NONE]
     replay(control, result)
     assert [(r.resource_name, r.name, r.value) for r, _ in control.snapshot_records()] == [
@@ -532,7 +534,7 @@ def test_describe_errors_are_per_resource(control):
         response = control.describe_configs(request, version, topic_exists, broker_exists)
         assert_encodes(response, DescribeConfigsResponse, versions=[version])
         assert [r.error_code for r in response.results] == [
-            Error.UNKNOWN_TOPIC_OR_PARTITION, Error.INVALID_REQUEST, Error.BROKER_NOT_AVAILABLE,
+            Error.UNKNOWN_TOPIC_OR_PARTITION, Error.INVALID_REQUEST, Error.INVALID_REQUEST,
             Error.INVALID_REQUEST, Error.NONE]
         assert all(r.error_message for r in response.results[:4])
         assert [r.configs for r in response.results[:4]] == [[]] * 4

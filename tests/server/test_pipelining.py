@@ -69,7 +69,7 @@ def test_fifty_pipelined_requests_are_answered_in_order(controller):
         elif key == 18:
             assert {k.api_key for k in body.api_keys} >= {18, 60, 62, 63}
     heartbeats = [body.error_code for key, body in answers if key == 63]
-    assert heartbeats == [Error.BROKER_ID_NOT_REGISTERED] * 10
+    assert heartbeats == [Error.STALE_BROKER_EPOCH] * 10
 
 
 def test_pipelines_on_several_connections_stay_in_order(controller):

@@ -14,6 +14,8 @@ from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_registration_request import (
     BrokerRegistrationRequest, Feature, Listener)
+from protocol.generated.messages.create_topics_request import (
+    CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
 from protocol.generated.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
@@ -176,21 +178,19 @@ def test_a_new_incarnation_takes_the_id_once_the_lease_expired_and_the_broker_wa
     assert h.heartbeat(1, old_epoch).response.error_code == Error.STALE_BROKER_EPOCH
 
 
-def test_a_new_incarnation_takes_the_id_of_a_never_unfenced_broker_after_its_lease():
+def test_a_new_incarnation_takes_the_id_of_a_never_unfenced_broker_at_once():
     h = Harness()
     h.register(1)
-    h.clock.advance(SESSION_MS - 1)
-    assert h.register(1).response.error_code == Error.DUPLICATE_BROKER_REGISTRATION
-    h.clock.advance(1)
+    # A fenced broker holds no session (as in Kafka), even within its lease.
+    assert h.register(1).response.error_code == Error.NONE
+    h.clock.advance(SESSION_MS)
     # Fenced brokers are not fenced again: nothing for the lease timer to write.
     assert h.fence_expired().records == []
-    assert h.register(1).response.error_code == Error.NONE
 
 
 def test_a_new_incarnation_takes_the_id_at_once_after_a_clean_shutdown():
     h = Harness()
     epoch = h.active_broker(1)
-    h.heartbeat(1, epoch, want_shut_down=True)
     done = h.heartbeat(1, epoch, want_shut_down=True)
     assert done.response.should_shut_down
     new = h.register(1, previous_broker_epoch=epoch)
@@ -229,7 +229,7 @@ def test_every_finalized_feature_must_be_in_the_broker_range():
 def test_heartbeat_from_an_unknown_broker():
     h = Harness()
     hb = h.heartbeat(7, 1)
-    assert hb.response.error_code == Error.BROKER_ID_NOT_REGISTERED
+    assert hb.response.error_code == Error.STALE_BROKER_EPOCH
     assert hb.records == []
 
 
@@ -316,33 +316,18 @@ def test_a_new_leader_gives_every_broker_a_fresh_lease():
 
 # --- controlled shutdown --------------------------------------------------------------------------
 
-def test_controlled_shutdown_sequence():
+def test_a_broker_that_leads_nothing_shuts_down_at_once():
+    # Kafka grants an immediate shutdown when there is no leadership to move; the controlled
+    # shutdown of a leader is in test_kafka_cluster_control.py.
     h = Harness()
     epoch = h.active_broker(1)
-
-    first = h.heartbeat(1, epoch, want_shut_down=True)
-    assert names(first) == ["BrokerRegistrationChangeRecord"]
-    change = first.records[0][0]
-    assert (change.broker_id, change.broker_epoch, change.in_controlled_shutdown) == (1, epoch, 1)
-    assert first.response.should_shut_down is False and first.response.is_fenced is False
-    assert h.broker(1).in_controlled_shutdown and not h.qc.cluster.is_usable(1)
-    shutdown_offset = first.base_offset
-
-    # Not caught up with the shutdown record yet: keep waiting, write nothing.
-    waiting = h.heartbeat(1, epoch, offset=shutdown_offset - 1, want_shut_down=True)
-    assert waiting.records == [] and waiting.response.should_shut_down is False
-
-    # An ordinary heartbeat does not take the broker out of controlled shutdown.
-    plain = h.heartbeat(1, epoch, offset=shutdown_offset)
-    assert plain.records == [] and h.broker(1).in_controlled_shutdown
-
-    done = h.heartbeat(1, epoch, offset=shutdown_offset, want_shut_down=True)
+    done = h.heartbeat(1, epoch, want_shut_down=True)
     assert done.response.should_shut_down is True and done.response.is_fenced is True
     assert [(r.NAME, r.id, r.epoch) for r, _ in done.records] == [("FenceBrokerRecord", 1, epoch)]
-    assert h.broker(1).fenced
+    assert h.broker(1).fenced and not h.broker(1).in_controlled_shutdown
 
     # Repeating the question gets the same answer and writes nothing.
-    again = h.heartbeat(1, epoch, offset=shutdown_offset, want_shut_down=True)
+    again = h.heartbeat(1, epoch, want_shut_down=True)
     assert again.response.should_shut_down and again.records == []
 
 
@@ -350,7 +335,6 @@ def test_a_clean_shutdown_still_frees_the_id_after_the_controller_restarts():
     h = Harness()
     epoch = h.active_broker(1)
     h.active_broker(2)
-    h.heartbeat(1, epoch, want_shut_down=True)
     assert h.heartbeat(1, epoch, want_shut_down=True).response.should_shut_down
     restarted = replayed(h)
     restarted.activate()
@@ -382,15 +366,15 @@ def test_unregister_removes_the_registration():
     assert [(r.NAME, r.broker_id, r.broker_epoch) for r, _ in out.records] == [
         ("UnregisterBrokerRecord", 1, epoch)]
     assert sorted(h.qc.cluster.brokers) == [2]
-    assert h.heartbeat(1, epoch).response.error_code == Error.BROKER_ID_NOT_REGISTERED
+    assert h.heartbeat(1, epoch).response.error_code == Error.STALE_BROKER_EPOCH
     # The id is free for a new incarnation right away.
     assert h.register(1).response.error_code == Error.NONE
 
 
-def test_unregister_of_an_unknown_broker_is_not_an_error():
+def test_unregister_of_an_unknown_broker_is_an_error():
     h = Harness()
     out = h.unregister(42)
-    assert out.response.error_code == Error.NONE
+    assert out.response.error_code == Error.BROKER_ID_NOT_REGISTERED
     assert out.records == []
 
 
@@ -503,10 +487,19 @@ def assert_same_state(h: Harness) -> None:
     assert fresh.next_offset == h.qc.next_offset
 
 
+def lead(h: Harness, broker_id: int) -> None:
+    """Give ``broker_id`` a partition to lead, so that its shutdown is a controlled one."""
+    created = h.command("create_topics", CreateTopicsRequest(topics=[CreatableTopic(
+        name=f"led-by-{broker_id}", num_partitions=-1, replication_factor=-1,
+        assignments=[CreatableReplicaAssignment(partition_index=0, broker_ids=[broker_id])])]), 7)
+    assert created.response.topics[0].error_code == Error.NONE
+
+
 def test_replaying_the_records_rebuilds_the_same_state():
     h = Harness(metadata_version=20)
     e1 = h.active_broker(1)
     e2 = h.active_broker(2)
+    lead(h, 2)
     h.register(3, mv_range=(7, 24), rack="r3")
     h.update_features([mv(24)])
     h.heartbeat(2, e2, want_shut_down=True)           # in controlled shutdown
@@ -566,8 +559,9 @@ def test_any_command_sequence_replays_to_the_same_state(commands):
 def test_a_snapshot_of_the_state_rebuilds_the_same_registrations():
     h = Harness(metadata_version=20)
     e1 = h.active_broker(1)
-    h.active_broker(2)
+    e2 = h.active_broker(2)
     h.register(3, rack="r3")
+    lead(h, 1)
     h.heartbeat(1, e1, want_shut_down=True)  # in controlled shutdown, not yet done
     # Loaded as the server loads a snapshot: every record at the last offset it covers.
     fresh = QuorumController(CLUSTER_ID, 1, ManualClock(), session_timeout_ms=SESSION_MS)
@@ -580,12 +574,15 @@ def test_a_snapshot_of_the_state_rebuilds_the_same_registrations():
             for b, r in fresh.cluster.brokers.items()} == {
         b: (r.epoch, r.fenced, r.in_controlled_shutdown, r.rack, r.endpoints, r.features)
         for b, r in h.qc.cluster.brokers.items()}
-    # Broker 1 must still catch up with its controlled-shutdown record before it may go.
+    # Broker 1 may go only once the active broker 2 has reported an offset at or past the
+    # snapshot, which holds its controlled-shutdown state: the new leader has heard nothing yet.
     fresh.activate()
     early = call(fresh.broker_heartbeat, BrokerHeartbeatRequest(
-        broker_id=1, broker_epoch=e1, current_metadata_offset=e1, want_shut_down=True), 1)
-    assert early.response.should_shut_down is False
-    done = call(fresh.broker_heartbeat, BrokerHeartbeatRequest(
         broker_id=1, broker_epoch=e1, current_metadata_offset=h.qc.last_applied_offset,
         want_shut_down=True), 1)
+    assert early.response.should_shut_down is False
+    call(fresh.broker_heartbeat, BrokerHeartbeatRequest(
+        broker_id=2, broker_epoch=e2, current_metadata_offset=h.qc.last_applied_offset), 1)
+    done = call(fresh.broker_heartbeat, BrokerHeartbeatRequest(
+        broker_id=1, broker_epoch=e1, current_metadata_offset=e1, want_shut_down=True), 1)
     assert done.response.should_shut_down is True

@@ -139,7 +139,7 @@ def test_placement_alternates_racks_when_it_can():
     assert len({p.leader for p in parts}) == 4
 
 
-def test_placement_uses_only_unfenced_brokers_and_rotates_across_topics(c):
+def test_placement_prefers_unfenced_brokers_and_rotates_across_topics(c):
     c.add_broker(4)
     c.expire(4)
     c.topic("first", partitions=2, rf=3)
@@ -149,7 +149,12 @@ def test_placement_uses_only_unfenced_brokers_and_rotates_across_topics(c):
     # The next topic goes on where the last one stopped instead of starting over.
     assert [p.leader for p in partitions_of(c, "first")] == [1, 2]
     assert [p.leader for p in partitions_of(c, "second")] == [3, 1]
+    # As in Kafka, a fenced broker takes a replica (never the lead) when the unfenced are too few.
     _, response = create(c, [new_topic("wide", 1, 4)])
+    assert response.topics[0].error_code == Error.NONE
+    wide = partitions_of(c, "wide")[0]
+    assert sorted(wide.replicas) == [1, 2, 3, 4] and wide.replicas[-1] == 4 and 4 not in wide.isr
+    _, response = create(c, [new_topic("wider", 1, 5)])
     assert response.topics[0].error_code == Error.INVALID_REPLICATION_FACTOR
 
 
@@ -256,9 +261,10 @@ def test_a_longest_legal_name_and_mixed_results_in_one_request(c):
 
 
 def test_a_topic_twice_in_one_request(c):
+    # Kafka creates neither copy and answers the name once.
     applied, response = create(c, [new_topic("twice", 1, 1), new_topic("twice", 2, 1)])
-    assert [t.error_code for t in response.topics] == [Error.NONE, Error.INVALID_REQUEST]
-    assert len(partitions_of(c, "twice")) == 1
+    assert [(t.name, t.error_code) for t in response.topics] == [("twice", Error.INVALID_REQUEST)]
+    assert "twice" not in c.qc.replication.names and applied.records == []
 
 
 # --- DeleteTopics -----------------------------------------------------------------------------------
@@ -298,12 +304,13 @@ def test_delete_topics_by_id(c):
     assert c.qc.replication.names == {}
 
 
-def test_a_topic_named_twice_is_removed_once(c):
+def test_a_topic_given_by_name_and_by_id_is_not_removed(c):
+    # As in Kafka's ControllerApis: the name maps to an id already supplied.
     topic_id = c.topic("dup", partitions=1, rf=1)
-    request = DeleteTopicsRequest(topics=[DeleteTopicState(name="dup"), DeleteTopicState(topic_id=topic_id)])
+    request = DeleteTopicsRequest(topics=[DeleteTopicState(topic_id=topic_id), DeleteTopicState(name="dup")])
     applied = c.run(c.qc.delete_topics(request, 6))
-    assert [r.error_code for r in applied.response.responses] == [Error.NONE, Error.NONE]
-    assert record_names(applied) == ["RemoveTopicRecord"]
+    assert [(r.name, r.error_code) for r in applied.response.responses] == [("dup", Error.INVALID_REQUEST)]
+    assert applied.records == [] and "dup" in c.qc.replication.names
 
 
 # --- CreatePartitions ---------------------------------------------------------------------------------
