@@ -108,7 +108,8 @@ class ControllerServer:
             session_timeout_ms=c.broker_session_timeout_ms,
             controller_endpoints=[Endpoint(listener.name, listener.host or "127.0.0.1", listener.port, PLAINTEXT)],
             static_configs=static_configs(c),
-            metadata_lists_brokers=c.metadata_nodes == "brokers")
+            metadata_lists_brokers=c.metadata_nodes == "brokers",
+            voter_ids=c.voters or {c.node_id})
 
     def _load_without_collector(self) -> QuorumController:
         """Loading builds millions of long-lived objects; the cyclic collector would rescan

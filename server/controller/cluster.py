@@ -93,8 +93,9 @@ class Leadership(Protocol):
 
 class ClusterControl:
     def __init__(self, cluster_id: str, session_timeout_ms: int, features: FeatureControl,
-                 offsets: OffsetControl | None = None) -> None:
+                 offsets: OffsetControl | None = None, voter_ids: frozenset[int] = frozenset()) -> None:
         self.cluster_id = cluster_id
+        self.voter_ids = voter_ids
         self.offsets = offsets or OffsetControl()
         self.session_timeout_ms = session_timeout_ms
         self.features = features
@@ -144,12 +145,20 @@ class ClusterControl:
     def refuse_registration(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult | None:
         """The answer when no new registration is written: an error, or a retry's epoch.
         The checks come in Kafka's order: cluster id, a live session held by another
-        incarnation, log directories, then features."""
+        incarnation, log directories, then features; a voter's node id is refused after the
+        cluster id."""
         def fail(code: int) -> ControllerResult:
             return ControllerResult([], BrokerRegistrationResponse(error_code=code))
 
         if req.cluster_id != self.cluster_id:
             return fail(Error.INCONSISTENT_CLUSTER_ID)
+        if req.broker_id in self.voter_ids:
+            # Kafka runs a broker under a voter's id only in combined mode, which a kraftwire
+            # controller never is; a broker-only Kafka node refuses such a node.id itself.
+            log.info("refusing the registration of broker %d: node id %d is a controller voter in "
+                     "controller.quorum.voters; give the broker an id no controller uses",
+                     req.broker_id, req.broker_id)
+            return fail(Error.INVALID_REGISTRATION)
         existing = self.brokers.get(req.broker_id)
         if existing is not None and existing.incarnation_id != req.incarnation_id \
                 and self.has_live_session(req.broker_id, now_ms):

@@ -56,13 +56,15 @@ class QuorumController:
                  session_timeout_ms: int = 9000,
                  controller_endpoints: list[Endpoint] | None = None,
                  static_configs: dict[str, str] | None = None,
-                 metadata_lists_brokers: bool = False) -> None:
+                 metadata_lists_brokers: bool = False,
+                 voter_ids: Iterable[int] = ()) -> None:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
         self.offsets = OffsetControl()
         self.features = FeatureControl(offsets=self.offsets)
-        self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features, self.offsets)
+        self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features, self.offsets,
+                                      voter_ids=frozenset(voter_ids))
         self.configs = ConfigControl(static_configs or {}, self.offsets)
         self.replication = ReplicationControl(self.cluster, self.features, self.configs, self.offsets)
         self.leadership = self.replication

@@ -12,9 +12,13 @@ import pytest
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.update_features_request import FeatureUpdateKey
+from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from protocol.primitives import random_uuid
+from server.controller.clock import ManualClock
+from server.controller.quorum_controller import QuorumController
+from server.controller.result import ControllerResult
 from tests.server.test_replication import CONTROLLER_ID, SESSION_MS, Cluster, assert_replays
-from tests.server.test_state_machine import Harness, names, registration
+from tests.server.test_state_machine import CLUSTER_ID, MV_LATEST, Harness, names, registration
 
 
 def dir_id(n: int) -> bytes:
@@ -124,11 +128,17 @@ def test_a_new_incarnation_may_keep_its_own_directories():
     assert again.response.error_code == Error.NONE
 
 
-def test_a_broker_may_use_the_node_id_of_a_controller():
-    """Kafka runs broker and controller under one node id in combined mode, so its controller
-    does not refuse a broker registering with a voter's id."""
-    c = Cluster()
-    assert c.register(CONTROLLER_ID).response.error_code == Error.NONE
+def test_a_broker_may_not_use_the_node_id_of_a_voter():
+    """Kafka shares a node id between broker and controller only in combined mode; a
+    kraftwire controller is never combined, so a broker with a voter's id is misconfigured
+    (a broker-only Kafka node refuses such a node.id) and is refused with nothing written."""
+    qc = QuorumController(CLUSTER_ID, CONTROLLER_ID, ManualClock(), voter_ids=[CONTROLLER_ID, 3001])
+    qc.apply(ControllerResult([(FeatureLevelRecord(name="metadata.version", feature_level=MV_LATEST), 0)]))
+    qc.activate()
+    for voter in (CONTROLLER_ID, 3001):
+        refused = qc.register_broker(registration(voter), 4)
+        assert (refused.response.error_code, refused.records) == (Error.INVALID_REGISTRATION, [])
+    assert qc.register_broker(registration(7), 4).response.error_code == Error.NONE
 
 
 def _with_dirs(request, dirs: list[bytes]):
