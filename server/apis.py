@@ -39,6 +39,8 @@ _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation id
 _FRAME_SIZE = INT32.size
 
+ENVELOPE_KEY = 58
+
 
 @dataclass(frozen=True)
 class Route:
@@ -103,8 +105,6 @@ def carries_error(response: Message, code: int) -> bool:
             return True
     return False
 
-
-ENVELOPE_KEY = 58
 
 # The APIs a broker may forward inside an Envelope (Kafka's "forwardable" ones); any other
 # inner request is refused with INVALID_REQUEST, as Kafka refuses it.
@@ -190,7 +190,7 @@ class Router:
             request, _ = route.decode_request(frame, pos)
         except DecodeError as exc:
             raise exc.within(route.api.request.NAME, version) from None
-        response = self._serve(route, request, RequestContext(ANONYMOUS, conn.host))
+        response = self._serve(route, request, conn.context)
         if not isinstance(response, asyncio.Future):
             return self._encode(route, correlation_id, response)
         out = asyncio.get_running_loop().create_future()

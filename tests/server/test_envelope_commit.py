@@ -11,6 +11,7 @@ import asyncio
 from protocol.error_codes import Error
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from server.apis import Router
+from server.context import Principal, RequestContext
 from server.controller.clock import ManualClock
 from server.controller.features import MV_LATEST
 from server.controller.quorum_controller import QuorumController
@@ -39,7 +40,7 @@ class HeldCommitter:
 
 
 class Client:
-    host = "127.0.0.1"
+    context = RequestContext(Principal("User", "broker-1"), "127.0.0.1")
 
 
 def forwarded_create(outcome: BaseException | None):
@@ -51,6 +52,9 @@ def forwarded_create(outcome: BaseException | None):
         wrapped = envelope(encode_request(create_topics("held"), 5))
         pending = router.dispatch(Client(), encode_request(wrapped, 6))
         assert isinstance(pending, asyncio.Future)
+        # The inner request was handled as the client's, with the broker kept beside it.
+        assert router.context == RequestContext(Principal("User", "alice"), "127.0.0.1",
+                                                forwarded_by=Client.context.principal)
         await asyncio.sleep(0)
         assert not pending.done(), "answered before the commit"
         [waiter] = committer.waiters
