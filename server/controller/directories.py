@@ -2,9 +2,9 @@
 
 A broker reports with AssignReplicasToDirs where it placed its replicas; the controller keeps
 the answer in the partition's Directories, one entry per replica, through PartitionChangeRecord
-(so replay is the partition replay already there). A replica placed in a directory the broker
-does not list as online is a replica the broker cannot serve: it leaves the ISR and leadership,
-as it would if that directory had failed.
+(so replay is the partition replay already there). A replica the broker cannot serve leaves
+the ISR and leadership: one placed in a directory the broker does not list as online, and every
+replica in a directory its heartbeat reports failed (which also leaves its registration).
 """
 
 from __future__ import annotations
@@ -15,12 +15,17 @@ from protocol.error_codes import Error
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.assign_replicas_to_dirs_response import (
     AssignReplicasToDirsResponse, DirectoryData, PartitionData, TopicData)
+from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from server.controller.cluster import ClusterControl
 from server.controller.features import MV_3_7_IV2, FeatureControl
 from server.controller.partitions import PartitionState
 from server.controller.replication import ReplicationControl
-from server.controller.result import ControllerResult
+from server.controller.result import ControllerResult, VersionedRecord
+
+# BrokerRegistrationChangeRecord carries LogDirs from this version on.
+_REGISTRATION_CHANGE_WITH_DIRS = 2
 
 # Directory ids with a meaning of their own; no real directory has one.
 MIGRATING = bytes(16)  # placed before directories were tracked: wherever it is, it is online
@@ -103,3 +108,24 @@ def _directory_change(p: PartitionState, broker_id: int, directory: bytes) -> Pa
     if directories == p.directories:
         return None
     return PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, directories=directories)
+
+
+def fail_directories(req: BrokerHeartbeatRequest, cluster: ClusterControl,
+                     replication: ReplicationControl, features: FeatureControl) -> list[VersionedRecord]:
+    """The records for directories a heartbeat reports offline that the registration still
+    lists: the broker's replicas in them leave ISRs and leadership, and the registration keeps
+    only the directories left online. Failures are rare, so the partitions are found by a
+    scan rather than an index every replay would have to keep."""
+    broker = cluster.brokers.get(req.broker_id)
+    if features.metadata_version < MV_3_7_IV2 or broker is None or broker.epoch != req.broker_epoch:
+        return []
+    failed = [d for d in broker.log_dirs if d in req.offline_log_dirs]
+    if not failed:
+        return []
+    placed = [p for topic in replication.topics.values() for p in topic.partitions
+              if req.broker_id in p.replicas and p.directories[p.replicas.index(req.broker_id)] in failed]
+    records = replication.move_leadership_away(req.broker_id, fencing=False, only=placed)
+    online = [d for d in broker.log_dirs if d not in failed]
+    records.append((BrokerRegistrationChangeRecord(broker_id=req.broker_id, broker_epoch=broker.epoch,
+                                                   log_dirs=online), _REGISTRATION_CHANGE_WITH_DIRS))
+    return records

@@ -30,7 +30,7 @@ from server.controller.clock import Clock
 from server.controller.cluster import ClusterControl, Endpoint
 from server.controller.configs import ConfigControl
 from server.controller.describe import TopicViews
-from server.controller.directories import assign_replicas_to_dirs
+from server.controller.directories import assign_replicas_to_dirs, fail_directories
 from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl
 from server.controller.offsets import OffsetControl
 from server.controller.replication import ReplicationControl
@@ -158,7 +158,11 @@ class QuorumController:
         return self._steps(steps)
 
     def broker_heartbeat(self, req: BrokerHeartbeatRequest, version: int) -> Applied:
-        return self.apply(self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership))
+        heartbeat = self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership)
+        if not req.offline_log_dirs:
+            return self.apply(heartbeat)
+        return self._steps([lambda: heartbeat, lambda: ControllerResult(
+            fail_directories(req, self.cluster, self.replication, self.features))])
 
     def unregister_broker(self, req: UnregisterBrokerRequest, version: int) -> Applied:
         broker_id = req.broker_id
