@@ -15,7 +15,7 @@ import asyncio
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 from protocol.api_keys import API_VERSIONS_KEY, APIS, Api
 from protocol.error_codes import Error
@@ -34,6 +34,8 @@ from server.network import Connection, RequestRejected
 log = logging.getLogger("kraftwire.apis")
 
 Handler = Callable[[Message, int], tuple[Message, int]]
+T = TypeVar("T")
+U = TypeVar("U")
 
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation id
@@ -89,6 +91,15 @@ def with_error(response: Message, code: int) -> Message:
         elif isinstance(value, Message):
             with_error(value, code)
     return response
+
+
+def _then(result: T | asyncio.Future, then: Callable[[T], U]) -> U | asyncio.Future:
+    """``then(result)``, at once or, for a response still to come, once it has come."""
+    if not isinstance(result, asyncio.Future):
+        return then(result)
+    out = asyncio.get_running_loop().create_future()
+    result.add_done_callback(lambda f: out.set_result(then(f.result())))
+    return out
 
 
 def carries_error(response: Message, code: int) -> bool:
@@ -190,12 +201,8 @@ class Router:
             request, _ = route.decode_request(frame, pos)
         except DecodeError as exc:
             raise exc.within(route.api.request.NAME, version) from None
-        response = self._serve(route, request, conn.context)
-        if not isinstance(response, asyncio.Future):
-            return self._encode(route, correlation_id, response)
-        out = asyncio.get_running_loop().create_future()
-        response.add_done_callback(lambda f: out.set_result(self._encode(route, correlation_id, f.result())))
-        return out
+        return _then(self._serve(route, request, conn.context),
+                     lambda response: self._encode(route, correlation_id, response))
 
     def _serve(self, route: Route, request: Message, context: RequestContext) -> Message | asyncio.Future:
         """The response, or a future of it when it must wait for a commit or a long poll."""
@@ -267,12 +274,8 @@ class Router:
         except DecodeError as exc:
             log.warning("refusing a forwarded request: %s", exc.within(route.api.request.NAME, version))
             return EnvelopeResponse(error_code=Error.UNSUPPORTED_VERSION)
-        response = self._serve(route, request, RequestContext(principal, address, forwarded_by=context.principal))
-        if not isinstance(response, asyncio.Future):
-            return self._enveloped(route, correlation_id, response)
-        out = asyncio.get_running_loop().create_future()
-        response.add_done_callback(lambda f: out.set_result(self._enveloped(route, correlation_id, f.result())))
-        return out
+        return _then(self._serve(route, request, RequestContext(principal, address, forwarded_by=context.principal)),
+                     lambda response: self._enveloped(route, correlation_id, response))
 
     def _enveloped(self, route: Route, correlation_id: int, response: Message) -> EnvelopeResponse:
         if carries_error(response, Error.NOT_CONTROLLER):
