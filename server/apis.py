@@ -4,6 +4,9 @@ Every handler returns ``(response, visible_offset)``: the response is computed a
 is released only when the log has committed ``visible_offset``, the last offset whose state it
 could reflect. Most heartbeats find that offset already committed and are answered in the
 same call.
+
+A request a broker forwards in an Envelope is unwrapped and served through the same routes,
+and its answer goes back inside the EnvelopeResponse, with its own response header.
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ import asyncio
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 from protocol.api_keys import API_VERSIONS_KEY, APIS, Api
 from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from protocol.generated.messages.envelope_request import EnvelopeRequest
+from protocol.generated.messages.envelope_response import EnvelopeResponse
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.message import Message
 from protocol.primitives import INT16, INT32
+from server.context import ANONYMOUS, RequestContext, forwarded_address, forwarded_principal
 from server.controller.quorum_controller import Applied, QuorumController
 from server.metalog.committer import Committer
 from server.network import Connection, RequestRejected
@@ -28,9 +34,14 @@ from server.network import Connection, RequestRejected
 log = logging.getLogger("kraftwire.apis")
 
 Handler = Callable[[Message, int], tuple[Message, int]]
+T = TypeVar("T")
+U = TypeVar("U")
 
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation id
+_FRAME_SIZE = INT32.size
+
+ENVELOPE_KEY = 58
 
 
 @dataclass(frozen=True)
@@ -82,13 +93,48 @@ def with_error(response: Message, code: int) -> Message:
     return response
 
 
+def _then(result: T | asyncio.Future, then: Callable[[T], U]) -> U | asyncio.Future:
+    """``then(result)``, at once or, for a response still to come, once it has come."""
+    if not isinstance(result, asyncio.Future):
+        return then(result)
+    out = asyncio.get_running_loop().create_future()
+    result.add_done_callback(lambda f: out.set_result(then(f.result())))
+    return out
+
+
+def carries_error(response: Message, code: int) -> bool:
+    """Whether ``code`` is among a response's error codes, at the top level or in any item."""
+    for name, _ in response.FIELDS:
+        value = getattr(response, name)
+        if name == "error_code":
+            if value == code:
+                return True
+        elif isinstance(value, list):
+            if any(isinstance(item, Message) and carries_error(item, code) for item in value):
+                return True
+        elif isinstance(value, Message) and carries_error(value, code):
+            return True
+    return False
+
+
+# The APIs a broker may forward inside an Envelope (Kafka's "forwardable" ones); any other
+# inner request is refused with INVALID_REQUEST, as Kafka refuses it.
+FORWARDABLE = {
+    19: "CreateTopics", 20: "DeleteTopics", 30: "CreateAcls", 31: "DeleteAcls", 33: "AlterConfigs",
+    37: "CreatePartitions", 38: "CreateDelegationToken", 39: "RenewDelegationToken",
+    40: "ExpireDelegationToken", 43: "ElectLeaders", 44: "IncrementalAlterConfigs",
+    45: "AlterPartitionReassignments", 46: "ListPartitionReassignments", 49: "AlterClientQuotas",
+    51: "AlterUserScramCredentials", 55: "DescribeQuorum", 57: "UpdateFeatures", 64: "UnregisterBroker",
+    67: "AllocateProducerIds", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
+}
+
 # API key -> the QuorumController method that serves it. Writes append records and wait for
 # them; reads wait only for what they could have seen.
 WRITES = {
     62: "register_broker", 63: "broker_heartbeat", 64: "unregister_broker", 57: "update_features",
     70: "register_controller", 19: "create_topics", 20: "delete_topics", 37: "create_partitions",
     56: "alter_partition", 43: "elect_leaders", 45: "alter_reassignments",
-    44: "incremental_alter_configs", 33: "alter_configs",
+    44: "incremental_alter_configs", 33: "alter_configs", 73: "assign_replicas_to_dirs",
 }
 READS = {
     60: "describe_cluster", 3: "metadata", 75: "describe_topic_partitions",
@@ -101,13 +147,18 @@ class Router:
         self.controller = controller
         self.committer = committer
         self.handlers: dict[int, Handler] = {}
+        self._routes: dict[tuple[int, int], Route] = {}
         # Narrower version ranges than the schema's, for APIs only partly served.
         self.version_limits: dict[int, tuple[int, int]] = {}
+        # Who sent the request being handled; set before every handler call, so a handler
+        # (and, later, authorization) reads the client's even for a forwarded request.
+        self.context = RequestContext(ANONYMOUS, "")
         for key, name in WRITES.items():
             self.register(key, self._writer(name))
         for key, name in READS.items():
             self.register(key, self._reader(name))
         self.register(API_VERSIONS_KEY, lambda request, version: (self.api_versions(version), -1))
+        self.register(ENVELOPE_KEY, lambda request, version: (self._unwrap(request, self.context), -1))
 
     def _writer(self, name: str) -> Handler:
         def handle(request: Message, version: int) -> tuple[Message, int]:
@@ -120,9 +171,10 @@ class Router:
         def handle(request: Message, version: int) -> tuple[Message, int]:
             return getattr(self.controller, name)(request, version), self.controller.last_applied_offset
         return handle
+
     def register(self, api_key: int, handler: Handler, versions: tuple[int, int] | None = None) -> None:
         self.handlers[api_key] = handler
-        self._routes: dict[tuple[int, int], Route] = {}
+        self._routes.clear()
         if versions is not None:
             self.version_limits[api_key] = versions
 
@@ -134,30 +186,33 @@ class Router:
         if len(frame) < _PREFIX.size:
             raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
         key, version, correlation_id = _PREFIX.unpack_from(frame)
-        route = self._routes.get((key, version))
+        route = self._routes.get((key, version)) or self._route(key, version)
         if route is None:
-            route = self._route(key, version)
-            if route is None:
+            if key == API_VERSIONS_KEY:
                 # Kafka answers an ApiVersions it cannot read with a v0 body listing what it
                 # does support, so the client can retry at a version both sides know.
                 return self._encode(self._route(API_VERSIONS_KEY, 0), correlation_id, ApiVersionsResponse(
                     error_code=Error.UNSUPPORTED_VERSION, api_keys=self._api_versions_list()))
+            raise RequestRejected(self._refusal(key, version))
         pos = _body_start(frame, route.flexible_header)
         try:
-            request, end = route.decode_request(frame, pos)
+            # Bytes after a complete body are ignored, as Kafka's parser ignores them: some
+            # clients send them (librdkafka 2.16 pads Metadata v12 with three).
+            request, _ = route.decode_request(frame, pos)
         except DecodeError as exc:
             raise exc.within(route.api.request.NAME, version) from None
-        if end != len(frame):
-            raise DecodeError(route.api.request.NAME, version, end, f"{len(frame) - end} trailing bytes")
-        response, visible = route.handler(request, version)
+        return _then(self._serve(route, request, conn.context),
+                     lambda response: self._encode(route, correlation_id, response))
+
+    def _serve(self, route: Route, request: Message, context: RequestContext) -> Message | asyncio.Future:
+        """The response, or a future of it when it must wait for a commit or a long poll."""
+        self.context = context
+        response, visible = route.handler(request, route.version)
         if isinstance(response, asyncio.Future):
-            # A long poll: the handler answers later by itself.
-            out = asyncio.get_running_loop().create_future()
-            response.add_done_callback(lambda f: out.set_result(self._encode(route, correlation_id, f.result())))
-            return out
+            return response  # a long poll: the handler answers later by itself
         waiter = self.committer.wait(visible)
         if waiter is None:
-            return self._encode(route, correlation_id, response)
+            return response
         out = asyncio.get_running_loop().create_future()
 
         def release(f: asyncio.Future) -> None:
@@ -165,27 +220,69 @@ class Router:
                 # The records behind this answer never became durable: tell the client to
                 # retry instead of pretending it worked.
                 with_error(response, Error.NOT_CONTROLLER)
-            out.set_result(self._encode(route, correlation_id, response))
+            out.set_result(response)
 
         waiter.add_done_callback(release)
         return out
 
     def _route(self, key: int, version: int) -> Route | None:
-        """Everything version-specific about one (API, version), worked out once."""
+        """Everything version-specific about one (API, version), worked out once; None when
+        that API or version is not served."""
         api = APIS.get(key)
         if api is None or key not in self.handlers:
-            raise RequestRejected(f"unknown or unserved API key {key}")
+            return None
         lo, hi = self.served_versions(api)
         if not lo <= version <= hi:
-            if key == API_VERSIONS_KEY:
-                return None
-            raise RequestRejected(f"{api.name} v{version} is not supported (v{lo}-v{hi})")
+            return None
         route = Route(api, version, api.request_header_version(version) == 2,
                       api.request._DECODERS[version], api.response._ENCODERS[version],
                       b"\x00" if api.response_header_version(version) == 1 else b"",
                       self.handlers[key])
         self._routes[(key, version)] = route
         return route
+
+    def _refusal(self, key: int, version: int) -> str:
+        api = APIS.get(key)
+        if api is None or key not in self.handlers:
+            return f"unknown or unserved API key {key}"
+        lo, hi = self.served_versions(api)
+        return f"{api.name} v{version} is not supported (v{lo}-v{hi})"
+
+    # --- Envelope ---------------------------------------------------------------------------
+    def _unwrap(self, envelope: EnvelopeRequest, context: RequestContext) -> EnvelopeResponse | asyncio.Future:
+        """Serve the request a broker forwarded, as its client's. The errors are Kafka's: the
+        principal or address unreadable, or an API that may not be forwarded, fail the
+        envelope itself; an inner request that cannot be parsed is UNSUPPORTED_VERSION, to
+        tell it apart from a broken envelope."""
+        principal = forwarded_principal(envelope.request_principal)
+        if principal is None:
+            return EnvelopeResponse(error_code=Error.PRINCIPAL_DESERIALIZATION_FAILURE)
+        address = forwarded_address(envelope.client_host_address)
+        if address is None:
+            return EnvelopeResponse(error_code=Error.INVALID_REQUEST)
+        data = envelope.request_data
+        if len(data) < _PREFIX.size:
+            return EnvelopeResponse(error_code=Error.UNSUPPORTED_VERSION)
+        key, version, correlation_id = _PREFIX.unpack_from(data)
+        if key not in FORWARDABLE:
+            return EnvelopeResponse(error_code=Error.INVALID_REQUEST)
+        route = self._routes.get((key, version)) or self._route(key, version)
+        if route is None:
+            return EnvelopeResponse(error_code=Error.UNSUPPORTED_VERSION)
+        try:
+            request, _ = route.decode_request(data, _body_start(data, route.flexible_header))
+        except DecodeError as exc:
+            log.warning("refusing a forwarded request: %s", exc.within(route.api.request.NAME, version))
+            return EnvelopeResponse(error_code=Error.UNSUPPORTED_VERSION)
+        return _then(self._serve(route, request, RequestContext(principal, address, forwarded_by=context.principal)),
+                     lambda response: self._enveloped(route, correlation_id, response))
+
+    def _enveloped(self, route: Route, correlation_id: int, response: Message) -> EnvelopeResponse:
+        if carries_error(response, Error.NOT_CONTROLLER):
+            # The forwarding broker must look for the new controller, which it learns only
+            # from the envelope's own error.
+            return EnvelopeResponse(error_code=Error.NOT_CONTROLLER)
+        return EnvelopeResponse(response_data=self._encode(route, correlation_id, response)[_FRAME_SIZE:])
 
     @staticmethod
     def _encode(route: Route, correlation_id: int, response: Message) -> bytes:

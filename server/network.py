@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 from protocol.errors import DecodeError
 from protocol.framing import FrameReader, FrameTooLarge
+from server.context import ANONYMOUS, RequestContext
 
 log = logging.getLogger("kraftwire.network")
 
@@ -42,7 +43,7 @@ Dispatch = Callable[["Connection", bytes], "bytes | Pending | None"]
 
 
 class Connection(asyncio.Protocol):
-    __slots__ = ("dispatch", "reader", "transport", "peer", "_queue", "_closed", "on_close", "capture",
+    __slots__ = ("dispatch", "reader", "transport", "peer", "context", "_queue", "_closed", "on_close", "capture",
                  "_backlog", "_write_paused", "_read_paused", "_turn_pending")
 
     def __init__(self, dispatch: Dispatch, max_frame: int, on_close: Callable[["Connection"], None]) -> None:
@@ -50,6 +51,8 @@ class Connection(asyncio.Protocol):
         self.reader = FrameReader(max_frame)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        # Who the client is, for every request it sends; authentication will set the principal.
+        self.context = RequestContext(ANONYMOUS, "?")
         self._queue: deque = deque()
         self._closed = False
         # Whole frames received but not yet handled: at most FRAMES_PER_TURN are handled before
@@ -65,6 +68,8 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if peer:
+            self.context = RequestContext(ANONYMOUS, peer[0])
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

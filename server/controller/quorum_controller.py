@@ -14,6 +14,7 @@ from typing import Callable, Iterable
 
 from protocol.error_codes import Error
 from protocol.generated.messages.api_versions_response import FinalizedFeatureKey, SupportedFeatureKey
+from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
 from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
@@ -29,6 +30,7 @@ from server.controller.clock import Clock
 from server.controller.cluster import ClusterControl, Endpoint
 from server.controller.configs import ConfigControl
 from server.controller.describe import TopicViews
+from server.controller.directories import assign_replicas_to_dirs, fail_directories
 from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl
 from server.controller.offsets import OffsetControl
 from server.controller.replication import ReplicationControl
@@ -158,7 +160,11 @@ class QuorumController:
         return self._steps(steps)
 
     def broker_heartbeat(self, req: BrokerHeartbeatRequest, version: int) -> Applied:
-        return self.apply(self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership))
+        heartbeat = self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership)
+        if not req.offline_log_dirs:
+            return self.apply(heartbeat)
+        return self._steps([lambda: heartbeat, lambda: ControllerResult(
+            fail_directories(req, self.cluster, self.replication, self.features))])
 
     def unregister_broker(self, req: UnregisterBrokerRequest, version: int) -> Applied:
         broker_id = req.broker_id
@@ -196,6 +202,15 @@ class QuorumController:
             self.offsets.revert_to(base)
             raise
         return Applied(records, base, response)
+
+    def assign_replicas_to_dirs(self, req: AssignReplicasToDirsRequest, version: int) -> Applied:
+        assignment = assign_replicas_to_dirs(req, self.cluster, self.replication, self.features)
+        # The directory records go first: the ISR changes for offline directories are then
+        # built on partitions that already name the directory.
+        return self._steps([
+            lambda: assignment.result,
+            lambda: ControllerResult(self.leadership.move_leadership_away(
+                req.broker_id, only=assignment.offline))])
 
     def update_features(self, req: UpdateFeaturesRequest, version: int) -> Applied:
         ranges = [b.features for b in self.cluster.brokers.values()]

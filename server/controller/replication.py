@@ -186,8 +186,10 @@ class ReplicationControl:
     def leads_any(self, broker_id: int) -> bool:
         return any(p.leader == broker_id for p in self.isr_of.get(broker_id, ()))
 
-    def move_leadership_away(self, broker_id: int) -> list[VersionedRecord]:
-        """Take ``broker_id`` out of every ISR and elect new leaders where it led.
+    def move_leadership_away(self, broker_id: int,
+                             only: Iterable[PartitionState] | None = None) -> list[VersionedRecord]:
+        """Take ``broker_id`` out of every ISR (or those of ``only``) and elect new leaders
+        where it led.
 
         Without eligible leader replicas the last ISR member stays in the ISR (the partition
         goes leaderless), so that it can lead again when it comes back; with them enabled the
@@ -197,7 +199,8 @@ class ReplicationControl:
             return b != broker_id and self.cluster.is_usable(b)
 
         records: list[VersionedRecord] = []
-        for p in sorted(self.isr_of.get(broker_id, ()), key=_order):
+        members = self.isr_of.get(broker_id, set())
+        for p in sorted(members if only is None else members.intersection(only), key=_order):
             change = self.change(p, usable)
             remaining = [r for r in p.isr if r != broker_id]
             if remaining or change.elr_enabled:

@@ -30,6 +30,7 @@ from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId
 
 METADATA_TOPIC = "__cluster_metadata"
+UNKNOWN_OFFSET = -1
 
 
 @dataclass
@@ -41,6 +42,15 @@ class ReplicaProgress:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _failed(data: PartitionData, code: int) -> PartitionData:
+    """An error answer carries no offsets, as KRaft's does: a client that compares the high
+    watermark with its fetch offset (librdkafka) would otherwise take the error for the end
+    of the partition."""
+    data.error_code = code
+    data.high_watermark = data.last_stable_offset = UNKNOWN_OFFSET
+    return data
 
 
 class MetadataFetchServer:
@@ -109,7 +119,8 @@ class MetadataFetchServer:
             for part in topic.partitions:
                 if not is_metadata or part.partition != 0:
                     code = Error.UNKNOWN_TOPIC_ID if version >= 13 else Error.UNKNOWN_TOPIC_OR_PARTITION
-                    out.partitions.append(PartitionData(partition_index=part.partition, error_code=code))
+                    out.partitions.append(PartitionData(partition_index=part.partition, error_code=code,
+                                                        high_watermark=UNKNOWN_OFFSET))
                     continue
                 out.partitions.append(self._read_partition(part, version, replica_id))
         return response
@@ -121,11 +132,9 @@ class MetadataFetchServer:
         if version >= 12:
             data.current_leader = LeaderIdAndEpoch(leader_id=self.node_id, leader_epoch=self.epoch)
         if version >= 9 and part.current_leader_epoch > self.epoch:
-            data.error_code = Error.UNKNOWN_LEADER_EPOCH
-            return data
+            return _failed(data, Error.UNKNOWN_LEADER_EPOCH)
         if version >= 9 and 0 <= part.current_leader_epoch < self.epoch:
-            data.error_code = Error.FENCED_LEADER_EPOCH
-            return data
+            return _failed(data, Error.FENCED_LEADER_EPOCH)
         offset = part.fetch_offset
         snapshot = self.snapshot if version >= 12 else None
         if offset < self.log.start_offset and snapshot is not None:
@@ -145,8 +154,7 @@ class MetadataFetchServer:
                 data.diverging_epoch = EpochEndOffset(epoch=epoch, end_offset=end)
                 return data
         if offset < self.log.start_offset or offset > self.log.end_offset:
-            data.error_code = Error.OFFSET_OUT_OF_RANGE
-            return data
+            return _failed(data, Error.OFFSET_OUT_OF_RANGE)
         self._track(replica_id, offset)
         if offset < hw:
             data.records = self.log.read(offset, part.partition_max_bytes, up_to=hw - 1)

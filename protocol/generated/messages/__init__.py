@@ -15,6 +15,8 @@ from .alter_partition_request import AlterPartitionRequest
 from .alter_partition_response import AlterPartitionResponse
 from .api_versions_request import ApiVersionsRequest
 from .api_versions_response import ApiVersionsResponse
+from .assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
+from .assign_replicas_to_dirs_response import AssignReplicasToDirsResponse
 from .begin_quorum_epoch_request import BeginQuorumEpochRequest
 from .begin_quorum_epoch_response import BeginQuorumEpochResponse
 from .broker_heartbeat_request import BrokerHeartbeatRequest
@@ -27,6 +29,7 @@ from .create_partitions_request import CreatePartitionsRequest
 from .create_partitions_response import CreatePartitionsResponse
 from .create_topics_request import CreateTopicsRequest
 from .create_topics_response import CreateTopicsResponse
+from .default_principal_data import DefaultPrincipalData
 from .delete_topics_request import DeleteTopicsRequest
 from .delete_topics_response import DeleteTopicsResponse
 from .describe_cluster_request import DescribeClusterRequest
@@ -83,6 +86,8 @@ BY_NAME: dict[str, type[Message]] = {
     'AlterPartitionResponse': AlterPartitionResponse,
     'ApiVersionsRequest': ApiVersionsRequest,
     'ApiVersionsResponse': ApiVersionsResponse,
+    'AssignReplicasToDirsRequest': AssignReplicasToDirsRequest,
+    'AssignReplicasToDirsResponse': AssignReplicasToDirsResponse,
     'BeginQuorumEpochRequest': BeginQuorumEpochRequest,
     'BeginQuorumEpochResponse': BeginQuorumEpochResponse,
     'BrokerHeartbeatRequest': BrokerHeartbeatRequest,
@@ -95,6 +100,7 @@ BY_NAME: dict[str, type[Message]] = {
     'CreatePartitionsResponse': CreatePartitionsResponse,
     'CreateTopicsRequest': CreateTopicsRequest,
     'CreateTopicsResponse': CreateTopicsResponse,
+    'DefaultPrincipalData': DefaultPrincipalData,
     'DeleteTopicsRequest': DeleteTopicsRequest,
     'DeleteTopicsResponse': DeleteTopicsResponse,
     'DescribeClusterRequest': DescribeClusterRequest,
@@ -152,6 +158,8 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 56): AlterPartitionResponse,
     ('request', 18): ApiVersionsRequest,
     ('response', 18): ApiVersionsResponse,
+    ('request', 73): AssignReplicasToDirsRequest,
+    ('response', 73): AssignReplicasToDirsResponse,
     ('request', 53): BeginQuorumEpochRequest,
     ('response', 53): BeginQuorumEpochResponse,
     ('request', 63): BrokerHeartbeatRequest,

@@ -1,0 +1,81 @@
+"""A forwarded write is answered only once committed, and a failed commit reaches the broker
+as the envelope's own NOT_CONTROLLER (so it looks for the new controller), as Kafka does.
+
+The router runs in-process with a committer whose commits the test completes or fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from protocol.error_codes import Error
+from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
+from server.apis import Router
+from server.context import Principal, RequestContext
+from server.controller.clock import ManualClock
+from server.controller.features import MV_LATEST
+from server.controller.quorum_controller import QuorumController
+from server.controller.result import ControllerResult
+from tests.server.kafka_python_wire import decode_response, encode_request
+from tests.server.test_envelope import create_topics, envelope
+
+FRAME_SIZE = 4
+
+
+class HeldCommitter:
+    """Commits nothing until the test says how each one ends."""
+
+    committed_offset = -1
+
+    def __init__(self) -> None:
+        self.waiters: list[asyncio.Future] = []
+
+    def submit(self, records, base_offset: int) -> None:
+        pass
+
+    def wait(self, offset: int) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        return fut
+
+
+class Client:
+    context = RequestContext(Principal("User", "broker-1"), "127.0.0.1")
+
+
+def forwarded_create(outcome: BaseException | None):
+    async def run():
+        qc = QuorumController("cluster", 1, ManualClock())
+        qc.apply(ControllerResult([(FeatureLevelRecord(name="metadata.version", feature_level=MV_LATEST), 0)]))
+        committer = HeldCommitter()
+        router = Router(qc, committer)
+        wrapped = envelope(encode_request(create_topics("held"), 5))
+        pending = router.dispatch(Client(), encode_request(wrapped, 6))
+        assert isinstance(pending, asyncio.Future)
+        # The inner request was handled as the client's, with the broker kept beside it.
+        assert router.context == RequestContext(Principal("User", "alice"), "127.0.0.1",
+                                                forwarded_by=Client.context.principal)
+        await asyncio.sleep(0)
+        assert not pending.done(), "answered before the commit"
+        [waiter] = committer.waiters
+        if outcome is None:
+            waiter.set_result(None)
+        else:
+            waiter.set_exception(outcome)
+        return decode_response("EnvelopeResponse", 0, (await pending)[FRAME_SIZE:])
+    return asyncio.run(run())
+
+
+def test_the_inner_answer_is_released_by_the_commit():
+    answer = forwarded_create(None)
+    assert (answer.header.correlation_id, answer.error_code) == (6, Error.NONE)
+    inner = decode_response("CreateTopicsResponse", 7, answer.response_data)
+    assert inner.header.correlation_id == 5
+    # No broker is registered, so the topic cannot be placed; what matters is the wrapping.
+    assert [t.name for t in inner.topics] == ["held"]
+
+
+def test_a_failed_commit_is_the_envelopes_not_controller():
+    answer = forwarded_create(OSError("the disk is gone"))
+    assert (answer.error_code, answer.response_data) == (Error.NOT_CONTROLLER, None)
+
