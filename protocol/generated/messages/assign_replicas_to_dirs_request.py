@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -14,6 +13,7 @@ from protocol.primitives import (
     write_tagged_fields,
     write_uvarint,
 )
+from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
@@ -23,20 +23,25 @@ _S_u = struct.Struct('>16s')
 
 class PartitionData(Message):
     __slots__ = ('partition_index', 'unknown_tagged_fields')
+    partition_index: int
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'PartitionData'
     FIELDS = (('partition_index', 'int32'),)
 
-    def __init__(self, partition_index: Any = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, partition_index: int = 0, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.partition_index = partition_index
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 class TopicData(Message):
     __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+    topic_id: bytes
+    partitions: list[PartitionData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'TopicData'
     FIELDS = (('topic_id', 'uuid'), ('partitions', '[]PartitionData'))
 
-    def __init__(self, topic_id: Any = ZERO_UUID, partitions: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, topic_id: bytes = ZERO_UUID, partitions: list[PartitionData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is MISSING else partitions
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -44,10 +49,13 @@ class TopicData(Message):
 
 class DirectoryData(Message):
     __slots__ = ('id', 'topics', 'unknown_tagged_fields')
+    id: bytes
+    topics: list[TopicData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DirectoryData'
     FIELDS = (('id', 'uuid'), ('topics', '[]TopicData'))
 
-    def __init__(self, id: Any = ZERO_UUID, topics: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, id: bytes = ZERO_UUID, topics: list[TopicData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.id = id
         self.topics = [] if topics is MISSING else topics
         self.unknown_tagged_fields = unknown_tagged_fields
@@ -55,13 +63,17 @@ class DirectoryData(Message):
 
 class AssignReplicasToDirsRequest(Message):
     __slots__ = ('broker_id', 'broker_epoch', 'directories', 'unknown_tagged_fields')
+    broker_id: int
+    broker_epoch: int
+    directories: list[DirectoryData]
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'AssignReplicasToDirsRequest'
-    API_KEY = 73
+    API_KEY = ApiKey.ASSIGN_REPLICAS_TO_DIRS
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('broker_id', 'int32'), ('broker_epoch', 'int64'), ('directories', '[]DirectoryData'))
 
-    def __init__(self, broker_id: Any = 0, broker_epoch: Any = -1, directories: Any = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, directories: list[DirectoryData] = MISSING, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.directories = [] if directories is MISSING else directories
@@ -70,7 +82,7 @@ class AssignReplicasToDirsRequest(Message):
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     blen = len(buf)
-    items = []
+    items: list[PartitionData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -81,7 +93,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -102,7 +114,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
 
 def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicData], int]:
     blen = len(buf)
-    items = []
+    items: list[TopicData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -124,7 +136,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -145,7 +157,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 def _decode_many_DirectoryData_v0(buf: bytes, pos: int, count: int) -> tuple[list[DirectoryData], int]:
     blen = len(buf)
-    items = []
+    items: list[DirectoryData] = []
     append = items.append
     try:
         for _ in range(count):
@@ -167,7 +179,7 @@ def _decode_many_DirectoryData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
-                unknown = None
+                unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
                     tag, pos = read_uvarint(buf, pos)
@@ -207,7 +219,7 @@ def _decode_AssignReplicasToDirsRequest_v0(buf: bytes, pos: int) -> tuple[Assign
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
@@ -237,13 +249,13 @@ def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
     if len(obj.topic_id) != 16:
         raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
     out += _S_u.pack(obj.topic_id)
-    value = obj.partitions
-    if value is None:
+    partitions_value = obj.partitions
+    if partitions_value is None:
         raise EncodeError('Partitions cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_PartitionData_v0(item, out)
+        write_uvarint(out, len(partitions_value) + 1)
+        for partitions_item in partitions_value:
+            _encode_PartitionData_v0(partitions_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -254,13 +266,13 @@ def _encode_DirectoryData_v0(obj: DirectoryData, out: bytearray) -> None:
     if len(obj.id) != 16:
         raise EncodeError('DirectoryData.Id must be a 16-byte UUID')
     out += _S_u.pack(obj.id)
-    value = obj.topics
-    if value is None:
+    topics_value = obj.topics
+    if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_TopicData_v0(item, out)
+        write_uvarint(out, len(topics_value) + 1)
+        for topics_item in topics_value:
+            _encode_TopicData_v0(topics_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -269,13 +281,13 @@ def _encode_DirectoryData_v0(obj: DirectoryData, out: bytearray) -> None:
 
 def _encode_AssignReplicasToDirsRequest_v0(obj: AssignReplicasToDirsRequest, out: bytearray) -> None:
     out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    value = obj.directories
-    if value is None:
+    directories_value = obj.directories
+    if directories_value is None:
         raise EncodeError('Directories cannot be null in version 0')
     else:
-        write_uvarint(out, len(value) + 1)
-        for item in value:
-            _encode_DirectoryData_v0(item, out)
+        write_uvarint(out, len(directories_value) + 1)
+        for directories_item in directories_value:
+            _encode_DirectoryData_v0(directories_item, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
@@ -21,12 +20,16 @@ _S_o = struct.Struct('>?')
 
 class DefaultPrincipalData(Message):
     __slots__ = ('type', 'name', 'token_authenticated', 'unknown_tagged_fields')
+    type: str
+    name: str
+    token_authenticated: bool
+    unknown_tagged_fields: dict[int, bytes] | None
     NAME = 'DefaultPrincipalData'
     VALID_VERSIONS = (0, 0)
     FLEXIBLE_VERSIONS = (0, 32767)
     FIELDS = (('type', 'string'), ('name', 'string'), ('token_authenticated', 'bool'))
 
-    def __init__(self, type: Any = '', name: Any = '', token_authenticated: Any = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
+    def __init__(self, type: str = '', name: str = '', token_authenticated: bool = False, unknown_tagged_fields: dict[int, bytes] | None = None) -> None:
         self.type = type
         self.name = name
         self.token_authenticated = token_authenticated
@@ -45,7 +48,7 @@ def _decode_DefaultPrincipalData_v0(buf: bytes, pos: int) -> tuple[DefaultPrinci
             pos += 1
             obj.unknown_tagged_fields = None
         else:
-            unknown = None
+            unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
                 tag, pos = read_uvarint(buf, pos)
