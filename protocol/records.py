@@ -372,10 +372,23 @@ def control_key(control_type: int) -> bytes:
     return INT16.pack(0) + INT16.pack(control_type)
 
 
-def control_value(message: Message, version: int) -> bytes:
-    out = bytearray(INT16.pack(version))
-    message.encode_into(out, version)
+def control_value(message: Message) -> bytes:
+    """A control record's value: the control message alone, at the version its own leading
+    ``Version`` field names (Kafka puts nothing before it)."""
+    out = bytearray()
+    message.encode_into(out, message.version)
     return bytes(out)
+
+
+def parse_control_value(value: bytes | None, cls: type[Message]) -> Message:
+    """Decode a control message, reading its version from the message's first field."""
+    if value is None or len(value) < INT16.size:
+        raise DecodeError(cls.NAME, None, 0, "the control record value is missing or short")
+    (version,) = INT16.unpack_from(value)
+    message, end = cls.decode(value, version, 0)
+    if end != len(value):
+        raise DecodeError(cls.NAME, version, end, f"{len(value) - end} trailing bytes")
+    return message
 
 
 def parse_control_key(key: bytes) -> int:

@@ -178,7 +178,7 @@ class ControllerServer:
         now = wall_clock_ms()
         batch = RecordBatch(base_offset=self.log.end_offset, partition_leader_epoch=self.epoch,
                             attributes=CONTROL_FLAG, base_timestamp=now, max_timestamp=now,
-                            records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))])
+                            records=[Record(control_value(message), control_key(ControlType.LEADER_CHANGE))])
         self.log.append([encode_batch(batch)])
         controller.offsets.skip_to(self.log.end_offset)
 

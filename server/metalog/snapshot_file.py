@@ -17,11 +17,10 @@ from protocol.errors import DecodeError
 from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
 from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
 from protocol.message import Message
-from protocol.primitives import INT16
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, decode_batch,
-    encode_batch, frame_metadata_record, parse_control_key, parse_metadata_record, read_batch_header,
-    record_values)
+    encode_batch, frame_metadata_record, parse_control_key, parse_control_value, parse_metadata_record,
+    read_batch_header, record_values)
 from server.controller.result import VersionedRecord
 from server.metalog.durable import fsync_dir
 from server.metalog.meta_properties import StorageError
@@ -33,7 +32,7 @@ def _control_batch(offset: int, now_ms: int, epoch: int, control_type: int, mess
     return encode_batch(RecordBatch(
         base_offset=offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
         base_timestamp=now_ms, max_timestamp=now_ms,
-        records=[Record(key=control_key(control_type), value=control_value(message, 0))]))
+        records=[Record(key=control_key(control_type), value=control_value(message))]))
 
 
 def encode_snapshot(records: Iterable[VersionedRecord], epoch: int = 0,
@@ -113,10 +112,10 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
                 for rec in batch.records:
                     control_type = parse_control_key(rec.key)
                     if control_type == ControlType.SNAPSHOT_HEADER:
-                        _decode_control(rec.value, SnapshotHeaderRecord)
+                        parse_control_value(rec.value, SnapshotHeaderRecord)
                         seen_header = True
                     elif control_type == ControlType.SNAPSHOT_FOOTER:
-                        _decode_control(rec.value, SnapshotFooterRecord)
+                        parse_control_value(rec.value, SnapshotFooterRecord)
                         seen_footer = True
                     # KRaft version and voter records may follow the header; they describe
                     # the quorum, not the metadata.
@@ -138,8 +137,3 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
         raise StorageError(f"{path}: no snapshot footer; the file is truncated at byte {len(data)}")
     return records
 
-
-def _decode_control(value: bytes | None, cls: type[Message]) -> None:
-    if value is None or len(value) < INT16.size:
-        raise DecodeError(cls.NAME, None, 0, "control record value is missing")
-    cls.decode(value, INT16.unpack_from(value)[0], INT16.size)

@@ -109,7 +109,7 @@ def leader_change(offset: int) -> bytes:
     message = LeaderChangeMessage(version=0, leader_id=1, voters=voters, granting_voters=voters)
     return encode_batch(RecordBatch(
         base_offset=offset, partition_leader_epoch=EPOCH, attributes=CONTROL_FLAG, base_timestamp=NOW,
-        max_timestamp=NOW, records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))]))
+        max_timestamp=NOW, records=[Record(control_value(message), control_key(ControlType.LEADER_CHANGE))]))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRec
 from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.message import Message
 from protocol.primitives import INT16
-from protocol.records import ControlType, Record, parse_control_key, parse_metadata_record
+from protocol.records import ControlType, Record, parse_control_key, parse_control_value, parse_metadata_record
 
 _CONTROL_MESSAGES: dict[int, tuple[str, type[Message]]] = {
     ControlType.LEADER_CHANGE: ("LeaderChange", LeaderChangeMessage),
@@ -56,8 +56,5 @@ def _control(record: Record) -> dict[str, Any]:
     if known is None:
         raise DecodeError("ControlRecord", None, 0, f"unknown control record type {control_type}")
     name, cls = known
-    (version,) = INT16.unpack_from(value)
-    message, end = cls.decode(value, version, INT16.size)
-    if end != len(value):
-        raise DecodeError(cls.NAME, version, end, f"{len(value) - end} trailing bytes")
-    return {"type": name, "version": version, "data": message.to_dict()}
+    message = parse_control_value(value, cls)
+    return {"type": name, "version": message.version, "data": message.to_dict()}

@@ -6,7 +6,6 @@ as the controller loads itself at start-up, so the shell shows what the controll
 
 from __future__ import annotations
 
-import struct
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
@@ -14,8 +13,7 @@ from typing import Iterable
 from protocol.errors import DecodeError
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
 from protocol.message import Message
-from protocol.primitives import INT16
-from protocol.records import ControlType, RecordBatch, parse_control_key, parse_metadata_record
+from protocol.records import ControlType, RecordBatch, parse_control_key, parse_control_value, parse_metadata_record
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import VersionedRecord
@@ -73,9 +71,8 @@ class Replayer:
             try:
                 if parse_control_key(rec.key) != ControlType.LEADER_CHANGE or rec.value is None:
                     continue
-                version = INT16.unpack_from(rec.value)[0]
-                message, _ = LeaderChangeMessage.decode(rec.value, version, INT16.size)
-            except (DecodeError, struct.error) as exc:
+                message = parse_control_value(rec.value, LeaderChangeMessage)
+            except DecodeError as exc:
                 raise LoadError(f"cannot decode the control record at offset "
                                 f"{batch.base_offset + rec.offset_delta}: {exc}") from None
             self.leader = Leader(message.leader_id, batch.partition_leader_epoch)
