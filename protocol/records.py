@@ -345,7 +345,7 @@ def parse_metadata_record(value: bytes) -> tuple[Message, int]:
         raise DecodeError("MetadataRecord", None, 0, f"bad frame: {exc}") from None
     if frame_version != METADATA_FRAME_VERSION:
         raise DecodeError("MetadataRecord", None, 0, f"unknown frame version {frame_version}")
-    cls = _record_classes().get(api_key)
+    cls = record_class(api_key)
     if cls is None:
         raise DecodeError("MetadataRecord", version, 0, f"unknown metadata record type {api_key}")
     record, end = cls.decode(value, version, pos)
@@ -355,6 +355,11 @@ def parse_metadata_record(value: bytes) -> tuple[Message, int]:
 
 
 _RECORD_CLASSES: dict[int, type[Message]] = {}
+
+
+def record_class(api_key: int) -> type[Message] | None:
+    """The metadata record class of an API key, or None for a type this code does not know."""
+    return _record_classes().get(api_key)
 
 
 def _record_classes() -> dict[int, type[Message]]:
@@ -389,6 +394,35 @@ def parse_control_value(value: bytes | None, cls: type[Message]) -> Message:
     if end != len(value):
         raise DecodeError(cls.NAME, version, end, f"{len(value) - end} trailing bytes")
     return message
+
+
+_CONTROL_CLASSES: dict[int, type[Message]] = {}
+
+
+def control_message_class(control_type: int) -> type[Message] | None:
+    """The message class of a KRaft control record type; None for transaction markers and
+    types this code does not know."""
+    if not _CONTROL_CLASSES:
+        from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
+        from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
+        from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
+        from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
+        from protocol.generated.metadata.voters_record import VotersRecord
+
+        _CONTROL_CLASSES.update({
+            ControlType.LEADER_CHANGE: LeaderChangeMessage, ControlType.SNAPSHOT_HEADER: SnapshotHeaderRecord,
+            ControlType.SNAPSHOT_FOOTER: SnapshotFooterRecord, ControlType.KRAFT_VERSION: KRaftVersionRecord,
+            ControlType.KRAFT_VOTERS: VotersRecord})
+    return _CONTROL_CLASSES.get(control_type)
+
+
+def control_type_of(message: Message) -> int:
+    """The control record type that carries ``message``."""
+    control_message_class(ControlType.LEADER_CHANGE)  # fills the table
+    for control_type, cls in _CONTROL_CLASSES.items():
+        if type(message) is cls:
+            return control_type
+    raise ValueError(f"{message.NAME} is not a KRaft control message")
 
 
 def parse_control_key(key: bytes) -> int:

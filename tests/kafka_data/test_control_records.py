@@ -13,24 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
-from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
-from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
-from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
-from protocol.generated.metadata.voters_record import VotersRecord
-from protocol.records import ControlType, control_value, iter_batches, parse_control_key, parse_control_value
+from protocol.records import (
+    ControlType, control_message_class, control_value, iter_batches, parse_control_key, parse_control_value)
 from server.metalog.snapshot_file import encode_snapshot
 from tests.conftest import poll
 from tests.shared_data import metadata_dir_params
-
-CONTROL_CLASSES = {
-    ControlType.LEADER_CHANGE: LeaderChangeMessage,
-    ControlType.SNAPSHOT_HEADER: SnapshotHeaderRecord,
-    ControlType.SNAPSHOT_FOOTER: SnapshotFooterRecord,
-    ControlType.KRAFT_VERSION: KRaftVersionRecord,
-    ControlType.KRAFT_VOTERS: VotersRecord,
-}
-
 
 def metadata_files(directory: Path) -> list[Path]:
     partition = directory / "__cluster_metadata-0"
@@ -53,7 +40,7 @@ def test_kafka_control_records_reencode_to_the_same_bytes(directory: Path) -> No
     seen: Counter[int] = Counter()
     for path in metadata_files(directory):
         for control_type, value in control_records(path.read_bytes()):
-            message = parse_control_value(value, CONTROL_CLASSES[control_type])
+            message = parse_control_value(value, control_message_class(control_type))
             assert control_value(message) == value, f"{path.name}: {type(message).__name__}"
             seen[control_type] += 1
     # Every directory holds at least a leader change or a snapshot's header.
