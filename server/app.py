@@ -16,19 +16,19 @@ from pathlib import Path
 from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
-from protocol.records import parse_metadata_record
 from server.apis import Router
 from server.config import ControllerConfig
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
+from server.image.loader import LoadError, MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
 from server.metalog.committer import Committer, encode_batches
 from server.metalog.meta_properties import check_log_dirs
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
-from server.metalog.snapshots import SnapshotId, load_latest_snapshot, write_snapshot
+from server.metalog.snapshots import SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, write_snapshot
 from server.metalog.segments import MetadataLog
 from server.network import Listener
 from server.raft.fetch import MetadataFetchServer
@@ -56,8 +56,9 @@ def wall_clock_ms() -> int:
 
 class ControllerServer:
     def __init__(self, config: ControllerConfig, clock: Clock | None = None,
-                 capture_file: Path | None = None) -> None:
+                 capture_file: Path | None = None, take_over_quorum: bool = False) -> None:
         self.config = config
+        self.take_over_quorum = take_over_quorum
         self.clock = clock or SystemClock()
         self.cluster_id = check_log_dirs(config)
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
@@ -92,12 +93,25 @@ class ControllerServer:
 
     # --- loading ------------------------------------------------------------------------------
     def _new_epoch(self) -> int:
-        """A single voter elects itself at start-up: a new epoch, recorded before it is used."""
+        """A single voter elects itself at start-up: a new epoch, recorded before it is used.
+
+        kraftwire runs a one-voter quorum. A directory whose quorum had other voters (a node
+        of a three-controller Kafka cluster) is refused unless ``take_over_quorum`` says to
+        continue as its only voter: electing itself alone while the others may still run
+        would give the cluster two leaders."""
         state = read_quorum_state(self.config.metadata_log_dir)
-        epoch = max(state.leader_epoch, self.log.last_epoch) + 1
+        voters = tuple(sorted(self.config.voters)) or (self.config.node_id,)
+        if state.voters and tuple(sorted(state.voters)) != voters:
+            if not self.take_over_quorum:
+                raise StorageError(
+                    f"{self.log.directory}: the quorum's voters are {list(state.voters)} but kraftwire runs "
+                    f"a single-voter quorum of {list(voters)}; stop the other voters and start with "
+                    f"--take-over-quorum to continue as the only voter")
+            log.warning("taking over the quorum of voters %s as its only voter %s", list(state.voters), list(voters))
+        snapshots = list_snapshots(self.log.directory)
+        epoch = max(state.leader_epoch, self.log.last_epoch, snapshots[-1].epoch if snapshots else 0) + 1
         write_quorum_state(self.config.metadata_log_dir, QuorumState(
-            leader_id=self.config.node_id, leader_epoch=epoch, voted_id=self.config.node_id,
-            voters=tuple(sorted(self.config.voters)) or (self.config.node_id,)))
+            leader_id=self.config.node_id, leader_epoch=epoch, voted_id=self.config.node_id, voters=voters))
         return epoch
 
     def _new_controller(self) -> QuorumController:
@@ -145,30 +159,23 @@ class ControllerServer:
         self.log.append(encode_batches(applied.records, applied.base_offset, self.epoch, wall_clock_ms()))
 
     def _restore(self, controller: QuorumController) -> SnapshotId | None:
-        """The latest snapshot, then the log after it: the durable state."""
-        loaded = load_latest_snapshot(self.log.directory)
+        """The latest usable snapshot, then the log after it: the durable state."""
+        loader = MetadataLoader(controller)
+        loaded = load_latest_snapshot(self.log.directory, self.log.start_offset)
         if loaded is not None:
             snapshot, records = loaded
-            if snapshot.end_offset < self.log.start_offset:
-                raise StorageError(f"{self.log.directory}: snapshot {snapshot.file_name} ends at offset "
-                                   f"{snapshot.end_offset} but the log starts at {self.log.start_offset}")
-            for record, _ in records:
-                controller.replay(record, snapshot.end_offset - 1)
-            controller.offsets.skip_to(snapshot.end_offset)
+            loader.snapshot(records, snapshot.end_offset, str(self.log.directory / snapshot.file_name))
             log.info("loaded snapshot %s (%d records)", snapshot.file_name, len(records))
-        self._replay_log(controller)
+            if self.log.end_offset < snapshot.end_offset:
+                # The snapshot holds more than the log (Kafka keeps no segments below it).
+                log.info("the log ends at offset %d, below the snapshot: it continues at offset %d",
+                         self.log.end_offset, snapshot.end_offset)
+                self.log.restart_at(snapshot.end_offset)
+        start = controller.next_offset
+        for data, entry in self.log.raw_batches(controller.next_offset):
+            loader.raw_batch(data, entry.position, str(self.log.segments[entry.segment]))
+        log.info("replayed the log from offset %d to %d", start, controller.last_applied_offset)
         return loaded[0] if loaded is not None else None
-
-    def _replay_log(self, controller: QuorumController) -> None:
-        count = 0
-        for header, values in self.log.record_values(controller.next_offset):
-            if not header.is_control:
-                for offset, value in values:
-                    record, _ = parse_metadata_record(value)
-                    controller.replay(record, offset)
-                count += len(values)
-            controller.offsets.skip_to(header.last_offset + 1)
-        log.info("replayed %d metadata records up to offset %d", count, controller.last_applied_offset)
 
     def _append_leader_change(self, controller: QuorumController) -> None:
         """Mark the start of this epoch in the log, as a KRaft leader does."""
@@ -229,7 +236,9 @@ class ControllerServer:
         self.snapshot = snapshot
         self._snapshot_mark = self.log.appended_bytes
         self.fetch_server.snapshot = snapshot
-        removed = self.log.delete_segments_before(snapshot.end_offset)
+        # The log below the older kept snapshot goes: the newest can fall back to that one.
+        kept = oldest_kept(self.log.directory)
+        removed = self.log.delete_segments_before(kept.end_offset if kept else snapshot.end_offset)
         log.info("wrote snapshot %s (%d records, %d bytes); removed %d old segments",
                  snapshot.file_name, count, task.result(), len(removed))
 

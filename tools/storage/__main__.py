@@ -10,7 +10,7 @@ from protocol.primitives import random_uuid, uuid_to_str
 from server.config import ConfigError, ControllerConfig, load_config
 from server.metalog.bootstrap import DEFAULT_RELEASE, RELEASE_VERSIONS
 from server.metalog.meta_properties import StorageError
-from tools.storage.formatting import format_dirs
+from server.metalog.formatting import format_dirs
 from tools.storage.info import describe_dirs
 
 
