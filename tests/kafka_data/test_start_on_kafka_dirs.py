@@ -8,7 +8,6 @@ producer id block.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -23,47 +22,12 @@ from protocol.generated.messages.describe_topic_partitions_request import Descri
 from protocol.generated.messages.metadata_request import MetadataRequest
 from server.controller.config_defs import TOPIC_CONFIGS
 from server.metalog.meta_properties import read_meta_properties
-from tests.conftest import ControllerProcess
 from tests.kafka_data.independent import Expected, read_directory
 from tests.shared_data import metadata_dir_params
 
 TOPIC_RESOURCE = 2
 # Nodes of a three-voter Kafka quorum: kraftwire refuses them unless told to take over.
 MULTI_VOTER = {"hiage-kafka-raft--data-kafka1", "greenlemonT-kafka-temp--data-kafka1"}
-
-
-class KafkaDirController(ControllerProcess):
-    """A controller on a copy of a Kafka directory, with the node id its meta.properties names."""
-
-    def __init__(self, workdir: Path, source: Path, flags: list[str]) -> None:
-        workdir.mkdir(parents=True)
-        shutil.copytree(source, workdir / "data")
-        node_id = read_meta_properties(workdir / "data").node_id
-        # Brokers' leases must not run out while the test reads their state.
-        super().__init__(workdir, {"node.id": str(node_id), "broker.session.timeout.ms": "600000"})
-        self.node_id = node_id
-        self.flags = flags
-
-    def _write_config(self) -> Path:
-        self.properties["controller.quorum.voters"] = f"{self.node_id}@127.0.0.1:{self.port}"
-        return super()._write_config()
-
-    def _launch(self, args: list[str]) -> None:
-        super()._launch([*args, *self.flags])
-
-
-@pytest.fixture
-def start_on(tmp_path: Path):
-    started: list[ControllerProcess] = []
-
-    def start(source: Path, *flags: str) -> KafkaDirController:
-        proc = KafkaDirController(tmp_path / f"run-{len(started)}", source, list(flags))
-        started.append(proc)
-        return proc.start()
-
-    yield start
-    for proc in started:
-        proc.stop()
 
 
 def served_topics(client: KafkaClient) -> dict[str, tuple[bytes, dict[int, tuple]]]:
