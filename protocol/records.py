@@ -402,6 +402,19 @@ _CONTROL_CLASSES: dict[int, type[Message]] = {}
 def control_message_class(control_type: int) -> type[Message] | None:
     """The message class of a KRaft control record type; None for transaction markers and
     types this code does not know."""
+    return _control_classes().get(control_type)
+
+
+def control_type_of(message: Message) -> int:
+    """The control record type that carries ``message``."""
+    for control_type, cls in _control_classes().items():
+        if type(message) is cls:
+            return control_type
+    raise ValueError(f"{message.NAME} is not a KRaft control message")
+
+
+def _control_classes() -> dict[int, type[Message]]:
+    """Control message classes by control type (imported late, as the record classes are)."""
     if not _CONTROL_CLASSES:
         from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
         from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
@@ -413,16 +426,7 @@ def control_message_class(control_type: int) -> type[Message] | None:
             ControlType.LEADER_CHANGE: LeaderChangeMessage, ControlType.SNAPSHOT_HEADER: SnapshotHeaderRecord,
             ControlType.SNAPSHOT_FOOTER: SnapshotFooterRecord, ControlType.KRAFT_VERSION: KRaftVersionRecord,
             ControlType.KRAFT_VOTERS: VotersRecord})
-    return _CONTROL_CLASSES.get(control_type)
-
-
-def control_type_of(message: Message) -> int:
-    """The control record type that carries ``message``."""
-    control_message_class(ControlType.LEADER_CHANGE)  # fills the table
-    for control_type, cls in _CONTROL_CLASSES.items():
-        if type(message) is cls:
-            return control_type
-    raise ValueError(f"{message.NAME} is not a KRaft control message")
+    return _CONTROL_CLASSES
 
 
 def parse_control_key(key: bytes) -> int:

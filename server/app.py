@@ -22,7 +22,7 @@ from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
-from server.image.loader import LoadError, MetadataLoader
+from server.image.loader import MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
 from server.metalog.committer import Committer, encode_batches
 from server.metalog.meta_properties import check_log_dirs
