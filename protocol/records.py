@@ -354,6 +354,27 @@ def parse_metadata_record(value: bytes) -> tuple[Message, int]:
     return record, version
 
 
+def describe_undecodable(value: bytes | None, exc: DecodeError) -> str:
+    """Why a framed metadata record cannot be read, naming its type and version when the frame
+    says them: a record type or version newer than this code knows is the usual cause."""
+    if value is None or len(value) < 3:
+        return f"cannot decode the record: {exc}"
+    try:
+        _, pos = read_uvarint(value, 0)
+        api_key, pos = read_uvarint(value, pos)
+        version, _ = read_uvarint(value, pos)
+    except (IndexError, ValueError):
+        return f"cannot decode the record: {exc}"
+    cls = record_class(api_key)
+    if cls is None:
+        return f"unknown metadata record type {api_key} (version {version}); this kraftwire does not know it"
+    lo, hi = cls.VALID_VERSIONS
+    if not lo <= version <= hi:
+        return (f"{cls.NAME} version {version} is newer than this kraftwire reads "
+                f"(versions {lo}-{hi})")
+    return f"cannot decode {cls.NAME} v{version}: {exc.reason} (byte {exc.offset})"
+
+
 _RECORD_CLASSES: dict[int, type[Message]] = {}
 
 

@@ -15,10 +15,9 @@ from typing import Iterable
 from protocol.errors import DecodeError
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
 from protocol.message import Message
-from protocol.primitives import read_uvarint
 from protocol.records import (
     ControlType, RecordBatch, control_message_class, decode_batch, parse_control_key, parse_control_value,
-    parse_metadata_record, read_batch_header, record_class, record_values)
+    describe_undecodable, parse_metadata_record, read_batch_header, record_values)
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import VersionedRecord
 
@@ -136,23 +135,3 @@ class MetadataLoader:
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise LoadError(f"{where}: offset {offset}: cannot replay {record.NAME}: {exc}") from None
 
-
-def describe_undecodable(value: bytes | None, exc: DecodeError) -> str:
-    """Why a framed metadata record cannot be read, naming its type and version when the frame
-    says them: a record type or version newer than this code knows is the usual cause."""
-    if value is None or len(value) < 3:
-        return f"cannot decode the record: {exc}"
-    try:
-        _, pos = read_uvarint(value, 0)
-        api_key, pos = read_uvarint(value, pos)
-        version, _ = read_uvarint(value, pos)
-    except (IndexError, ValueError):
-        return f"cannot decode the record: {exc}"
-    cls = record_class(api_key)
-    if cls is None:
-        return f"unknown metadata record type {api_key} (version {version}); this kraftwire does not know it"
-    lo, hi = cls.VALID_VERSIONS
-    if not lo <= version <= hi:
-        return (f"{cls.NAME} version {version} is newer than this kraftwire reads "
-                f"(versions {lo}-{hi})")
-    return f"cannot decode {cls.NAME} v{version}: {exc.reason} (byte {exc.offset})"

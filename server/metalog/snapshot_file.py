@@ -20,7 +20,8 @@ from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRec
 from protocol.message import Message
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_message_class, control_type_of,
-    control_value, decode_batch, encode_batch, frame_metadata_record, parse_control_key, parse_control_value,
+    control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,
+    parse_control_value,
     parse_metadata_record, read_batch_header, record_values)
 from server.controller.result import VersionedRecord
 from server.metalog.durable import fsync_dir
@@ -136,10 +137,13 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
             else:
                 _, values = record_values(data, pos)
                 end = pos + header.size
-                for _, value in values:
-                    if value is None:
-                        raise DecodeError("MetadataRecord", None, 0, "the record value is null")
-                    records.append(parse_metadata_record(value))
+                for offset, value in values:
+                    try:
+                        if value is None:
+                            raise DecodeError("MetadataRecord", None, 0, "the record value is null")
+                        records.append(parse_metadata_record(value))
+                    except DecodeError as exc:
+                        raise StorageError(f"{path}: offset {offset}: {describe_undecodable(value, exc)}") from None
         except DecodeError as exc:
             if exc.message_name in ("RecordBatch", "Record"):
                 raise StorageError(f"{path}: corrupt record batch at byte {exc.offset}: {exc.reason}") from None

@@ -12,6 +12,8 @@ import pytest
 
 from protocol.generated.metadata.no_op_record import NoOpRecord
 from protocol.records import Record, RecordBatch, encode_batch, frame_metadata_record
+from server.metalog.meta_properties import StorageError
+from server.metalog.snapshot_file import encode_snapshot, read_snapshot_file
 from tests.kafka_data.independent import read_batches
 from tests.shared_data import shared_dir
 from tools.dump_log import Options, dump_file
@@ -58,3 +60,17 @@ def test_dump_log_shows_it_as_undecodable_and_goes_on(tmp_path: Path) -> None:
     records = {r["offset"]: r for r in map(json.loads, out.getvalue().splitlines())}
     assert "unknown metadata record type 99" in records[offset]["error"]
     assert records[offset + 1]["payload"]["type"] == "NoOpRecord"
+
+
+def test_a_snapshot_record_of_a_newer_version_names_its_offset(tmp_path: Path) -> None:
+    # Header batch (offset 0), one batch holding the unreadable record at offset 1, footer.
+    header, footer = list(encode_snapshot([], now_ms=1))
+    middle = encode_batch(RecordBatch(base_offset=1, records=[Record(NEWER_PARTITION_RECORD)]))
+    footer_at_2 = bytearray(footer)
+    footer_at_2[:8] = (2).to_bytes(8, "big")  # the base offset lies outside the CRC
+    path = tmp_path / "00000000000000000003-0000000001.checkpoint"
+    path.write_bytes(header + middle + bytes(footer_at_2))
+    with pytest.raises(StorageError) as failure:
+        read_snapshot_file(path)
+    assert str(failure.value) == (f"{path}: offset 1: PartitionRecord version 9 is newer than this kraftwire "
+                                  f"reads (versions 0-2)")
