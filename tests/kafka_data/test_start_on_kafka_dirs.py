@@ -16,6 +16,7 @@ from protocol.client import KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+from protocol.generated.messages.broker_registration_request import Feature
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest, TopicRequest
@@ -23,9 +24,11 @@ from protocol.generated.messages.metadata_request import MetadataRequest
 from server.controller.config_defs import TOPIC_CONFIGS
 from server.metalog.meta_properties import read_meta_properties
 from tests.kafka_data.independent import Expected, read_directory
+from tests.server.wire import registration_request
 from tests.shared_data import metadata_dir_params
 
 TOPIC_RESOURCE = 2
+MV_RANGE = (7, 29)
 # Nodes of a three-voter Kafka quorum: kraftwire refuses them unless told to take over.
 MULTI_VOTER = {"hiage-kafka-raft--data-kafka1", "greenlemonT-kafka-temp--data-kafka1"}
 
@@ -98,6 +101,15 @@ def test_serves_what_the_kafka_directory_holds(source: Path, start_on) -> None:
             block = client.request(AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=epoch), 0)
             assert block.error_code == Error.NONE
             assert (block.producer_id_start, block.producer_id_len) == (expected.next_producer_id or 0, 1000)
+
+        # A broker registers with whatever string the directory's cluster id is.
+        new_id = max(expected.brokers, default=0) + 1
+        for cluster_id, outcome in (("not-" + controller.cluster_id, Error.INCONSISTENT_CLUSTER_ID),
+                                    (controller.cluster_id, Error.NONE)):
+            request = registration_request(cluster_id, new_id, mv_range=MV_RANGE)
+            request.features += [Feature(name=name, min_supported_version=0, max_supported_version=level)
+                                 for name, level in expected.features.items() if name != "metadata.version"]
+            assert client.request(request, 4).error_code == outcome
 
 
 @pytest.mark.parametrize("source", [p for p in metadata_dir_params() if p.id in MULTI_VOTER or p.id == "no-shared-data"])
