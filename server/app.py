@@ -28,7 +28,8 @@ from server.metalog.committer import Committer, encode_batches
 from server.metalog.meta_properties import check_log_dirs
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
-from server.metalog.snapshots import SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, write_snapshot
+from server.metalog.snapshots import (
+    SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot)
 from server.metalog.segments import MetadataLog
 from server.network import Listener
 from server.raft.fetch import MetadataFetchServer
@@ -162,6 +163,8 @@ class ControllerServer:
         """The latest usable snapshot, then the log after it: the durable state."""
         loader = MetadataLoader(controller)
         loaded = load_latest_snapshot(self.log.directory, self.log.start_offset)
+        for path in set_aside_newer(self.log.directory, loaded[0] if loaded is not None else None):
+            log.warning("set the unusable snapshot aside as %s", path.name)
         if loaded is not None:
             snapshot, records = loaded
             loader.snapshot(records, snapshot.end_offset, str(self.log.directory / snapshot.file_name))

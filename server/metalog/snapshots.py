@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Iterable
 
 from server.controller.result import VersionedRecord
+from server.metalog.durable import fsync_dir
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshot_file import read_snapshot_file, write_snapshot_file
 
 log = logging.getLogger("kraftwire.snapshots")
 
 KEEP = 2  # snapshots kept on disk
+UNUSABLE = ".unusable"
 _NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
@@ -55,6 +57,22 @@ def oldest_kept(partition_dir: Path) -> SnapshotId | None:
     """The oldest snapshot kept; the log below its end offset is no longer needed."""
     kept = list_snapshots(partition_dir)[-KEEP:]
     return kept[0] if kept else None
+
+
+def set_aside_newer(partition_dir: Path, loaded: SnapshotId | None) -> list[Path]:
+    """Rename the snapshots newer than the one start-up loaded (all, if none) to
+    ``<name>.unusable``: they could not be read, and counted among the kept snapshots they
+    would let the log below the next older one be deleted. The bytes stay for inspection."""
+    moved = []
+    for snapshot in list_snapshots(partition_dir):
+        if loaded is None or snapshot > loaded:
+            path = partition_dir / snapshot.file_name
+            target = path.with_name(path.name + UNUSABLE)
+            path.rename(target)
+            moved.append(target)
+    if moved:
+        fsync_dir(partition_dir)
+    return moved
 
 
 def load_latest_snapshot(partition_dir: Path, log_start_offset: int = 0

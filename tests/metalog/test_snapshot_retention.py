@@ -78,6 +78,9 @@ def test_the_controller_falls_back_to_the_older_snapshot_and_refuses_a_log_witho
     flip(partition / newest.file_name, 100)
     controller.start()
     assert "is unusable, trying an older one" in controller.stderr_text()
+    # Set aside, so that it is not one of the two snapshots kept from now on.
+    assert list_snapshots(partition) == [older]
+    assert (partition / (newest.file_name + ".unusable")).exists()
     with connect(controller) as client:
         assert metadata_topics(client) == served
     controller.stop()
