@@ -76,8 +76,8 @@ class MetadataLoader:
         return replayed
 
     def raw_batch(self, data: bytes, pos: int, where: str) -> None:
-        """Replay the batch at ``data[pos:]`` (already CRC-checked by the log's recovery);
-        metadata batches take the fast path that skips building record objects."""
+        """Replay the whole batch at ``data[pos:]``, checking its CRC; metadata batches take
+        the fast path that skips building record objects."""
         try:
             if read_batch_header(data, pos).is_control:
                 self.batch(decode_batch(data, pos)[0], where)
