@@ -54,6 +54,8 @@ def encode_snapshot(records: Iterable[VersionedRecord], epoch: int = 0,
     offset = len(header)
     pending: list[Record] = []
     for record, version in itertools.chain([first] if first is not None else [], records):
+        if record.API_KEY is None:
+            raise ValueError(f"{record.NAME} is a control message: it must come before every metadata record")
         pending.append(Record(frame_metadata_record(record, version)))
         if len(pending) == RECORDS_PER_BATCH:
             yield encode_batch(RecordBatch(base_offset=offset, partition_leader_epoch=epoch,

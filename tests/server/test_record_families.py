@@ -118,3 +118,9 @@ def test_every_change_is_undone() -> None:
 def test_removing_what_was_never_added_is_refused(record, what: str) -> None:
     with pytest.raises(ValueError, match=f"no {what}"):
         replayed([record])
+
+
+def test_a_control_message_after_the_metadata_records_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="VotersRecord is a control message"):
+        write_snapshot_file(tmp_path / "x.checkpoint", [(ProducerIdsRecord(next_producer_id=1), 0), (VOTERS, 0)])
+    assert list(tmp_path.iterdir()) == []
