@@ -63,7 +63,9 @@ class ControllerServer:
         self.clock = clock or SystemClock()
         self.cluster_id = check_log_dirs(config)
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
-        self.epoch = self._new_epoch()
+        self.voters = tuple(sorted(config.voters)) or (config.node_id,)
+        self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
+        self.epoch = -1  # chosen once the log is loaded: above every epoch in it
         self.controller = self._load_without_collector()
         self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
         self.router = Router(self.controller, self.committer)
@@ -93,26 +95,29 @@ class ControllerServer:
         self._timer: asyncio.TimerHandle | None = None
 
     # --- loading ------------------------------------------------------------------------------
-    def _new_epoch(self) -> int:
-        """A single voter elects itself at start-up: a new epoch, recorded before it is used.
+    def _check_voters(self, found: tuple[int, ...] | list[int], source: str) -> None:
+        """kraftwire runs a one-voter quorum. A directory whose quorum had other voters (a
+        node of a three-controller Kafka cluster; the voter set in quorum-state, or in the
+        log's VotersRecord) is refused before anything is written, unless ``take_over_quorum``
+        says to continue as its only voter: electing itself alone while the others may still
+        run would give the cluster two leaders."""
+        if not found or tuple(sorted(found)) == self.voters:
+            return
+        if not self.take_over_quorum:
+            raise StorageError(
+                f"{self.log.directory}: the quorum's voters are {sorted(found)} ({source}) but kraftwire runs "
+                f"a single-voter quorum of {list(self.voters)}; stop the other voters and start with "
+                f"--take-over-quorum to continue as the only voter")
+        log.warning("taking over the quorum of voters %s as its only voter %s", sorted(found), list(self.voters))
 
-        kraftwire runs a one-voter quorum. A directory whose quorum had other voters (a node
-        of a three-controller Kafka cluster) is refused unless ``take_over_quorum`` says to
-        continue as its only voter: electing itself alone while the others may still run
-        would give the cluster two leaders."""
+    def _new_epoch(self) -> int:
+        """A single voter elects itself at start-up: a new epoch above any in the log, its
+        snapshots and quorum-state, recorded before it is used."""
         state = read_quorum_state(self.config.metadata_log_dir)
-        voters = tuple(sorted(self.config.voters)) or (self.config.node_id,)
-        if state.voters and tuple(sorted(state.voters)) != voters:
-            if not self.take_over_quorum:
-                raise StorageError(
-                    f"{self.log.directory}: the quorum's voters are {list(state.voters)} but kraftwire runs "
-                    f"a single-voter quorum of {list(voters)}; stop the other voters and start with "
-                    f"--take-over-quorum to continue as the only voter")
-            log.warning("taking over the quorum of voters %s as its only voter %s", list(state.voters), list(voters))
         snapshots = list_snapshots(self.log.directory)
         epoch = max(state.leader_epoch, self.log.last_epoch, snapshots[-1].epoch if snapshots else 0) + 1
         write_quorum_state(self.config.metadata_log_dir, QuorumState(
-            leader_id=self.config.node_id, leader_epoch=epoch, voted_id=self.config.node_id, voters=voters))
+            leader_id=self.config.node_id, leader_epoch=epoch, voted_id=self.config.node_id, voters=self.voters))
         return epoch
 
     def _new_controller(self) -> QuorumController:
@@ -139,6 +144,8 @@ class ControllerServer:
     def _load(self) -> QuorumController:
         controller = self._new_controller()
         self.snapshot = self._restore(controller)
+        self._check_voters(controller.quorum.voter_ids, "VotersRecord")
+        self.epoch = self._new_epoch()
         if self.log.end_offset == 0 and self.snapshot is None:
             records = read_bootstrap(self.config.metadata_log_dir)
             applied = controller.apply(ControllerResult(records))
