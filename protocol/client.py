@@ -78,3 +78,17 @@ class KafkaClient:
             chunks.append(chunk)
             n -= len(chunk)
         return b"".join(chunks)
+
+
+def parse_addresses(spec: str) -> list[tuple[str, int]]:
+    """``host:port`` or Kafka's voter form ``id@host:port``, comma separated; ValueError names
+    the item that is neither."""
+    addresses = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        host, sep, port = item.rpartition("@")[2].rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"{item!r} is not HOST:PORT")
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise ValueError("no address given")
+    return addresses

@@ -348,7 +348,7 @@ def parse_metadata_record(value: bytes) -> tuple[Message, int]:
         raise DecodeError("MetadataRecord", None, 0, f"bad frame: {exc}") from None
     if frame_version != METADATA_FRAME_VERSION:
         raise DecodeError("MetadataRecord", None, 0, f"unknown frame version {frame_version}")
-    cls = _record_classes().get(api_key)
+    cls = record_class(api_key)
     if cls is None:
         raise DecodeError("MetadataRecord", version, 0, f"unknown metadata record type {api_key}")
     record, end = cls.decode(value, version, pos)
@@ -357,7 +357,33 @@ def parse_metadata_record(value: bytes) -> tuple[Message, int]:
     return record, version
 
 
+def describe_undecodable(value: bytes | None, exc: DecodeError) -> str:
+    """Why a framed metadata record cannot be read, naming its type and version when the frame
+    says them: a record type or version newer than this code knows is the usual cause."""
+    if value is None or len(value) < 3:
+        return f"cannot decode the record: {exc}"
+    try:
+        _, pos = read_uvarint(value, 0)
+        api_key, pos = read_uvarint(value, pos)
+        version, _ = read_uvarint(value, pos)
+    except (IndexError, ValueError):
+        return f"cannot decode the record: {exc}"
+    cls = record_class(api_key)
+    if cls is None:
+        return f"unknown metadata record type {api_key} (version {version}); this kraftwire does not know it"
+    lo, hi = cls.VALID_VERSIONS
+    if not lo <= version <= hi:
+        return (f"{cls.NAME} version {version} is newer than this kraftwire reads "
+                f"(versions {lo}-{hi})")
+    return f"cannot decode {cls.NAME} v{version}: {exc.reason} (byte {exc.offset})"
+
+
 _RECORD_CLASSES: dict[int, type[Message]] = {}
+
+
+def record_class(api_key: int) -> type[Message] | None:
+    """The metadata record class of an API key, or None for a type this code does not know."""
+    return _record_classes().get(api_key)
 
 
 def _record_classes() -> dict[int, type[Message]]:
@@ -375,10 +401,56 @@ def control_key(control_type: int) -> bytes:
     return INT16.pack(0) + INT16.pack(control_type)
 
 
-def control_value(message: Message, version: int) -> bytes:
-    out = bytearray(INT16.pack(version))
-    message.encode_into(out, version)
+def control_value(message: Message) -> bytes:
+    """A control record's value: the control message alone, at the version its own leading
+    ``Version`` field names (Kafka puts nothing before it)."""
+    out = bytearray()
+    message.encode_into(out, message.version)
     return bytes(out)
+
+
+def parse_control_value(value: bytes | None, cls: type[Message]) -> Message:
+    """Decode a control message, reading its version from the message's first field."""
+    if value is None or len(value) < INT16.size:
+        raise DecodeError(cls.NAME, None, 0, "the control record value is missing or short")
+    (version,) = INT16.unpack_from(value)
+    message, end = cls.decode(value, version, 0)
+    if end != len(value):
+        raise DecodeError(cls.NAME, version, end, f"{len(value) - end} trailing bytes")
+    return message
+
+
+_CONTROL_CLASSES: dict[int, type[Message]] = {}
+
+
+def control_message_class(control_type: int) -> type[Message] | None:
+    """The message class of a KRaft control record type; None for transaction markers and
+    types this code does not know."""
+    return _control_classes().get(control_type)
+
+
+def control_type_of(message: Message) -> int:
+    """The control record type that carries ``message``."""
+    for control_type, cls in _control_classes().items():
+        if type(message) is cls:
+            return control_type
+    raise ValueError(f"{message.NAME} is not a KRaft control message")
+
+
+def _control_classes() -> dict[int, type[Message]]:
+    """Control message classes by control type (imported late, as the record classes are)."""
+    if not _CONTROL_CLASSES:
+        from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
+        from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
+        from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
+        from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
+        from protocol.generated.metadata.voters_record import VotersRecord
+
+        _CONTROL_CLASSES.update({
+            ControlType.LEADER_CHANGE: LeaderChangeMessage, ControlType.SNAPSHOT_HEADER: SnapshotHeaderRecord,
+            ControlType.SNAPSHOT_FOOTER: SnapshotFooterRecord, ControlType.KRAFT_VERSION: KRaftVersionRecord,
+            ControlType.KRAFT_VOTERS: VotersRecord})
+    return _CONTROL_CLASSES
 
 
 def parse_control_key(key: bytes) -> int:

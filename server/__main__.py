@@ -16,6 +16,7 @@ from pathlib import Path
 
 from protocol.primitives import random_uuid, uuid_to_str
 from server.config import ConfigError, ControllerConfig, embedded_config, load_config
+from server.image.loader import LoadError
 from server.metalog.meta_properties import META_PROPERTIES, StorageError
 from server.metalog.segments import LogCorruption
 
@@ -25,7 +26,7 @@ EMBEDDED_DIR = Path("data/controller")
 
 
 def _embedded(data_dir: Path, port: int) -> ControllerConfig:
-    from tools.storage import format_dirs
+    from server.metalog.formatting import format_dirs
     from server.metalog.bootstrap import DEFAULT_RELEASE
 
     config = embedded_config(data_dir, port)
@@ -47,10 +48,10 @@ def _raise_fd_limit() -> None:
             pass
 
 
-async def serve(config: ControllerConfig, capture_file: Path | None = None) -> None:
+async def serve(config: ControllerConfig, capture_file: Path | None = None, take_over_quorum: bool = False) -> None:
     from server.app import ControllerServer
 
-    server = ControllerServer(config, capture_file=capture_file)
+    server = ControllerServer(config, capture_file=capture_file, take_over_quorum=take_over_quorum)
     host, port = await server.start()
     print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is active on "
           f"{host}:{port}\n  point brokers at: controller.quorum.bootstrap.servers={host}:{port}"
@@ -75,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--capture-file", type=Path,
                         help="write the server's own traffic to this pcapng file (read it with tools.replay)")
+    parser.add_argument("--take-over-quorum", action="store_true",
+                        help="start on a directory whose quorum had other voters, as its only voter "
+                             "(stop the other voters first)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -82,11 +86,11 @@ def main(argv: list[str] | None = None) -> int:
         _raise_fd_limit()
         import uvloop
 
-        uvloop.run(serve(config, args.capture_file))
+        uvloop.run(serve(config, args.capture_file, args.take_over_quorum))
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
-    except (StorageError, LogCorruption) as exc:
+    except (StorageError, LogCorruption, LoadError) as exc:
         print(f"storage error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

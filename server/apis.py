@@ -135,6 +135,7 @@ WRITES = {
     70: "register_controller", 19: "create_topics", 20: "delete_topics", 37: "create_partitions",
     56: "alter_partition", 43: "elect_leaders", 45: "alter_reassignments",
     44: "incremental_alter_configs", 33: "alter_configs", 73: "assign_replicas_to_dirs",
+    67: "allocate_producer_ids",
 }
 READS = {
     60: "describe_cluster", 3: "metadata", 75: "describe_topic_partitions",

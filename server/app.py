@@ -16,19 +16,20 @@ from pathlib import Path
 from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
-from protocol.records import parse_metadata_record
 from server.apis import Router
 from server.config import ControllerConfig
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
+from server.image.loader import MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
 from server.metalog.committer import Committer, encode_batches
 from server.metalog.meta_properties import check_log_dirs
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
-from server.metalog.snapshots import SnapshotId, load_latest_snapshot, write_snapshot
+from server.metalog.snapshots import (
+    SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot)
 from server.metalog.segments import MetadataLog
 from server.network import Listener
 from server.raft.fetch import MetadataFetchServer
@@ -56,12 +57,15 @@ def wall_clock_ms() -> int:
 
 class ControllerServer:
     def __init__(self, config: ControllerConfig, clock: Clock | None = None,
-                 capture_file: Path | None = None) -> None:
+                 capture_file: Path | None = None, take_over_quorum: bool = False) -> None:
         self.config = config
+        self.take_over_quorum = take_over_quorum
         self.clock = clock or SystemClock()
         self.cluster_id = check_log_dirs(config)
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
-        self.epoch = self._new_epoch()
+        self.voters = tuple(sorted(config.voters)) or (config.node_id,)
+        self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
+        self.epoch = -1  # chosen once the log is loaded: above every epoch in it
         self.controller = self._load_without_collector()
         self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
         self.router = Router(self.controller, self.committer)
@@ -91,13 +95,29 @@ class ControllerServer:
         self._timer: asyncio.TimerHandle | None = None
 
     # --- loading ------------------------------------------------------------------------------
+    def _check_voters(self, found: tuple[int, ...] | list[int], source: str) -> None:
+        """kraftwire runs a one-voter quorum. A directory whose quorum had other voters (a
+        node of a three-controller Kafka cluster; the voter set in quorum-state, or in the
+        log's VotersRecord) is refused before anything is written, unless ``take_over_quorum``
+        says to continue as its only voter: electing itself alone while the others may still
+        run would give the cluster two leaders."""
+        if not found or tuple(sorted(found)) == self.voters:
+            return
+        if not self.take_over_quorum:
+            raise StorageError(
+                f"{self.log.directory}: the quorum's voters are {sorted(found)} ({source}) but kraftwire runs "
+                f"a single-voter quorum of {list(self.voters)}; stop the other voters and start with "
+                f"--take-over-quorum to continue as the only voter")
+        log.warning("taking over the quorum of voters %s as its only voter %s", sorted(found), list(self.voters))
+
     def _new_epoch(self) -> int:
-        """A single voter elects itself at start-up: a new epoch, recorded before it is used."""
+        """A single voter elects itself at start-up: a new epoch above any in the log, its
+        snapshots and quorum-state, recorded before it is used."""
         state = read_quorum_state(self.config.metadata_log_dir)
-        epoch = max(state.leader_epoch, self.log.last_epoch) + 1
+        snapshots = list_snapshots(self.log.directory)
+        epoch = max(state.leader_epoch, self.log.last_epoch, snapshots[-1].epoch if snapshots else 0) + 1
         write_quorum_state(self.config.metadata_log_dir, QuorumState(
-            leader_id=self.config.node_id, leader_epoch=epoch, voted_id=self.config.node_id,
-            voters=tuple(sorted(self.config.voters)) or (self.config.node_id,)))
+            leader_id=self.config.node_id, leader_epoch=epoch, voted_id=self.config.node_id, voters=self.voters))
         return epoch
 
     def _new_controller(self) -> QuorumController:
@@ -125,6 +145,8 @@ class ControllerServer:
     def _load(self) -> QuorumController:
         controller = self._new_controller()
         self.snapshot = self._restore(controller)
+        self._check_voters(controller.quorum.voter_ids, "VotersRecord")
+        self.epoch = self._new_epoch()
         if self.log.end_offset == 0 and self.snapshot is None:
             records = read_bootstrap(self.config.metadata_log_dir)
             applied = controller.apply(ControllerResult(records))
@@ -146,30 +168,25 @@ class ControllerServer:
         self.log.append(encode_batches(applied.records, applied.base_offset, self.epoch, wall_clock_ms()))
 
     def _restore(self, controller: QuorumController) -> SnapshotId | None:
-        """The latest snapshot, then the log after it: the durable state."""
-        loaded = load_latest_snapshot(self.log.directory)
+        """The latest usable snapshot, then the log after it: the durable state."""
+        loader = MetadataLoader(controller)
+        loaded = load_latest_snapshot(self.log.directory, self.log.start_offset)
+        for path in set_aside_newer(self.log.directory, loaded[0] if loaded is not None else None):
+            log.warning("set the unusable snapshot aside as %s", path.name)
         if loaded is not None:
             snapshot, records = loaded
-            if snapshot.end_offset < self.log.start_offset:
-                raise StorageError(f"{self.log.directory}: snapshot {snapshot.file_name} ends at offset "
-                                   f"{snapshot.end_offset} but the log starts at {self.log.start_offset}")
-            for record, _ in records:
-                controller.replay(record, snapshot.end_offset - 1)
-            controller.offsets.skip_to(snapshot.end_offset)
+            loader.snapshot(records, snapshot.end_offset, str(self.log.directory / snapshot.file_name))
             log.info("loaded snapshot %s (%d records)", snapshot.file_name, len(records))
-        self._replay_log(controller)
+            if self.log.end_offset < snapshot.end_offset:
+                # The snapshot holds more than the log (Kafka keeps no segments below it).
+                log.info("the log ends at offset %d, below the snapshot: it continues at offset %d",
+                         self.log.end_offset, snapshot.end_offset)
+                self.log.restart_at(snapshot.end_offset)
+        start = controller.next_offset
+        for data, entry in self.log.raw_batches(controller.next_offset):
+            loader.raw_batch(data, entry.position, str(self.log.segments[entry.segment]))
+        log.info("replayed the log from offset %d to %d", start, controller.last_applied_offset)
         return loaded[0] if loaded is not None else None
-
-    def _replay_log(self, controller: QuorumController) -> None:
-        count = 0
-        for header, values in self.log.record_values(controller.next_offset):
-            if not header.is_control:
-                for offset, value in values:
-                    record, _ = parse_metadata_record(value)
-                    controller.replay(record, offset)
-                count += len(values)
-            controller.offsets.skip_to(header.last_offset + 1)
-        log.info("replayed %d metadata records up to offset %d", count, controller.last_applied_offset)
 
     def _append_leader_change(self, controller: QuorumController) -> None:
         """Mark the start of this epoch in the log, as a KRaft leader does."""
@@ -179,7 +196,7 @@ class ControllerServer:
         now = wall_clock_ms()
         batch = RecordBatch(base_offset=self.log.end_offset, partition_leader_epoch=self.epoch,
                             attributes=CONTROL_FLAG, base_timestamp=now, max_timestamp=now,
-                            records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))])
+                            records=[Record(control_value(message), control_key(ControlType.LEADER_CHANGE))])
         self.log.append([encode_batch(batch)])
         controller.offsets.skip_to(self.log.end_offset)
 
@@ -230,7 +247,9 @@ class ControllerServer:
         self.snapshot = snapshot
         self._snapshot_mark = self.log.appended_bytes
         self.fetch_server.snapshot = snapshot
-        removed = self.log.delete_segments_before(snapshot.end_offset)
+        # The log below the older kept snapshot goes: the newest can fall back to that one.
+        kept = oldest_kept(self.log.directory)
+        removed = self.log.delete_segments_before(kept.end_offset if kept else snapshot.end_offset)
         log.info("wrote snapshot %s (%d records, %d bytes); removed %d old segments",
                  snapshot.file_name, count, task.result(), len(removed))
 

@@ -23,7 +23,9 @@ MV_3_6_IV0 = 12  # no more leader epoch bump when an ISR shrinks
 MV_3_6_IV1 = 13  # metadata transactions (KIP-868)
 MV_3_7_IV2 = 17  # log directory assignment (Directories, LogDirs)
 MV_4_0_IV1 = 23  # eligible leader replicas in partition records
-MV_LATEST = 25  # 4.0-IV3
+# 4.1-IV0 to 4.2-IV1 (26-29) change no metadata record: Kafka writes every record at the
+# versions of 4.0-IV3, so a log at those levels reads and continues as one at 25 does.
+MV_LATEST = 29  # 4.2-IV1
 
 # What this controller can run, by feature: (min, max) level.
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {

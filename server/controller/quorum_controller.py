@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from protocol.error_codes import Error
+from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from protocol.generated.messages.api_versions_response import FinalizedFeatureKey, SupportedFeatureKey
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -26,15 +27,21 @@ from protocol.generated.messages.update_features_request import UpdateFeaturesRe
 from protocol.generated.metadata.begin_transaction_record import BeginTransactionRecord
 from protocol.generated.metadata.end_transaction_record import EndTransactionRecord
 from protocol.message import Message
+from server.controller.acls import AclControl
 from server.controller.clock import Clock
 from server.controller.cluster import ClusterControl, Endpoint
 from server.controller.configs import ConfigControl
+from server.controller.delegation_tokens import DelegationTokenControl
 from server.controller.describe import TopicViews
 from server.controller.directories import assign_replicas_to_dirs, fail_directories
 from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl
 from server.controller.offsets import OffsetControl
+from server.controller.producer_ids import ProducerIdControl
+from server.controller.quorum_records import QuorumRecords
+from server.controller.quotas import ClientQuotaControl
 from server.controller.replication import ReplicationControl
 from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord
+from server.controller.scram import ScramControl
 from server.controller.topics import TopicAdmin
 
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
@@ -71,6 +78,12 @@ class QuorumController:
         self.replication = ReplicationControl(self.cluster, self.features, self.configs, self.offsets)
         self.leadership = self.replication
         self.topic_admin = TopicAdmin(self.replication)
+        self.acls = AclControl(self.offsets)
+        self.quotas = ClientQuotaControl(self.offsets)
+        self.scram = ScramControl(self.offsets)
+        self.delegation_tokens = DelegationTokenControl(self.offsets)
+        self.producer_ids = ProducerIdControl(self.cluster, self.offsets)
+        self.quorum = QuorumRecords(self.offsets)
         # Endpoints of the voters as configured: DescribeCluster for controllers falls back
         # to them until the controllers register themselves.
         self.controller_endpoints = controller_endpoints or []
@@ -94,6 +107,18 @@ class QuorumController:
             "BeginTransactionRecord": lambda r, o: self.offsets.begin_transaction(o),
             "EndTransactionRecord": lambda r, o: self.offsets.end_transaction(o),
             "AbortTransactionRecord": lambda r, o: self.offsets.abort_transaction(o),
+            "AccessControlEntryRecord": lambda r, o: self.acls.replay_add(r),
+            "RemoveAccessControlEntryRecord": lambda r, o: self.acls.replay_remove(r),
+            "ClientQuotaRecord": lambda r, o: self.quotas.replay(r),
+            "UserScramCredentialRecord": lambda r, o: self.scram.replay_add(r),
+            "RemoveUserScramCredentialRecord": lambda r, o: self.scram.replay_remove(r),
+            "DelegationTokenRecord": lambda r, o: self.delegation_tokens.replay_add(r),
+            "RemoveDelegationTokenRecord": lambda r, o: self.delegation_tokens.replay_remove(r),
+            "ProducerIdsRecord": lambda r, o: self.producer_ids.replay(r),
+            "ZkMigrationStateRecord": lambda r, o: self.quorum.replay_zk_migration(r),
+            # Control records of the quorum, replayed from control batches and snapshot headers.
+            "KRaftVersionRecord": lambda r, o: self.quorum.replay_kraft_version(r),
+            "VotersRecord": lambda r, o: self.quorum.replay_voters(r),
         }
 
     @property
@@ -212,6 +237,9 @@ class QuorumController:
             lambda: ControllerResult(self.leadership.move_leadership_away(
                 req.broker_id, only=assignment.offline))])
 
+    def allocate_producer_ids(self, req: AllocateProducerIdsRequest, version: int) -> Applied:
+        return self.apply(self.producer_ids.allocate(req))
+
     def update_features(self, req: UpdateFeaturesRequest, version: int) -> Applied:
         ranges = [b.features for b in self.cluster.brokers.values()]
         return self.apply(self.features.update_features(req, version, ranges))
@@ -296,10 +324,18 @@ class QuorumController:
 
     # --- snapshots -------------------------------------------------------------------------
     def snapshot_records(self) -> Iterable[VersionedRecord]:
+        """The state as records; the quorum's control messages come first, as a snapshot's
+        header batch carries them."""
         from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 
+        yield from self.quorum.snapshot_records()
         for name, level in sorted(self.features.finalized.items()):
             yield FeatureLevelRecord(name=name, feature_level=level), 0
         yield from self.cluster.snapshot_records()
         yield from self.configs.snapshot_records()
         yield from self.replication.snapshot_records()
+        yield from self.producer_ids.snapshot_records()
+        yield from self.acls.snapshot_records()
+        yield from self.quotas.snapshot_records()
+        yield from self.scram.snapshot_records()
+        yield from self.delegation_tokens.snapshot_records()

@@ -43,6 +43,21 @@ def is_kafka_uuid(text: str) -> bool:
     return True
 
 
+def cluster_id_problem(text: str | None) -> str | None:
+    """Why ``text`` cannot be a cluster id, or None. Kafka takes any string it was formatted
+    with (a UUID from random-uuid, or a name such as ``universe-labs-cluster``); only an empty
+    one, or one that would not survive a properties file line, is refused."""
+    if text is None:
+        return "it is missing"
+    if not text.strip():
+        return "it is empty"
+    if any(ch in text for ch in "\r\n\0"):
+        return "it holds a line break or NUL"
+    if text != text.strip():
+        return "it starts or ends with white space"
+    return None
+
+
 def read_meta_properties(directory: Path) -> MetaProperties:
     """Read ``directory/meta.properties``; raises StorageError naming the file and the key."""
     path = Path(directory) / META_PROPERTIES
@@ -62,9 +77,8 @@ def read_meta_properties(directory: Path) -> MetaProperties:
     if version != "1":
         raise StorageError(f"{path}: version: expected 1 (KRaft), got {version!r}")
     cluster_id = props.get("cluster.id")
-    if cluster_id is None or not is_kafka_uuid(cluster_id):
-        raise StorageError(f"{path}: cluster.id: expected a 22-character base64 Kafka UUID, "
-                           f"got {cluster_id!r}")
+    if (problem := cluster_id_problem(cluster_id)) is not None:
+        raise StorageError(f"{path}: cluster.id: {cluster_id!r} is not usable: {problem}")
     node_text = props.get("node.id")
     if node_text is None or not node_text.isdigit():
         raise StorageError(f"{path}: node.id: expected a non-negative integer, got {node_text!r}")
@@ -77,14 +91,20 @@ def read_meta_properties(directory: Path) -> MetaProperties:
 
 def write_meta_properties(directory: Path, meta: MetaProperties) -> None:
     """Write ``directory/meta.properties`` so that a crash leaves the old file or the new one."""
-    if not is_kafka_uuid(meta.cluster_id):
-        raise StorageError(f"cluster.id: not a Kafka UUID: {meta.cluster_id!r}")
+    if (problem := cluster_id_problem(meta.cluster_id)) is not None:
+        raise StorageError(f"cluster.id {meta.cluster_id!r} is not usable: {problem}")
     lines = ["#", "#" + time.strftime("%a %b %d %H:%M:%S %Z %Y"),
-             f"cluster.id={meta.cluster_id}", f"node.id={meta.node_id}",
+             f"cluster.id={_escape_value(meta.cluster_id)}", f"node.id={meta.node_id}",
              f"version={meta.version}"]
     if meta.directory_id is not None:
         lines.append(f"directory.id={meta.directory_id}")
     write_atomically(Path(directory) / META_PROPERTIES, ("\n".join(lines) + "\n").encode())
+
+
+def _escape_value(text: str) -> str:
+    """A properties value as Java's Properties.store writes it, so that a cluster id such as
+    ``a=b:c`` reads back unchanged (here and in Kafka)."""
+    return "".join("\\" + ch if ch in "\\=:#!" else ch for ch in text)
 
 
 def check_log_dirs(config: ControllerConfig) -> str:

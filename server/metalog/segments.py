@@ -265,15 +265,17 @@ class MetadataLog:
 
     def batches(self, from_offset: int = 0) -> Iterator[RecordBatch]:
         """Decoded batches from the one holding ``from_offset`` to the end."""
-        for data, e in self._raw_batches(from_offset):
+        for data, e in self.raw_batches(from_offset):
             yield decode_batch(data, e.position)[0]
 
     def record_values(self, from_offset: int = 0) -> Iterator[tuple[BatchHeader, list[tuple[int, bytes | None]]]]:
         """(header, [(offset, value)]) per batch, the fast path for replaying the log."""
-        for data, e in self._raw_batches(from_offset):
+        for data, e in self.raw_batches(from_offset):
             yield record_values(data, e.position)
 
-    def _raw_batches(self, from_offset: int) -> Iterator[tuple[bytes, BatchEntry]]:
+    def raw_batches(self, from_offset: int) -> Iterator[tuple[bytes, BatchEntry]]:
+        """(segment bytes, entry) of each batch from the one holding ``from_offset``; the batch
+        is at ``entry.position`` of the bytes, and its file is ``segments[entry.segment]``."""
         i = self.entry_for(max(from_offset, self.start_offset))
         if i is None:
             return
@@ -302,6 +304,18 @@ class MetadataLog:
             return -1, -1
         end = self._epoch_starts[i + 1] if i + 1 < count else self.end_offset
         return epochs[i], end
+
+    def restart_at(self, offset: int) -> None:
+        """Drop every segment and continue the log at ``offset``: a snapshot there already
+        holds more than the log did (Kafka's log does the same when a snapshot overtakes it)."""
+        with self._lock:
+            self.close()
+            for path in self.segments:
+                path.unlink(missing_ok=True)
+            self.segments, self.entries, self._bases = [], [], []
+            self._epoch_starts, self._epochs = [], []
+            self.start_offset = offset
+            self._roll(offset)
 
     def delete_segments_before(self, offset: int) -> list[Path]:
         """Delete segments wholly below ``offset`` (covered by a snapshot)."""

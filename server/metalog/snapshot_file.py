@@ -8,6 +8,7 @@ is not a snapshot.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import time
 from pathlib import Path
@@ -17,11 +18,11 @@ from protocol.errors import DecodeError
 from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
 from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
 from protocol.message import Message
-from protocol.primitives import INT16
 from protocol.records import (
-    CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, decode_batch,
-    encode_batch, frame_metadata_record, parse_control_key, parse_metadata_record, read_batch_header,
-    record_values)
+    CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_message_class, control_type_of,
+    control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,
+    parse_control_value,
+    parse_metadata_record, read_batch_header, record_values)
 from server.controller.result import VersionedRecord
 from server.metalog.durable import fsync_dir
 from server.metalog.meta_properties import StorageError
@@ -29,22 +30,32 @@ from server.metalog.meta_properties import StorageError
 RECORDS_PER_BATCH = 4096
 
 
-def _control_batch(offset: int, now_ms: int, epoch: int, control_type: int, message: Message) -> bytes:
+def _control_batch(offset: int, now_ms: int, epoch: int, messages: list[Message]) -> bytes:
     return encode_batch(RecordBatch(
         base_offset=offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
         base_timestamp=now_ms, max_timestamp=now_ms,
-        records=[Record(key=control_key(control_type), value=control_value(message, 0))]))
+        records=[Record(key=control_key(control_type_of(m)), value=control_value(m)) for m in messages]))
 
 
 def encode_snapshot(records: Iterable[VersionedRecord], epoch: int = 0,
                     now_ms: int | None = None) -> Iterator[bytes]:
-    """The batches of a snapshot holding ``records``, header first and footer last."""
+    """The batches of a snapshot holding ``records``, header first and footer last.
+
+    Control messages at the start of ``records`` (kraft.version, the voter set) go into the
+    header's control batch, where Kafka puts them."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    yield _control_batch(0, now_ms, epoch, ControlType.SNAPSHOT_HEADER,
-                         SnapshotHeaderRecord(version=0, last_contained_log_timestamp=now_ms))
-    offset = 1
+    header: list[Message] = [SnapshotHeaderRecord(version=0, last_contained_log_timestamp=now_ms)]
+    records = iter(records)
+    first = next(records, None)
+    while first is not None and first[0].API_KEY is None:
+        header.append(first[0])
+        first = next(records, None)
+    yield _control_batch(0, now_ms, epoch, header)
+    offset = len(header)
     pending: list[Record] = []
-    for record, version in records:
+    for record, version in itertools.chain([first] if first is not None else [], records):
+        if record.API_KEY is None:
+            raise ValueError(f"{record.NAME} is a control message: it must come before every metadata record")
         pending.append(Record(frame_metadata_record(record, version)))
         if len(pending) == RECORDS_PER_BATCH:
             yield encode_batch(RecordBatch(base_offset=offset, partition_leader_epoch=epoch,
@@ -55,7 +66,7 @@ def encode_snapshot(records: Iterable[VersionedRecord], epoch: int = 0,
         yield encode_batch(RecordBatch(base_offset=offset, partition_leader_epoch=epoch,
                                        base_timestamp=now_ms, max_timestamp=now_ms, records=pending))
         offset += len(pending)
-    yield _control_batch(offset, now_ms, epoch, ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(version=0))
+    yield _control_batch(offset, now_ms, epoch, [SnapshotFooterRecord(version=0)])
 
 
 def write_snapshot_file(path: Path, records: Iterable[VersionedRecord], epoch: int = 0) -> int:
@@ -80,7 +91,8 @@ def write_snapshot_file(path: Path, records: Iterable[VersionedRecord], epoch: i
 
 
 def read_snapshot_file(path: Path) -> list[VersionedRecord]:
-    """Every metadata record of a snapshot file, CRC-checked; StorageError names the byte."""
+    """Every metadata record of a snapshot file, and the quorum control messages (kraft.version,
+    voters) it carries, CRC-checked; StorageError names the byte."""
     # Decoding makes a few container objects per record and never a reference cycle. With
     # the cyclic collector running, each of its passes walks the ever larger heap of decoded
     # records: on a million partitions that took over half of the read.
@@ -113,20 +125,27 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
                 for rec in batch.records:
                     control_type = parse_control_key(rec.key)
                     if control_type == ControlType.SNAPSHOT_HEADER:
-                        _decode_control(rec.value, SnapshotHeaderRecord)
+                        parse_control_value(rec.value, SnapshotHeaderRecord)
                         seen_header = True
                     elif control_type == ControlType.SNAPSHOT_FOOTER:
-                        _decode_control(rec.value, SnapshotFooterRecord)
+                        parse_control_value(rec.value, SnapshotFooterRecord)
                         seen_footer = True
-                    # KRaft version and voter records may follow the header; they describe
-                    # the quorum, not the metadata.
+                    elif control_type in (ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS):
+                        message = parse_control_value(rec.value, control_message_class(control_type))
+                        records.append((message, message.version))
+                    else:
+                        raise DecodeError("ControlRecord", None, 0,
+                                          f"control record type {control_type} has no place in a snapshot")
             else:
                 _, values = record_values(data, pos)
                 end = pos + header.size
-                for _, value in values:
-                    if value is None:
-                        raise DecodeError("MetadataRecord", None, 0, "the record value is null")
-                    records.append(parse_metadata_record(value))
+                for offset, value in values:
+                    try:
+                        if value is None:
+                            raise DecodeError("MetadataRecord", None, 0, "the record value is null")
+                        records.append(parse_metadata_record(value))
+                    except DecodeError as exc:
+                        raise StorageError(f"{path}: offset {offset}: {describe_undecodable(value, exc)}") from None
         except DecodeError as exc:
             if exc.message_name in ("RecordBatch", "Record"):
                 raise StorageError(f"{path}: corrupt record batch at byte {exc.offset}: {exc.reason}") from None
@@ -138,8 +157,3 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
         raise StorageError(f"{path}: no snapshot footer; the file is truncated at byte {len(data)}")
     return records
 
-
-def _decode_control(value: bytes | None, cls: type[Message]) -> None:
-    if value is None or len(value) < INT16.size:
-        raise DecodeError(cls.NAME, None, 0, "control record value is missing")
-    cls.decode(value, INT16.unpack_from(value)[0], INT16.size)

@@ -15,7 +15,8 @@ from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecor
 from protocol.primitives import ZERO_UUID
 from protocol.records import Record, RecordBatch, frame_metadata_record
 from server.controller.partitions import RECOVERED, RECOVERING
-from tools.broker.image import ImageError, MetadataImage
+from server.image.image import MetadataImage
+from server.image.loader import LoadError
 from tools.broker.lag import LagModel
 from tools.broker.leader import Hold, plan
 
@@ -94,5 +95,5 @@ def test_the_image_replays_partition_changes_and_skips_what_it_has():
     image.replay_batch(batch(end, (change, 0), (NoOpRecord(), 0)))  # a repeat is skipped
     p = image.replication.topics[TOPIC].partitions[0]
     assert (p.isr, p.partition_epoch, image.offset) == ([1, 2, 3], 10, end + 1)
-    with pytest.raises(ImageError, match="missing"):
+    with pytest.raises(LoadError, match="missing"):
         image.replay_batch(batch(end + 5, (NoOpRecord(), 0)))

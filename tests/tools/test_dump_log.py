@@ -44,7 +44,7 @@ def leader_change_batch(offset: int) -> bytes:
     return encode_batch(RecordBatch(
         base_offset=offset, partition_leader_epoch=EPOCH, attributes=CONTROL_FLAG,
         base_timestamp=NOW, max_timestamp=NOW,
-        records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))]))
+        records=[Record(control_value(message), control_key(ControlType.LEADER_CHANGE))]))
 
 
 @pytest.fixture

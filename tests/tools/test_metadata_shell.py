@@ -109,7 +109,7 @@ def leader_change(offset: int) -> bytes:
     message = LeaderChangeMessage(version=0, leader_id=1, voters=voters, granting_voters=voters)
     return encode_batch(RecordBatch(
         base_offset=offset, partition_leader_epoch=EPOCH, attributes=CONTROL_FLAG, base_timestamp=NOW,
-        max_timestamp=NOW, records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))]))
+        max_timestamp=NOW, records=[Record(control_value(message), control_key(ControlType.LEADER_CHANGE))]))
 
 
 @pytest.fixture
@@ -144,7 +144,8 @@ def log_dir(tmp_path: Path) -> Path:
 def test_snapshot_ls_cat_find(snapshot: Path, run: Run) -> None:
     assert lines(shell("--snapshot", snapshot, "ls", "/topics")) == ["other", "t"]
     assert lines(run("--snapshot", snapshot, "ls")) == [
-        "brokers", "configs", "controllers", "features", "metadataQuorum", "topicIds", "topics"]
+        "acls", "brokers", "clientQuotas", "configs", "controllers", "delegationToken", "features",
+        "metadataQuorum", "producerIds", "scram", "topicIds", "topics"]
     assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/leader")) == ["1"]
     assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/isr", "/topics/t/1/replicas")) == [
         "[1, 2]", "[1, 2]"]
@@ -211,7 +212,8 @@ def test_log_dir_is_the_newest_snapshot_then_the_log(log_dir: Path, nested: bool
     where = log_dir / PARTITION_DIR if nested else log_dir
     result = shell("--directory", where, "ls", "/topics")
     assert result.stdout.splitlines() == ["late", "t"]
-    assert result.stderr == "note: 1 ProducerIdsRecord records not shown: the controller keeps no state for them\n"
+    assert result.stderr == ""
+    assert lines(run("--directory", where, "cat", "/producerIds/nextProducerId")) == ["1000"]
     assert lines(run("--directory", where, "cat", "/topics/t/0/leader", "/topics/t/0/isr",
                      "/topics/t/0/leaderEpoch", "/topics/late/0/leader")) == ["2", "[2]", "1", "1"]
     # Only the snapshot has this config: the snapshot was loaded, not the log prefix.

@@ -95,9 +95,9 @@ def test_format_refuses_formatted_dirs(tmp_path: Path, config_file: Path) -> Non
 
 
 def test_bad_cluster_id(tmp_path: Path, config_file: Path) -> None:
-    result = storage("format", "--config", str(config_file), "--cluster-id", "not-a-cluster-id")
+    result = storage("format", "--config", str(config_file), "--cluster-id", " ")
     assert result.returncode == 1
-    assert "invalid cluster id 'not-a-cluster-id'" in result.stderr
+    assert "invalid cluster id ' ': it is empty" in result.stderr
     assert not (tmp_path / "meta").exists()
 
 
@@ -168,3 +168,9 @@ def test_info_reports_a_node_id_mismatch(tmp_path: Path, config_file: Path) -> N
     info = storage("info", "--config", str(config_file))
     assert info.returncode == 1
     assert "node.id is 1 but the config has node.id 2" in info.stderr
+
+
+def test_format_takes_a_cluster_id_that_is_not_a_uuid(tmp_path: Path, config_file: Path) -> None:
+    result = storage("format", "--config", str(config_file), "--cluster-id", "universe-labs-cluster")
+    assert result.returncode == 0, result.stderr
+    assert check_log_dirs(load_config(config_file)) == "universe-labs-cluster"

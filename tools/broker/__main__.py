@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
-from tools.metadata_shell.remote import parse_controllers
-from tools.metadata_shell.replayer import LoadError
+from protocol.client import parse_addresses
 
 DEFAULT_STATE_ROOT = Path("data")
 FORCE_AFTER_S = 0.5
@@ -74,9 +73,9 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
     if args.faults < 0 or args.mean_in_sync_s < 0 or args.mean_catch_up_s < 0:
         parser.error("rates and mean times must not be negative")
     try:
-        bootstrap = parse_controllers(args.controller)
-    except LoadError as exc:
-        parser.error(str(exc))
+        bootstrap = parse_addresses(args.controller)
+    except ValueError as exc:
+        parser.error(f"--controller: {exc}")
     single = args.fleet is None
     ids = [args.node_id] if single else list(range(args.base_id, args.base_id + args.fleet))
     if ids[0] < 0:

@@ -26,7 +26,8 @@ from server.metalog.meta_properties import StorageError
 from server.controller.result import VersionedRecord
 from server.metalog.snapshot_file import read_snapshot_file
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
-from tools.broker.image import ImageError, MetadataImage
+from server.image.image import MetadataImage
+from server.image.loader import LoadError
 
 log = logging.getLogger("kraftwire.broker.fetcher")
 
@@ -79,7 +80,7 @@ class MetadataFetcher:
                 await self._step()
             except ControllerUnavailable:
                 continue  # the channel backs off and finds the controller
-            except ImageError as exc:
+            except LoadError as exc:
                 log.error("metadata replay failed, fetching the log again from the start: %s", exc)
                 self.image.reset()
                 await asyncio.sleep(RETRY_S)
@@ -150,7 +151,7 @@ class MetadataFetcher:
             if position >= parts[0].size:
                 break
             if not chunk:
-                raise ImageError(f"snapshot {end_offset}-{epoch} stopped at byte {position} of {parts[0].size}")
+                raise LoadError(f"snapshot {end_offset}-{epoch} stopped at byte {position} of {parts[0].size}")
         self.image.load_snapshot(_parse_snapshot(b"".join(chunks), end_offset, epoch), end_offset)
         self.snapshots_loaded += 1
         log.info("loaded metadata snapshot %d-%d (%d bytes)", end_offset, epoch, position)
@@ -165,4 +166,4 @@ def _parse_snapshot(data: bytes, end_offset: int, epoch: int) -> list[VersionedR
         try:
             return read_snapshot_file(path)
         except StorageError as exc:
-            raise ImageError(f"snapshot {end_offset}-{epoch}: {str(exc).removeprefix(f'{path}: ')}") from None
+            raise LoadError(f"snapshot {end_offset}-{epoch}: {str(exc).removeprefix(f'{path}: ')}") from None

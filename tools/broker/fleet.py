@@ -24,7 +24,7 @@ from tools.broker.broker import Broker, BrokerConfig
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.faults import FaultInjector
 from tools.broker.fetcher import MetadataFetcher
-from tools.broker.image import MetadataImage
+from server.image.image import MetadataImage
 from tools.broker.lag import LagModel
 from tools.broker.leader import PartitionLeaders
 from tools.broker.lifecycle import State

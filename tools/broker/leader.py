@@ -22,7 +22,7 @@ from protocol.generated.messages.alter_partition_request import (
     AlterPartitionRequest, BrokerState, PartitionData, TopicData)
 from server.controller.partitions import RECOVERED, RECOVERING
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
-from tools.broker.image import MetadataImage
+from server.image.image import MetadataImage
 from tools.broker.lag import LagModel, ReplicaKey
 
 log = logging.getLogger("kraftwire.broker.leader")

@@ -10,21 +10,15 @@ import struct
 from typing import Any
 
 from protocol.errors import DecodeError
-from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
-from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
-from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
-from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
-from protocol.generated.metadata.voters_record import VotersRecord
-from protocol.message import Message
 from protocol.primitives import INT16
-from protocol.records import ControlType, Record, parse_control_key, parse_metadata_record
+from protocol.records import (
+    ControlType, Record, control_message_class, parse_control_key, parse_control_value, parse_metadata_record)
 
-_CONTROL_MESSAGES: dict[int, tuple[str, type[Message]]] = {
-    ControlType.LEADER_CHANGE: ("LeaderChange", LeaderChangeMessage),
-    ControlType.SNAPSHOT_HEADER: ("SnapshotHeader", SnapshotHeaderRecord),
-    ControlType.SNAPSHOT_FOOTER: ("SnapshotFooter", SnapshotFooterRecord),
-    ControlType.KRAFT_VERSION: ("KRaftVersion", KRaftVersionRecord),
-    ControlType.KRAFT_VOTERS: ("KRaftVoters", VotersRecord),
+# The names kafka-dump-log.sh prints for the KRaft control records.
+_CONTROL_NAMES = {
+    ControlType.LEADER_CHANGE: "LeaderChange", ControlType.SNAPSHOT_HEADER: "SnapshotHeader",
+    ControlType.SNAPSHOT_FOOTER: "SnapshotFooter", ControlType.KRAFT_VERSION: "KRaftVersion",
+    ControlType.KRAFT_VOTERS: "KRaftVoters",
 }
 # Transaction markers: a version, then the coordinator epoch.
 _END_TXN = struct.Struct(">hi")
@@ -52,12 +46,8 @@ def _control(record: Record) -> dict[str, Any]:
         version, coordinator_epoch = _END_TXN.unpack(value)
         return {"type": _END_TXN_TYPES[control_type], "version": version,
                 "data": {"coordinator_epoch": coordinator_epoch}}
-    known = _CONTROL_MESSAGES.get(control_type)
-    if known is None:
+    cls = control_message_class(control_type)
+    if cls is None:
         raise DecodeError("ControlRecord", None, 0, f"unknown control record type {control_type}")
-    name, cls = known
-    (version,) = INT16.unpack_from(value)
-    message, end = cls.decode(value, version, INT16.size)
-    if end != len(value):
-        raise DecodeError(cls.NAME, version, end, f"{len(value) - end} trailing bytes")
-    return {"type": name, "version": version, "data": message.to_dict()}
+    message = parse_control_value(value, cls)
+    return {"type": _CONTROL_NAMES[control_type], "version": message.version, "data": message.to_dict()}

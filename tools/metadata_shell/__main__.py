@@ -6,10 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from tools.metadata_shell.files import load_directory, load_snapshot
+from server.image.files import open_directory, open_snapshot
+from server.image.image import MetadataImage
+from server.image.loader import LoadError
 from tools.metadata_shell.interactive import interact
 from tools.metadata_shell.remote import load_controllers
-from tools.metadata_shell.replayer import LoadError, Replayer
 from tools.metadata_shell.shell import Shell
 from tools.metadata_shell.tree import build_tree
 
@@ -31,29 +32,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args: argparse.Namespace) -> tuple[Replayer, str]:
+def _load(args: argparse.Namespace) -> tuple[MetadataImage, str]:
     if args.snapshot is not None:
-        return load_snapshot(args.snapshot), str(args.snapshot)
+        return open_snapshot(args.snapshot), str(args.snapshot)
     if args.directory is not None:
-        return load_directory(args.directory), str(args.directory)
+        return open_directory(args.directory), str(args.directory)
     return load_controllers(args.controllers), args.controllers
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        replayer, source = _load(args)
+        image, source = _load(args)
     except LoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for name, count in sorted(replayer.skipped.items()):
-        print(f"note: {count} {name} records not shown: the controller keeps no state for them",
-              file=sys.stderr)
-    shell = Shell(build_tree(replayer), sys.stdout, sys.stderr)
+    shell = Shell(build_tree(image), sys.stdout, sys.stderr)
     if args.command:
         shell.history.append(" ".join(args.command))
         return 0 if shell.run(args.command) else 1
-    interact(shell, f"kraftwire metadata shell: {source} up to offset {replayer.last_offset}. "
+    interact(shell, f"kraftwire metadata shell: {source} up to offset {image.offset}. "
                     f"Type help for the commands.")
     return 0
 

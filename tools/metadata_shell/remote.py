@@ -11,7 +11,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from protocol.client import ConnectionClosed, KafkaClient
+from protocol.client import ConnectionClosed, KafkaClient, parse_addresses
 from protocol.error_codes import Error, describe
 from protocol.errors import DecodeError
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
@@ -23,7 +23,8 @@ from protocol.records import iter_batches
 from server.controller.result import VersionedRecord
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshot_file import read_snapshot_file
-from tools.metadata_shell.replayer import Leader, LoadError, Replayer
+from server.image.image import MetadataImage
+from server.image.loader import LoadError
 
 METADATA_TOPIC = "__cluster_metadata"
 OBSERVER = -1
@@ -33,23 +34,14 @@ MAX_BYTES = 8 << 20
 CLIENT_ID = "kraftwire-metadata-shell"
 
 
-def parse_controllers(spec: str) -> list[tuple[str, int]]:
-    """``host:port`` or Kafka's voter form ``id@host:port``, comma separated."""
-    addresses = []
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        host, sep, port = item.rpartition("@")[2].rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise LoadError(f"--controllers: {item!r} is not HOST:PORT")
-        addresses.append((host.strip("[]"), int(port)))
-    if not addresses:
-        raise LoadError("--controllers: no controller given")
-    return addresses
-
-
-def load_controllers(spec: str, timeout: float = 10.0) -> Replayer:
+def load_controllers(spec: str, timeout: float = 10.0) -> MetadataImage:
     """Read the whole committed log from the first controller that serves it."""
+    try:
+        addresses = parse_addresses(spec)
+    except ValueError as exc:
+        raise LoadError(f"--controllers: {exc}") from None
     problems = []
-    for host, port in parse_controllers(spec):
+    for host, port in addresses:
         try:
             with KafkaClient(host, port, client_id=CLIENT_ID, timeout=timeout) as client:
                 return _read_log(client)
@@ -66,22 +58,22 @@ def _reason(exc: Exception) -> str:
     return str(exc)
 
 
-def _read_log(client: KafkaClient) -> Replayer:
-    replayer = Replayer()
+def _read_log(client: KafkaClient) -> MetadataImage:
+    image = MetadataImage()
     while True:
-        part = _fetch(client, replayer.next_offset)
+        part = _fetch(client, image.next_offset)
         if part.snapshot_id.end_offset >= 0:
             end, epoch = part.snapshot_id.end_offset, part.snapshot_id.epoch
-            replayer.snapshot(_fetch_snapshot(client, end, epoch), end)
+            image.load_snapshot(_fetch_snapshot(client, end, epoch), end, f"snapshot {end}-{epoch}")
             continue
-        before = replayer.next_offset
+        before = image.next_offset
         for batch, _ in iter_batches(part.records or b""):
-            replayer.batch(batch)
+            image.replay_batch(batch)
         if part.current_leader.leader_id >= 0:
-            replayer.leader = Leader(part.current_leader.leader_id, part.current_leader.leader_epoch)
-        if replayer.next_offset >= part.high_watermark:
-            return replayer
-        if replayer.next_offset == before:
+            image.set_leader(part.current_leader.leader_id, part.current_leader.leader_epoch)
+        if image.next_offset >= part.high_watermark:
+            return image
+        if image.next_offset == before:
             raise LoadError(f"Fetch at offset {before} returned nothing below the high watermark "
                             f"{part.high_watermark}")
 

@@ -12,8 +12,10 @@ from typing import Any, Union
 from protocol.primitives import ZERO_UUID, uuid_to_str
 from server.controller.cluster import BrokerRegistration, ControllerRegistration, Endpoint
 from server.controller.partitions import PartitionState
-from server.controller.quorum_controller import QuorumController
-from tools.metadata_shell.replayer import Replayer
+from server.controller.quorum_records import MIGRATION_STATES
+from server.controller.quotas import Entity
+from server.controller.scram import MECHANISMS
+from server.image.image import MetadataImage
 
 Node = Union["Dir", str]
 Dir = dict[str, Node]
@@ -24,20 +26,64 @@ CLUSTER_DEFAULT = "<default>"  # the broker resource named "", which holds clust
 _RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
 
 
-def build_tree(replayer: Replayer) -> Dir:
-    c = replayer.controller
-    quorum: Dir = {"offset": str(replayer.last_offset)}
-    if replayer.leader is not None:
-        quorum["leader"] = _json({"leaderId": replayer.leader.leader_id, "epoch": replayer.leader.epoch})
+def build_tree(image: MetadataImage) -> Dir:
+    """The tree; the names of the ACL, quota, SCRAM, delegation token and producer id nodes
+    are those of Kafka's metadata shell."""
     return {
-        "brokers": {str(b.broker_id): _broker(b) for b in c.cluster.brokers.values()},
-        "controllers": {str(r.controller_id): _controller(r) for r in c.cluster.controllers.values()},
-        "topics": _topics(c),
-        "topicIds": {uuid_to_str(t.topic_id): t.name for t in c.replication.topics.values()},
-        "features": {name: str(level) for name, level in c.features.finalized.items()},
-        "configs": _configs(c),
-        "metadataQuorum": quorum,
+        "brokers": {str(b.broker_id): _broker(b) for b in image.cluster.brokers.values()},
+        "controllers": {str(r.controller_id): _controller(r) for r in image.cluster.controllers.values()},
+        "topics": _topics(image),
+        "topicIds": {uuid_to_str(t.topic_id): t.name for t in image.replication.topics.values()},
+        "features": {name: str(level) for name, level in image.features.finalized.items()},
+        "configs": _configs(image),
+        "acls": _acls(image),
+        "clientQuotas": {_entity_name(entity): {k: repr(v) for k, v in quotas.items()}
+                         for entity, quotas in image.quotas.by_entity().items()},
+        "scram": _scram(image),
+        "delegationToken": {token_id: _json(r.to_dict()) for token_id, r in image.delegation_tokens.tokens.items()},
+        "producerIds": {"nextProducerId": str(image.producer_ids.next_producer_id)},
+        "metadataQuorum": _quorum(image),
     }
+
+
+def _quorum(image: MetadataImage) -> Dir:
+    quorum: Dir = {"offset": str(image.offset)}
+    if image.leader is not None:
+        quorum["leader"] = _json({"leaderId": image.leader.leader_id, "epoch": image.leader.epoch})
+    q = image.quorum
+    if q.kraft_version is not None:
+        quorum["kraftVersion"] = str(q.kraft_version)
+    if q.voters is not None:
+        quorum["voters"] = _json(q.voters.to_dict()["voters"])
+    if q.zk_migration_state is not None:
+        quorum["zkMigrationState"] = MIGRATION_STATES.get(q.zk_migration_state, str(q.zk_migration_state))
+    return quorum
+
+
+def _acls(image: MetadataImage) -> Dir:
+    return {uuid_to_str(acl_id): _json({k: v for k, v in r.to_dict().items() if k != "id"})
+            for acl_id, r in image.acls.acls.items()}
+
+
+def _entity_name(entity: Entity) -> str:
+    """Kafka's shell names: clientId(...)_ip(...)_user(...), with \\ ( ) escaped."""
+    parts = dict(entity)
+    names = []
+    for kind, label in (("client-id", "clientId"), ("ip", "ip"), ("user", "user")):
+        if kind in parts:
+            value = parts[kind]
+            text = "<default>" if value is None else value.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+            names.append(f"{label}({text})")
+    return "_".join(names)
+
+
+def _scram(image: MetadataImage) -> Dir:
+    node: Dir = {name: {} for name in MECHANISMS.values()}
+    for (user, mechanism), r in image.scram.credentials.items():
+        node.setdefault(MECHANISMS.get(mechanism, str(mechanism)), {})[user] = _json(
+            {"salt": r.salt.hex(), "storedKey": r.stored_key.hex(), "serverKey": r.server_key.hex(),
+             "iterations": r.iterations})
+    return node
 
 
 def _json(value: Any) -> str:
@@ -75,9 +121,9 @@ def _controller(r: ControllerRegistration) -> str:
                   "listeners": _endpoints(r.endpoints), "supportedFeatures": _features(r.features)})
 
 
-def _topics(c: QuorumController) -> Dir:
+def _topics(image: MetadataImage) -> Dir:
     topics: Dir = {}
-    for t in c.replication.topics.values():
+    for t in image.replication.topics.values():
         node: Dir = {"id": uuid_to_str(t.topic_id), "name": t.name}
         for p in t.partitions:
             node[str(p.partition_id)] = _partition(p)
@@ -103,9 +149,9 @@ def _partition(p: PartitionState) -> Dir:
     return node
 
 
-def _configs(c: QuorumController) -> Dir:
+def _configs(image: MetadataImage) -> Dir:
     configs: Dir = {"topic": {}, "broker": {}}
-    for record, _ in c.configs.snapshot_records():
+    for record, _ in image.configs.snapshot_records():
         kind = configs.setdefault(_RESOURCE_TYPES.get(record.resource_type, str(record.resource_type)), {})
         resource = kind.setdefault(record.resource_name or CLUSTER_DEFAULT, {})
         resource[record.name] = record.value

@@ -1,5 +1,5 @@
 """kraftwire's kafka-storage: format and inspect a controller's log directories."""
 
-from tools.storage.formatting import format_dirs
+from server.metalog.formatting import format_dirs
 
 __all__ = ["format_dirs"]

@@ -10,7 +10,7 @@ from protocol.primitives import random_uuid, uuid_to_str
 from server.config import ConfigError, ControllerConfig, load_config
 from server.metalog.bootstrap import DEFAULT_RELEASE, RELEASE_VERSIONS
 from server.metalog.meta_properties import StorageError
-from tools.storage.formatting import format_dirs
+from server.metalog.formatting import format_dirs
 from tools.storage.info import describe_dirs
 
 
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("-r", "--release-version", default=DEFAULT_RELEASE, metavar="V",
                      help=f"the release whose metadata.version to bootstrap, e.g. 3.7 or 3.7-IV4 "
                           f"(default {DEFAULT_RELEASE}; known {next(iter(RELEASE_VERSIONS))} to "
-                          f"{DEFAULT_RELEASE})")
+                          f"{next(reversed(RELEASE_VERSIONS))})")
     fmt.add_argument("-g", "--ignore-formatted", action="store_true",
                      help="leave already formatted directories alone instead of failing")
     fmt.set_defaults(run=_format)

@@ -7,6 +7,8 @@ from protocol.message import Message
 from .api_key import ApiKey
 from .add_raft_voter_request import AddRaftVoterRequest
 from .add_raft_voter_response import AddRaftVoterResponse
+from .allocate_producer_ids_request import AllocateProducerIdsRequest
+from .allocate_producer_ids_response import AllocateProducerIdsResponse
 from .alter_configs_request import AlterConfigsRequest
 from .alter_configs_response import AlterConfigsResponse
 from .alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
@@ -78,6 +80,8 @@ from .vote_response import VoteResponse
 BY_NAME: dict[str, type[Message]] = {
     'AddRaftVoterRequest': AddRaftVoterRequest,
     'AddRaftVoterResponse': AddRaftVoterResponse,
+    'AllocateProducerIdsRequest': AllocateProducerIdsRequest,
+    'AllocateProducerIdsResponse': AllocateProducerIdsResponse,
     'AlterConfigsRequest': AlterConfigsRequest,
     'AlterConfigsResponse': AlterConfigsResponse,
     'AlterPartitionReassignmentsRequest': AlterPartitionReassignmentsRequest,
@@ -150,6 +154,8 @@ BY_NAME: dict[str, type[Message]] = {
 BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('request', 80): AddRaftVoterRequest,
     ('response', 80): AddRaftVoterResponse,
+    ('request', 67): AllocateProducerIdsRequest,
+    ('response', 67): AllocateProducerIdsResponse,
     ('request', 33): AlterConfigsRequest,
     ('response', 33): AlterConfigsResponse,
     ('request', 45): AlterPartitionReassignmentsRequest,

@@ -8,7 +8,7 @@ from protocol.primitives import random_uuid, uuid_to_str
 from server.config import ControllerConfig
 from server.metalog.bootstrap import DEFAULT_RELEASE, bootstrap_records, write_bootstrap
 from server.metalog.meta_properties import (
-    META_PROPERTIES, MetaProperties, StorageError, is_kafka_uuid, write_meta_properties)
+    META_PROPERTIES, MetaProperties, StorageError, cluster_id_problem, write_meta_properties)
 
 
 def format_dirs(config: ControllerConfig, cluster_id: str, release: str = DEFAULT_RELEASE,
@@ -18,10 +18,9 @@ def format_dirs(config: ControllerConfig, cluster_id: str, release: str = DEFAUL
     Directories that already hold meta.properties are an error, unless ``ignore_formatted``,
     in which case they are left exactly as they are.
     """
-    if not is_kafka_uuid(cluster_id):
-        raise StorageError(f"invalid cluster id {cluster_id!r}: expected 22 characters of URL-safe "
-                           f"base64 encoding 16 bytes, such as python -m tools.storage random-uuid "
-                           f"prints")
+    if (problem := cluster_id_problem(cluster_id)) is not None:
+        raise StorageError(f"invalid cluster id {cluster_id!r}: {problem} (python -m tools.storage "
+                           f"random-uuid prints a new one)")
     try:
         records = bootstrap_records(release)
     except ValueError as exc:

@@ -1,0 +1,137 @@
+"""Replaying a metadata log into a ``QuorumController``: snapshots, then batches in offset order.
+
+One loader serves the controller's start-up, the metadata shell and the test broker, so all
+three hold exactly the state the log describes. Snapshot records apply at the snapshot's last
+offset and log records at their own; control batches carry no metadata, but the leader they
+name and the quorum records (kraft.version, voters) are kept. A record that cannot be decoded
+or replayed stops the load with one line naming where it is and what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from protocol.errors import DecodeError
+from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
+from protocol.message import Message
+from protocol.records import (
+    ControlType, RecordBatch, control_message_class, decode_batch, parse_control_key, parse_control_value,
+    describe_undecodable, parse_metadata_record, read_batch_header, record_values)
+from server.controller.quorum_controller import QuorumController
+from server.controller.result import VersionedRecord
+
+# Control records that are state: replayed like metadata records.
+_QUORUM_CONTROLS = (ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS)
+
+
+class LoadError(Exception):
+    """The metadata could not be read or replayed; the message says where, in one line."""
+
+
+@dataclass(frozen=True)
+class Leader:
+    leader_id: int
+    epoch: int
+
+
+class MetadataLoader:
+    def __init__(self, controller: QuorumController) -> None:
+        self.controller = controller
+        self.leader: Leader | None = None  # the last LeaderChange seen
+        self.last_epoch = -1  # leader epoch of the last batch replayed
+
+    @property
+    def next_offset(self) -> int:
+        return self.controller.next_offset
+
+    # --- snapshots ----------------------------------------------------------------------
+    def snapshot(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot") -> None:
+        """Replay a snapshot's records; the log continues at ``end_offset``."""
+        for record, _ in records:
+            self._replay(record, end_offset - 1, where)
+        self.controller.offsets.skip_to(end_offset)
+
+    # --- log batches ----------------------------------------------------------------------
+    def batch(self, batch: RecordBatch, where: str = "the log") -> list[tuple[Message, int]]:
+        """Replay a decoded batch; records below ``next_offset`` (in a snapshot already) are
+        passed over. Returns the (record, offset) pairs replayed."""
+        if batch.last_offset < self.next_offset:
+            if batch.is_control:
+                # Leadership is not snapshot state: the last LeaderChange anywhere holds.
+                self._control(batch, where, replay=False)
+            return []
+        self._check_continues(batch.base_offset, where)
+        replayed: list[tuple[Message, int]] = []
+        if batch.is_control:
+            replayed = self._control(batch, where, replay=True)
+        else:
+            for rec in batch.records:
+                offset = batch.base_offset + rec.offset_delta
+                if offset >= self.next_offset:
+                    record = self._decode(rec.value, offset, where)
+                    self._replay(record, offset, where)
+                    replayed.append((record, offset))
+        self._done(batch.last_offset, batch.partition_leader_epoch)
+        return replayed
+
+    def raw_batch(self, data: bytes, pos: int, where: str) -> None:
+        """Replay the whole batch at ``data[pos:]``, checking its CRC; metadata batches take
+        the fast path that skips building record objects."""
+        try:
+            if read_batch_header(data, pos).is_control:
+                self.batch(decode_batch(data, pos)[0], where)
+                return
+            header, values = record_values(data, pos)
+        except DecodeError as exc:
+            raise LoadError(f"{where}: corrupt data at byte {pos}: {exc.reason}") from None
+        if header.last_offset < self.next_offset:
+            return
+        self._check_continues(header.base_offset, where)
+        for offset, value in values:
+            if offset >= self.next_offset:
+                self._replay(self._decode(value, offset, where), offset, where)
+        self._done(header.last_offset, header.partition_leader_epoch)
+
+    def _check_continues(self, base_offset: int, where: str) -> None:
+        if base_offset > self.next_offset:
+            raise LoadError(f"{where}: offsets {self.next_offset} to {base_offset - 1} are missing: the log "
+                            f"does not continue the snapshot or the batch before it")
+
+    def _done(self, last_offset: int, epoch: int) -> None:
+        self.controller.offsets.skip_to(last_offset + 1)
+        self.last_epoch = epoch
+
+    def _control(self, batch: RecordBatch, where: str, replay: bool) -> list[tuple[Message, int]]:
+        replayed = []
+        for rec in batch.records:
+            offset = batch.base_offset + rec.offset_delta
+            try:
+                control_type = parse_control_key(rec.key)
+                if control_type == ControlType.LEADER_CHANGE:
+                    message = parse_control_value(rec.value, LeaderChangeMessage)
+                    self.leader = Leader(message.leader_id, batch.partition_leader_epoch)
+                elif control_type in _QUORUM_CONTROLS and replay and offset >= self.next_offset:
+                    message = parse_control_value(rec.value, control_message_class(control_type))
+                    self._replay(message, offset, where)
+                    replayed.append((message, offset))
+            except DecodeError as exc:
+                raise LoadError(f"{where}: offset {offset}: cannot decode the control record: {exc}") from None
+        return replayed
+
+    # --- records --------------------------------------------------------------------------
+    @staticmethod
+    def _decode(value: bytes | None, offset: int, where: str) -> Message:
+        try:
+            if value is None:
+                raise DecodeError("MetadataRecord", None, 0, "the record value is null")
+            return parse_metadata_record(value)[0]
+        except DecodeError as exc:
+            raise LoadError(f"{where}: offset {offset}: {describe_undecodable(value, exc)}") from None
+
+    def _replay(self, record: Message, offset: int, where: str) -> None:
+        try:
+            self.controller.replay(record, offset)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LoadError(f"{where}: offset {offset}: cannot replay {record.NAME}: {exc}") from None
+

@@ -1,0 +1,126 @@
+"""ACLs, client quotas, SCRAM credentials, delegation tokens, producer ids, the migration state
+and the quorum's control records: replay, undo, and the snapshot that gives the same state."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.generated.metadata.access_control_entry_record import AccessControlEntryRecord
+from protocol.generated.metadata.client_quota_record import ClientQuotaRecord, EntityData
+from protocol.generated.metadata.delegation_token_record import DelegationTokenRecord
+from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
+from protocol.generated.metadata.producer_ids_record import ProducerIdsRecord
+from protocol.generated.metadata.remove_access_control_entry_record import RemoveAccessControlEntryRecord
+from protocol.generated.metadata.remove_delegation_token_record import RemoveDelegationTokenRecord
+from protocol.generated.metadata.remove_user_scram_credential_record import RemoveUserScramCredentialRecord
+from protocol.generated.metadata.user_scram_credential_record import UserScramCredentialRecord
+from protocol.generated.metadata.voters_record import Endpoint, KRaftVersionFeature, Voter, VotersRecord
+from protocol.generated.metadata.zk_migration_record import ZkMigrationStateRecord
+from server.controller.quorum_controller import QuorumController
+from server.metalog.snapshot_file import read_snapshot_file, write_snapshot_file
+from tests.metalog.support import new_controller
+
+ACL_ID = bytes(range(16))
+
+
+def acl(acl_id: bytes = ACL_ID, principal: str = "User:alice") -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(id=acl_id, resource_type=2, resource_name="orders", pattern_type=3,
+                                    principal=principal, host="*", operation=3, permission_type=3)
+
+
+def quota(user: str | None, key: str, value: float, remove: bool = False) -> ClientQuotaRecord:
+    return ClientQuotaRecord(entity=[EntityData(entity_type="user", entity_name=user)], key=key, value=value,
+                             remove=remove)
+
+
+def scram(name: str, mechanism: int = 1) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(name=name, mechanism=mechanism, salt=b"s", stored_key=b"k", server_key=b"v",
+                                     iterations=4096)
+
+
+def token(token_id: str, expires: int) -> DelegationTokenRecord:
+    return DelegationTokenRecord(owner="User:alice", requester="User:alice", renewers=["User:bob"],
+                                 issue_timestamp=1, max_timestamp=100, expiration_timestamp=expires, token_id=token_id)
+
+
+VOTERS = VotersRecord(version=0, voters=[Voter(
+    voter_id=1, voter_directory_id=bytes(range(16, 32)),
+    endpoints=[Endpoint(name="CONTROLLER", host="127.0.0.1", port=9093)],
+    k_raft_version_feature=KRaftVersionFeature(min_supported_version=0, max_supported_version=1))])
+
+EVERY_FAMILY = [
+    acl(), acl(bytes(range(1, 17)), "User:bob"), RemoveAccessControlEntryRecord(id=bytes(range(1, 17))),
+    quota("alice", "producer_byte_rate", 1024.0), quota(None, "consumer_byte_rate", 2048.0),
+    quota("alice", "request_percentage", 50.0), quota("alice", "request_percentage", 0.0, remove=True),
+    scram("alice"), scram("alice", 2), RemoveUserScramCredentialRecord(name="alice", mechanism=2),
+    token("t1", 50), token("t2", 60), token("t1", 90), RemoveDelegationTokenRecord(token_id="t2"),
+    ProducerIdsRecord(broker_id=1, broker_epoch=4, next_producer_id=1000),
+    ProducerIdsRecord(broker_id=2, broker_epoch=7, next_producer_id=2000),
+    ZkMigrationStateRecord(zk_migration_state=0),
+    KRaftVersionRecord(version=0, k_raft_version=1), VOTERS,
+]
+
+
+def replayed(records) -> QuorumController:
+    qc = new_controller()
+    for offset, record in enumerate(records):
+        qc.replay(record, offset)
+    return qc
+
+
+def state(qc: QuorumController) -> tuple:
+    return (dict(qc.acls.acls.entries), qc.quotas.by_entity(), dict(qc.scram.credentials.entries),
+            dict(qc.delegation_tokens.tokens.entries),
+            (qc.producer_ids.next_producer_id, qc.producer_ids.broker_id, qc.producer_ids.broker_epoch),
+            qc.quorum.zk_migration_state, qc.quorum.kraft_version, qc.quorum.voters)
+
+
+def test_replay_keeps_what_stands() -> None:
+    qc = replayed(EVERY_FAMILY)
+    assert list(qc.acls.acls.entries) == [ACL_ID]
+    assert qc.quotas.by_entity() == {(("user", "alice"),): {"producer_byte_rate": 1024.0},
+                                     (("user", None),): {"consumer_byte_rate": 2048.0}}
+    assert list(qc.scram.credentials.entries) == [("alice", 1)]
+    assert qc.delegation_tokens.tokens.entries["t1"].expiration_timestamp == 90
+    assert "t2" not in qc.delegation_tokens.tokens.entries
+    assert (qc.producer_ids.next_producer_id, qc.producer_ids.broker_id) == (2000, 2)
+    assert (qc.quorum.zk_migration_state, qc.quorum.kraft_version, qc.quorum.voter_ids) == (0, 1, [1])
+
+
+def test_a_snapshot_file_gives_the_same_state(tmp_path) -> None:
+    """Written to a snapshot file and read back: the voter set and kraft.version travel as
+    control records in the header batch, the rest as metadata records."""
+    qc = replayed(EVERY_FAMILY)
+    path = tmp_path / "00000000000000000019-0000000001.checkpoint"
+    write_snapshot_file(path, qc.snapshot_records(), epoch=1)
+    records = read_snapshot_file(path)
+    assert [r.NAME for r, _ in records[:2]] == ["KRaftVersionRecord", "VotersRecord"]
+    assert state(replayed(r for r, _ in records)) == state(qc)
+
+
+def test_every_change_is_undone() -> None:
+    qc = replayed(EVERY_FAMILY[:3] + [EVERY_FAMILY[14]])
+    before = state(qc)
+    qc.activate()
+    base = qc.next_offset
+    for offset, record in enumerate(EVERY_FAMILY[3:14] + EVERY_FAMILY[15:], base):
+        qc.replay(record, offset)
+    assert state(qc) != before
+    qc.offsets.revert_to(base)
+    assert state(qc) == before
+
+
+@pytest.mark.parametrize("record, what", [
+    (RemoveAccessControlEntryRecord(id=ACL_ID), "ACL"),
+    (RemoveUserScramCredentialRecord(name="nobody", mechanism=1), "SCRAM credential"),
+    (RemoveDelegationTokenRecord(token_id="none"), "delegation token"),
+])
+def test_removing_what_was_never_added_is_refused(record, what: str) -> None:
+    with pytest.raises(ValueError, match=f"no {what}"):
+        replayed([record])
+
+
+def test_a_control_message_after_the_metadata_records_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="VotersRecord is a control message"):
+        write_snapshot_file(tmp_path / "x.checkpoint", [(ProducerIdsRecord(next_producer_id=1), 0), (VOTERS, 0)])
+    assert list(tmp_path.iterdir()) == []
