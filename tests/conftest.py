@@ -20,11 +20,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -33,6 +35,14 @@ START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 ACTIVE_LINE = re.compile(r"of cluster (\S+) is active on (\S+):(\d+)")
 PR_SET_PDEATHSIG = 1
+
+# Hypothesis keeps an example database and a cache of source constants under ./.hypothesis by
+# default, and a test run must not leave that directory in the checkout: examples are not kept,
+# and the cache goes to the temporary directory unless HYPOTHESIS_STORAGE_DIRECTORY names one.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      str(Path(tempfile.gettempdir()) / f"kraftwire-hypothesis-{os.getuid()}"))
+settings.register_profile("kraftwire", database=None)
+settings.load_profile("kraftwire")
 
 
 def free_port() -> int:
