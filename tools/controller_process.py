@@ -179,11 +179,11 @@ class ControllerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     # --- output -----------------------------------------------------------------------------
-    def stderr_text(self, all_runs: bool = False) -> str:
+    def stderr_text(self) -> str:
+        """What the current (or last) run wrote to stderr."""
         if not self.stderr_path.exists():
             return ""
-        data = self.stderr_path.read_bytes()
-        return data[0 if all_runs else self._stderr_offset:].decode("utf-8", "replace")
+        return self.stderr_path.read_bytes()[self._stderr_offset:].decode("utf-8", "replace")
 
     def wait_for_stderr(self, pattern: str, timeout: float = 5.0) -> re.Match:
         """Poll the log of the running process until ``pattern`` (a regex) appears."""

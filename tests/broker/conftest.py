@@ -95,10 +95,6 @@ class BrokerProcess:
     def signal_and_wait(self, sig: int, timeout: float = STOP_TIMEOUT_S) -> int | None:
         return stop_child(self.proc, sig, timeout)
 
-    def terminate(self) -> int | None:
-        """SIGTERM: a controlled shutdown."""
-        return self.signal_and_wait(signal.SIGTERM)
-
     def kill9(self) -> int | None:
         return self.signal_and_wait(signal.SIGKILL)
 

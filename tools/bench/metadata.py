@@ -61,7 +61,6 @@ CHILD_LIFETIME_S = 900
 START_TIMEOUT_S = 30
 CREATE_TOPICS_V = 7
 DESCRIBE_V = 0
-DESCRIBE_KEY = DescribeTopicPartitionsRequest.API_KEY
 
 
 # --- the controller process ---------------------------------------------------------------
