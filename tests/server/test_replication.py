@@ -1077,6 +1077,13 @@ class ReplicationHistories(RuleBasedStateMachine):
         b = data.draw(st.sampled_from(self.live()), label="broker")
         assert self.c.heartbeat(b).response.error_code == Error.NONE
 
+    @rule(ms=st.integers(0, 2 * SESSION_MS))
+    def time_passes_in_silence(self, ms: int) -> None:
+        """Nobody heartbeats while the clock moves on; the fence timer then fences every broker
+        whose lease ran out, possibly all of them at once."""
+        self.c.clock.advance(ms)
+        self.c.run(self.c.qc.fence_expired_brokers())
+
     @precondition(lambda self: len(self.live()) > 1)
     @rule(data=st.data())
     def lease_runs_out(self, data: st.DataObject) -> None:
@@ -1125,10 +1132,11 @@ class ReplicationHistories(RuleBasedStateMachine):
         if self.c.shut_down(b).response.should_shut_down is False:
             self.c.shut_down(b)
 
-    @precondition(lambda self: len(self.live()) > 1)
+    @precondition(lambda self: len(self.c.qc.cluster.brokers) > 1)
     @rule(data=st.data())
     def unregister(self, data: st.DataObject) -> None:
-        b = data.draw(st.sampled_from(self.live()), label="broker")
+        """An operator removes a broker, live or fenced."""
+        b = data.draw(st.sampled_from(sorted(self.c.qc.cluster.brokers)), label="broker")
         assert self.c.unregister(b).response.error_code == Error.NONE
 
     @precondition(lambda self: self.unregistered())
