@@ -1,8 +1,9 @@
-"""Reference data kept beside the project rather than in it (``kafka-schemas/``,
-``kafka-metadata-dirs/``, ...), found through one setting so the tests run on any clone.
+"""Where the shared reference data lives: real Kafka metadata directories and Kafka's schemas.
 
-KRAFTWIRE_SHARED names the folder holding that data; without it, ``<repo root>/../shared`` is
-used. A test that needs data which is not there is skipped, and the skip says what is missing.
+One setting, the environment variable ``KRAFTWIRE_SHARED``, names the folder that holds
+``kafka-metadata-dirs/`` and ``kafka-schemas/``; without it, ``<repo root>/../shared`` is used
+when it exists. Tests that need the data skip, saying why, when it is not there. The files are
+read in place and never copied into the project.
 """
 
 from __future__ import annotations
@@ -13,13 +14,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV = "KRAFTWIRE_SHARED"
+
+
+def shared_root() -> Path | None:
+    """The shared folder, or None when neither the setting nor the default exists."""
+    configured = os.environ.get(ENV)
+    if configured:
+        return Path(configured)
+    default = ROOT.parent / "shared"
+    return default if default.is_dir() else None
 
 
 def shared_dir(name: str) -> Path:
-    """The folder ``name`` of the shared data, or a skip of the calling test (or module)."""
-    setting = os.environ.get("KRAFTWIRE_SHARED")
-    path = (Path(setting) if setting else ROOT.parent / "shared") / name
-    if not path.is_dir():
-        pytest.skip(f"shared data {path} is absent; set KRAFTWIRE_SHARED to the folder holding {name}/",
+    """``<shared>/<name>``; skips the calling test when it is not there."""
+    root = shared_root()
+    if root is None:
+        pytest.skip(f"no shared reference data: set {ENV} to the folder holding {name}/",
+                    allow_module_level=True)
+    path = root / name
+    if not path.exists():
+        pytest.skip(f"{path} does not exist ({ENV}={os.environ.get(ENV, '<unset>')})",
                     allow_module_level=True)
     return path
+
