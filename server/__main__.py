@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config) if args.config else _embedded(args.data_dir, args.port)
+        if config.ignored:
+            log.warning("ignoring settings kraftwire has no use for: %s", ", ".join(config.ignored))
         _raise_fd_limit()
         import uvloop
 

@@ -69,10 +69,10 @@ class ControllerServer:
         self.controller = self._load_without_collector()
         self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
         self.router = Router(self.controller, self.committer)
-        listener = config.controller_listener
+        advertised = config.advertised_controller_listener
         self.fetch_server = MetadataFetchServer(
             self.log, self.committer, self.cluster_id, config.node_id, self.epoch,
-            sorted(config.voters) or [config.node_id], (listener.host or "127.0.0.1", listener.port))
+            sorted(config.voters) or [config.node_id], (advertised.host, advertised.port))
         self.router.register(1, lambda r, v: (self.fetch_server.fetch(r, v), -1))
         self.router.register(55, lambda r, v: (self.fetch_server.describe_quorum(r, v), -1))
         self.router.register(59, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), -1))
@@ -93,6 +93,7 @@ class ControllerServer:
                                  self.capture.connection if self.capture is not None else None)
         self.address: tuple[str, int] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._no_op_timer: asyncio.TimerHandle | None = None
 
     # --- loading ------------------------------------------------------------------------------
     def _check_voters(self, found: tuple[int, ...] | list[int], source: str) -> None:
@@ -121,12 +122,12 @@ class ControllerServer:
         return epoch
 
     def _new_controller(self) -> QuorumController:
-        listener = self.config.controller_listener
+        advertised = self.config.advertised_controller_listener
         c = self.config
         return QuorumController(
             self.cluster_id, c.node_id, self.clock,
             session_timeout_ms=c.broker_session_timeout_ms,
-            controller_endpoints=[Endpoint(listener.name, listener.host or "127.0.0.1", listener.port, PLAINTEXT)],
+            controller_endpoints=[Endpoint(advertised.name, advertised.host, advertised.port, PLAINTEXT)],
             static_configs=static_configs(c),
             metadata_lists_brokers=c.metadata_nodes == "brokers",
             voter_ids=c.voters or {c.node_id})
@@ -258,6 +259,7 @@ class ControllerServer:
         listener = self.config.controller_listener
         self.address = await self.listener.start(listener.host, listener.port)
         self._schedule_lease_check()
+        self._schedule_no_op()
         return self.address
 
     def _schedule_lease_check(self) -> None:
@@ -273,9 +275,21 @@ class ControllerServer:
             self.committer.submit(applied.records, applied.base_offset)
         self._schedule_lease_check()
 
+    def _schedule_no_op(self) -> None:
+        # As Kafka's active controller: on a fixed period, whatever else is written meanwhile.
+        interval_ms = self.config.metadata_max_idle_interval_ms
+        if interval_ms > 0:
+            self._no_op_timer = asyncio.get_running_loop().call_later(interval_ms / 1000, self._write_no_op)
+
+    def _write_no_op(self) -> None:
+        applied = self.controller.write_no_op()
+        self.committer.submit(applied.records, applied.base_offset)
+        self._schedule_no_op()
+
     async def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in (self._timer, self._no_op_timer):
+            if timer is not None:
+                timer.cancel()
         await self.listener.stop()
         if self.capture is not None:
             self.capture.close()

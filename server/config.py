@@ -2,18 +2,15 @@
 
 Key                                              Default      Rule
 process.roles                                    (required)   exactly "controller"
-node.id                                          (required)   int >= 0; a voter if voters are set
-controller.quorum.voters                         (none)       id@host:port,...; [ipv6] hosts
-controller.quorum.bootstrap.servers              (none)       host:port,...; this or voters needed
-listeners                                        (required)   NAME://host:port,...; empty host = any
-advertised.listeners                             listeners    names must appear in listeners
-controller.listener.names                        (required)   each must name a listener
+node.id                                          (required)   int >= 0; must be one of the voters
+controller.quorum.voters                         (required)   id@host:port,...; [ipv6] hosts
+listeners                                        (required)   one NAME://host:port; empty host = any
+advertised.listeners                             listeners    NAME://host:port, NAME as in listeners
+controller.listener.names                        (required)   the name of the listener
 listener.security.protocol.map                   see below    NAME:PROTOCOL,...
-listener.name.<name>.<key>                       (none)       kept as given, e.g. SASL JAAS settings
 metadata.log.dir                                 see below    else log.dirs[0], else log.dir
 log.dirs, log.dir                                (none)       log.dir is read only without log.dirs
 broker.session.timeout.ms                        9000         > 0
-broker.heartbeat.interval.ms                     2000         > 0 and < broker.session.timeout.ms
 socket.request.max.bytes                         104857600    >= 1024
 metadata.log.segment.bytes                       1073741824   >= 4096
 metadata.log.max.record.bytes.between.snapshots  20971520     >= 1
@@ -27,9 +24,18 @@ max.request.partition.size.limit                 2000         >= 1
 kraftwire.metadata.nodes                         controller   "controller" or "brokers"
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
-the controller listeners use PLAINTEXT. Only PLAINTEXT and SASL_PLAINTEXT listeners are served.
-Keys in IGNORED_KEYS are accepted and reported in ``ControllerConfig.ignored``; any other key is
-an error, so that a typo never silently leaves a default in place.
+the controller listeners use PLAINTEXT. Only PLAINTEXT listeners are served.
+
+The endpoint kraftwire reports for itself (DescribeCluster for controllers, Metadata, the node
+endpoints of Fetch, FetchSnapshot and DescribeQuorum) is the advertised listener, else the
+listener; an empty host there is reported as 127.0.0.1.
+
+Keys Kafka has and kraftwire does not implement are refused with an error that names them:
+controller.quorum.bootstrap.servers (kraftwire's quorum is the static controller.quorum.voters),
+listener.name.<listener>.<key> overrides (no TLS or SASL), a second listener. Keys in
+IGNORED_KEYS, settings of Kafka's broker or of machinery kraftwire does not have, are accepted
+so that stock files work unchanged, and logged at start-up from ``ControllerConfig.ignored``;
+any other key is an error, so that a typo never silently leaves a default in place.
 """
 
 from __future__ import annotations
@@ -42,15 +48,15 @@ from typing import NamedTuple
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SASL_PLAINTEXT"})
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
 KAFKA_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 METADATA_NODES = ("controller", "brokers")
 
 _KNOWN_KEYS = frozenset({
-    "process.roles", "node.id", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "process.roles", "node.id", "controller.quorum.voters",
     "listeners", "advertised.listeners", "controller.listener.names",
     "listener.security.protocol.map", "metadata.log.dir", "log.dirs", "log.dir",
-    "broker.session.timeout.ms", "broker.heartbeat.interval.ms", "socket.request.max.bytes",
+    "broker.session.timeout.ms", "socket.request.max.bytes",
     "metadata.log.segment.bytes", "metadata.log.max.record.bytes.between.snapshots",
     "metadata.max.idle.interval.ms", "num.partitions", "default.replication.factor",
     "min.insync.replicas", "unclean.leader.election.enable", "eligible.leader.replicas.enabled",
@@ -61,6 +67,9 @@ _KNOWN_KEYS = frozenset({
 # stock server.properties and controller.properties files; accepting them lets those files be
 # used unchanged.
 IGNORED_KEYS = frozenset({
+    # A broker's own pace. Kafka's controller only derives a queueing deadline for heartbeats
+    # from it; kraftwire answers each heartbeat as it arrives, with no queue to wait in.
+    "broker.heartbeat.interval.ms",
     "num.network.threads",
     "num.io.threads",
     "num.recovery.threads.per.data.dir",
@@ -102,6 +111,19 @@ class ConfigError(ValueError):
         super().__init__(f"{key}: {message}")
 
 
+# Refused rather than ignored: each changes what a Kafka controller does, and kraftwire lacks it.
+_UNSUPPORTED_KEYS = {
+    "controller.quorum.bootstrap.servers":
+        "is not supported: kraftwire's quorum is static; list every voter in "
+        "controller.quorum.voters (joining a dynamic quorum, KIP-853, is not implemented)",
+}
+_UNSUPPORTED_PREFIXES = {
+    "listener.name.":
+        "is not supported: kraftwire has no per-listener settings (its listener speaks PLAINTEXT, "
+        "without TLS or SASL)",
+}
+
+
 class Listener(NamedTuple):
     name: str
     host: str  # "" binds every interface; IPv6 literals are kept without brackets
@@ -113,16 +135,13 @@ class ControllerConfig:
     process_roles: list[str]
     node_id: int
     voters: dict[int, tuple[str, int]]
-    bootstrap_servers: list[tuple[str, int]]
     listeners: list[Listener]
     controller_listener_names: list[str]
     listener_security_protocol_map: dict[str, str]
     metadata_log_dir: Path
     log_dirs: list[Path]
     advertised_listeners: list[Listener] = field(default_factory=list)
-    listener_name_configs: dict[str, str] = field(default_factory=dict)
     broker_session_timeout_ms: int = 9000
-    broker_heartbeat_interval_ms: int = 2000
     socket_request_max_bytes: int = 104857600
     metadata_log_segment_bytes: int = 1073741824
     metadata_log_max_record_bytes_between_snapshots: int = 20971520
@@ -138,13 +157,17 @@ class ControllerConfig:
 
     @property
     def controller_listener(self) -> Listener:
-        """The listener named first in controller.listener.names: where the quorum is served."""
+        """The listener named in controller.listener.names: where the quorum is served."""
         wanted = self.controller_listener_names[0]
         return next(lsn for lsn in self.listeners if lsn.name == wanted)
 
-    def listener_config(self, listener_name: str, key: str) -> str | None:
-        """A ``listener.name.<listener>.<key>`` setting (Kafka lower-cases the listener part)."""
-        return self.listener_name_configs.get(f"{listener_name.lower()}.{key}")
+    @property
+    def advertised_controller_listener(self) -> Listener:
+        """Where others reach this controller: its advertised listener, else the listener, with
+        an empty (any-interface) host reported as 127.0.0.1."""
+        listener = self.controller_listener
+        advertised = next((a for a in self.advertised_listeners if a.name == listener.name), listener)
+        return advertised._replace(host=advertised.host or "127.0.0.1")
 
 
 # --- Java .properties syntax --------------------------------------------------------------------
@@ -327,6 +350,30 @@ def _process_roles(reader: _Reader) -> list[str]:
     return roles
 
 
+def _controller_listener(reader: _Reader) -> tuple[list[Listener], list[str]]:
+    """listeners and controller.listener.names: one listener, the controller's, as kraftwire
+    serves a single socket (Kafka's controller may serve several)."""
+    reader.required("listeners")
+    listeners = _listeners("listeners", reader.list("listeners"))
+    reader.required("controller.listener.names")
+    controller_names = [name.upper() for name in reader.list("controller.listener.names")]
+    names = {lsn.name for lsn in listeners}
+    for name in controller_names:
+        if name not in names:
+            raise ConfigError("controller.listener.names",
+                              f"{name} is not among the listeners {sorted(names)}")
+    for lsn in listeners:
+        if lsn.name not in controller_names:
+            raise ConfigError("listeners",
+                              f"{lsn.name} is not in controller.listener.names; a dedicated "
+                              f"controller has only controller listeners")
+    if len(listeners) > 1:
+        raise ConfigError("listeners",
+                          f"kraftwire serves a single controller listener, got "
+                          f"{', '.join(lsn.name for lsn in listeners)}")
+    return listeners, controller_names
+
+
 def _security_map(reader: _Reader, listeners: list[Listener],
                   controller_names: list[str]) -> dict[str, str]:
     key = "listener.security.protocol.map"
@@ -349,7 +396,7 @@ def _security_map(reader: _Reader, listeners: list[Listener],
             raise ConfigError(key, f"no security protocol for listener {lsn.name}")
         if protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(key, f"listener {lsn.name} uses {protocol}; kraftwire serves "
-                                   f"only {' and '.join(sorted(SUPPORTED_PROTOCOLS))}")
+                                   f"only {', '.join(sorted(SUPPORTED_PROTOCOLS))} (it has no TLS or SASL)")
         effective[lsn.name] = protocol
     return effective
 
@@ -371,50 +418,41 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
     """Validate raw properties into a ControllerConfig; raises ConfigError naming the key."""
     reader = _Reader(props)
     for key in sorted(props):
-        known = key in _KNOWN_KEYS or key in IGNORED_KEYS or key.startswith("listener.name.")
-        if not known:
+        if key in _UNSUPPORTED_KEYS:
+            raise ConfigError(key, _UNSUPPORTED_KEYS[key])
+        prefix = next((p for p in _UNSUPPORTED_PREFIXES if key.startswith(p)), None)
+        if prefix is not None:
+            raise ConfigError(key, _UNSUPPORTED_PREFIXES[prefix])
+        if key not in _KNOWN_KEYS and key not in IGNORED_KEYS:
             raise ConfigError(key, "unknown configuration key")
 
     roles = _process_roles(reader)
     node_id = reader.int("node.id", None, 0)
 
+    reader.required("controller.quorum.voters")
     voters = _voters(reader)
-    bootstrap = [_host_port("controller.quorum.bootstrap.servers", item, item, "host:port")
-                 for item in reader.list("controller.quorum.bootstrap.servers")]
-    if not voters and not bootstrap:
-        raise ConfigError("controller.quorum.voters",
-                          "one of controller.quorum.voters or "
-                          "controller.quorum.bootstrap.servers is required")
-    if voters and node_id not in voters:
+    if node_id not in voters:
         raise ConfigError("controller.quorum.voters",
                           f"node.id {node_id} is not among the voters {sorted(voters)}")
 
-    reader.required("listeners")
-    listeners = _listeners("listeners", reader.list("listeners"))
-    reader.required("controller.listener.names")
-    controller_names = [name.upper() for name in reader.list("controller.listener.names")]
-    names = {lsn.name for lsn in listeners}
-    for name in controller_names:
-        if name not in names:
-            raise ConfigError("controller.listener.names",
-                              f"{name} is not among the listeners {sorted(names)}")
+    listeners, controller_names = _controller_listener(reader)
     advertised = listeners
     if reader.get("advertised.listeners"):
         advertised = _listeners("advertised.listeners", reader.list("advertised.listeners"))
+        names = {lsn.name for lsn in listeners}
         for lsn in advertised:
             if lsn.name not in names:
                 raise ConfigError("advertised.listeners",
                                   f"{lsn.name} is not among the listeners {sorted(names)}")
+    for lsn in advertised:
+        # As Kafka: a client told to connect to 0.0.0.0 would connect to itself.
+        if lsn.host in ("0.0.0.0", "::"):
+            raise ConfigError("advertised.listeners",
+                              f"{lsn.name} cannot be advertised at the non-routable address {lsn.host}; "
+                              f"set advertised.listeners to a routable host")
     security_map = _security_map(reader, listeners, controller_names)
 
     metadata_dir, log_dirs = _log_dirs(reader)
-
-    session_ms = reader.int("broker.session.timeout.ms", 9000, 1)
-    heartbeat_ms = reader.int("broker.heartbeat.interval.ms", 2000, 1)
-    if heartbeat_ms >= session_ms:
-        raise ConfigError("broker.heartbeat.interval.ms",
-                          f"must be less than broker.session.timeout.ms ({session_ms}), "
-                          f"got {heartbeat_ms}")
 
     metadata_nodes = reader.get("kraftwire.metadata.nodes") or "controller"
     if metadata_nodes not in METADATA_NODES:
@@ -425,18 +463,13 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         process_roles=roles,
         node_id=node_id,
         voters=voters,
-        bootstrap_servers=bootstrap,
         listeners=listeners,
         controller_listener_names=controller_names,
         listener_security_protocol_map=security_map,
         metadata_log_dir=metadata_dir,
         log_dirs=log_dirs,
         advertised_listeners=advertised,
-        listener_name_configs={key.removeprefix("listener.name."): value
-                               for key, value in reader.raw.items()
-                               if key.startswith("listener.name.")},
-        broker_session_timeout_ms=session_ms,
-        broker_heartbeat_interval_ms=heartbeat_ms,
+        broker_session_timeout_ms=reader.int("broker.session.timeout.ms", 9000, 1),
         socket_request_max_bytes=reader.int("socket.request.max.bytes", 104857600, 1024),
         # Kafka insists on far larger segments; small ones let tests roll segments quickly.
         metadata_log_segment_bytes=reader.int("metadata.log.segment.bytes", 1073741824, 4096),

@@ -30,10 +30,12 @@ def shared_dir(name: str) -> Path:
     """``<shared>/<name>``; skips the calling test when it is not there."""
     root = shared_root()
     if root is None:
-        pytest.skip(f"no shared reference data: set {ENV} to the folder holding {name}/")
+        pytest.skip(f"no shared reference data: set {ENV} to the folder holding {name}/",
+                    allow_module_level=True)
     path = root / name
     if not path.exists():
-        pytest.skip(f"{path} does not exist ({ENV}={os.environ.get(ENV, '<unset>')})")
+        pytest.skip(f"{path} does not exist ({ENV}={os.environ.get(ENV, '<unset>')})",
+                    allow_module_level=True)
     return path
 
 

@@ -26,6 +26,7 @@ from protocol.generated.messages.unregister_broker_request import UnregisterBrok
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
 from protocol.generated.metadata.begin_transaction_record import BeginTransactionRecord
 from protocol.generated.metadata.end_transaction_record import EndTransactionRecord
+from protocol.generated.metadata.no_op_record import NoOpRecord
 from protocol.message import Message
 from server.controller.acls import AclControl
 from server.controller.clock import Clock
@@ -210,6 +211,12 @@ class QuorumController:
             steps.append(lambda b=broker_id: ControllerResult(self.leadership.move_leadership_away(b)))
             steps.append(lambda b=broker_id: self.cluster.fence(b))
         return self._steps(steps)
+
+    def write_no_op(self) -> Applied:
+        """KIP-835: the active controller appends a record even when nothing changes, so that
+        brokers and standbys see the committed offset advance while it is alive. Every
+        metadata version kraftwire supports (3.3-IV3 and later) has NoOpRecord."""
+        return self.apply(ControllerResult([(NoOpRecord(), 0)]))
 
     def _steps(self, steps: list[Callable[[], ControllerResult]]) -> Applied:
         """Run dependent parts of one command in order, each built on the state the previous

@@ -16,7 +16,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tests.conftest import PYTHON, ROOT, _bounded_child, poll
+from tests.conftest import MAX_LIFETIME_S, PYTHON, ROOT, poll
+from tools.processes import bounded_child, stop_child
 
 STARTED = re.compile(r"^kraftwire test .* starting against", re.M)
 TRANSITION = re.compile(r"broker (\d+): (\w+) -> (\w+) \((.*)\)")
@@ -50,7 +51,7 @@ class BrokerProcess:
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen([PYTHON, "-m", "tools.broker", *self.args], cwd=ROOT, env=env,
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                         preexec_fn=_bounded_child)
+                                         preexec_fn=bounded_child(MAX_LIFETIME_S))
         self.starts += 1
         return self
 
@@ -92,20 +93,7 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def signal_and_wait(self, sig: int, timeout: float = STOP_TIMEOUT_S) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=timeout)
-        return self.proc.returncode
-
-    def terminate(self) -> int | None:
-        """SIGTERM: a controlled shutdown."""
-        return self.signal_and_wait(signal.SIGTERM)
+        return stop_child(self.proc, sig, timeout)
 
     def kill9(self) -> int | None:
         return self.signal_and_wait(signal.SIGKILL)

@@ -34,7 +34,8 @@ from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.metalog.segments import PARTITION_DIR, SUFFIX, MetadataLog
 from server.metalog.snapshots import load_latest_snapshot
-from tests.conftest import PYTHON, ROOT, ControllerProcess, _bounded_child
+from tests.conftest import MAX_LIFETIME_S, PYTHON, ROOT, ControllerProcess
+from tools.processes import bounded_child
 
 METADATA_TOPIC = "__cluster_metadata"
 FETCH_V = 17
@@ -331,7 +332,7 @@ def describe_quorum(client: KafkaClient):
 def run_server_once(config_path: Path, timeout: float = 30.0) -> subprocess.CompletedProcess:
     """Run ``python -m server --config`` to completion (a start-up that must fail)."""
     return subprocess.run([PYTHON, "-m", "server", "--config", str(config_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, preexec_fn=_bounded_child,
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=bounded_child(MAX_LIFETIME_S),
                           stdin=subprocess.DEVNULL)
 
 
@@ -341,25 +342,13 @@ class LimitedController(ControllerProcess):
 
     file_size_limit: int | None = None
 
-    def _launch(self, args: list[str]) -> None:
-        import tests.conftest as conftest_module
+    def prepare_child(self) -> None:
+        super().prepare_child()
+        if self.file_size_limit is not None:
+            import resource
 
-        limit = self.file_size_limit
-
-        def child() -> None:
-            _bounded_child()
-            if limit is not None:
-                import resource
-
-                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-        original = conftest_module._bounded_child
-        conftest_module._bounded_child = child
-        try:
-            super()._launch(args)
-        finally:
-            conftest_module._bounded_child = original
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_size_limit, self.file_size_limit))
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, message: str, interval: float = 0.02):

@@ -13,24 +13,23 @@ from types import ModuleType
 from hypothesis import HealthCheck, Phase, settings
 
 from protocol.message import Message
+from tests.shared_data import shared_dir
 from tools.codegen.generate import render_tree
 from tools.codegen.schema import Schema, load_schema, snake_case
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_SCHEMAS = ROOT / "schemas"
 PROJECT_PACKAGE = "protocol.generated"
-UPSTREAM_SCHEMAS = Path("/work/shared/kafka-schemas")
 
 
 def hypothesis_settings(max_examples: int) -> settings:
-    # No example database: the suite runs from the repository root and must not leave a
-    # .hypothesis directory behind; no deadline: the first call of a decoder is slower.
+    # No deadline: the first call of a decoder is slower.
     # No shrinking unless KW_HYPOTHESIS_SHRINK=1: values are small already, and with hundreds
     # of (schema, version) cases one codec bug would otherwise spend minutes shrinking each.
     phases = [Phase.explicit, Phase.reuse, Phase.generate]
     if os.environ.get("KW_HYPOTHESIS_SHRINK") == "1":
         phases.append(Phase.shrink)
-    return settings(max_examples=max_examples, deadline=None, database=None, phases=phases,
+    return settings(max_examples=max_examples, deadline=None, phases=phases,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.large_base_example,
                                            HealthCheck.function_scoped_fixture])
@@ -135,8 +134,13 @@ def generate_package(schema_root: Path, parent: Path, package: str) -> Generated
 UPSTREAM_PACKAGE = f"kw_upstream_{uuid.uuid4().hex[:12]}"
 
 
+def upstream_schemas() -> Path:
+    """Apache Kafka's own schemas; the caller (a test, or a whole module) skips without them."""
+    return shared_dir("kafka-schemas")
+
+
 def upstream_cases() -> list[Case]:
-    return load_cases(UPSTREAM_SCHEMAS, UPSTREAM_PACKAGE)
+    return load_cases(upstream_schemas(), UPSTREAM_PACKAGE)
 
 
 def upstream_counterpart(case: Case, upstream: list[Case]) -> Case | None:

@@ -69,7 +69,7 @@ with warnings.catch_warnings():
 
 from protocol.primitives import ZERO_UUID
 from tests.protocol.corpus import (
-    UPSTREAM_SCHEMAS, hypothesis_settings, project_cases, upstream_cases, upstream_counterpart)
+    hypothesis_settings, project_cases, upstream_cases, upstream_counterpart, upstream_schemas)
 from tests.protocol.strategies import MessageValues, strip_unknown_tags
 from tools.codegen.emit import attr_name
 from tools.codegen.schema import snake_case
@@ -77,7 +77,6 @@ from tools.codegen.schema import snake_case
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 CASES = project_cases()
-UPSTREAM = upstream_cases()
 INT32_MIN = -(2 ** 31)
 
 # (project struct, project field) -> the name kafka-python's json_patch gave the field.
@@ -138,6 +137,7 @@ def _patch_upstream_json(metacls, data: dict) -> dict:
 @pytest.fixture(scope="module")
 def kp_upstream(tmp_path_factory):
     """kafka-python classes for the project schemas kafka-python does not ship."""
+    schemas, upstream = upstream_schemas(), upstream_cases()
     package = f"kw_kpjson_{uuid.uuid4().hex[:12]}"
     parent = tmp_path_factory.mktemp("kpjson")
     target = parent / package
@@ -145,9 +145,9 @@ def kp_upstream(tmp_path_factory):
     (target / "__init__.py").touch()
     wanted = [c for c in CASES if c.schema.name not in SHIPPED]
     for case in wanted:
-        up = upstream_counterpart(case, UPSTREAM)
+        up = upstream_counterpart(case, upstream)
         # load_json looks the file up by class name, which is the schema name.
-        shutil.copy(UPSTREAM_SCHEMAS / up.rel, target / f"{case.schema.name}.json")
+        shutil.copy(schemas / up.rel, target / f"{case.schema.name}.json")
     sys.path.insert(0, str(parent))
     try:
         resources = importlib.import_module(package)
@@ -345,8 +345,9 @@ class Bridge:
 EMPTY_SCHEMAS = {"EndTransactionRecord", "ListClientMetricsResourcesRequest", "NoOpRecord"}
 
 
-def _kp_class(case, kp_upstream):
-    kp_cls = SHIPPED.get(case.schema.name) or kp_upstream[case.schema.name]
+def _kp_class(case, request: pytest.FixtureRequest):
+    # Only the classes kafka-python does not ship need Kafka's schemas from the shared data.
+    kp_cls = SHIPPED.get(case.schema.name) or request.getfixturevalue("kp_upstream")[case.schema.name]
     if isinstance(kp_cls, Exception):
         pytest.skip(f"kafka-python cannot load {case.schema.name}: {kp_cls!r}")
     return kp_cls
@@ -356,13 +357,13 @@ def _params():
     return [pytest.param(c, id=c.rel.with_suffix("").as_posix()) for c in CASES]
 
 
-def test_every_project_schema_is_cross_checked(kp_upstream):
+def test_every_project_schema_is_cross_checked(request, kp_upstream):
     """No project schema is left out: each has a kafka-python class and shared versions."""
     unloadable = {name for name, cls in kp_upstream.items() if isinstance(cls, Exception)}
     assert unloadable == EMPTY_SCHEMAS
     for case in CASES:
         if case.schema.name not in unloadable:
-            assert _common_versions(case, _kp_class(case, kp_upstream)), case.schema.name
+            assert _common_versions(case, _kp_class(case, request)), case.schema.name
 
 
 def test_kafka_python_cannot_load_empty_schemas(kp_upstream):
@@ -380,8 +381,8 @@ def test_kafka_python_cannot_load_empty_schemas(kp_upstream):
 
 
 @pytest.mark.parametrize("case", _params())
-def test_same_bytes_as_kafka_python(case, kp_upstream):
-    kp_cls = _kp_class(case, kp_upstream)
+def test_same_bytes_as_kafka_python(case, request):
+    kp_cls = _kp_class(case, request)
     versions = _common_versions(case, kp_cls)
     ours_cls = case.cls()
     bridge = Bridge(case, kp_cls)
@@ -458,7 +459,7 @@ def test_kafka_python_api_versions_error_quirk():
 
 def test_kafka_python_string_tag_quirk():
     """Upstream BrokerHeartbeatRequest writes its tag as "0"; kafka-python cannot encode it."""
-    raw = (UPSTREAM_SCHEMAS / "message" / "BrokerHeartbeatRequest.json").read_text()
+    raw = (upstream_schemas() / "message" / "BrokerHeartbeatRequest.json").read_text()
     assert re.search(r'"tag":\s*"0"', raw)
     with _json_package("BrokerHeartbeatRequest", "message") as resources:
         kp_cls = types.new_class("BrokerHeartbeatRequest", (ApiMessage,), {"load_json": resources})
@@ -493,7 +494,7 @@ class _json_package:
         target = Path(self.tmp.name) / package
         target.mkdir()
         (target / "__init__.py").touch()
-        shutil.copy(UPSTREAM_SCHEMAS / self.folder / f"{self.name}.json", target / f"{self.name}.json")
+        shutil.copy(upstream_schemas() / self.folder / f"{self.name}.json", target / f"{self.name}.json")
         sys.path.insert(0, self.tmp.name)
         self.package = package
         return importlib.import_module(package)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 
 from tests.protocol.corpus import (
-    ROOT, UPSTREAM_SCHEMAS, case_id, check_roundtrip, hypothesis_settings, upstream_cases, version_params)
+    ROOT, case_id, check_roundtrip, hypothesis_settings, upstream_cases, upstream_schemas, version_params)
 from tests.protocol.strategies import MessageValues
 
 CASES = upstream_cases()
@@ -22,7 +22,7 @@ def test_upstream_corpus_size():
 
 def test_cli_generates_the_upstream_corpus(tmp_path):
     out = tmp_path / "gen"
-    cmd = [sys.executable, "-m", "tools.codegen", "--schemas", str(UPSTREAM_SCHEMAS), "--out", str(out)]
+    cmd = [sys.executable, "-m", "tools.codegen", "--schemas", str(upstream_schemas()), "--out", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     # modules + __init__ + the folder's key enum (api_key.py, metadata_record_type.py)

@@ -45,12 +45,10 @@ def test_every_key_is_parsed(tmp_path: Path) -> None:
         "process.roles=controller\n"
         "node.id=2\n"
         "controller.quorum.voters=1@ctl-1:9093,2@[::1]:9094,3@10.0.0.3:9095\n"
-        "controller.quorum.bootstrap.servers=ctl-1:9093, [::1]:9094\n"
-        "listeners=CONTROLLER://:9094,sasl://[::1]:9194\n"
-        "advertised.listeners=CONTROLLER://ctl-2.example:9094\n"
-        "controller.listener.names=CONTROLLER,SASL\n"
+        "listeners=controller://:9094\n"
+        "advertised.listeners=CONTROLLER://ctl-2.example:9095\n"
+        "controller.listener.names=CONTROLLER\n"
         "listener.security.protocol.map=CONTROLLER:PLAINTEXT,SASL:SASL_PLAINTEXT,SSL:SSL\n"
-        "listener.name.sasl.plain.sasl.jaas.config=secret-module required;\n"
         "metadata.log.dir=/data/meta\n"
         "log.dirs=/data/a,/data/meta,/data/b\n"
         "broker.session.timeout.ms=18000\n"
@@ -72,18 +70,15 @@ def test_every_key_is_parsed(tmp_path: Path) -> None:
     assert cfg.process_roles == ["controller"]
     assert cfg.node_id == 2
     assert cfg.voters == {1: ("ctl-1", 9093), 2: ("::1", 9094), 3: ("10.0.0.3", 9095)}
-    assert cfg.bootstrap_servers == [("ctl-1", 9093), ("::1", 9094)]
-    assert cfg.listeners == [Listener("CONTROLLER", "", 9094), Listener("SASL", "::1", 9194)]
-    assert cfg.advertised_listeners == [Listener("CONTROLLER", "ctl-2.example", 9094)]
-    assert cfg.controller_listener_names == ["CONTROLLER", "SASL"]
+    assert cfg.listeners == [Listener("CONTROLLER", "", 9094)]
+    assert cfg.advertised_listeners == [Listener("CONTROLLER", "ctl-2.example", 9095)]
+    assert cfg.controller_listener_names == ["CONTROLLER"]
     assert cfg.controller_listener == Listener("CONTROLLER", "", 9094)
-    assert cfg.listener_security_protocol_map == {"CONTROLLER": "PLAINTEXT",
-                                                  "SASL": "SASL_PLAINTEXT"}
-    assert cfg.listener_config("SASL", "plain.sasl.jaas.config") == "secret-module required;"
+    assert cfg.advertised_controller_listener == Listener("CONTROLLER", "ctl-2.example", 9095)
+    assert cfg.listener_security_protocol_map == {"CONTROLLER": "PLAINTEXT"}
     assert cfg.metadata_log_dir == Path("/data/meta")
     assert cfg.log_dirs == [Path("/data/meta"), Path("/data/a"), Path("/data/b")]
     assert cfg.broker_session_timeout_ms == 18000
-    assert cfg.broker_heartbeat_interval_ms == 3000
     assert cfg.socket_request_max_bytes == 2048
     assert cfg.metadata_log_segment_bytes == 8192
     assert cfg.metadata_log_max_record_bytes_between_snapshots == 4294967296
@@ -95,16 +90,16 @@ def test_every_key_is_parsed(tmp_path: Path) -> None:
     assert cfg.eligible_leader_replicas_enabled is True
     assert cfg.max_request_partition_size_limit == 500
     assert cfg.metadata_nodes == "brokers"
-    assert cfg.ignored == ["log.retention.hours", "num.network.threads"]
+    assert cfg.ignored == ["broker.heartbeat.interval.ms", "log.retention.hours", "num.network.threads"]
 
 
 def test_defaults() -> None:
     cfg = config_from_properties(BASE)
-    assert cfg.bootstrap_servers == []
     assert cfg.advertised_listeners == cfg.listeners
+    assert cfg.advertised_controller_listener == Listener("CONTROLLER", "127.0.0.1", 9093)
     assert cfg.listener_security_protocol_map == {"CONTROLLER": "PLAINTEXT"}
     assert cfg.log_dirs == [Path("/var/kraft/meta")]
-    assert (cfg.broker_session_timeout_ms, cfg.broker_heartbeat_interval_ms) == (9000, 2000)
+    assert cfg.broker_session_timeout_ms == 9000
     assert cfg.socket_request_max_bytes == 104857600
     assert cfg.metadata_log_segment_bytes == 1073741824
     assert cfg.metadata_log_max_record_bytes_between_snapshots == 20971520
@@ -138,10 +133,12 @@ def test_metadata_dir_falls_back_to_log_dirs_then_log_dir() -> None:
     assert (cfg.metadata_log_dir, cfg.log_dirs) == (Path("/z"), [Path("/z")])
 
 
-def test_bootstrap_servers_alone_are_enough() -> None:
-    cfg = config_from_properties({**with_(controller_quorum_voters=None),
-                                  "controller.quorum.bootstrap.servers": "localhost:9093"})
-    assert cfg.voters == {} and cfg.bootstrap_servers == [("localhost", 9093)]
+def test_a_listener_on_every_interface_is_advertised_as_loopback_unless_told_otherwise() -> None:
+    cfg = config_from_properties({**BASE, "listeners": "CONTROLLER://:9093"})
+    assert cfg.advertised_controller_listener == Listener("CONTROLLER", "127.0.0.1", 9093)
+    cfg = config_from_properties({**BASE, "listeners": "CONTROLLER://:9093",
+                                  "advertised.listeners": "CONTROLLER://[2001:db8::7]:19093"})
+    assert cfg.advertised_controller_listener == Listener("CONTROLLER", "2001:db8::7", 19093)
 
 
 def test_every_ignored_key_is_accepted_and_reported() -> None:
@@ -164,26 +161,37 @@ def test_every_ignored_key_is_accepted_and_reported() -> None:
     ({**BASE, "controller.quorum.voters": "1@127.0.0.1"}, "controller.quorum.voters", "id@host:port"),
     ({**BASE, "controller.quorum.voters": "1@h:1,1@h:2"}, "controller.quorum.voters", "twice"),
     ({**BASE, "controller.quorum.voters": "1@h:70000"}, "controller.quorum.voters", "out of range"),
-    (with_(controller_quorum_voters=None), "controller.quorum.voters", "bootstrap.servers"),
-    ({**BASE, "controller.quorum.bootstrap.servers": "nohost"},
-     "controller.quorum.bootstrap.servers", "host:port"),
+    (with_(controller_quorum_voters=None), "controller.quorum.voters", "required"),
+    ({**BASE, "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
+     "controller.quorum.bootstrap.servers", "not supported"),
     ({**BASE, "controller.listener.names": "CTL"}, "controller.listener.names", "CTL"),
     (with_(controller_listener_names=None), "controller.listener.names", "required"),
     (with_(listeners=None), "listeners", "required"),
     ({**BASE, "listeners": "127.0.0.1:9093"}, "listeners", "NAME://host:port"),
     ({**BASE, "listeners": "CONTROLLER://:1,CONTROLLER://:2"}, "listeners", "twice"),
+    ({**BASE, "listeners": "CONTROLLER://:9093,PLAINTEXT://:9092"}, "listeners",
+     "PLAINTEXT is not in controller.listener.names"),
+    ({**BASE, "listeners": "CONTROLLER://:9093,CONTROLLER2://:9094",
+      "controller.listener.names": "CONTROLLER,CONTROLLER2"}, "listeners", "single controller listener"),
     ({**BASE, "advertised.listeners": "OTHER://h:1"}, "advertised.listeners", "OTHER"),
+    ({**BASE, "advertised.listeners": "CONTROLLER://0.0.0.0:9093"}, "advertised.listeners", "non-routable"),
+    ({**BASE, "listeners": "CONTROLLER://0.0.0.0:9093"}, "advertised.listeners", "non-routable"),
+    ({**BASE, "listener.name.controller.ssl.keystore.location": "/k.jks"},
+     "listener.name.controller.ssl.keystore.location", "not supported"),
+    ({**BASE, "listener.name.controller.plain.sasl.jaas.config": "x required;"},
+     "listener.name.controller.plain.sasl.jaas.config", "not supported"),
     ({**BASE, "listener.security.protocol.map": "CONTROLLER:SSL"},
      "listener.security.protocol.map", "SSL"),
+    ({**BASE, "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT"},
+     "listener.security.protocol.map", "serves only PLAINTEXT"),
     ({**BASE, "listener.security.protocol.map": "CONTROLLER:NOPE"},
      "listener.security.protocol.map", "NOPE"),
     ({**BASE, "listener.security.protocol.map": "OTHER:PLAINTEXT"},
      "listener.security.protocol.map", "CONTROLLER"),
-    ({**BASE, "listeners": "CONTROLLER://:9093,SSL://:9094"},
+    ({**BASE, "listeners": "SSL://:9094", "controller.listener.names": "SSL"},
      "listener.security.protocol.map", "SSL"),
     (with_(metadata_log_dir=None), "metadata.log.dir", "required"),
     ({**BASE, "broker.session.timeout.ms": "0"}, "broker.session.timeout.ms", "at least 1"),
-    ({**BASE, "broker.heartbeat.interval.ms": "9000"}, "broker.heartbeat.interval.ms", "less than"),
     ({**BASE, "socket.request.max.bytes": "1023"}, "socket.request.max.bytes", "at least 1024"),
     ({**BASE, "metadata.log.segment.bytes": "4095"}, "metadata.log.segment.bytes", "4096"),
     ({**BASE, "num.partitions": "0"}, "num.partitions", "at least 1"),

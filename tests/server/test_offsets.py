@@ -105,7 +105,7 @@ def as_result(records: list[Message]) -> ControllerResult:
     return ControllerResult(versioned)
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_a_failing_command_changes_nothing_and_a_good_one_matches_replay(data):
     committed = data.draw(st.integers(0, len(HISTORY) - 1), label="committed")

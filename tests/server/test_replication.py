@@ -9,6 +9,9 @@ replay it (or the snapshot) into a fresh controller.
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_partition_reassignments_request import (
@@ -1038,92 +1041,178 @@ def check_invariants(c: Cluster) -> None:
                 assert not any(cluster.is_usable(b) for b in could), where
 
 
-@pytest.mark.parametrize("seed", range(24))
-def test_random_histories_keep_invariants_and_replay_to_the_same_state(seed):
-    import random
+BROKER_IDS = [1, 2, 3, 4, 5]
 
-    rng = random.Random(seed)
-    c = Cluster(min_isr=rng.choice([1, 2]), elr=seed % 2 == 0, unclean=seed % 3 == 0)
-    ids = [1, 2, 3, 4, 5]
-    c.brokers(*ids)
-    c.topic("a", partitions=3, rf=3)
-    c.topic("b", partitions=2, rf=2)
-    made = 0
-    for _ in range(120):
-        live = c.alive()
-        op = rng.randrange(10)
-        if op == 0 and len(live) > 2 and rng.random() < 0.3:
-            # Two leases run out together and are fenced by one timer tick.
-            together = rng.sample(live, 2)
-            c.clock.advance(SESSION_MS)
-            for b in live:
-                if b not in together:
-                    c.heartbeat(b)
-            c.clock.advance(1)
-            c.run(c.qc.fence_expired_brokers())
-        elif op == 0 and len(live) > 1:
-            c.expire(rng.choice(live))
-        elif op == 1:
-            fenced = [b for b in ids if b not in live and b in c.qc.cluster.brokers]
-            if fenced:
-                b = rng.choice(fenced)
-                if c.qc.cluster.brokers[b].in_controlled_shutdown or rng.random() < 0.5:
-                    # A restart: clean (the epoch it shut down with) or not.
-                    previous = c.epochs[b] if rng.random() < 0.5 else -1
-                    c.register(b, previous_epoch=previous)
-                c.unfence(b)
-            elif rng.random() < 0.2:
-                gone = [b for b in ids if b not in c.qc.cluster.brokers]
-                if gone:
-                    c.add_broker(rng.choice(gone))
-                elif len(live) > 1:
-                    c.unregister(rng.choice(live))
-        elif op == 2 and len(live) > 1:
-            b = rng.choice(live)
-            if c.shut_down(b).response.should_shut_down is False:
-                c.shut_down(b)
-        elif op in (3, 4):
-            names = sorted(c.qc.replication.names)
-            if names:
-                name = rng.choice(names)
-                i = rng.randrange(len(c.qc.replication.topics[c.qc.replication.names[name]].partitions))
-                p = c.part(name, i)
-                if p.leader != NO_LEADER:
-                    others = [r for r in p.replicas if r != p.leader and c.qc.cluster.is_usable(r)]
-                    isr = [p.leader] + rng.sample(others, rng.randrange(len(others) + 1))
-                    recovery = RECOVERED if p.recovery == RECOVERED or rng.random() < 0.5 else RECOVERING
-                    if recovery == RECOVERING:
-                        isr = [p.leader]
-                    c.alter(p.leader, name, i, isr, recovery=recovery)
-        elif op == 5:
-            names = sorted(c.qc.replication.names)
-            if names:
-                c.elect(rng.choice([PREFERRED, UNCLEAN]), rng.choice([None, {rng.choice(names): [0]}]))
-        elif op == 6:
-            names = sorted(c.qc.replication.names)
-            if names:
-                name = rng.choice(names)
-                target = None if rng.random() < 0.3 else rng.sample(ids, rng.choice([1, 2, 3]))
-                c.reassign(name, 0, target)
-        elif op == 7:
-            made += 1
-            c.create(f"n{made}", partitions=rng.randint(1, 3), rf=rng.randint(1, 3))
-        elif op == 9 and len(live) > 1 and rng.random() < 0.3:
-            # A live broker dies and its next incarnation registers before the fence timer runs.
-            b = rng.choice(live)
-            c.clock.advance(SESSION_MS)
-            for other in live:
-                if other != b:
-                    c.heartbeat(other)
-            c.clock.advance(1)
-            c.register(b, previous_epoch=c.epochs[b] if rng.random() < 0.5 else -1)
-            c.unfence(b)
-        elif op == 8 and rng.random() < 0.3:
-            names = sorted(c.qc.replication.names)
-            if names:
-                c.delete(rng.choice(names))
-        check_invariants(c)
-    assert_replays(c)
+
+class ReplicationHistories(RuleBasedStateMachine):
+    """Random histories of broker lifecycles and partition changes against one controller, on
+    a manual clock. After every step the partitions obey check_invariants; at the end the
+    journal and the snapshot each rebuild exactly the state the commands produced. A failing
+    history is shrunk to the fewest steps that still break a rule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c: Cluster | None = None
+        self.made = 0
+
+    @initialize(min_isr=st.sampled_from([1, 2]), elr=st.booleans(), unclean=st.booleans())
+    def start(self, min_isr: int, elr: bool, unclean: bool) -> None:
+        self.c = Cluster(min_isr=min_isr, elr=elr, unclean=unclean)
+        self.c.brokers(*BROKER_IDS)
+        self.c.topic("a", partitions=3, rf=3)
+        self.c.topic("b", partitions=2, rf=2)
+
+    # --- what the state offers --------------------------------------------------------------------
+    def live(self) -> list[int]:
+        return self.c.alive()
+
+    def fenced(self) -> list[int]:
+        return [b for b in BROKER_IDS if b in self.c.qc.cluster.brokers and b not in self.live()]
+
+    def unregistered(self) -> list[int]:
+        return [b for b in BROKER_IDS if b not in self.c.qc.cluster.brokers]
+
+    def names(self) -> list[str]:
+        return sorted(self.c.qc.replication.names)
+
+    def led_partitions(self) -> list[tuple[str, int]]:
+        return [(t.name, p.partition_id) for t in self.c.qc.replication.topics.values()
+                for p in t.partitions if p.leader != NO_LEADER]
+
+    def previous_epoch(self, data: st.DataObject, broker_id: int) -> int:
+        """The epoch a restarting broker says it shut down with: its own after a clean
+        shutdown, -1 after a crash (KIP-966)."""
+        return self.c.epochs[broker_id] if data.draw(st.booleans(), label="clean restart") else -1
+
+    # --- brokers ----------------------------------------------------------------------------------
+    @precondition(lambda self: len(self.live()) > 1)
+    @rule(data=st.data())
+    def heartbeat(self, data: st.DataObject) -> None:
+        b = data.draw(st.sampled_from(self.live()), label="broker")
+        assert self.c.heartbeat(b).response.error_code == Error.NONE
+
+    @rule(ms=st.integers(0, 2 * SESSION_MS))
+    def time_passes_in_silence(self, ms: int) -> None:
+        """Nobody heartbeats while the clock moves on; the fence timer then fences every broker
+        whose lease ran out, possibly all of them at once."""
+        self.c.clock.advance(ms)
+        self.c.run(self.c.qc.fence_expired_brokers())
+
+    @precondition(lambda self: len(self.live()) > 1)
+    @rule(data=st.data())
+    def lease_runs_out(self, data: st.DataObject) -> None:
+        self.c.expire(data.draw(st.sampled_from(self.live()), label="victim"))
+
+    @precondition(lambda self: len(self.live()) > 2)
+    @rule(data=st.data())
+    def two_leases_run_out_together(self, data: st.DataObject) -> None:
+        """Both are fenced by one tick of the fence timer."""
+        live = self.live()
+        together = data.draw(st.lists(st.sampled_from(live), min_size=2, max_size=2, unique=True), label="victims")
+        self.c.clock.advance(SESSION_MS)
+        for b in live:
+            if b not in together:
+                self.c.heartbeat(b)
+        self.c.clock.advance(1)
+        self.c.run(self.c.qc.fence_expired_brokers())
+
+    @precondition(lambda self: self.fenced())
+    @rule(data=st.data())
+    def fenced_broker_comes_back(self, data: st.DataObject) -> None:
+        """It heartbeats again; after a controlled shutdown, or if it restarted, it registers first."""
+        b = data.draw(st.sampled_from(self.fenced()), label="broker")
+        if self.c.qc.cluster.brokers[b].in_controlled_shutdown or data.draw(st.booleans(), label="restarted"):
+            self.c.register(b, previous_epoch=self.previous_epoch(data, b))
+        self.c.unfence(b)
+
+    @precondition(lambda self: len(self.live()) > 1)
+    @rule(data=st.data())
+    def restart_before_the_fence_timer(self, data: st.DataObject) -> None:
+        """A live broker dies and its next incarnation registers before its lease is checked."""
+        live = self.live()
+        b = data.draw(st.sampled_from(live), label="broker")
+        self.c.clock.advance(SESSION_MS)
+        for other in live:
+            if other != b:
+                self.c.heartbeat(other)
+        self.c.clock.advance(1)
+        self.c.register(b, previous_epoch=self.previous_epoch(data, b))
+        self.c.unfence(b)
+
+    @precondition(lambda self: len(self.live()) > 1)
+    @rule(data=st.data())
+    def controlled_shutdown(self, data: st.DataObject) -> None:
+        b = data.draw(st.sampled_from(self.live()), label="broker")
+        if self.c.shut_down(b).response.should_shut_down is False:
+            self.c.shut_down(b)
+
+    @precondition(lambda self: len(self.c.qc.cluster.brokers) > 1)
+    @rule(data=st.data())
+    def unregister(self, data: st.DataObject) -> None:
+        """An operator removes a broker, live or fenced."""
+        b = data.draw(st.sampled_from(sorted(self.c.qc.cluster.brokers)), label="broker")
+        assert self.c.unregister(b).response.error_code == Error.NONE
+
+    @precondition(lambda self: self.unregistered())
+    @rule(data=st.data())
+    def register_new_broker(self, data: st.DataObject) -> None:
+        self.c.add_broker(data.draw(st.sampled_from(self.unregistered()), label="broker"))
+
+    # --- topics and partitions ------------------------------------------------------------------
+    @rule(partitions=st.integers(1, 3), rf=st.integers(1, 3))
+    def create_topic(self, partitions: int, rf: int) -> None:
+        self.made += 1
+        self.c.create(f"n{self.made}", partitions=partitions, rf=rf)
+
+    @precondition(lambda self: self.names())
+    @rule(data=st.data())
+    def delete_topic(self, data: st.DataObject) -> None:
+        self.c.delete(data.draw(st.sampled_from(self.names()), label="topic"))
+
+    @precondition(lambda self: self.led_partitions())
+    @rule(data=st.data())
+    def leader_alters_isr(self, data: st.DataObject) -> None:
+        """The leader shrinks or expands the ISR to usable replicas, or, recovering from an
+        unclean election, keeps it to itself until it reports RECOVERED."""
+        name, index = data.draw(st.sampled_from(self.led_partitions()), label="partition")
+        p = self.c.part(name, index)
+        others = [r for r in p.replicas if r != p.leader and self.c.qc.cluster.is_usable(r)]
+        isr = [p.leader] + data.draw(st.lists(st.sampled_from(others), unique=True) if others else st.just([]),
+                                     label="followers in sync")
+        recovered = p.recovery == RECOVERED or data.draw(st.booleans(), label="recovered")
+        self.c.alter(p.leader, name, index, isr if recovered else [p.leader],
+                     recovery=RECOVERED if recovered else RECOVERING)
+
+    @precondition(lambda self: self.names())
+    @rule(data=st.data(), election_type=st.sampled_from([PREFERRED, UNCLEAN]))
+    def elect(self, data: st.DataObject, election_type: int) -> None:
+        wanted = data.draw(st.none() | st.sampled_from(self.names()).map(lambda n: {n: [0]}), label="partitions")
+        self.c.elect(election_type, wanted)
+
+    @precondition(lambda self: self.names())
+    @rule(data=st.data())
+    def reassign(self, data: st.DataObject) -> None:
+        """A new target for partition 0 of a topic, or (None) cancelling its reassignment."""
+        name = data.draw(st.sampled_from(self.names()), label="topic")
+        target = data.draw(st.none() | st.lists(st.sampled_from(BROKER_IDS), min_size=1, max_size=3, unique=True),
+                           label="target")
+        self.c.reassign(name, 0, target)
+
+    # --- what must always hold --------------------------------------------------------------------
+    @invariant()
+    def partitions_are_consistent(self) -> None:
+        if self.c is not None:
+            check_invariants(self.c)
+
+    def teardown(self) -> None:
+        if self.c is not None:
+            assert_replays(self.c)
+
+
+ReplicationHistories.TestCase.settings = settings(
+    max_examples=50, stateful_step_count=80, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+TestReplicationHistories = ReplicationHistories.TestCase
 
 
 def test_a_new_target_is_measured_against_the_current_replicas(c5):

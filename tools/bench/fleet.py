@@ -22,53 +22,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
 from tools.broker.__main__ import raise_fd_limit
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from tools.broker.lifecycle import State
+from tools.controller_process import ControllerProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 SIZES = (1000, 5000, 10000)
 INTERVAL_S = 2.0
 MEASURE_S = 60.0
 SETTLE_TIMEOUT_S = 180.0
 CHILD_LIFETIME_S = 600
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _start_controller(workdir: Path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    out = workdir / "controller.out"
-    with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "--data-dir", str(workdir / "data"), "--port", str(port),
-             "--log-level", "WARNING"],
-            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=bounded_child(CHILD_LIFETIME_S))
-    deadline = time.monotonic() + 30
-    while b"is active on" not in out.read_bytes():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _stop(proc)
-            raise RuntimeError(f"the controller did not start:\n{(workdir / 'controller.err').read_text()}")
-        time.sleep(0.02)
-    return proc, port
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 def cpu_seconds(pid: int | str) -> float:
@@ -136,11 +105,12 @@ def run() -> None:
     for size in SIZES:
         with tempfile.TemporaryDirectory(prefix="kraftwire-bench-fleet-") as tmp:
             workdir = Path(tmp)
-            proc, port = _start_controller(workdir)
+            controller = ControllerProcess(workdir / "controller", server_args=["--log-level", "WARNING"],
+                                           lifetime_s=CHILD_LIFETIME_S, start_timeout_s=30).start()
             try:
-                r = uvloop.run(_measure(size, port, proc.pid, workdir / "brokers"))
+                r = uvloop.run(_measure(size, controller.port, controller.pid, workdir / "brokers"))
             finally:
-                _stop(proc)
+                controller.stop()
         emit(f"fleet.heartbeats brokers={size}", r["answered_per_s"], size / INTERVAL_S, "heartbeats/s",
              p50_ms=round(r["p50"], 2), p99_ms=round(r["p99"], 2), max_ms=round(r["max"], 2),
              controller_cpu_pct=round(r["controller_cpu"], 1), controller_rss_mb=round(r["controller_rss"], 1),

@@ -30,9 +30,6 @@ and stopped by its PID; the controller also dies with this process and after CHI
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,10 +46,9 @@ from protocol.generated.messages.describe_topic_partitions_request import (
 from protocol.generated.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.primitives import random_uuid
-from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
+from tools.controller_process import ControllerProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 BROKERS = 30
 RACKS = 3
 TOPICS = 1000
@@ -65,51 +61,9 @@ CHILD_LIFETIME_S = 900
 START_TIMEOUT_S = 30
 CREATE_TOPICS_V = 7
 DESCRIBE_V = 0
-DESCRIBE_KEY = DescribeTopicPartitionsRequest.API_KEY
 
 
 # --- the controller process ---------------------------------------------------------------
-
-
-def start_controller(workdir: Path) -> tuple[subprocess.Popen, int, str]:
-    port = free_port()
-    config = workdir / "server.properties"
-    config.write_text("\n".join([
-        "process.roles=controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{port}",
-        f"listeners=CONTROLLER://127.0.0.1:{port}", "controller.listener.names=CONTROLLER",
-        f"metadata.log.dir={workdir / 'data'}", "broker.session.timeout.ms=1800000",
-        "broker.heartbeat.interval.ms=2000", ""]), encoding="utf-8")
-    cluster_id = subprocess.run([sys.executable, "-m", "tools.storage", "random-uuid"], cwd=ROOT,
-                                check=True, capture_output=True, text=True, timeout=60).stdout.strip()
-    subprocess.run([sys.executable, "-m", "tools.storage", "format", "--config", str(config),
-                    "--cluster-id", cluster_id], cwd=ROOT, check=True, capture_output=True, timeout=60)
-    out = workdir / "controller.out"
-    with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "server", "--config", str(config), "--log-level", "WARNING"],
-                                cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                preexec_fn=bounded_child(CHILD_LIFETIME_S))
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while "is active on" not in out.read_text(errors="replace"):
-        if proc.poll() is not None:
-            raise RuntimeError(f"the controller exited with {proc.returncode}:\n"
-                               f"{(workdir / 'controller.err').read_text(errors='replace')}")
-        if time.monotonic() > deadline:
-            stop_controller(proc)
-            raise RuntimeError(f"the controller did not become active in {START_TIMEOUT_S}s")
-        time.sleep(0.02)
-    return proc, port, cluster_id
-
-
-def stop_controller(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
 
 def rss_bytes(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
@@ -230,15 +184,17 @@ def decode_rate(decode, bodies: list[bytes], partitions: int, min_seconds: float
 def run(topics: int = TOPICS, partitions: int = PARTITIONS, brokers: int = BROKERS, batch: int = BATCH) -> None:
     total = topics * partitions
     with tempfile.TemporaryDirectory(prefix="kraftwire-bench-metadata-") as tmp:
-        proc, port, cluster_id = start_controller(Path(tmp))
+        controller = ControllerProcess(Path(tmp), {"broker.session.timeout.ms": "1800000"},
+                                       server_args=["--log-level", "WARNING"], lifetime_s=CHILD_LIFETIME_S,
+                                       start_timeout_s=START_TIMEOUT_S).start()
         try:
-            with KafkaClient("127.0.0.1", port, client_id="bench-metadata", timeout=120) as client:
-                register_brokers(client, cluster_id, brokers)
-                rss_before = rss_bytes(proc.pid)
+            with KafkaClient(*controller.address, client_id="bench-metadata", timeout=120) as client:
+                register_brokers(client, controller.cluster_id, brokers)
+                rss_before = rss_bytes(controller.pid)
                 note(f"metadata: {brokers} brokers registered; creating {topics} topics x {partitions} "
                      f"partitions (RF {RF}), {batch} topics a request")
                 elapsed = create_topics(client, topics, partitions, batch)
-                rss_after = rss_bytes(proc.pid)
+                rss_after = rss_bytes(controller.pid)
                 emit("metadata.create", total / elapsed, None, "partitions/s",
                      partitions=total, seconds=round(elapsed, 3), topics_per_request=batch)
 
@@ -263,9 +219,9 @@ def run(topics: int = TOPICS, partitions: int = PARTITIONS, brokers: int = BROKE
                      bytes=sum(map(len, bodies)), anchor_is="kafka-python decoding the same bodies")
                 emit("metadata.controller_rss", (rss_after - rss_before) / total, None, "bytes/partition",
                      target_max=1024, rss_before=rss_before, rss_after=rss_after,
-                     rss_now=rss_bytes(proc.pid))
+                     rss_now=rss_bytes(controller.pid))
         finally:
-            stop_controller(proc)
+            controller.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -123,10 +123,6 @@ def snapshot_record_count() -> int:
     return 1 + BROKERS + TOPICS * (1 + PARTITIONS_PER_TOPIC)
 
 
-def suffix_record_count() -> int:
-    return ISR_BATCHES * ISR_CHANGES_PER_BATCH + SUFFIX_TOPICS * (1 + SUFFIX_PARTITIONS)
-
-
 def write_dataset(data_dir: Path) -> tuple[Path, SnapshotId, int]:
     """Format ``data_dir`` for the controller and write the snapshot and the log after it;
     returns the config file, the snapshot id and the number of suffix records."""

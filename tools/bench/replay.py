@@ -23,20 +23,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
+from tools.controller_process import ControllerProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 SIZE_MB = 200
 BROKERS = 12
 ROUNDS = 30
@@ -52,38 +48,15 @@ TSHARK_TIMEOUT_S = 1800
 
 def record_session(workdir: Path) -> tuple[Path, int]:
     """A capture of one session of controller traffic, and the controller's port."""
-    port = free_port()
     capture = workdir / "session.pcapng"
-    out = workdir / "controller.out"
-    with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "--data-dir", str(workdir / "data"), "--port", str(port),
-             "--capture-file", str(capture), "--log-level", "WARNING"],
-            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, preexec_fn=bounded_child(CHILD_LIFETIME_S))
+    controller = ControllerProcess(workdir / "controller",
+                                   server_args=["--capture-file", str(capture), "--log-level", "WARNING"],
+                                   lifetime_s=CHILD_LIFETIME_S, start_timeout_s=60).start()
     try:
-        cluster_id = _wait_active(proc, out)
-        play_session(port, cluster_id)
+        play_session(controller.port, controller.cluster_id)
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)  # a clean stop closes the capture
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-    return capture, port
-
-
-def _wait_active(proc: subprocess.Popen, out: Path, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        match = re.search(r"of cluster (\S+) is active on", out.read_text(errors="replace"))
-        if match:
-            return match.group(1)
-        if proc.poll() is not None:
-            raise RuntimeError(f"the controller exited with {proc.returncode}")
-        time.sleep(0.05)
-    raise RuntimeError(f"the controller did not become active in {timeout}s")
+        controller.stop()  # a clean stop closes the capture
+    return capture, controller.port
 
 
 def play_session(port: int, cluster_id: str) -> None:

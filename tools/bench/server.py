@@ -25,8 +25,6 @@ import argparse
 import array
 import asyncio
 import json
-import os
-import signal
 import socket
 import struct
 import subprocess
@@ -36,8 +34,9 @@ import time
 from collections import deque
 from pathlib import Path
 
-from tools.bench.processes import bounded_child, free_port
 from tools.bench.report import emit, note
+from tools.controller_process import ControllerProcess
+from tools.processes import bounded_child, free_port, stop_child
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKERS = 1000
@@ -60,17 +59,6 @@ def _spawn(args: list[str], **kwargs) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, **kwargs)
 
 
-def _stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 def _wait_for_line(proc: subprocess.Popen, path: Path, needle: str, timeout: float = 30) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -84,27 +72,11 @@ def _wait_for_line(proc: subprocess.Popen, path: Path, needle: str, timeout: flo
     raise RuntimeError(f"{proc.args} did not print {needle!r} in {timeout}s")
 
 
-def start_controller(workdir: Path) -> tuple[subprocess.Popen, int, str]:
+def start_controller(workdir: Path) -> ControllerProcess:
     """A single-voter controller with a long session timeout (no fencing during the run)."""
-    from protocol.primitives import random_uuid, uuid_to_str
-    from server.config import load_config
-    from tools.storage import format_dirs
-
-    port = free_port()
-    config = workdir / "server.properties"
-    config.write_text("\n".join([
-        "process.roles=controller", "node.id=1", f"controller.quorum.voters=1@127.0.0.1:{port}",
-        f"listeners=CONTROLLER://127.0.0.1:{port}", "controller.listener.names=CONTROLLER",
-        f"metadata.log.dir={workdir / 'data'}", "broker.session.timeout.ms=120000",
-        "broker.heartbeat.interval.ms=2000", ""]))
-    cluster_id = uuid_to_str(random_uuid())
-    format_dirs(load_config(config), cluster_id)
-    out = workdir / "controller.out"
-    with open(out, "wb") as stdout, open(workdir / "controller.err", "wb") as stderr:
-        proc = _spawn(["-m", "server", "--config", str(config), "--log-level", "WARNING"],
-                      stdout=stdout, stderr=stderr)
-    _wait_for_line(proc, out, "is active on")
-    return proc, port, cluster_id
+    return ControllerProcess(workdir / "controller", {"broker.session.timeout.ms": "120000"},
+                             server_args=["--log-level", "WARNING"], lifetime_s=CHILD_LIFETIME_S,
+                             start_timeout_s=30).start()
 
 
 def start_echo(workdir: Path) -> tuple[subprocess.Popen, int]:
@@ -287,7 +259,7 @@ def drive(workdir: Path, port: int, frames: list[bytes], connections: int, depth
     try:
         out, _ = proc.communicate(timeout=seconds + WARMUP_S + 60)
     finally:
-        _stop(proc)
+        stop_child(proc)
     if proc.returncode != 0:
         raise RuntimeError(f"the load generator failed with {proc.returncode}")
     result = json.loads(out.decode().strip().splitlines()[-1])
@@ -352,8 +324,9 @@ def run(connections: int = CONNECTIONS, depth: int = DEPTH, brokers: int = BROKE
     with tempfile.TemporaryDirectory(prefix="kraftwire-bench-") as tmp:
         workdir = Path(tmp)
         try:
-            controller, port, cluster_id = start_controller(workdir)
-            frames = register_brokers(port, cluster_id, brokers)
+            controller = start_controller(workdir)
+            port = controller.port
+            frames = register_brokers(port, controller.cluster_id, brokers)
             echo, echo_port = start_echo(workdir)
             ours, anchor = [], []
             for _ in range(rounds):
@@ -361,8 +334,9 @@ def run(connections: int = CONNECTIONS, depth: int = DEPTH, brokers: int = BROKE
                 anchor.append(drive(workdir, echo_port, frames, connections, depth, 8, False))
             check_heartbeats(port, frames)
         finally:
-            _stop(echo)
-            _stop(controller)
+            stop_child(echo)
+            if controller is not None:
+                controller.stop()
     best = max(ours, key=lambda r: r["rps"])
     best_anchor = max(anchor, key=lambda r: r["rps"])
     note(f"server: rounds ours={[round(r['rps']) for r in ours]} "

@@ -1,0 +1,192 @@
+"""A kraftwire controller in a child process, started and waited for until it is active.
+
+The tests and the benchmarks start their controllers with this. Without properties the child
+runs the embedded default (``--data-dir``/``--port``); with properties (or a release version to
+bootstrap) it gets a server.properties file in its working directory, formatted on the first
+start, and ``--config``. It listens on a free 127.0.0.1 port, kept across restarts, and logs to
+``stdout.log`` and ``stderr.log`` in its working directory, appended to by every run.
+
+The child dies with the process that started it and after ``lifetime_s`` in any case, so a
+crashed or hung run never leaves a server behind; ``stop`` and ``kill9`` end it by its PID.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from tools.processes import bounded_child, free_port, poll, stop_child
+
+ROOT = Path(__file__).resolve().parents[1]
+ACTIVE_LINE = re.compile(r"of cluster (\S+) is active on (\S+):(\d+)")
+LIFETIME_S = 300
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0
+PORT_ATTEMPTS = 5
+
+
+class AddressInUse(RuntimeError):
+    """The free port was taken by someone else between choosing it and binding it."""
+
+
+class ControllerProcess:
+    """One controller: its data directory, its port, and the process serving them."""
+
+    def __init__(self, workdir: Path, properties: dict[str, str] | None = None,
+                 release_version: str | None = None, *, server_args: Sequence[str] = (),
+                 lifetime_s: int = LIFETIME_S, start_timeout_s: float = START_TIMEOUT_S) -> None:
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.properties = dict(properties or {})
+        self.release_version = release_version
+        self.server_args = list(server_args)
+        self.lifetime_s = lifetime_s
+        self.start_timeout_s = start_timeout_s
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.cluster_id: str | None = None
+        self.proc: subprocess.Popen | None = None
+        self.config_path: Path | None = None
+        self.starts = 0
+        self._stderr_offset = 0  # where the current process's stderr begins in the file
+
+    # --- paths ------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "the controller is not running"
+        return self.proc.pid
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.workdir / "stdout.log"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.workdir / "stderr.log"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    @property
+    def uses_config_file(self) -> bool:
+        return bool(self.properties) or self.release_version is not None
+
+    # --- configuration ----------------------------------------------------------------------
+    def _write_config(self) -> Path:
+        props = {
+            "process.roles": "controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.port}",
+            "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "metadata.log.dir": str(self.data_dir),
+            **self.properties,
+        }
+        path = self.workdir / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+        return path
+
+    def _format(self) -> None:
+        from protocol.primitives import random_uuid, uuid_to_str
+        from server.config import load_config
+        from server.metalog.bootstrap import DEFAULT_RELEASE
+        from tools.storage import format_dirs
+
+        assert self.config_path is not None
+        format_dirs(load_config(self.config_path), uuid_to_str(random_uuid()),
+                    self.release_version or DEFAULT_RELEASE)
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def start(self) -> "ControllerProcess":
+        """Start (or start again, on the same port and data) and wait until it is active."""
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        first = self.starts == 0
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(PORT_ATTEMPTS):
+            if first:
+                self.port = free_port()
+            if self.uses_config_file:
+                self.config_path = self._write_config()
+                if not (self.data_dir / "meta.properties").exists():
+                    self._format()
+                args = ["--config", str(self.config_path)]
+            else:
+                args = ["--data-dir", str(self.data_dir), "--port", str(self.port)]
+            try:
+                self._launch([*args, *self.server_args])
+                break
+            except AddressInUse:
+                if not first or attempt == PORT_ATTEMPTS - 1:
+                    raise
+        self.starts += 1
+        return self
+
+    def prepare_child(self) -> None:
+        """Runs in the child between fork and exec."""
+        bounded_child(self.lifetime_s)()
+
+    def _launch(self, args: list[str]) -> None:
+        self._stderr_offset = self.stderr_path.stat().st_size if self.stderr_path.exists() else 0
+        stdout_offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "server", *args], cwd=ROOT, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         preexec_fn=self.prepare_child)
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            text = self.stdout_path.read_bytes()[stdout_offset:].decode("utf-8", "replace")
+            match = ACTIVE_LINE.search(text)
+            if match:
+                self.cluster_id = match.group(1)
+                self.host, self.port = match.group(2), int(match.group(3))
+                return
+            code = self.proc.poll()
+            if code is not None:
+                err = self.stderr_text()
+                self.proc = None
+                if "address already in use" in err.lower():
+                    raise AddressInUse(err)
+                raise RuntimeError(f"the controller exited with code {code} before becoming "
+                                   f"active:\n{err}")
+            if time.monotonic() >= deadline:
+                stop_child(self.proc, signal.SIGKILL, STOP_TIMEOUT_S)
+                raise RuntimeError(f"the controller did not become active in {self.start_timeout_s}s:\n"
+                                   f"{self.stderr_text()}")
+            time.sleep(0.02)
+
+    def stop(self) -> int | None:
+        """SIGTERM (a clean shutdown), then SIGKILL if it does not exit in time."""
+        return stop_child(self.proc, signal.SIGTERM, STOP_TIMEOUT_S)
+
+    def kill9(self) -> int | None:
+        """SIGKILL: no chance to flush or close anything."""
+        return stop_child(self.proc, signal.SIGKILL, STOP_TIMEOUT_S)
+
+    def restart(self) -> "ControllerProcess":
+        self.stop()
+        return self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # --- output -----------------------------------------------------------------------------
+    def stderr_text(self) -> str:
+        """What the current (or last) run wrote to stderr."""
+        if not self.stderr_path.exists():
+            return ""
+        return self.stderr_path.read_bytes()[self._stderr_offset:].decode("utf-8", "replace")
+
+    def wait_for_stderr(self, pattern: str, timeout: float = 5.0) -> re.Match:
+        """Poll the log of the running process until ``pattern`` (a regex) appears."""
+        regex = re.compile(pattern)
+        return poll(lambda: regex.search(self.stderr_text()), timeout,  # type: ignore[return-value]
+                    message=f"{pattern!r} in the controller's stderr")

@@ -1,0 +1,65 @@
+"""Child processes the tests and the benchmarks start: on a free loopback port, never outliving
+the run that started them, and stopped by their own PID."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from typing import Callable
+
+PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bounded_child(lifetime_s: int) -> Callable[[], None]:
+    """A preexec_fn: the child dies with its parent, and after ``lifetime_s`` regardless (an
+    alarm survives exec, and SIGALRM's default action ends the process)."""
+    def prepare() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        signal.alarm(lifetime_s)
+    return prepare
+
+
+def stop_child(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+    """Send ``sig`` to the child (if it still runs) and reap it, with SIGKILL if it has not
+    exited after ``timeout`` seconds; returns its exit status, None for no process."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=timeout)
+    return proc.returncode
+
+
+def poll(predicate: Callable[[], object], timeout: float, interval: float = 0.02,
+         message: str = "condition") -> object:
+    """Call ``predicate`` until it returns something truthy, and return that; raise
+    AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
