@@ -434,6 +434,11 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
     if node_id not in voters:
         raise ConfigError("controller.quorum.voters",
                           f"node.id {node_id} is not among the voters {sorted(voters)}")
+    if len(voters) > 1:
+        # Each voter would elect itself and accept writes alone: the metadata would split.
+        raise ConfigError("controller.quorum.voters",
+                          f"kraftwire runs a single-voter quorum; {len(voters)} voters "
+                          f"{sorted(voters)} would each act as leader. Give one voter, this node")
 
     listeners, controller_names = _controller_listener(reader)
     advertised = listeners
@@ -496,13 +501,18 @@ def load_config(path: str | Path) -> ControllerConfig:
     return config_from_properties(parse_properties(text))
 
 
+# Node ids are shared by brokers and controllers and must be unique; brokers usually count
+# from 1, so the embedded controller takes an id out of their way.
+EMBEDDED_NODE_ID = 3000
+
+
 def embedded_config(data_dir: Path, port: int = 9093) -> ControllerConfig:
-    """The single-node controller: node 1, sole voter, listening on 127.0.0.1:``port``."""
+    """The single-node controller: node 3000, sole voter, listening on 127.0.0.1:``port``."""
     return config_from_properties({
         "process.roles": "controller",
-        "node.id": "1",
+        "node.id": str(EMBEDDED_NODE_ID),
         "listeners": f"CONTROLLER://127.0.0.1:{port}",
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": f"1@127.0.0.1:{port}",
+        "controller.quorum.voters": f"{EMBEDDED_NODE_ID}@127.0.0.1:{port}",
         "metadata.log.dir": str(data_dir),
     })

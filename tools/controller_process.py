@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from server.config import EMBEDDED_NODE_ID
 from tools.processes import bounded_child, free_port, poll, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,8 +83,8 @@ class ControllerProcess:
     def _write_config(self) -> Path:
         props = {
             "process.roles": "controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.port}",
+            "node.id": str(EMBEDDED_NODE_ID),
+            "controller.quorum.voters": f"{EMBEDDED_NODE_ID}@127.0.0.1:{self.port}",
             "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "metadata.log.dir": str(self.data_dir),

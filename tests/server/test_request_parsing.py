@@ -7,6 +7,7 @@ controller must too, and the connection must stay usable for the requests that f
 from __future__ import annotations
 
 from protocol.error_codes import Error
+from server.config import EMBEDDED_NODE_ID
 from tests.server.kafka_python_wire import exchange, kp
 from tests.server.wire import WireBroker, raw_socket
 
@@ -25,7 +26,7 @@ def test_metadata_v12_with_three_trailing_bytes_is_answered(module_controller):
         padded = exchange(sock, metadata_request(), 1, trailing=b"\x00\x00\x00")
         plain = exchange(sock, metadata_request(), 2)
     assert padded.cluster_id == controller.cluster_id
-    assert padded.controller_id == 1
+    assert padded.controller_id == EMBEDDED_NODE_ID
     assert [(b.host, b.port) for b in padded.brokers] == [(b.host, b.port) for b in plain.brokers]
     assert padded.topics == plain.topics
 
