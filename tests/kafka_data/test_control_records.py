@@ -15,6 +15,7 @@ import pytest
 
 from protocol.records import (
     ControlType, control_message_class, control_value, iter_batches, parse_control_key, parse_control_value)
+from server.config import EMBEDDED_NODE_ID
 from server.metalog.snapshot_file import encode_snapshot
 from tests.conftest import poll
 from tests.shared_data import metadata_dir_params
@@ -65,10 +66,10 @@ def test_what_the_server_writes_has_kafkas_layout(controller) -> None:
 
     leader_changes = [v for path in sorted(partition.glob("*.log"))
                       for t, v in control_records(path.read_bytes()) if t == ControlType.LEADER_CHANGE]
-    # Version 0, leader 1, one voter and one granting voter (id, no tags), no tagged fields:
-    # the 19 bytes a single-voter Kafka controller writes.
-    voter = struct.pack(">i", 1) + b"\x00"
-    assert leader_changes == [struct.pack(">hi", 0, 1) + b"\x02" + voter + b"\x02" + voter + b"\x00"]
+    # Version 0, the leader, one voter and one granting voter (id, no tags), no tagged
+    # fields: the 19 bytes a single-voter Kafka controller writes.
+    voter = struct.pack(">i", EMBEDDED_NODE_ID) + b"\x00"
+    assert leader_changes == [struct.pack(">hi", 0, EMBEDDED_NODE_ID) + b"\x02" + voter + b"\x02" + voter + b"\x00"]
 
     controls = control_records(snapshot.read_bytes())
     assert [t for t, _ in controls] == [ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER]

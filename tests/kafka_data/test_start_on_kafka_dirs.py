@@ -102,8 +102,9 @@ def test_serves_what_the_kafka_directory_holds(source: Path, start_on) -> None:
             assert block.error_code == Error.NONE
             assert (block.producer_id_start, block.producer_id_len) == (expected.next_producer_id or 0, 1000)
 
-        # A broker registers with whatever string the directory's cluster id is.
-        new_id = max(expected.brokers, default=0) + 1
+        # A broker registers with whatever string the directory's cluster id is (under an id
+        # that is neither a broker's nor the controller's own).
+        new_id = max([*expected.brokers, read_meta_properties(source).node_id]) + 1
         for cluster_id, outcome in (("not-" + controller.cluster_id, Error.INCONSISTENT_CLUSTER_ID),
                                     (controller.cluster_id, Error.NONE)):
             request = registration_request(cluster_id, new_id, mv_range=MV_RANGE)

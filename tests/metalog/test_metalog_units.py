@@ -17,6 +17,7 @@ from protocol.generated.metadata.no_op_record import NoOpRecord
 from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.primitives import random_uuid
 from protocol.records import decode_batch, iter_batches, parse_metadata_record, read_batch_header
+from server.config import EMBEDDED_NODE_ID
 from server.metalog import segments as segments_module
 from server.metalog.committer import encode_records
 from server.metalog.quorum_state import read_quorum_state
@@ -259,7 +260,7 @@ def test_the_epoch_survives_in_quorum_state_and_grows_on_every_restart(controlle
             controller.start()
         state = read_quorum_state(controller.data_dir)
         epochs.append(state.leader_epoch)
-        assert (state.leader_id, state.voted_id) == (1, 1)
+        assert (state.leader_id, state.voted_id) == (EMBEDDED_NODE_ID, EMBEDDED_NODE_ID)
         with connect(controller) as client:
             assert fetch(client, 0).current_leader.leader_epoch == state.leader_epoch
             if round_ == 0:
@@ -360,8 +361,8 @@ def test_describe_quorum_lists_observers_with_their_offsets(controller_factory):
         assert response.responses[0].partitions[0].error_code == Error.NONE
         quorum = describe_quorum(client)
     assert quorum.error_code == Error.NONE
-    assert (quorum.leader_id, quorum.high_watermark) == (1, hw)
-    assert [(v.replica_id, v.log_end_offset) for v in quorum.current_voters] == [(1, hw)]
+    assert (quorum.leader_id, quorum.high_watermark) == (EMBEDDED_NODE_ID, hw)
+    assert [(v.replica_id, v.log_end_offset) for v in quorum.current_voters] == [(EMBEDDED_NODE_ID, hw)]
     observers = {o.replica_id: o for o in quorum.observers}
     assert {r: o.log_end_offset for r, o in observers.items()} == {7: 3, 8: hw, 9: 2}
     now_ms = time.time() * 1000

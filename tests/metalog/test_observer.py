@@ -8,6 +8,7 @@ import signal
 
 from protocol.error_codes import Error
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
+from server.config import EMBEDDED_NODE_ID
 from server.metalog.snapshot_file import read_snapshot_file
 from server.metalog.snapshots import list_snapshots
 from tests.metalog.support import (
@@ -35,7 +36,7 @@ def test_an_observer_rebuilds_the_state_from_offset_0(controller_factory):
             # Small fetches, so the log arrives in many answers of whole batches.
             last = observe_log(observer, observer_qc, max_bytes=700)
         assert last.log_start_offset == 0
-        assert last.current_leader.leader_id == 1
+        assert last.current_leader.leader_id == EMBEDDED_NODE_ID
         # What the controller itself reports over the wire ...
         assert metadata_view(observer_qc) == metadata_topics(client)
         assert unfenced(observer_qc) == listed_brokers(client)

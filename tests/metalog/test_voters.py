@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from protocol.generated.metadata.voters_record import KRaftVersionFeature, Voter, VotersRecord
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
+from server.config import EMBEDDED_NODE_ID
 from server.metalog.quorum_state import read_quorum_state
 from tests.conftest import ControllerProcess
 from tests.kafka_data.independent import read_batches
@@ -36,7 +37,7 @@ def test_a_voters_record_naming_other_voters_is_refused_until_taken_over(control
     try:
         taking_over.start()
         assert "taking over the quorum of voters [1, 2, 3]" in taking_over.stderr_text()
-        assert read_quorum_state(controller.data_dir).voters == (1,)
+        assert read_quorum_state(controller.data_dir).voters == (EMBEDDED_NODE_ID,)
     finally:
         taking_over.stop()
 

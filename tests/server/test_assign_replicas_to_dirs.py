@@ -29,10 +29,13 @@ PROPS = {"broker.session.timeout.ms": "120000"}
 
 DIR_A = uuid.UUID("5e7c0a1b-2d3f-4a5b-8c6d-7e8f9a0b1c2d")
 DIR_B = uuid.UUID("0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0")
+DIR_C = uuid.UUID("7a6b5c4d-3e2f-4a1b-9c8d-0e1f2a3b4c5d")
+# A directory belongs to one broker: Kafka refuses a registration naming another's.
+DIRECTORIES = {1: [DIR_A.bytes, DIR_B.bytes], 2: [DIR_C.bytes], 3: []}
 
 
 class Cluster:
-    """Brokers 1-3 (1 and 2 with directories A and B), and a topic with replicas on 1 and 2."""
+    """Brokers 1-3 (1 with directories A and B, 2 with C), and a topic with replicas on 1 and 2."""
 
     def __init__(self, controller) -> None:
         self.controller = controller
@@ -40,7 +43,7 @@ class Cluster:
         self.epochs: dict[int, int] = {}
         for broker_id in (1, 2, 3):
             request = registration(controller.cluster_id, broker_id)
-            request.log_dirs = [DIR_A.bytes, DIR_B.bytes] if broker_id != 3 else []
+            request.log_dirs = DIRECTORIES[broker_id]
             reg = self.client.request(request, REGISTRATION_V)
             assert reg.error_code == Error.NONE, reg
             hb = self.client.request(heartbeat(broker_id, reg.broker_epoch), HEARTBEAT_V)

@@ -16,6 +16,7 @@ from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.metadata.no_op_record import NoOpRecord
 from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import parse_metadata_record
+from server.config import EMBEDDED_NODE_ID
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.metalog.segments import MetadataLog
@@ -89,19 +90,19 @@ def test_the_advertised_listener_is_the_endpoint_reported_everywhere(controller)
     assert controller.port != 19093
     with connect(controller) as client:
         controllers = describe_cluster(client, endpoint_type=2)
-        assert [(b.broker_id, b.host, b.port) for b in controllers.brokers] == [(1, *advertised)]
+        assert [(b.broker_id, b.host, b.port) for b in controllers.brokers] == [(EMBEDDED_NODE_ID, *advertised)]
         # kraftwire.metadata.nodes=controller: Metadata names the controller as the only node.
         metadata = client.request(MetadataRequest(topics=[]), 12)
-        assert [(b.node_id, b.host, b.port) for b in metadata.brokers] == [(1, *advertised)]
+        assert [(b.node_id, b.host, b.port) for b in metadata.brokers] == [(EMBEDDED_NODE_ID, *advertised)]
         quorum = client.request(DescribeQuorumRequest(topics=[QuorumTopicRequest(
             topic_name=METADATA_TOPIC, partitions=[QuorumPartitionRequest(partition_index=0)])]), 2)
         assert [(n.node_id, [(lsn.name, lsn.host, lsn.port) for lsn in n.listeners]) for n in quorum.nodes] \
-            == [(1, [("CONTROLLER", *advertised)])]
+            == [(EMBEDDED_NODE_ID, [("CONTROLLER", *advertised)])]
         fetched = client.request(FetchRequest(
             replica_state=ReplicaState(replica_id=-1), max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
             topics=[FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[
                 FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])]), 17)
-        assert [(n.node_id, n.host, n.port) for n in fetched.node_endpoints] == [(1, *advertised)]
+        assert [(n.node_id, n.host, n.port) for n in fetched.node_endpoints] == [(EMBEDDED_NODE_ID, *advertised)]
 
 
 # --- refused at start-up --------------------------------------------------------------------------

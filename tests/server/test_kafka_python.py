@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.error_codes import Error
+from server.config import EMBEDDED_NODE_ID
 from tests.server.wire import WireBroker, api_versions, connect
 
 kafka = pytest.importorskip("kafka")
@@ -52,7 +53,7 @@ def test_admin_client_describe_cluster(controller):
         admin.close()
     assert ("127.0.0.1", controller.port) in nodes
     assert described["cluster_id"] == controller.cluster_id
-    assert described["controller_id"] == 1
+    assert described["controller_id"] == EMBEDDED_NODE_ID
     assert [(b["broker_id"], b["host"], b["port"]) for b in described["brokers"]] == [
         (7, "127.0.0.1", 29007)]
 

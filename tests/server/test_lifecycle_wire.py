@@ -10,6 +10,7 @@ from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import (
     CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
 from protocol.primitives import random_uuid
+from server.config import EMBEDDED_NODE_ID
 from tests.conftest import poll
 from tests.server.wire import (
     WireBroker, closed_by_peer, connect, describe_cluster, listed_brokers, raw_socket, unregister)
@@ -234,8 +235,8 @@ def test_controlled_shutdown_survives_a_restart_from_a_snapshot(controller):
 
 def test_describe_cluster_for_controllers(controller, admin):
     response = describe_cluster(admin, endpoint_type=2)
-    assert (response.error_code, response.endpoint_type, response.controller_id) == (Error.NONE, 2, 1)
-    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", controller.port)]
+    assert (response.error_code, response.endpoint_type, response.controller_id) == (Error.NONE, 2, EMBEDDED_NODE_ID)
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(EMBEDDED_NODE_ID, "127.0.0.1", controller.port)]
     bad = describe_cluster(admin, endpoint_type=3)
     assert bad.error_code == Error.UNSUPPORTED_ENDPOINT_TYPE
 

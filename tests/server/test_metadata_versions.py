@@ -20,6 +20,5 @@ def test_kafka_4_1_and_4_2_levels_are_known(release: str, level: int) -> None:
 def test_records_are_written_at_the_versions_of_4_0(level: int) -> None:
     at_25, at_level = FeatureControl(finalized={"metadata.version": 25}), FeatureControl(
         finalized={"metadata.version": level})
-    for choose in ("register_broker_record_version", "broker_registration_change_version",
-                   "partition_record_version"):
+    for choose in ("register_broker_record_version", "partition_record_version"):
         assert getattr(at_level, choose)() == getattr(at_25, choose)()

@@ -26,6 +26,7 @@ from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
 from protocol.primitives import random_uuid, uuid_to_str
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
+from server.config import EMBEDDED_NODE_ID
 from server.metalog.bootstrap import bootstrap_records, metadata_level, write_bootstrap
 from server.metalog.committer import encode_records
 from server.metalog.segments import PARTITION_DIR, MetadataLog
@@ -302,7 +303,7 @@ def test_live_controller_lists_a_registered_broker(controller, run: Run) -> None
         str(epoch), "true"]
     assert lines(run("--controllers", f"1@{address}", "cat", "/features/metadata.version")) == ["25"]
     leader = json.loads(lines(run("--controllers", address, "cat", "/metadataQuorum/leader"))[0])
-    assert leader["leaderId"] == 1
+    assert leader["leaderId"] == EMBEDDED_NODE_ID
 
 
 @pytest.mark.controller_properties({"metadata.log.segment.bytes": "4096"})
