@@ -35,7 +35,8 @@ def bounded_child(lifetime_s: int) -> Callable[[], None]:
     return prepare
 
 
-def stop_child(proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+def stop_child(proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM,
+               timeout: float = 10.0) -> int | None:
     """Send ``sig`` to the child (if it still runs) and reap it, with SIGKILL if it has not
     exited after ``timeout`` seconds; returns its exit status, None for no process."""
     if proc is None:

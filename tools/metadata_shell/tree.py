@@ -29,7 +29,8 @@ _RESOURCE_TYPES: dict[int, str] = {
     ConfigResourceType.GROUP: "group",
 }
 CLUSTER_DEFAULT = "<default>"  # the broker resource named "", which holds cluster-wide defaults
-_RECOVERY_STATES: dict[int, str] = {LeaderRecoveryState.RECOVERED: "RECOVERED", LeaderRecoveryState.RECOVERING: "RECOVERING"}
+_RECOVERY_STATES: dict[int, str] = {
+    LeaderRecoveryState.RECOVERED: "RECOVERED", LeaderRecoveryState.RECOVERING: "RECOVERING"}
 
 
 def build_tree(image: MetadataImage) -> Dir:
