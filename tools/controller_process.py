@@ -52,7 +52,7 @@ class ControllerProcess:
         self.host = "127.0.0.1"
         self.port = 0
         self.cluster_id: str | None = None
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.config_path: Path | None = None
         self.starts = 0
         self._stderr_offset = 0  # where the current process's stderr begins in the file
@@ -151,12 +151,12 @@ class ControllerProcess:
                 return
             code = self.proc.poll()
             if code is not None:
-                err = self.stderr_text()
+                stderr = self.stderr_text()
                 self.proc = None
-                if "address already in use" in err.lower():
-                    raise AddressInUse(err)
+                if "address already in use" in stderr.lower():
+                    raise AddressInUse(stderr)
                 raise RuntimeError(f"the controller exited with code {code} before becoming "
-                                   f"active:\n{err}")
+                                   f"active:\n{stderr}")
             if time.monotonic() >= deadline:
                 stop_child(self.proc, signal.SIGKILL, STOP_TIMEOUT_S)
                 raise RuntimeError(f"the controller did not become active in {self.start_timeout_s}s:\n"
@@ -186,8 +186,8 @@ class ControllerProcess:
             return ""
         return self.stderr_path.read_bytes()[self._stderr_offset:].decode("utf-8", "replace")
 
-    def wait_for_stderr(self, pattern: str, timeout: float = 5.0) -> re.Match:
+    def wait_for_stderr(self, pattern: str, timeout: float = 5.0) -> re.Match[str]:
         """Poll the log of the running process until ``pattern`` (a regex) appears."""
         regex = re.compile(pattern)
-        return poll(lambda: regex.search(self.stderr_text()), timeout,  # type: ignore[return-value]
+        return poll(lambda: regex.search(self.stderr_text()), timeout,
                     message=f"{pattern!r} in the controller's stderr")

@@ -9,9 +9,11 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 PR_SET_PDEATHSIG = 1
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -33,7 +35,8 @@ def bounded_child(lifetime_s: int) -> Callable[[], None]:
     return prepare
 
 
-def stop_child(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+def stop_child(proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM,
+               timeout: float = 10.0) -> int | None:
     """Send ``sig`` to the child (if it still runs) and reap it, with SIGKILL if it has not
     exited after ``timeout`` seconds; returns its exit status, None for no process."""
     if proc is None:
@@ -51,8 +54,8 @@ def stop_child(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout
     return proc.returncode
 
 
-def poll(predicate: Callable[[], object], timeout: float, interval: float = 0.02,
-         message: str = "condition") -> object:
+def poll(predicate: Callable[[], T | None], timeout: float, interval: float = 0.02,
+         message: str = "condition") -> T:
     """Call ``predicate`` until it returns something truthy, and return that; raise
     AssertionError after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def kafka_python_class(name: str, folder: str = "messages") -> type:
+def kafka_python_class(name: str, folder: str = "messages") -> type[Any]:
     """kafka-python's class for one of the project's schemas. Requests and responses are
     ApiMessages to kafka-python; metadata records are plain data, so they are built on ApiData
     with the schema's type read as "data"."""
@@ -27,7 +28,7 @@ def kafka_python_class(name: str, folder: str = "messages") -> type:
     if folder == "messages":
         return type(name, (ApiMessage,), {}, load_json=package)
 
-    def as_data(metacls, schema):
+    def as_data(metacls: type, schema: dict[str, Any]) -> dict[str, Any]:
         return {**schema, "type": "data"}
 
     return type(name, (ApiData,), {"json_patch": classmethod(as_data)}, load_json=package)

@@ -34,19 +34,24 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from protocol.client import KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from protocol.generated.messages.broker_registration_request import (
     BrokerRegistrationRequest, Feature, Listener)
+from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.generated.messages.create_topics_response import CreateTopicsResponse
 from protocol.generated.messages.describe_topic_partitions_request import (
     Cursor, DescribeTopicPartitionsRequest)
 from protocol.generated.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponse
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.primitives import random_uuid
 from tools.bench.report import emit, note
+from tools.broker.broker import PLAINTEXT
 from tools.controller_process import ControllerProcess
 
 BROKERS = 30
@@ -61,6 +66,9 @@ CHILD_LIFETIME_S = 900
 START_TIMEOUT_S = 30
 CREATE_TOPICS_V = 7
 DESCRIBE_V = 0
+
+# A DescribeTopicPartitions answer body -> (partitions in it, the cursor of the next page).
+PageDecoder = Callable[[bytes], tuple[int, tuple[str, int] | None]]
 
 
 # --- the controller process ---------------------------------------------------------------
@@ -79,14 +87,17 @@ def register_brokers(client: KafkaClient, cluster_id: str, count: int) -> None:
     for broker_id in range(1, count + 1):
         response = client.request(BrokerRegistrationRequest(
             broker_id=broker_id, cluster_id=cluster_id, incarnation_id=random_uuid(),
-            listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id, security_protocol=0)],
+            listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id,
+                                security_protocol=PLAINTEXT)],
             features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
             rack=f"rack-{broker_id % RACKS}", previous_broker_epoch=-1), 4)
+        assert isinstance(response, BrokerRegistrationResponse)
         if response.error_code != Error.NONE:
             raise RuntimeError(f"broker {broker_id} could not register: {Error(response.error_code).name}")
         epoch = response.broker_epoch
         beat = client.request(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=epoch, current_metadata_offset=epoch), 1)
+        assert isinstance(beat, BrokerHeartbeatResponse)
         if beat.error_code != Error.NONE or beat.is_fenced:
             raise RuntimeError(f"broker {broker_id} was not unfenced")
 
@@ -100,13 +111,14 @@ def create_topics(client: KafkaClient, topics: int, partitions: int, batch: int)
             CreatableTopic(name=name, num_partitions=partitions, replication_factor=RF)
             for name in names[i:i + batch]], timeout_ms=60000)
         response = client.request(request, CREATE_TOPICS_V)
+        assert isinstance(response, CreateTopicsResponse)
         failed = [(t.name, Error(t.error_code).name) for t in response.topics if t.error_code != Error.NONE]
         if failed:
             raise RuntimeError(f"CreateTopics failed: {failed[:5]}")
     return time.perf_counter() - start
 
 
-def page_all(client: KafkaClient, decode) -> tuple[float, int, list[bytes]]:
+def page_all(client: KafkaClient, decode: PageDecoder) -> tuple[float, int, list[bytes]]:
     """Page through every partition; ``decode(body)`` returns (partition count, next cursor).
     Returns the seconds taken, the partitions seen and the raw response bodies."""
     bodies: list[bytes] = []
@@ -164,7 +176,7 @@ def check_pages(bodies: list[bytes], topics: int, partitions: int) -> None:
         raise RuntimeError(f"paging listed {len(listed)} partitions, expected {len(expected)} in order")
 
 
-def decode_rate(decode, bodies: list[bytes], partitions: int, min_seconds: float = 1.0) -> float:
+def decode_rate(decode: PageDecoder, bodies: list[bytes], partitions: int, min_seconds: float = 1.0) -> float:
     """Partitions decoded per second over whole passes through the bodies; best of 3."""
     best = 0.0
     for _ in range(3):
@@ -189,6 +201,7 @@ def run(topics: int = TOPICS, partitions: int = PARTITIONS, brokers: int = BROKE
                                        start_timeout_s=START_TIMEOUT_S).start()
         try:
             with KafkaClient(*controller.address, client_id="bench-metadata", timeout=120) as client:
+                assert controller.cluster_id is not None, "an active controller has told its cluster id"
                 register_brokers(client, controller.cluster_id, brokers)
                 rss_before = rss_bytes(controller.pid)
                 note(f"metadata: {brokers} brokers registered; creating {topics} topics x {partitions} "

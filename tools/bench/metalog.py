@@ -26,8 +26,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
+from protocol.constants import LeaderRecoveryState
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.generated.metadata.partition_record import PartitionRecord
@@ -41,6 +42,7 @@ from server.metalog.segments import MetadataLog, segment_name
 from server.metalog.snapshots import SnapshotId, write_snapshot
 from tools.bench.kafka_python_engine import kafka_python_class
 from tools.bench.report import emit, note
+from tools.broker.broker import PLAINTEXT
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -82,7 +84,8 @@ class Dataset:
         assert len(set(replicas)) == RF
         return PartitionRecord(
             partition_id=partition, topic_id=self.topic_ids[topic], replicas=replicas, isr=list(replicas),
-            removing_replicas=[], adding_replicas=[], leader=replicas[0], leader_recovery_state=0,
+            removing_replicas=[], adding_replicas=[], leader=replicas[0],
+            leader_recovery_state=LeaderRecoveryState.RECOVERED,
             leader_epoch=1 + partition % 5, partition_epoch=2 + partition % 7,
             directories=[self.log_dirs[b] for b in replicas])
 
@@ -93,7 +96,7 @@ class Dataset:
             yield RegisterBrokerRecord(
                 broker_id=b, incarnation_id=self.incarnations[b], broker_epoch=1 + b,
                 end_points=[BrokerEndpoint(name="PLAINTEXT", host=f"broker-{b}.bench", port=9092,
-                                           security_protocol=0)],
+                                           security_protocol=PLAINTEXT)],
                 features=[BrokerFeature(name="metadata.version", min_supported_version=7,
                                         max_supported_version=25)],
                 rack=f"rack-{b % 3}", fenced=False, in_controlled_shutdown=False,
@@ -107,7 +110,7 @@ class Dataset:
         """The log after the snapshot: ISR shrinks of random partitions, then new topics."""
         rng = random.Random(11)
         for _ in range(ISR_BATCHES):
-            batch = []
+            batch: list[VersionedRecord] = []
             for _ in range(ISR_CHANGES_PER_BATCH):
                 t, p = rng.randrange(TOPICS), rng.randrange(PARTITIONS_PER_TOPIC)
                 replicas = self.replicas(t, p)
@@ -157,7 +160,7 @@ def write_dataset(data_dir: Path) -> tuple[Path, SnapshotId, int]:
 
 # --- the cold load, in a fresh interpreter ------------------------------------------------------------
 
-def load_cold(config_path: Path) -> dict:
+def load_cold(config_path: Path) -> dict[str, float]:
     """Construct ControllerServer as ``python -m server`` does and time it, wall clock and CPU,
     with the snapshot read and the log replay timed on their own."""
     from server.config import load_config
@@ -167,10 +170,10 @@ def load_cold(config_path: Path) -> dict:
 
     phases = {"snapshot_read_s": 0.0, "log_replay_s": 0.0}
 
-    def timed(owner, name: str, phase: str) -> None:
-        original = getattr(owner, name)
+    def timed(owner: object, name: str, phase: str) -> None:
+        original: Callable[..., Any] = getattr(owner, name)
 
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             began = time.perf_counter()
             try:
                 return original(*args, **kwargs)
@@ -211,7 +214,7 @@ def load_cold(config_path: Path) -> dict:
     return result
 
 
-def _load_in_a_fresh_process(config_path: Path, *flags: str) -> dict:
+def _load_in_a_fresh_process(config_path: Path, *flags: str) -> dict[str, Any]:
     completed = subprocess.run(
         [sys.executable, "-m", "tools.bench.metalog", "--load-cold", str(config_path), *flags],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
@@ -240,14 +243,14 @@ def sample_values(snapshot_path: Path, count: int) -> list[bytes]:
     while len(values) < count and p < len(data):
         header, records = record_values(data, p)
         if not header.is_control:
-            values.extend(v for _, v in records)
+            values.extend(v for _, v in records if v is not None)
         p += header.size
     return values[:count]
 
 
 def decode_with_kafka_python(values: list[bytes]) -> float:
     """Records per second kafka-python decodes; checks it reads what we read."""
-    classes: dict[int, type] = {}
+    classes: dict[int, type[Any]] = {}
     from protocol.records import _record_classes
 
     ours = _record_classes()
@@ -262,6 +265,7 @@ def decode_with_kafka_python(values: list[bytes]) -> float:
     first = prepared[-1]
     theirs = first[0].decode(first[1], version=first[2], header=False)
     mine, _ = parse_metadata_record(values[-1])
+    assert isinstance(mine, PartitionRecord), "the sample ends in a partition record"
     if list(theirs.replicas) != mine.replicas or theirs.partition_id != mine.partition_id:
         raise SystemExit("kafka-python and kraftwire decode the records differently; refusing to time them")
     best = 0.0

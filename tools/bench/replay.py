@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tools.bench.report import emit, note
 from tools.controller_process import ControllerProcess
@@ -53,6 +54,7 @@ def record_session(workdir: Path) -> tuple[Path, int]:
                                    server_args=["--capture-file", str(capture), "--log-level", "WARNING"],
                                    lifetime_s=CHILD_LIFETIME_S, start_timeout_s=60).start()
     try:
+        assert controller.cluster_id is not None, "an active controller has told its cluster id"
         play_session(controller.port, controller.cluster_id)
     finally:
         controller.stop()  # a clean stop closes the capture
@@ -61,15 +63,18 @@ def record_session(workdir: Path) -> tuple[Path, int]:
 
 def play_session(port: int, cluster_id: str) -> None:
     from protocol.client import KafkaClient
+    from protocol.constants import EndpointType
     from protocol.generated.messages.api_versions_request import ApiVersionsRequest
     from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
     from protocol.generated.messages.broker_registration_request import (
         BrokerRegistrationRequest, Feature, Listener)
+    from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
     from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
     from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
     from protocol.generated.messages.describe_topic_partitions_request import (
         DescribeTopicPartitionsRequest, TopicRequest)
     from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
+    from protocol.generated.messages.fetch_response import FetchResponse
     from protocol.generated.messages.metadata_request import MetadataRequest
     from protocol.primitives import METADATA_TOPIC_ID, random_uuid
 
@@ -85,6 +90,7 @@ def play_session(port: int, cluster_id: str) -> None:
                 listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id)],
                 features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
                 rack=None), 4)
+            assert isinstance(response, BrokerRegistrationResponse)
             epochs[broker_id] = response.broker_epoch
 
         def heartbeats() -> None:
@@ -102,6 +108,7 @@ def play_session(port: int, cluster_id: str) -> None:
                     min_bytes=0, max_bytes=8 << 20, topics=[FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[
                         FetchPartition(partition=0, fetch_offset=offsets[broker_id], partition_max_bytes=8 << 20)])]),
                     17)
+                assert isinstance(response, FetchResponse)
                 offsets[broker_id] = response.responses[0].partitions[0].high_watermark
 
         heartbeats()
@@ -118,7 +125,7 @@ def play_session(port: int, cluster_id: str) -> None:
             fetches()
             admin.request(MetadataRequest(topics=None), 12)
             admin.request(DescribeTopicPartitionsRequest(topics=[TopicRequest(name=n) for n in names]), 0)
-            admin.request(DescribeClusterRequest(endpoint_type=1), 1)
+            admin.request(DescribeClusterRequest(endpoint_type=EndpointType.BROKER), 1)
     finally:
         admin.close()
         for client in brokers.values():
@@ -173,7 +180,7 @@ def grow(session: Path, path: Path, size_bytes: int) -> int:
 
 # --- the readers -------------------------------------------------------------------------------------
 
-def time_spark(path: Path, workdir: Path) -> tuple[float, float, dict]:
+def time_spark(path: Path, workdir: Path) -> tuple[float, float, dict[str, Any]]:
     """(seconds of the job, seconds to start the session, the job's figures)."""
     from tools.replay import job
 

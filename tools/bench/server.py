@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
+import functools
 import json
 import socket
 import struct
@@ -32,7 +33,9 @@ import sys
 import tempfile
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tools.bench.report import emit, note
 from tools.controller_process import ControllerProcess
@@ -54,12 +57,12 @@ ERROR_CODE_AT = 13
 # --- processes -----------------------------------------------------------------------------------
 
 
-def _spawn(args: list[str], **kwargs) -> subprocess.Popen:
+def _spawn(args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, *args], cwd=ROOT, preexec_fn=bounded_child(CHILD_LIFETIME_S),
                             stdin=subprocess.DEVNULL, **kwargs)
 
 
-def _wait_for_line(proc: subprocess.Popen, path: Path, needle: str, timeout: float = 30) -> str:
+def _wait_for_line(proc: subprocess.Popen[bytes], path: Path, needle: str, timeout: float = 30) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = path.read_text(errors="replace") if path.exists() else ""
@@ -67,9 +70,9 @@ def _wait_for_line(proc: subprocess.Popen, path: Path, needle: str, timeout: flo
             if needle in line:
                 return line
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}:\n{text}")
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}:\n{text}")
         time.sleep(0.02)
-    raise RuntimeError(f"{proc.args} did not print {needle!r} in {timeout}s")
+    raise RuntimeError(f"{proc.args!r} did not print {needle!r} in {timeout}s")
 
 
 def start_controller(workdir: Path) -> ControllerProcess:
@@ -79,7 +82,7 @@ def start_controller(workdir: Path) -> ControllerProcess:
                              start_timeout_s=30).start()
 
 
-def start_echo(workdir: Path) -> tuple[subprocess.Popen, int]:
+def start_echo(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     out = workdir / "echo.out"
     with open(out, "wb") as stdout:
@@ -93,9 +96,12 @@ def start_echo(workdir: Path) -> tuple[subprocess.Popen, int]:
 def register_brokers(port: int, cluster_id: str, count: int) -> list[bytes]:
     """Register and unfence ``count`` brokers; returns one steady-state heartbeat frame each."""
     from protocol.client import KafkaClient
+    from protocol.generated.messages import ApiKey
     from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+    from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
     from protocol.generated.messages.broker_registration_request import (
         BrokerRegistrationRequest, Feature, Listener)
+    from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
     from protocol.primitives import random_uuid
 
     with KafkaClient("127.0.0.1", port, client_id="bench", timeout=60) as client:
@@ -110,7 +116,8 @@ def register_brokers(port: int, cluster_id: str, count: int) -> list[bytes]:
             sent.append(cid)
         epochs = {}
         for broker_id, cid in enumerate(sent, start=1):
-            response = client.receive(62, 4, cid)
+            response = client.receive(ApiKey.BROKER_REGISTRATION, 4, cid)
+            assert isinstance(response, BrokerRegistrationResponse)
             if response.error_code:
                 raise RuntimeError(f"broker {broker_id}: registration failed with {response.error_code}")
             epochs[broker_id] = response.broker_epoch
@@ -121,9 +128,10 @@ def register_brokers(port: int, cluster_id: str, count: int) -> list[bytes]:
 
         sent = [client.send(heartbeat(b), HEARTBEAT_V) for b in epochs]
         for broker_id, cid in zip(epochs, sent):
-            response = client.receive(63, HEARTBEAT_V, cid)
-            if response.error_code or response.is_fenced:
-                raise RuntimeError(f"broker {broker_id} was not unfenced: {response}")
+            beat = client.receive(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_V, cid)
+            assert isinstance(beat, BrokerHeartbeatResponse)
+            if beat.error_code or beat.is_fenced:
+                raise RuntimeError(f"broker {broker_id} was not unfenced: {beat}")
         # The load generator reuses one frame per broker; the correlation id is the broker id.
         frames = []
         for broker_id in epochs:
@@ -135,20 +143,36 @@ def register_brokers(port: int, cluster_id: str, count: int) -> list[bytes]:
 def check_heartbeats(port: int, frames: list[bytes], sample: int = 50) -> None:
     """After the load: the brokers are still registered and unfenced."""
     from protocol.client import KafkaClient
+    from protocol.generated.messages import ApiKey
+    from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 
     with KafkaClient("127.0.0.1", port, client_id="bench-check", timeout=30) as client:
         for frame in frames[:: max(1, len(frames) // sample)]:
             client.sock.sendall(frame)
             cid = struct.unpack_from(">i", frame, 8)[0]
-            response = client.receive(63, HEARTBEAT_V, cid)
+            response = client.receive(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_V, cid)
+            assert isinstance(response, BrokerHeartbeatResponse)
             if response.error_code or response.is_fenced:
                 raise RuntimeError(f"heartbeat {cid} after the load: {response}")
 
 
 # --- the load generator (a separate process) -----------------------------------------------------
 
+@dataclass(slots=True)
+class _LoadStats:
+    """Shared by every connection of the load generator."""
+
+    latencies: array.array[float] = field(default_factory=lambda: array.array("d"))
+    count: int = 0
+    errors: int = 0
+    mismatches: int = 0
+    recording: bool = False
+    running: bool = True
+
+
 class _LoadConnection(asyncio.Protocol):
-    def __init__(self, frames: list[bytes], depth: int, stats: dict, corr_at: int, check_error: bool):
+    def __init__(self, frames: list[bytes], depth: int, stats: _LoadStats, corr_at: int,
+                 check_error: bool) -> None:
         self.frames = frames
         self.depth = depth
         self.stats = stats
@@ -156,15 +180,17 @@ class _LoadConnection(asyncio.Protocol):
         self.check_error = check_error
         self.next = 0
         self.buf = bytearray()
-        self.in_flight: deque = deque()
+        self.in_flight: deque[tuple[float, bytes]] = deque()  # (sent at, correlation id)
         self.transport: asyncio.Transport | None = None
-        self.closed = asyncio.get_running_loop().create_future()
+        self.closed: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream connection's transport is a Transport, but uvloop's do not subclass
+        # asyncio.Transport, so there is no isinstance to narrow it with.
+        self.transport = transport  # type: ignore[assignment]
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():
             self.closed.set_result(exc)
 
@@ -176,6 +202,7 @@ class _LoadConnection(asyncio.Protocol):
             self.next = (self.next + 1) % count
             out.append(frame)
             self.in_flight.append((now, frame[8:12]))
+        assert self.transport is not None, "sending before the connection is made"
         self.transport.write(b"".join(out))
 
     def data_received(self, data: bytes) -> None:
@@ -183,7 +210,7 @@ class _LoadConnection(asyncio.Protocol):
         buf += data
         now = time.perf_counter()
         stats, in_flight, corr_at = self.stats, self.in_flight, self.corr_at
-        recording = stats["recording"]
+        recording = stats.recording
         pos, n, end = 0, 0, len(buf)
         while end - pos >= 4:
             size = int.from_bytes(buf[pos:pos + 4], "big")
@@ -191,54 +218,53 @@ class _LoadConnection(asyncio.Protocol):
                 break
             sent_at, corr = in_flight.popleft()
             if buf[pos + corr_at:pos + corr_at + 4] != corr:
-                stats["mismatches"] += 1
+                stats.mismatches += 1
             if self.check_error and buf[pos + ERROR_CODE_AT:pos + ERROR_CODE_AT + 2] != b"\0\0":
-                stats["errors"] += 1
+                stats.errors += 1
             if recording:
-                stats["latencies"].append(now - sent_at)
+                stats.latencies.append(now - sent_at)
             pos += 4 + size
             n += 1
         if pos:
             del buf[:pos]
         if n:
             if recording:
-                stats["count"] += n
-            if stats["running"]:
+                stats.count += n
+            if stats.running:
                 self.send(n)
-            elif not in_flight:
+            elif not in_flight and self.transport is not None:
                 self.transport.close()
 
 
-async def _load(spec: dict) -> dict:
+async def _load(spec: dict[str, Any]) -> dict[str, float]:
     frames = [bytes.fromhex(f) for f in spec["frames"]]
     connections, depth = spec["connections"], spec["depth"]
-    stats = {"count": 0, "errors": 0, "mismatches": 0, "latencies": array.array("d"),
-             "recording": False, "running": True}
+    stats = _LoadStats()
     loop = asyncio.get_running_loop()
     conns = []
     for c in range(connections):
         mine = frames[c::connections] or frames[c % len(frames):][:1]
         _, proto = await loop.create_connection(
-            lambda m=mine: _LoadConnection(m, depth, stats, spec["corr_at"], spec["check_error"]),
+            functools.partial(_LoadConnection, mine, depth, stats, spec["corr_at"], spec["check_error"]),
             "127.0.0.1", spec["port"])
         conns.append(proto)
     for proto in conns:
         proto.send(depth)
     await asyncio.sleep(spec["warmup"])
-    stats["recording"] = True
+    stats.recording = True
     start = time.perf_counter()
     await asyncio.sleep(spec["seconds"])
-    stats["recording"] = False
+    stats.recording = False
     elapsed = time.perf_counter() - start
-    stats["running"] = False
+    stats.running = False
     await asyncio.wait_for(asyncio.gather(*(p.closed for p in conns)), timeout=30)
-    latencies = sorted(stats["latencies"])
+    latencies = sorted(stats.latencies)
 
     def pct(q: float) -> float:
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000 if latencies else 0.0
 
-    return {"rps": stats["count"] / elapsed, "count": stats["count"], "errors": stats["errors"],
-            "mismatches": stats["mismatches"], "p50_ms": pct(0.50), "p99_ms": pct(0.99)}
+    return {"rps": stats.count / elapsed, "count": stats.count, "errors": stats.errors,
+            "mismatches": stats.mismatches, "p50_ms": pct(0.50), "p99_ms": pct(0.99)}
 
 
 def loadgen_main(spec_path: str) -> int:
@@ -250,7 +276,7 @@ def loadgen_main(spec_path: str) -> int:
 
 
 def drive(workdir: Path, port: int, frames: list[bytes], connections: int, depth: int,
-          corr_at: int, check_error: bool, seconds: float = MEASURE_S) -> dict:
+          corr_at: int, check_error: bool, seconds: float = MEASURE_S) -> dict[str, Any]:
     spec = workdir / f"load-{port}.json"
     spec.write_text(json.dumps({"port": port, "frames": [f.hex() for f in frames],
                                 "connections": connections, "depth": depth, "corr_at": corr_at,
@@ -271,8 +297,10 @@ def drive(workdir: Path, port: int, frames: list[bytes], connections: int, depth
 # --- the anchor: a bare uvloop echo server ------------------------------------------------------
 
 class _Echo(asyncio.Protocol):
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream connection's transport is a Transport, but uvloop's do not subclass
+        # asyncio.Transport, so there is no isinstance to narrow it with.
+        self.transport: asyncio.Transport = transport  # type: ignore[assignment]
         self.buf = bytearray()
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -318,7 +346,7 @@ def _raise_fd_limit() -> None:
 
 
 def run(connections: int = CONNECTIONS, depth: int = DEPTH, brokers: int = BROKERS,
-        rounds: int = ROUNDS) -> dict:
+        rounds: int = ROUNDS) -> dict[str, Any]:
     _raise_fd_limit()  # inherited by the load generator
     controller = echo = None
     with tempfile.TemporaryDirectory(prefix="kraftwire-bench-") as tmp:
@@ -326,6 +354,7 @@ def run(connections: int = CONNECTIONS, depth: int = DEPTH, brokers: int = BROKE
         try:
             controller = start_controller(workdir)
             port = controller.port
+            assert controller.cluster_id is not None, "an active controller has told its cluster id"
             frames = register_brokers(port, controller.cluster_id, brokers)
             echo, echo_port = start_echo(workdir)
             ours, anchor = [], []

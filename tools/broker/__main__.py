@@ -101,6 +101,7 @@ def _state_dirs(given: Path | None, single: bool) -> Callable[[int], Path]:
 
 async def _start(fleet: Fleet) -> None:
     await fleet.start()
+    assert fleet.config is not None, "a started fleet has its configuration"
     ids = fleet.options.node_ids
     who = f"broker {ids[0]}" if len(ids) == 1 else f"{len(ids)} brokers ({ids[0]}-{ids[-1]})"
     controllers = ",".join(f"{h}:{p}" for h, p in fleet.options.bootstrap)

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from protocol.generated.messages.broker_registration_request import (
     BrokerRegistrationRequest, Feature, Listener)
+from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
 from protocol.primitives import random_uuid
 from server.controller.features import SUPPORTED_FEATURES
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
@@ -76,10 +78,10 @@ class Broker:
                                          random.Random(f"{config.seed}/{node_id}/{self.incarnation.hex()}"),
                                          config.request_timeout_s)
         self.paused_until = 0.0
-        self.task: asyncio.Task | None = None
-        self._wake: asyncio.Future | None = None
+        self.task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Future[None] | None = None
         self._wake_pending = False  # a wake-up that came while no wait was in progress
-        self._last_error = Error.NONE
+        self._last_error: int = Error.NONE
 
     # --- what others ask -------------------------------------------------------------------
     @property
@@ -98,7 +100,7 @@ class Broker:
     def can_lead(self) -> bool:
         return self.lifecycle.can_lead and not self.paused
 
-    def start(self) -> asyncio.Task:
+    def start(self) -> asyncio.Task[None]:
         self.task = asyncio.ensure_future(self.run())
         return self.task
 
@@ -168,6 +170,7 @@ class Broker:
                 response = await self.channel.call(request, REGISTRATION_VERSION)
             except ControllerUnavailable:
                 continue  # the channel has backed off and moved on
+            assert isinstance(response, BrokerRegistrationResponse)
             if self.state is State.SHUTDOWN:
                 return False
             if response.error_code == Error.NONE:
@@ -196,6 +199,7 @@ class Broker:
         except ControllerUnavailable:
             stats.heartbeats_unanswered += 1
             return Action.HEARTBEAT
+        assert isinstance(response, BrokerHeartbeatResponse)
         stats.latency.record(time.perf_counter() - sent)
         stats.heartbeats_answered += 1
         if response.error_code != Error.NONE:
@@ -229,7 +233,8 @@ class Broker:
             self._wake_pending = False
             return
         loop = asyncio.get_running_loop()
-        wake = self._wake = loop.create_future()
+        wake: asyncio.Future[None] = loop.create_future()
+        self._wake = wake
         timer = loop.call_later(max(0.0, until - loop.time()), _resolve, wake)
         if offset is not None:
             self.fetcher.wait_for(offset).add_done_callback(lambda _: _resolve(wake))
@@ -246,6 +251,6 @@ class Broker:
             self._wake_pending = True
 
 
-def _resolve(fut: asyncio.Future) -> None:
+def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

@@ -16,7 +16,8 @@ import random
 from protocol.api_keys import APIS
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.api_versions_request import ApiVersionsRequest
-from protocol.message import Message
+from protocol.generated.messages.api_versions_response import ApiVersionsResponse
+from protocol.message import Message, api_key_of
 from tools.broker.connection import ConnectionLost, KafkaConnection
 
 log = logging.getLogger("kraftwire.broker.channel")
@@ -53,10 +54,11 @@ class ControllerChannel:
     async def call(self, message: Message, version: int, timeout_s: float | None = None) -> Message:
         """The controller's answer; ControllerUnavailable if there was none or it was NOT_CONTROLLER."""
         conn = await self._connected()
-        lo, hi = self.api_versions.get(message.API_KEY, (0, -1))
+        key = api_key_of(message)
+        lo, hi = self.api_versions.get(key, (0, -1))
         if not lo <= version <= hi:
             served = f"v{lo}-v{hi}" if lo <= hi else "nothing"
-            problem = f"{self.address} serves {APIS[message.API_KEY].name} {served}, not v{version}"
+            problem = f"{self.address} serves {APIS[key].name} {served}, not v{version}"
             log.error("%s: %s", self.client_id, problem)
             self.rotate(problem)  # another controller of the list may serve it
             raise ControllerUnavailable(problem)
@@ -110,6 +112,7 @@ class ControllerChannel:
                 except ConnectionLost as exc:
                     self.rotate(f"ApiVersions failed: {exc}")
                     continue
+                assert isinstance(versions, ApiVersionsResponse)
                 if versions.error_code != Error.NONE:
                     conn.close()
                     self.rotate(f"ApiVersions answered {describe(versions.error_code)}")

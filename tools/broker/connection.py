@@ -14,7 +14,7 @@ from protocol.errors import DecodeError
 from protocol.framing import FrameReader, FrameTooLarge, begin_frame, end_frame
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.headers import encode_request_header
-from protocol.message import Message
+from protocol.message import Message, api_key_of
 from protocol.primitives import INT32
 
 MAX_RESPONSE_BYTES = 256 << 20
@@ -32,7 +32,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = FrameReader(MAX_RESPONSE_BYTES)
         # correlation id -> (api key, version, future of the decoded answer, timeout handle)
-        self.pending: dict[int, tuple[int, int, asyncio.Future, asyncio.TimerHandle]] = {}
+        self.pending: dict[int, tuple[int, int, asyncio.Future[Message], asyncio.TimerHandle]] = {}
         self.next_id = 0
         self.closed_reason: str | None = None
 
@@ -46,21 +46,23 @@ class KafkaConnection(asyncio.Protocol):
     def is_open(self) -> bool:
         return self.closed_reason is None and self.transport is not None
 
-    def request(self, message: Message, version: int, timeout: float) -> asyncio.Future:
+    def request(self, message: Message, version: int, timeout: float) -> asyncio.Future[Message]:
         """Send ``message``; the future resolves to the decoded answer or fails with ConnectionLost."""
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        if not self.is_open:
+        fut: asyncio.Future[Message] = loop.create_future()
+        transport = self.transport
+        if self.closed_reason is not None or transport is None:
             fut.set_exception(ConnectionLost(self.closed_reason or "not connected"))
             return fut
         self.next_id = (self.next_id + 1) & 0x7FFFFFFF
         cid = self.next_id
+        key = api_key_of(message)
         out = begin_frame()
-        encode_request_header(out, message.API_KEY, version, cid, self.client_id)
+        encode_request_header(out, key, version, cid, self.client_id)
         message.encode_into(out, version)
         timer = loop.call_later(timeout, self._timed_out, cid)
-        self.pending[cid] = (message.API_KEY, version, fut, timer)
-        self.transport.write(end_frame(out))
+        self.pending[cid] = (key, version, fut, timer)
+        transport.write(end_frame(out))
         return fut
 
     def _timed_out(self, cid: int) -> None:
@@ -84,6 +86,8 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream connection's transport is a Transport, but uvloop's do not subclass
+        # asyncio.Transport, so there is no isinstance to narrow it with.
         self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
-from protocol.generated.messages.fetch_response import PartitionData
+from protocol.generated.messages.fetch_response import FetchResponse, PartitionData
 from protocol.generated.messages.fetch_snapshot_request import (
     FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
+from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import iter_batches
 from server.metalog.meta_properties import StorageError
@@ -51,16 +52,16 @@ class MetadataFetcher:
         self.high_watermark = -1
         self.fetches = 0
         self.snapshots_loaded = 0
-        self._waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
 
     @property
     def offset(self) -> int:
         return self.image.offset
 
-    def wait_for(self, offset: int) -> asyncio.Future:
+    def wait_for(self, offset: int) -> asyncio.Future[None]:
         """A future resolved once the image has replayed ``offset``."""
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self.image.offset >= offset:
             fut.set_result(None)
         else:
@@ -112,6 +113,7 @@ class MetadataFetcher:
                 partition_max_bytes=MAX_BYTES)])])
         timeout = MAX_WAIT_MS / 1000 + self.channel.request_timeout_s
         response = await self.channel.call(request, FETCH_VERSION, timeout)
+        assert isinstance(response, FetchResponse)
         self.fetches += 1
         parts = [p for t in response.responses for p in t.partitions]
         code = response.error_code or (parts[0].error_code if len(parts) == 1 else Error.UNKNOWN_SERVER_ERROR)
@@ -138,6 +140,7 @@ class MetadataFetcher:
                     partition=0, current_leader_epoch=-1, position=position,
                     snapshot_id=SnapshotId(end_offset=end_offset, epoch=epoch))])])
             response = await self.channel.call(request, FETCH_SNAPSHOT_VERSION)
+            assert isinstance(response, FetchSnapshotResponse)
             parts = [p for t in response.topics for p in t.partitions]
             code = response.error_code or (parts[0].error_code if len(parts) == 1 else Error.UNKNOWN_SERVER_ERROR)
             if code != Error.NONE:

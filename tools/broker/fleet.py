@@ -15,10 +15,14 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Coroutine
+from typing import Any, Callable, Coroutine
 
+from protocol.constants import ControlledShutdownChange
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
+from protocol.generated.messages.describe_cluster_response import DescribeClusterResponse
+from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
+from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.message import Message
 from tools.broker.broker import Broker, BrokerConfig
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
@@ -73,6 +77,7 @@ async def discover_cluster_id(channel: ControllerChannel) -> str:
             response = await channel.call(DescribeClusterRequest(), DESCRIBE_CLUSTER_VERSION)
         except ControllerUnavailable:
             continue
+        assert isinstance(response, DescribeClusterResponse)
         if response.error_code == Error.NONE and response.cluster_id:
             log.info("cluster id %s (from %s)", response.cluster_id, channel.address)
             return response.cluster_id
@@ -96,11 +101,11 @@ class Fleet:
         self.faults: FaultInjector | None = None
         self.model = LagModel(options.seed, options.mean_in_sync_s, options.mean_catch_up_s)
         self.leaders = PartitionLeaders(lambda: self.image, self.brokers, self.model, self.stats, self.unreachable)
-        self._background: list[asyncio.Task] = []
+        self._background: list[asyncio.Task[None]] = []
         self.failed = asyncio.Event()  # a task died of a bug: the process should not go on
-        self._fetching: asyncio.Task | None = None
+        self._fetching: asyncio.Task[None] | None = None
 
-    def report_crash(self, task: asyncio.Task) -> None:
+    def report_crash(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             log.error("stopping: a task failed", exc_info=task.exception())
             self.failed.set()
@@ -123,7 +128,7 @@ class Fleet:
             self.faults = FaultInjector(self, o.fault_rate, o.fault_max_s, random.Random(f"{o.seed}/faults"))
             self._spawn(self.faults.run())
 
-    def _spawn(self, coro: Coroutine) -> asyncio.Task:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coro)
         task.add_done_callback(self.report_crash)
         self._background.append(task)
@@ -147,17 +152,19 @@ class Fleet:
         return racks[self.options.node_ids.index(node_id) % len(racks)] if racks else None
 
     def _start_broker(self, node_id: int) -> None:
+        assert self.config is not None and self.fetcher is not None, "brokers start after the fleet"
         broker = Broker(node_id, self._rack(node_id), self.config, self.fetcher, self.stats,
                         StateDir(self.options.state_dir(node_id)), _log_transition)
         self.brokers[node_id] = broker
         broker.start().add_done_callback(self.report_crash)
 
     def _on_record(self, record: Message, offset: int) -> None:
-        if record.NAME == "FenceBrokerRecord":
+        if isinstance(record, FenceBrokerRecord):
             broker = self.brokers.get(record.id)
             if broker is not None and broker.epoch == record.epoch:
                 broker.fenced_in_metadata(offset)
-        elif record.NAME == "BrokerRegistrationChangeRecord" and record.in_controlled_shutdown == 1:
+        elif (isinstance(record, BrokerRegistrationChangeRecord)
+              and record.in_controlled_shutdown == ControlledShutdownChange.IN_CONTROLLED_SHUTDOWN):
             broker = self.brokers.get(record.broker_id)
             if broker is not None and broker.epoch == record.broker_epoch:
                 broker.controlled_shutdown_in_metadata()
@@ -189,6 +196,7 @@ class Fleet:
 
     def restart(self, node_id: int) -> None:
         broker = self.brokers[node_id]
+        assert broker.task is not None, "a broker of the fleet has started"
         self.killed.add(node_id)  # counted as disturbed until the new incarnation starts
         broker.request_shutdown()
         loop = asyncio.get_running_loop()

@@ -17,10 +17,12 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Mapping, Protocol
 
+from protocol.constants import LeaderRecoveryState
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.alter_partition_request import (
     AlterPartitionRequest, BrokerState, PartitionData, TopicData)
-from server.controller.partitions import RECOVERED, RECOVERING
+from protocol.generated.messages.alter_partition_response import AlterPartitionResponse
+from protocol.message import Message
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from server.image.image import MetadataImage
 from tools.broker.lag import LagModel, ReplicaKey
@@ -81,8 +83,9 @@ def plan(image: MetadataImage, leads_here: Callable[[int], bool], model: LagMode
             hold = holds.get((p.topic_id, p.partition_id))
             if hold is not None and hold.partition_epoch == p.partition_epoch and now < hold.until:
                 continue
-            if p.recovery == RECOVERING:
-                isr, recovery = [p.leader], RECOVERED
+            recovery: int
+            if p.recovery == LeaderRecoveryState.RECOVERING:
+                isr, recovery = [p.leader], LeaderRecoveryState.RECOVERED
             else:
                 isr, recovery = [], p.recovery
                 for r in p.replicas:
@@ -126,7 +129,7 @@ class PartitionLeaders:
         self.model = model
         self.stats = stats
         self.holds: dict[tuple[bytes, int], Hold] = {}
-        self._sending: set[asyncio.Task] = set()  # referenced until done, or the loop may drop them
+        self._sending: set[asyncio.Task[None]] = set()  # referenced until done, or the loop may drop them
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -161,9 +164,10 @@ class PartitionLeaders:
                                         topics=list(by_topic.values()))
         self.stats.alter_partition_sent += 1
         try:
-            response = await broker.channel.call(request, ALTER_PARTITION_VERSION)
+            response: Message | None = await broker.channel.call(request, ALTER_PARTITION_VERSION)
         except ControllerUnavailable:
             response = None
+        assert response is None or isinstance(response, AlterPartitionResponse)
         now = loop.time()
         results = {} if response is None else {
             (t.topic_id, p.partition_index): p.error_code for t in response.topics for p in t.partitions}

@@ -14,15 +14,16 @@ from protocol.primitives import INT16
 from protocol.records import (
     ControlType, Record, control_message_class, parse_control_key, parse_control_value, parse_metadata_record)
 
-# The names kafka-dump-log.sh prints for the KRaft control records.
-_CONTROL_NAMES = {
+# The names kafka-dump-log.sh prints for the KRaft control records. Keyed by int: a decoded
+# control type is a plain int until it is known to be one of these.
+_CONTROL_NAMES: dict[int, str] = {
     ControlType.LEADER_CHANGE: "LeaderChange", ControlType.SNAPSHOT_HEADER: "SnapshotHeader",
     ControlType.SNAPSHOT_FOOTER: "SnapshotFooter", ControlType.KRAFT_VERSION: "KRaftVersion",
     ControlType.KRAFT_VOTERS: "KRaftVoters",
 }
 # Transaction markers: a version, then the coordinator epoch.
 _END_TXN = struct.Struct(">hi")
-_END_TXN_TYPES = {ControlType.ABORT: "Abort", ControlType.COMMIT: "Commit"}
+_END_TXN_TYPES: dict[int, str] = {ControlType.ABORT: "Abort", ControlType.COMMIT: "Commit"}
 
 
 def decode_payload(record: Record, is_control: bool) -> dict[str, Any]:
@@ -36,7 +37,8 @@ def decode_payload(record: Record, is_control: bool) -> dict[str, Any]:
 
 
 def _control(record: Record) -> dict[str, Any]:
-    control_type = parse_control_key(record.key)
+    # A missing key is refused as a short one.
+    control_type = parse_control_key(record.key or b"")
     value = record.value
     if value is None or len(value) < INT16.size:
         raise DecodeError("ControlRecord", None, 0, "the control record value is missing")
@@ -50,4 +52,6 @@ def _control(record: Record) -> dict[str, Any]:
     if cls is None:
         raise DecodeError("ControlRecord", None, 0, f"unknown control record type {control_type}")
     message = parse_control_value(value, cls)
-    return {"type": _CONTROL_NAMES[control_type], "version": message.version, "data": message.to_dict()}
+    # Every KRaft control message begins with its own Version field, which it was decoded at.
+    (version,) = INT16.unpack_from(value)
+    return {"type": _CONTROL_NAMES[control_type], "version": version, "data": message.to_dict()}

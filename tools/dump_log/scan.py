@@ -36,22 +36,23 @@ def walk(data: bytes) -> Iterator[Batch | Damage]:
     """Every whole, valid batch in order; a ``Damage`` last if the file does not end cleanly."""
     pos = 0
     while pos < len(data):
-        header, problem = _inspect(data, pos)
-        if problem is None:
-            try:
-                batch, end = decode_batch(data, pos)
-            except DecodeError as exc:
-                # The CRC matched, so these bytes were written this way: not a torn write.
-                yield Damage(pos, f"cannot decode the batch: {exc.reason} (byte {exc.offset})", False, header)
-                return
-            yield Batch(pos, header, batch)
-            pos = end
-            continue
-        yield Damage(pos, problem, not _valid_batch_after(data, pos + 1), header)
-        return
+        inspected = _inspect(data, pos)
+        if inspected[1] is not None:
+            damaged_header, problem = inspected
+            yield Damage(pos, problem, not _valid_batch_after(data, pos + 1), damaged_header)
+            return
+        header = inspected[0]
+        try:
+            batch, end = decode_batch(data, pos)
+        except DecodeError as exc:
+            # The CRC matched, so these bytes were written this way: not a torn write.
+            yield Damage(pos, f"cannot decode the batch: {exc.reason} (byte {exc.offset})", False, header)
+            return
+        yield Batch(pos, header, batch)
+        pos = end
 
 
-def _inspect(data: bytes, pos: int) -> tuple[BatchHeader | None, str | None]:
+def _inspect(data: bytes, pos: int) -> tuple[BatchHeader, None] | tuple[BatchHeader | None, str]:
     """The header at ``pos`` and why the batch there is not whole and valid (None if it is)."""
     remaining = len(data) - pos
     if remaining < HEADER_SIZE:

@@ -15,9 +15,10 @@ from protocol.client import ConnectionClosed, KafkaClient, parse_addresses
 from protocol.error_codes import Error, describe
 from protocol.errors import DecodeError
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
-from protocol.generated.messages.fetch_response import PartitionData
+from protocol.generated.messages.fetch_response import FetchResponse, PartitionData
 from protocol.generated.messages.fetch_snapshot_request import (
     FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
+from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import iter_batches
 from server.controller.result import VersionedRecord
@@ -85,6 +86,7 @@ def _fetch(client: KafkaClient, offset: int) -> PartitionData:
         topics=[FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
             FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=MAX_BYTES)])])
     response = client.request(request, FETCH_VERSION)
+    assert isinstance(response, FetchResponse)
     if response.error_code != Error.NONE:
         raise LoadError(f"Fetch failed: {describe(response.error_code)}")
     parts = [p for t in response.responses for p in t.partitions]
@@ -106,6 +108,7 @@ def _fetch_snapshot(client: KafkaClient, end_offset: int, epoch: int) -> list[Ve
                 partition=0, current_leader_epoch=-1, position=position,
                 snapshot_id=SnapshotId(end_offset=end_offset, epoch=epoch))])])
         response = client.request(request, FETCH_SNAPSHOT_VERSION)
+        assert isinstance(response, FetchSnapshotResponse)
         parts = [p for t in response.topics for p in t.partitions]
         code = response.error_code or (parts[0].error_code if len(parts) == 1 else Error.UNKNOWN_SERVER_ERROR)
         if code != Error.NONE:

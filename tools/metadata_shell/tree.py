@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Union
 
-from protocol.primitives import ZERO_UUID, uuid_to_str
+from protocol.constants import DIRECTORY_MIGRATING, ConfigResourceType, LeaderRecoveryState
+from protocol.generated.metadata.config_record import ConfigRecord
+from protocol.primitives import uuid_to_str
 from server.controller.cluster import BrokerRegistration, ControllerRegistration, Endpoint
 from server.controller.partitions import PartitionState
 from server.controller.quorum_records import MIGRATION_STATES
@@ -20,10 +22,15 @@ from server.image.image import MetadataImage
 Node = Union["Dir", str]
 Dir = dict[str, Node]
 
-# ConfigRecord resource types by Kafka's numbers.
-_RESOURCE_TYPES = {2: "topic", 4: "broker", 8: "broker_logger", 16: "client_metrics", 32: "group"}
+# Keyed by int: a record's field may hold a number these do not name.
+_RESOURCE_TYPES: dict[int, str] = {
+    ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker",
+    ConfigResourceType.BROKER_LOGGER: "broker_logger", ConfigResourceType.CLIENT_METRICS: "client_metrics",
+    ConfigResourceType.GROUP: "group",
+}
 CLUSTER_DEFAULT = "<default>"  # the broker resource named "", which holds cluster-wide defaults
-_RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
+_RECOVERY_STATES: dict[int, str] = {
+    LeaderRecoveryState.RECOVERED: "RECOVERED", LeaderRecoveryState.RECOVERING: "RECOVERING"}
 
 
 def build_tree(image: MetadataImage) -> Dir:
@@ -40,7 +47,7 @@ def build_tree(image: MetadataImage) -> Dir:
         "clientQuotas": {_entity_name(entity): {k: repr(v) for k, v in quotas.items()}
                          for entity, quotas in image.quotas.by_entity().items()},
         "scram": _scram(image),
-        "delegationToken": {token_id: _json(r.to_dict()) for token_id, r in image.delegation_tokens.tokens.items()},
+        "delegationToken": {r.token_id: _json(r.to_dict()) for _, r in image.delegation_tokens.tokens.items()},
         "producerIds": {"nextProducerId": str(image.producer_ids.next_producer_id)},
         "metadataQuorum": _quorum(image),
     }
@@ -61,8 +68,8 @@ def _quorum(image: MetadataImage) -> Dir:
 
 
 def _acls(image: MetadataImage) -> Dir:
-    return {uuid_to_str(acl_id): _json({k: v for k, v in r.to_dict().items() if k != "id"})
-            for acl_id, r in image.acls.acls.items()}
+    return {uuid_to_str(r.id): _json({k: v for k, v in r.to_dict().items() if k != "id"})
+            for _, r in image.acls.acls.items()}
 
 
 def _entity_name(entity: Entity) -> str:
@@ -79,11 +86,18 @@ def _entity_name(entity: Entity) -> str:
 
 def _scram(image: MetadataImage) -> Dir:
     node: Dir = {name: {} for name in MECHANISMS.values()}
-    for (user, mechanism), r in image.scram.credentials.items():
-        node.setdefault(MECHANISMS.get(mechanism, str(mechanism)), {})[user] = _json(
+    for _, r in image.scram.credentials.items():
+        _subdir(node, MECHANISMS.get(r.mechanism, str(r.mechanism)))[r.name] = _json(
             {"salt": r.salt.hex(), "storedKey": r.stored_key.hex(), "serverKey": r.server_key.hex(),
              "iterations": r.iterations})
     return node
+
+
+def _subdir(parent: Dir, name: str) -> Dir:
+    """The directory ``name`` of ``parent``, made empty if there is none yet."""
+    child = parent.setdefault(name, {})
+    assert isinstance(child, dict), f"{name} is a file, not a directory"
+    return child
 
 
 def _json(value: Any) -> str:
@@ -144,7 +158,7 @@ def _partition(p: PartitionState) -> Dir:
         "removingReplicas": _json(p.removing),
         "leaderRecoveryState": _RECOVERY_STATES.get(p.recovery, str(p.recovery)),
     }
-    if any(d != ZERO_UUID for d in p.directories):  # all unassigned says nothing
+    if any(d != DIRECTORY_MIGRATING for d in p.directories):  # none reported yet says nothing
         node["directories"] = _json([uuid_to_str(d) for d in p.directories])
     return node
 
@@ -152,7 +166,9 @@ def _partition(p: PartitionState) -> Dir:
 def _configs(image: MetadataImage) -> Dir:
     configs: Dir = {"topic": {}, "broker": {}}
     for record, _ in image.configs.snapshot_records():
-        kind = configs.setdefault(_RESOURCE_TYPES.get(record.resource_type, str(record.resource_type)), {})
-        resource = kind.setdefault(record.resource_name or CLUSTER_DEFAULT, {})
+        # Deletions (a None value) are replayed away: a snapshot holds only values that are set.
+        assert isinstance(record, ConfigRecord) and record.value is not None
+        kind = _subdir(configs, _RESOURCE_TYPES.get(record.resource_type, str(record.resource_type)))
+        resource = _subdir(kind, record.resource_name or CLUSTER_DEFAULT)
         resource[record.name] = record.value
     return configs
