@@ -21,7 +21,7 @@ run: setup
 
 # Only the packages whose code is typed so far; the rest of server/ and tools/ joins later.
 typecheck: setup
-	$(PY) -m mypy protocol tools/codegen captures tools/replay
+	$(PY) -m mypy protocol tools/codegen captures tools/replay tools/broker tools/bench tools/metadata_shell tools/dump_log tools/storage tools/controller_process.py tools/processes.py
 
 test: setup typecheck
 	$(PY) -m tools.codegen --check

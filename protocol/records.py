@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import crc32c
 
@@ -401,7 +401,15 @@ def control_key(control_type: int) -> bytes:
     return INT16.pack(0) + INT16.pack(control_type)
 
 
-def control_value(message: Message) -> bytes:
+class ControlMessage(Protocol):
+    """A KRaft control message (LeaderChange, SnapshotHeader/Footer, KRaftVersion, Voters)."""
+
+    version: int
+
+    def encode_into(self, out: bytearray, version: int) -> None: ...
+
+
+def control_value(message: ControlMessage) -> bytes:
     """A control record's value: the control message alone, at the version its own leading
     ``Version`` field names (Kafka puts nothing before it)."""
     out = bytearray()

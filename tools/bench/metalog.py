@@ -183,7 +183,7 @@ def load_cold(config_path: Path) -> dict[str, float]:
         setattr(owner, name, wrapper)
 
     timed(server.app, "load_latest_snapshot", "snapshot_read_s")
-    timed(server.app.ControllerServer, "_replay_log", "log_replay_s")
+    timed(server.app.MetadataLoader, "raw_batch", "log_replay_s")
     imported = time.perf_counter()
     config = load_config(config_path)
     cpu = time.process_time()
