@@ -14,7 +14,7 @@ from protocol.generated.messages.update_features_response import (
     UpdateFeaturesResponse, UpdatableFeatureResult)
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from server.controller.offsets import OffsetControl, restore_key
-from server.controller.result import ControllerResult
+from server.controller.result import ControllerResult, VersionedRecord
 
 METADATA_VERSION = "metadata.version"
 MV_3_3_IV3 = 7  # controlled-shutdown state in registrations; the oldest level Kafka 4 reads
@@ -73,7 +73,7 @@ class FeatureControl:
         The request is all-or-nothing: one bad update fails them all, as Kafka does.
         """
         results = []
-        records = []
+        records: list[VersionedRecord] = []
         failed = False
         for update in request.feature_updates:
             if version == 0:
