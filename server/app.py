@@ -209,7 +209,7 @@ class ControllerServer:
         self.log.append([encode_batch(batch)])
         controller.offsets.skip_to(self.log.end_offset)
 
-    def _on_commit_failure(self, exc: Exception) -> None:
+    def _on_commit_failure(self, exc: BaseException) -> None:
         log.error("rebuilding the controller from the durable log after a failed write: %s", exc)
         try:
             self._reload()

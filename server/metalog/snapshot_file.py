@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from protocol.errors import DecodeError
+from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
 from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
 from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
+from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.message import Message
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_message_class, control_type_of,
@@ -123,7 +125,8 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
             if header.is_control:
                 batch, end = decode_batch(data, pos)
                 for rec in batch.records:
-                    control_type = parse_control_key(rec.key)
+                    # A missing key is refused as a short one.
+                    control_type = parse_control_key(rec.key or b"")
                     if control_type == ControlType.SNAPSHOT_HEADER:
                         parse_control_value(rec.value, SnapshotHeaderRecord)
                         seen_header = True
@@ -131,7 +134,11 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
                         parse_control_value(rec.value, SnapshotFooterRecord)
                         seen_footer = True
                     elif control_type in (ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS):
-                        message = parse_control_value(rec.value, control_message_class(control_type))
+                        cls = control_message_class(control_type)
+                        message = parse_control_value(rec.value, cls) if cls is not None else None
+                        if not isinstance(message, (KRaftVersionRecord, VotersRecord)):
+                            raise DecodeError("ControlRecord", None, 0,
+                                              f"no class for control record type {control_type}")
                         records.append((message, message.version))
                     else:
                         raise DecodeError("ControlRecord", None, 0,

@@ -67,7 +67,7 @@ def leader_change_batch(base_offset: int, epoch: int, leader_id: int, voters: fr
     return encode_batch(RecordBatch(
         base_offset=base_offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
         base_timestamp=now_ms, max_timestamp=now_ms,
-        records=[Record(control_value(message, 0), control_key(ControlType.LEADER_CHANGE))]))
+        records=[Record(control_value(message), control_key(ControlType.LEADER_CHANGE))]))
 
 
 def records_batch(base_offset: int, epoch: int, values: list[bytes], now_ms: int) -> bytes:
