@@ -64,17 +64,18 @@ def assign_replicas_to_dirs(req: AssignReplicasToDirsRequest, cluster: ClusterCo
     if broker is None or broker.epoch != req.broker_epoch:
         return _refused(Error.STALE_BROKER_EPOCH)
     version = features.partition_record_version()
-    assignment = Assignment(ControllerResult([], AssignReplicasToDirsResponse()))
+    response = AssignReplicasToDirsResponse()
+    assignment = Assignment(ControllerResult([], response))
     for d in req.directories:
         online = is_online(d.id, broker.log_dirs)
         out_dir = DirectoryData(id=d.id)
-        assignment.result.response.directories.append(out_dir)
+        response.directories.append(out_dir)
         for t in d.topics:
             topic = replication.topics.get(t.topic_id)
             out_topic = TopicData(topic_id=t.topic_id)
             out_dir.topics.append(out_topic)
             for part in t.partitions:
-                code = Error.UNKNOWN_TOPIC_ID
+                code: int = Error.UNKNOWN_TOPIC_ID
                 if topic is not None:
                     code, p = _placement(topic.partitions, part.partition_index, req.broker_id)
                     if p is not None:
