@@ -38,6 +38,9 @@ log = logging.getLogger("kraftwire.apis")
 # A response still to come (a long poll) is a future the handler completes by itself.
 Reply = Message | asyncio.Future[Message]
 Handler = Callable[[Message, int], tuple[Reply, int]]
+# The visible offset of a response the router need not hold back: it reflects only committed
+# state, or it waits by itself (a long poll, a forwarded request).
+NO_WAIT = -1
 T = TypeVar("T")
 U = TypeVar("U")
 
@@ -172,9 +175,9 @@ class Router:
             self.register(key, self._writer(name))
         for key, name in READS.items():
             self.register(key, self._reader(name))
-        self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), -1))
+        self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
         self.register(ApiKey.ENVELOPE, accepting(
-            EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), -1)))
+            EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
 
     def _writer(self, name: str) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:

@@ -21,7 +21,7 @@ from protocol.generated.metadata.abort_transaction_record import AbortTransactio
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
-from server.apis import Router
+from server.apis import NO_WAIT, Router
 from server.config import ControllerConfig
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
@@ -79,11 +79,11 @@ class ControllerServer:
             self.log, self.committer, self.cluster_id, config.node_id, self.epoch,
             sorted(config.voters) or [config.node_id], (advertised.host, advertised.port))
         self.router.register(ApiKey.FETCH, accepting(
-            FetchRequest, lambda r, v: (self.fetch_server.fetch(r, v), -1)))
+            FetchRequest, lambda r, v: (self.fetch_server.fetch(r, v), NO_WAIT)))
         self.router.register(ApiKey.DESCRIBE_QUORUM, accepting(
-            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), -1)))
+            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT)))
         self.router.register(ApiKey.FETCH_SNAPSHOT, accepting(
-            FetchSnapshotRequest, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), -1)))
+            FetchSnapshotRequest, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), NO_WAIT)))
         self.fetch_server.snapshot = self.snapshot
         self._snapshot_wanted = False
         self._snapshotting = False

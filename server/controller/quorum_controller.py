@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Iterable
 
+from protocol.constants import EndpointType
 from protocol.error_codes import Error
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
@@ -61,8 +62,6 @@ from server.controller.replication import ReplicationControl
 from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord, accepting
 from server.controller.scram import ScramControl
 from server.controller.topics import TopicAdmin
-
-BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 
 
 @dataclass
@@ -340,11 +339,11 @@ class QuorumController:
 
     def describe_cluster(self, req: DescribeClusterRequest, version: int) -> DescribeClusterResponse:
         response = DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.node_id,
-                                           endpoint_type=req.endpoint_type if version >= 1 else 1)
-        if version >= 1 and req.endpoint_type == CONTROLLER_ENDPOINTS:
+                                           endpoint_type=req.endpoint_type if version >= 1 else EndpointType.BROKER)
+        if version >= 1 and req.endpoint_type == EndpointType.CONTROLLER:
             response.brokers = [DescribeClusterBroker(broker_id=cid, host=e.host, port=e.port)
                                 for cid, e in self._controller_endpoints()]
-        elif version >= 1 and req.endpoint_type != BROKER_ENDPOINTS:
+        elif version >= 1 and req.endpoint_type != EndpointType.BROKER:
             response.error_code = Error.UNSUPPORTED_ENDPOINT_TYPE
             response.error_message = f"unknown endpoint type {req.endpoint_type}"
         else:
