@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol.constants import DIRECTORY_LOST, DIRECTORY_MIGRATING, DIRECTORY_UNASSIGNED
 from protocol.error_codes import Error
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.assign_replicas_to_dirs_response import (
@@ -27,21 +28,15 @@ from server.controller.result import ControllerResult, VersionedRecord
 # BrokerRegistrationChangeRecord carries LogDirs from this version on.
 _REGISTRATION_CHANGE_WITH_DIRS = 2
 
-# Directory ids with a meaning of their own; no real directory has one.
-MIGRATING = bytes(16)  # placed before directories were tracked: wherever it is, it is online
-UNASSIGNED = bytes(15) + b"\x01"  # not placed yet
-LOST = bytes(15) + b"\x02"  # its directory failed and is gone
-
-
 def is_online(directory: bytes, online: list[bytes]) -> bool:
     """Whether a broker with these online log directories can serve a replica in ``directory``.
 
     A registration with no directories comes from before directories were tracked (or lost
     them in a metadata.version upgrade); the broker is trusted until it registers them again.
     """
-    if directory in (MIGRATING, UNASSIGNED):
+    if directory in (DIRECTORY_MIGRATING, DIRECTORY_UNASSIGNED):
         return True
-    if directory == LOST:
+    if directory == DIRECTORY_LOST:
         return False
     return not online or directory in online
 
