@@ -21,7 +21,7 @@ run: setup
 
 # Only the packages whose code is typed so far; the rest of server/ and tools/ joins later.
 typecheck: setup
-	$(PY) -m mypy protocol tools/codegen captures tools/replay
+	$(PY) -m mypy protocol tools/codegen captures tools/replay server
 
 test: setup typecheck
 	$(PY) -m tools.codegen --check
