@@ -48,6 +48,7 @@ _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation id
 _FRAME_SIZE = INT32.size
 
+
 @dataclass(frozen=True)
 class Route:
     """Everything version-specific about serving one (API, version): the generated decoder

@@ -28,6 +28,7 @@ from server.controller.result import ControllerResult, VersionedRecord
 # BrokerRegistrationChangeRecord carries LogDirs from this version on.
 _REGISTRATION_CHANGE_WITH_DIRS = 2
 
+
 def is_online(directory: bytes, online: list[bytes]) -> bool:
     """Whether a broker with these online log directories can serve a replica in ``directory``.
 
