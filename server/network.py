@@ -65,6 +65,7 @@ class Connection(asyncio.Protocol):
         self.capture = None  # set by the server when traffic is being captured
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream listener always passes a Transport; asyncio.Protocol declares the base class.
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
