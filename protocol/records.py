@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Iterator, Protocol
+from typing import Iterator, Protocol, runtime_checkable
 
 import crc32c
 
@@ -401,9 +401,11 @@ def control_key(control_type: int) -> bytes:
     return INT16.pack(0) + INT16.pack(control_type)
 
 
+@runtime_checkable
 class ControlMessage(Protocol):
     """A KRaft control message (LeaderChange, SnapshotHeader/Footer, KRaftVersion, Voters)."""
 
+    NAME: str
     version: int
 
     def encode_into(self, out: bytearray, version: int) -> None: ...
@@ -437,7 +439,7 @@ def control_message_class(control_type: int) -> type[Message] | None:
     return _control_classes().get(control_type)
 
 
-def control_type_of(message: Message) -> int:
+def control_type_of(message: ControlMessage) -> int:
     """The control record type that carries ``message``."""
     for control_type, cls in _control_classes().items():
         if type(message) is cls:

@@ -17,9 +17,10 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from protocol.api_keys import API_VERSIONS_KEY, APIS, Api
+from protocol.api_keys import APIS, Api
 from protocol.error_codes import Error
 from protocol.errors import DecodeError
+from protocol.generated.messages import ApiKey
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from protocol.generated.messages.envelope_request import EnvelopeRequest
 from protocol.generated.messages.envelope_response import EnvelopeResponse
@@ -28,20 +29,24 @@ from protocol.message import Message
 from protocol.primitives import INT16, INT32
 from server.context import ANONYMOUS, RequestContext, forwarded_address, forwarded_principal
 from server.controller.quorum_controller import Applied, QuorumController
+from server.controller.result import accepting
 from server.metalog.committer import Committer
 from server.network import Connection, RequestRejected
 
 log = logging.getLogger("kraftwire.apis")
 
-Handler = Callable[[Message, int], tuple[Message, int]]
+# A response still to come (a long poll) is a future the handler completes by itself.
+Reply = Message | asyncio.Future[Message]
+Handler = Callable[[Message, int], tuple[Reply, int]]
+# The visible offset of a response the router need not hold back: it reflects only committed
+# state, or it waits by itself (a long poll, a forwarded request).
+NO_WAIT = -1
 T = TypeVar("T")
 U = TypeVar("U")
 
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation id
 _FRAME_SIZE = INT32.size
-
-ENVELOPE_KEY = 58
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ def with_error(response: Message, code: int) -> Message:
     return response
 
 
-def _then(result: T | asyncio.Future, then: Callable[[T], U]) -> U | asyncio.Future:
+def _then(result: T | asyncio.Future[T], then: Callable[[T], U]) -> U | asyncio.Future[U]:
     """``then(result)``, at once or, for a response still to come, once it has come."""
     if not isinstance(result, asyncio.Future):
         return then(result)
@@ -131,15 +136,28 @@ FORWARDABLE = {
 # API key -> the QuorumController method that serves it. Writes append records and wait for
 # them; reads wait only for what they could have seen.
 WRITES = {
-    62: "register_broker", 63: "broker_heartbeat", 64: "unregister_broker", 57: "update_features",
-    70: "register_controller", 19: "create_topics", 20: "delete_topics", 37: "create_partitions",
-    56: "alter_partition", 43: "elect_leaders", 45: "alter_reassignments",
-    44: "incremental_alter_configs", 33: "alter_configs", 73: "assign_replicas_to_dirs",
-    67: "allocate_producer_ids",
+    ApiKey.BROKER_REGISTRATION: "register_broker",
+    ApiKey.BROKER_HEARTBEAT: "broker_heartbeat",
+    ApiKey.UNREGISTER_BROKER: "unregister_broker",
+    ApiKey.UPDATE_FEATURES: "update_features",
+    ApiKey.CONTROLLER_REGISTRATION: "register_controller",
+    ApiKey.CREATE_TOPICS: "create_topics",
+    ApiKey.DELETE_TOPICS: "delete_topics",
+    ApiKey.CREATE_PARTITIONS: "create_partitions",
+    ApiKey.ALTER_PARTITION: "alter_partition",
+    ApiKey.ELECT_LEADERS: "elect_leaders",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "alter_reassignments",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
+    ApiKey.ALTER_CONFIGS: "alter_configs",
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: "assign_replicas_to_dirs",
+    ApiKey.ALLOCATE_PRODUCER_IDS: "allocate_producer_ids",
 }
 READS = {
-    60: "describe_cluster", 3: "metadata", 75: "describe_topic_partitions",
-    46: "list_reassignments", 32: "describe_configs",
+    ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
+    ApiKey.METADATA: "metadata",
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: "describe_topic_partitions",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_reassignments",
+    ApiKey.DESCRIBE_CONFIGS: "describe_configs",
 }
 
 
@@ -158,18 +176,21 @@ class Router:
             self.register(key, self._writer(name))
         for key, name in READS.items():
             self.register(key, self._reader(name))
-        self.register(API_VERSIONS_KEY, lambda request, version: (self.api_versions(version), -1))
-        self.register(ENVELOPE_KEY, lambda request, version: (self._unwrap(request, self.context), -1))
+        self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
+        self.register(ApiKey.ENVELOPE, accepting(
+            EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
 
     def _writer(self, name: str) -> Handler:
-        def handle(request: Message, version: int) -> tuple[Message, int]:
+        def handle(request: Message, version: int) -> tuple[Reply, int]:
             applied: Applied = getattr(self.controller, name)(request, version)
             self.committer.submit(applied.records, applied.base_offset)
+            if applied.response is None:
+                raise ValueError(f"{name} produced no response")
             return applied.response, self.controller.last_applied_offset
         return handle
 
     def _reader(self, name: str) -> Handler:
-        def handle(request: Message, version: int) -> tuple[Message, int]:
+        def handle(request: Message, version: int) -> tuple[Reply, int]:
             return getattr(self.controller, name)(request, version), self.controller.last_applied_offset
         return handle
 
@@ -183,16 +204,19 @@ class Router:
         return self.version_limits.get(api.key, (api.min_version, api.max_version))
 
     # --- dispatch ---------------------------------------------------------------------------
-    def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future | None:
+    def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future[bytes]:
         if len(frame) < _PREFIX.size:
             raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
         key, version, correlation_id = _PREFIX.unpack_from(frame)
         route = self._routes.get((key, version)) or self._route(key, version)
         if route is None:
-            if key == API_VERSIONS_KEY:
+            if key == ApiKey.API_VERSIONS:
                 # Kafka answers an ApiVersions it cannot read with a v0 body listing what it
                 # does support, so the client can retry at a version both sides know.
-                return self._encode(self._route(API_VERSIONS_KEY, 0), correlation_id, ApiVersionsResponse(
+                fallback = self._route(ApiKey.API_VERSIONS, 0)
+                if fallback is None:
+                    raise RequestRejected(self._refusal(key, version))
+                return self._encode(fallback, correlation_id, ApiVersionsResponse(
                     error_code=Error.UNSUPPORTED_VERSION, api_keys=self._api_versions_list()))
             raise RequestRejected(self._refusal(key, version))
         pos = _body_start(frame, route.flexible_header)
@@ -205,7 +229,7 @@ class Router:
         return _then(self._serve(route, request, conn.context),
                      lambda response: self._encode(route, correlation_id, response))
 
-    def _serve(self, route: Route, request: Message, context: RequestContext) -> Message | asyncio.Future:
+    def _serve(self, route: Route, request: Message, context: RequestContext) -> Reply:
         """The response, or a future of it when it must wait for a commit or a long poll."""
         self.context = context
         response, visible = route.handler(request, route.version)
@@ -216,7 +240,7 @@ class Router:
             return response
         out = asyncio.get_running_loop().create_future()
 
-        def release(f: asyncio.Future) -> None:
+        def release(f: asyncio.Future[None]) -> None:
             if f.exception() is not None:
                 # The records behind this answer never became durable: tell the client to
                 # retry instead of pretending it worked.
@@ -235,8 +259,10 @@ class Router:
         lo, hi = self.served_versions(api)
         if not lo <= version <= hi:
             return None
-        route = Route(api, version, api.request_header_version(version) == 2,
-                      api.request._DECODERS[version], api.response._ENCODERS[version],
+        decode, encode = api.request._DECODERS[version], api.response._ENCODERS[version]
+        if decode is None or encode is None:
+            return None
+        route = Route(api, version, api.request_header_version(version) == 2, decode, encode,
                       b"\x00" if api.response_header_version(version) == 1 else b"",
                       self.handlers[key])
         self._routes[(key, version)] = route
@@ -250,7 +276,7 @@ class Router:
         return f"{api.name} v{version} is not supported (v{lo}-v{hi})"
 
     # --- Envelope ---------------------------------------------------------------------------
-    def _unwrap(self, envelope: EnvelopeRequest, context: RequestContext) -> EnvelopeResponse | asyncio.Future:
+    def _unwrap(self, envelope: EnvelopeRequest, context: RequestContext) -> Reply:
         """Serve the request a broker forwarded, as its client's. The errors are Kafka's: the
         principal or address unreadable, or an API that may not be forwarded, fail the
         envelope itself; an inner request that cannot be parsed is UNSUPPORTED_VERSION, to

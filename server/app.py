@@ -13,15 +13,20 @@ import os
 import time
 from pathlib import Path
 
+from protocol.generated.messages import ApiKey
+from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest
+from protocol.generated.messages.fetch_request import FetchRequest
+from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
 from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
+from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
-from server.apis import Router
+from server.apis import NO_WAIT, Router
 from server.config import ControllerConfig
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
-from server.controller.result import ControllerResult
+from server.controller.result import ControllerResult, accepting
 from server.image.loader import MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
 from server.metalog.committer import Committer, encode_batches
@@ -73,9 +78,12 @@ class ControllerServer:
         self.fetch_server = MetadataFetchServer(
             self.log, self.committer, self.cluster_id, config.node_id, self.epoch,
             sorted(config.voters) or [config.node_id], (advertised.host, advertised.port))
-        self.router.register(1, lambda r, v: (self.fetch_server.fetch(r, v), -1))
-        self.router.register(55, lambda r, v: (self.fetch_server.describe_quorum(r, v), -1))
-        self.router.register(59, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), -1))
+        self.router.register(ApiKey.FETCH, accepting(
+            FetchRequest, lambda r, v: (self.fetch_server.fetch(r, v), NO_WAIT)))
+        self.router.register(ApiKey.DESCRIBE_QUORUM, accepting(
+            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT)))
+        self.router.register(ApiKey.FETCH_SNAPSHOT, accepting(
+            FetchSnapshotRequest, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), NO_WAIT)))
         self.fetch_server.snapshot = self.snapshot
         self._snapshot_wanted = False
         self._snapshotting = False
@@ -201,7 +209,7 @@ class ControllerServer:
         self.log.append([encode_batch(batch)])
         controller.offsets.skip_to(self.log.end_offset)
 
-    def _on_commit_failure(self, exc: Exception) -> None:
+    def _on_commit_failure(self, exc: BaseException) -> None:
         log.error("rebuilding the controller from the durable log after a failed write: %s", exc)
         try:
             self._reload()
@@ -269,7 +277,7 @@ class ControllerServer:
     def _check_leases(self) -> None:
         applied = self.controller.fence_expired_brokers()
         if applied.records:
-            fenced = [r.id for r, _ in applied.records if r.NAME == "FenceBrokerRecord"]
+            fenced = [r.id for r, _ in applied.records if isinstance(r, FenceBrokerRecord)]
             shown = ", ".join(map(str, fenced[:10])) + (f" and {len(fenced) - 10} more" if len(fenced) > 10 else "")
             log.info("fencing brokers [%s]: their sessions expired", shown)
             self.committer.submit(applied.records, applied.base_offset)

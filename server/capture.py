@@ -54,7 +54,8 @@ class ServerCapture:
     def connection(self) -> ConnectionCapture:
         return ConnectionCapture(self)
 
-    def _open(self, capture: ConnectionCapture, client: tuple[str, int], server: tuple[str, int]):
+    def _open(self, capture: ConnectionCapture, client: tuple[str, int],
+              server: tuple[str, int]) -> pcapng_writer.Connection | None:
         if not self.open:
             return None
         self._live[capture] = None

@@ -391,13 +391,13 @@ def _security_map(reader: _Reader, listeners: list[Listener],
             given[name.strip().upper()] = protocol
     effective = {}
     for lsn in listeners:
-        protocol = given.get(lsn.name)
-        if protocol is None:
+        security = given.get(lsn.name)
+        if security is None:
             raise ConfigError(key, f"no security protocol for listener {lsn.name}")
-        if protocol not in SUPPORTED_PROTOCOLS:
-            raise ConfigError(key, f"listener {lsn.name} uses {protocol}; kraftwire serves "
+        if security not in SUPPORTED_PROTOCOLS:
+            raise ConfigError(key, f"listener {lsn.name} uses {security}; kraftwire serves "
                                    f"only {', '.join(sorted(SUPPORTED_PROTOCOLS))} (it has no TLS or SASL)")
-        effective[lsn.name] = protocol
+        effective[lsn.name] = security
     return effective
 
 

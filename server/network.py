@@ -53,7 +53,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         # Who the client is, for every request it sends; authentication will set the principal.
         self.context = RequestContext(ANONYMOUS, "?")
-        self._queue: deque = deque()
+        self._queue: deque[bytes | Pending] = deque()
         self._closed = False
         # Whole frames received but not yet handled: at most FRAMES_PER_TURN are handled before
         # the event loop turns to other connections.
@@ -65,6 +65,7 @@ class Connection(asyncio.Protocol):
         self.capture = None  # set by the server when traffic is being captured
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream listener always passes a Transport; asyncio.Protocol declares the base class.
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -133,7 +134,7 @@ class Connection(asyncio.Protocol):
                 out.append(result)
             else:
                 queue.append(result)
-                if type(result) is not bytes:
+                if not isinstance(result, bytes):
                     result.add_done_callback(self._drain)
         self._write(out)
         if queue:
@@ -167,7 +168,7 @@ class Connection(asyncio.Protocol):
         out: list[bytes] = []
         while queue and not self._closed:
             head = queue[0]
-            if type(head) is not bytes:
+            if not isinstance(head, bytes):
                 if not head.done():
                     break
                 try:
@@ -184,12 +185,13 @@ class Connection(asyncio.Protocol):
     def _write(self, frames: list[bytes]) -> None:
         """Send answers in order with one write: a system call per answer would cost more than
         producing most answers."""
-        if not frames or self.transport.is_closing():
+        transport = self.transport
+        if not frames or transport is None or transport.is_closing():
             return  # nothing to send, or the peer went away and connection_lost is on its way
         if self.capture is not None:
             for frame in frames:
                 self.capture.server_to_client(frame)
-        self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+        transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     def reject(self, reason: str) -> None:
         """Close this connection after one log line."""

@@ -13,7 +13,7 @@ from server.controller.result import VersionedRecord
 
 class AclControl:
     def __init__(self, offsets: OffsetControl) -> None:
-        self.acls: RecordTable[AccessControlEntryRecord] = RecordTable(offsets, "ACL")
+        self.acls: RecordTable[bytes, AccessControlEntryRecord] = RecordTable(offsets, "ACL")
 
     def replay_add(self, record: AccessControlEntryRecord) -> None:
         self.acls.put(record.id, record)

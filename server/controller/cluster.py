@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
+from protocol.constants import ControlledShutdownChange, FencingChange
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
@@ -274,7 +275,7 @@ class ClusterControl:
     def _enter_controlled_shutdown(self, broker: BrokerRegistration) -> VersionedRecord:
         # Version 1, as Kafka writes it at every metadata.version: the change has no log dirs.
         return BrokerRegistrationChangeRecord(broker_id=broker.broker_id, broker_epoch=broker.epoch,
-                                              in_controlled_shutdown=1), 1
+                                              in_controlled_shutdown=ControlledShutdownChange.IN_CONTROLLED_SHUTDOWN), 1
 
     def expired_brokers(self, now_ms: int) -> list[int]:
         """Unfenced brokers whose lease has run out."""
@@ -349,10 +350,10 @@ class ClusterControl:
             return
         if self.offsets.recording:
             self.offsets.on_undo(restore_attrs(broker, _LIFECYCLE))
-        if rec.fenced is not None and rec.fenced != 0:
-            broker.fenced = rec.fenced > 0
-        if rec.in_controlled_shutdown is not None and rec.in_controlled_shutdown != 0:
-            broker.in_controlled_shutdown = rec.in_controlled_shutdown > 0
+        if rec.fenced is not None and rec.fenced != FencingChange.NONE:
+            broker.fenced = rec.fenced > FencingChange.NONE
+        if rec.in_controlled_shutdown is not None and rec.in_controlled_shutdown != ControlledShutdownChange.NONE:
+            broker.in_controlled_shutdown = rec.in_controlled_shutdown > ControlledShutdownChange.NONE
             if broker.in_controlled_shutdown:
                 broker.controlled_shutdown_offset = offset
         if rec.log_dirs:

@@ -11,27 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any, Callable
+
+from protocol.constants import ConfigType
 
 _LONG_MAX = 9223372036854775807  # Java Long.MAX_VALUE: "never" in Kafka defaults
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
-
-
-class ConfigType(IntEnum):
-    """DescribeConfigs v3+ ConfigType ids."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
 
 
 # A validator gets a parsed value and returns why it is unacceptable, or None.

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from enum import IntEnum
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
+from protocol.constants import AlterConfigOpType, ConfigResourceType, ConfigSource, ConfigType
 from protocol.error_codes import Error
 from protocol.generated.messages import alter_configs_response as legacy
 from protocol.generated.messages import incremental_alter_configs_response as incremental
@@ -26,8 +26,7 @@ from protocol.generated.messages.incremental_alter_configs_request import (
     AlterableConfig, IncrementalAlterConfigsRequest)
 from protocol.generated.metadata.config_record import ConfigRecord
 from server.controller.config_defs import (
-    BROKER_CONFIGS, DEFINITIONS, TOPIC_CONFIGS, ConfigDef, ConfigType, Synonym, check, parse, split_list,
-    to_topic_units)
+    BROKER_CONFIGS, DEFINITIONS, TOPIC_CONFIGS, ConfigDef, Synonym, check, parse, split_list, to_topic_units)
 from server.controller.offsets import OffsetControl
 from server.controller.result import ControllerResult, VersionedRecord
 from server.controller.topic_names import topic_name_problem
@@ -40,27 +39,7 @@ TopicExists = Callable[[str], bool]
 BrokerExists = Callable[[int], bool]
 # The resource types Kafka's ConfigResource.Type knows (topic, broker, broker logger, client
 # metrics, group); any other is UNSUPPORTED_VERSION, as in Kafka.
-_KAFKA_RESOURCE_TYPES = frozenset({2, 4, 8, 16, 32})
-
-
-class ResourceType(IntEnum):
-    TOPIC = 2
-    BROKER = 4
-
-
-class ConfigSource(IntEnum):
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-
-
-class OpType(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
+_KAFKA_RESOURCE_TYPES = frozenset(ConfigResourceType) - {ConfigResourceType.UNKNOWN}
 
 
 class _Rejected(Exception):
@@ -115,7 +94,7 @@ class ConfigControl:
                 del self._configs[key]
 
     def forget_topic(self, name: str) -> None:
-        key = (int(ResourceType.TOPIC), name)
+        key = (int(ConfigResourceType.TOPIC), name)
         if self.offsets.recording:
             self._save_resource(key)
         self._configs.pop(key, None)
@@ -142,7 +121,7 @@ class ConfigControl:
         return to_topic_units(chain[0].synonym, chain[0].value) if chain else defn.default or ""
 
     def topic_configs(self, topic: str) -> dict[str, str]:
-        return dict(self._resource(ResourceType.TOPIC, topic))
+        return dict(self._resource(ConfigResourceType.TOPIC, topic))
 
     def min_insync_replicas(self, topic: str) -> int:
         return self._typed_topic_value(topic, "min.insync.replicas")
@@ -173,9 +152,9 @@ class ConfigControl:
         return self._configs.get((rtype, rname), {})
 
     def _topic_chain(self, topic: str, defn: ConfigDef) -> list[_Found]:
-        own = self._resource(ResourceType.TOPIC, topic).get(defn.name)
+        own = self._resource(ConfigResourceType.TOPIC, topic).get(defn.name)
         found = [] if own is None else [
-            _Found(defn.name, own, ConfigSource.DYNAMIC_TOPIC_CONFIG, Synonym(defn.name))]
+            _Found(defn.name, own, ConfigSource.TOPIC_CONFIG, Synonym(defn.name))]
         return found + self._broker_chain(defn.synonyms, broker=None)
 
     def _broker_chain(self, synonyms: Iterable[Synonym], broker: str | None) -> list[_Found]:
@@ -183,8 +162,8 @@ class ConfigControl:
         synonyms: by level, then by the synonyms' own order within a level."""
         levels: list[tuple[ConfigSource, Mapping[str, str]]] = []
         if broker is not None:
-            levels.append((ConfigSource.DYNAMIC_BROKER_CONFIG, self._resource(ResourceType.BROKER, broker)))
-        cluster = self._resource(ResourceType.BROKER, CLUSTER_DEFAULT)
+            levels.append((ConfigSource.DYNAMIC_BROKER_CONFIG, self._resource(ConfigResourceType.BROKER, broker)))
+        cluster = self._resource(ConfigResourceType.BROKER, CLUSTER_DEFAULT)
         levels += [
             (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, cluster),
             (ConfigSource.STATIC_BROKER_CONFIG, self._static),
@@ -197,7 +176,7 @@ class ConfigControl:
     def validate(self, resource_type: int, name: str, value: str | None) -> str | None:
         """Why `name = value` cannot be set on a resource of this type, or None. A None value
         is a deletion: allowed for any key, so keys that are no longer valid can be cleaned up."""
-        if resource_type not in (ResourceType.TOPIC, ResourceType.BROKER):
+        if resource_type not in (ConfigResourceType.TOPIC, ConfigResourceType.BROKER):
             return f"Resource type {resource_type} has no configs here"
         if value is None:
             return None
@@ -207,7 +186,7 @@ class ConfigControl:
         return problem if problem is not None or defn is None else check(defn, value)
 
     def create_topic_records(self, topic: str, configs: dict[str, str]) -> list[VersionedRecord]:
-        return [_record(ResourceType.TOPIC, topic, name, value) for name, value in configs.items()]
+        return [_record(ConfigResourceType.TOPIC, topic, name, value) for name, value in configs.items()]
 
     # --- DescribeConfigs ------------------------------------------------------------------
     def describe_configs(self, req: DescribeConfigsRequest, version: int, topic_exists: TopicExists,
@@ -219,7 +198,7 @@ class ConfigControl:
             try:
                 _check_name(res.resource_type, res.resource_name)
                 if not _exists(res.resource_type, res.resource_name, topic_exists, broker_exists):
-                    if res.resource_type == ResourceType.TOPIC:
+                    if res.resource_type == ConfigResourceType.TOPIC:
                         raise _Rejected(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name!r} does not exist.")
                     # Kafka's controller describes no broker but itself; this one describes any
                     # node it knows, and refuses other ids as Kafka does.
@@ -235,7 +214,7 @@ class ConfigControl:
     def _described(self, res: DescribeConfigsResource) -> list[_Described]:
         # Kafka treats an empty key list like a null one: describe everything.
         wanted = set(res.configuration_keys) if res.configuration_keys else None
-        if res.resource_type == ResourceType.TOPIC:
+        if res.resource_type == ConfigResourceType.TOPIC:
             entries = [self._describe_topic_config(res.resource_name, name) for name in TOPIC_CONFIGS]
         elif res.resource_name == CLUSTER_DEFAULT:
             entries = self._describe_cluster_defaults()
@@ -254,7 +233,7 @@ class ConfigControl:
     def _describe_cluster_defaults(self) -> list[_Described]:
         # Like Kafka, the cluster-default resource lists only what is set at that level.
         source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-        cluster = self._resource(ResourceType.BROKER, CLUSTER_DEFAULT)
+        cluster = self._resource(ConfigResourceType.BROKER, CLUSTER_DEFAULT)
         return [_Described(name, _broker_def(name), value, source,
                            [_Found(name, value, source, Synonym(name))])
                 for name, value in sorted(cluster.items())]
@@ -263,7 +242,7 @@ class ConfigControl:
         # The static level is this controller's server.properties: the only file it reads, and
         # the one its cluster-wide decisions fall back to.
         custom = {name for rname in (broker, CLUSTER_DEFAULT)
-                  for name in self._resource(ResourceType.BROKER, rname) if name not in DEFINITIONS}
+                  for name in self._resource(ConfigResourceType.BROKER, rname) if name not in DEFINITIONS}
         described = []
         for name in sorted(set(BROKER_CONFIGS) | custom):
             defn = _broker_def(name)
@@ -312,7 +291,7 @@ class ConfigControl:
                 _check_name(rtype, rname)
                 changes = changes_of(rtype, rname, _last_per_key(res.configs))
                 if not _exists(rtype, rname, topic_exists, broker_exists):
-                    if rtype == ResourceType.TOPIC:
+                    if rtype == ConfigResourceType.TOPIC:
                         raise _Rejected(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {rname!r} does not exist.")
                     raise _Rejected(Error.BROKER_ID_NOT_REGISTERED, f"No node with id {rname} found.")
             except _Rejected as exc:
@@ -339,13 +318,13 @@ class ConfigControl:
     def _apply(self, rtype: int, rname: str, op: AlterableConfig) -> str | None:
         """The value `op` leaves behind for its key; None means unset."""
         kind = op.config_operation
-        if kind == OpType.DELETE:
+        if kind == AlterConfigOpType.DELETE:
             return None
-        if kind not in (OpType.SET, OpType.APPEND, OpType.SUBTRACT):
+        if kind not in (AlterConfigOpType.SET, AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT):
             raise _Rejected(Error.INVALID_REQUEST, f"Unknown operation {kind} for config {op.name}")
         if op.value is None:
-            raise _Rejected(Error.INVALID_CONFIG, f"{OpType(kind).name} of config {op.name} needs a value")
-        if kind == OpType.SET:
+            raise _Rejected(Error.INVALID_CONFIG, f"{AlterConfigOpType(kind).name} of config {op.name} needs a value")
+        if kind == AlterConfigOpType.SET:
             return op.value
         problem = _name_problem(rtype, op.name)
         if problem is not None:
@@ -353,12 +332,12 @@ class ConfigControl:
         defn = DEFINITIONS.get(op.name)
         if defn is None or defn.type is not ConfigType.LIST:
             raise _Rejected(Error.INVALID_CONFIG,
-                            f"Can't {OpType(kind).name} to key {op.name} because its type is not LIST.")
+                            f"Can't {AlterConfigOpType(kind).name} to key {op.name} because its type is not LIST.")
         items = split_list(self._list_base(rtype, rname, defn))
         for item in split_list(op.value):
-            if kind == OpType.SUBTRACT and item in items:
+            if kind == AlterConfigOpType.SUBTRACT and item in items:
                 items.remove(item)
-            elif kind == OpType.APPEND and item not in items:
+            elif kind == AlterConfigOpType.APPEND and item not in items:
                 items.append(item)
         return ",".join(items)
 
@@ -368,7 +347,7 @@ class ConfigControl:
         own = self._resource(rtype, rname).get(defn.name)
         if own is not None:
             return own
-        if rtype == ResourceType.TOPIC:
+        if rtype == ConfigResourceType.TOPIC:
             return self.topic_value(rname, defn.name)
         chain = self._broker_chain((Synonym(defn.name),), rname or None)
         return chain[0].value if chain else ""
@@ -394,13 +373,13 @@ class ConfigControl:
 
 def _check_name(rtype: int, rname: str) -> None:
     """The resource type and name are ones configs can be kept for; Kafka's words."""
-    if rtype == ResourceType.BROKER:
+    if rtype == ConfigResourceType.BROKER:
         if rname == CLUSTER_DEFAULT or (_BROKER_ID.fullmatch(rname) and int(rname) <= 2**31 - 1):
             return
         if re.fullmatch(r"-[0-9]{1,10}", rname):
             raise _Rejected(Error.INVALID_REQUEST, "Invalid negative broker ID.")
         raise _Rejected(Error.INVALID_REQUEST, "Unable to parse broker name as a base 10 number.")
-    if rtype != ResourceType.TOPIC:
+    if rtype != ConfigResourceType.TOPIC:
         raise _Rejected(Error.INVALID_REQUEST,
                         f"Resource type {rtype} is not supported; use TOPIC or BROKER.")
     if rname == "":
@@ -413,7 +392,7 @@ def _check_name(rtype: int, rname: str) -> None:
 def _exists(rtype: int, rname: str, topic_exists: TopicExists, broker_exists: BrokerExists) -> bool:
     """Configs may be set on an existing topic, the cluster default, or a node the controller
     knows: a registered broker or a controller."""
-    if rtype == ResourceType.TOPIC:
+    if rtype == ConfigResourceType.TOPIC:
         return topic_exists(rname)
     return rname == CLUSTER_DEFAULT or broker_exists(int(rname))
 
@@ -426,7 +405,7 @@ def _last_per_key(configs: list) -> list:
 def _name_problem(rtype: int, name: str) -> str | None:
     """Why `name` cannot be set on a TOPIC or BROKER resource, or None."""
     defn = DEFINITIONS.get(name)
-    if rtype == ResourceType.TOPIC:
+    if rtype == ConfigResourceType.TOPIC:
         return None if defn is not None and defn.topic else f"Unknown topic config name: {name}"
     # Unknown broker configs are kept as custom settings, as Kafka keeps them.
     return _topic_only(defn) if defn is not None and not defn.broker else None

@@ -13,7 +13,7 @@ from server.controller.result import VersionedRecord
 
 class DelegationTokenControl:
     def __init__(self, offsets: OffsetControl) -> None:
-        self.tokens: RecordTable[DelegationTokenRecord] = RecordTable(offsets, "delegation token")
+        self.tokens: RecordTable[str, DelegationTokenRecord] = RecordTable(offsets, "delegation token")
 
     def replay_add(self, record: DelegationTokenRecord) -> None:
         # A renewal writes the token again with a later expiration: it replaces the entry.

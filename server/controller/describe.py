@@ -7,6 +7,7 @@ controller_id set to it; ``kraftwire.metadata.nodes=brokers`` lists the register
 
 from __future__ import annotations
 
+from protocol.constants import AUTHORIZED_OPERATIONS_OMITTED, NO_LEADER
 from protocol.error_codes import Error
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.describe_topic_partitions_response import (
@@ -17,12 +18,10 @@ from protocol.generated.messages.metadata_response import (
     MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic)
 from protocol.primitives import ZERO_UUID
 from server.controller.cluster import Endpoint
-from server.controller.partitions import NO_LEADER, PartitionState
+from server.controller.partitions import PartitionState
 from server.controller.replication import ReplicationControl
 from server.controller.topic_names import topic_name_problem
 
-UNKNOWN_OPERATIONS = -2147483648
-_REFUSED = object()  # stands for the topic id of a lookup by id that the version cannot answer
 
 
 class TopicViews:
@@ -49,27 +48,28 @@ class TopicViews:
         elif self.controller_endpoint is not None:
             e = self.controller_endpoint
             response.brokers = [MetadataResponseBroker(node_id=self.node_id, host=e.host, port=e.port)]
-        all_topics = req.topics is None or (version == 0 and not req.topics)
-        if all_topics:
+        # (name, topic id) of each topic asked for; None for a lookup the version cannot answer.
+        wanted: list[tuple[str | None, bytes | None] | None]
+        if req.topics is None or (version == 0 and not req.topics):
             names = sorted(self.r.names)
             wanted = [(n, self.r.names[n]) for n in names]
         else:
             wanted = []
             for t in req.topics:
-                if version >= 10 and t.name is None:
-                    if version < 12:
-                        # v10-11 carry a topic id, but their answer cannot hold a null name
-                        # (an unknown id has none): Kafka refuses lookups by id before v12.
-                        wanted.append((None, _REFUSED))
-                        continue
+                if t.name is not None:
+                    wanted.append((t.name, self.r.names.get(t.name)))
+                elif version < 12:
+                    # Only v10+ names a topic by id alone, and v10-11 answers cannot hold a null
+                    # name (an unknown id has none): Kafka refuses lookups by id before v12.
+                    wanted.append(None)
+                else:
                     topic = self.r.topics.get(t.topic_id)
                     wanted.append((None if topic is None else topic.name, t.topic_id))
-                else:
-                    wanted.append((t.name, self.r.names.get(t.name)))
-        for name, topic_id in wanted:
-            if topic_id is _REFUSED:
+        for entry in wanted:
+            if entry is None:
                 response.topics.append(MetadataResponseTopic(error_code=Error.INVALID_REQUEST, name=""))
                 continue
+            name, topic_id = entry
             topic = self.r.topics.get(topic_id) if topic_id is not None else None
             if topic is None:
                 response.topics.append(MetadataResponseTopic(
@@ -79,7 +79,7 @@ class TopicViews:
             response.topics.append(MetadataResponseTopic(
                 name=topic.name, topic_id=topic.topic_id if version >= 10 else ZERO_UUID,
                 partitions=[self._metadata_partition(p, version) for p in topic.partitions],
-                topic_authorized_operations=UNKNOWN_OPERATIONS))
+                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
         return response
 
     def _metadata_partition(self, p: PartitionState, version: int) -> MetadataResponsePartition:
@@ -125,7 +125,7 @@ class TopicViews:
             response.topics.append(DescribeTopicPartitionsResponseTopic(
                 name=name, topic_id=topic_id, is_internal=False,
                 partitions=[self._dtp_partition(p) for p in parts],
-                topic_authorized_operations=UNKNOWN_OPERATIONS))
+                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             if first + len(parts) < len(topic.partitions):
                 response.next_cursor = Cursor(topic_name=name, partition_index=first + len(parts))
                 break

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol.constants import DIRECTORY_LOST, DIRECTORY_MIGRATING, DIRECTORY_UNASSIGNED
 from protocol.error_codes import Error
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.assign_replicas_to_dirs_response import (
@@ -27,11 +28,6 @@ from server.controller.result import ControllerResult, VersionedRecord
 # BrokerRegistrationChangeRecord carries LogDirs from this version on.
 _REGISTRATION_CHANGE_WITH_DIRS = 2
 
-# Directory ids with a meaning of their own; no real directory has one.
-MIGRATING = bytes(16)  # placed before directories were tracked: wherever it is, it is online
-UNASSIGNED = bytes(15) + b"\x01"  # not placed yet
-LOST = bytes(15) + b"\x02"  # its directory failed and is gone
-
 
 def is_online(directory: bytes, online: list[bytes]) -> bool:
     """Whether a broker with these online log directories can serve a replica in ``directory``.
@@ -39,9 +35,9 @@ def is_online(directory: bytes, online: list[bytes]) -> bool:
     A registration with no directories comes from before directories were tracked (or lost
     them in a metadata.version upgrade); the broker is trusted until it registers them again.
     """
-    if directory in (MIGRATING, UNASSIGNED):
+    if directory in (DIRECTORY_MIGRATING, DIRECTORY_UNASSIGNED):
         return True
-    if directory == LOST:
+    if directory == DIRECTORY_LOST:
         return False
     return not online or directory in online
 
@@ -64,17 +60,18 @@ def assign_replicas_to_dirs(req: AssignReplicasToDirsRequest, cluster: ClusterCo
     if broker is None or broker.epoch != req.broker_epoch:
         return _refused(Error.STALE_BROKER_EPOCH)
     version = features.partition_record_version()
-    assignment = Assignment(ControllerResult([], AssignReplicasToDirsResponse()))
+    response = AssignReplicasToDirsResponse()
+    assignment = Assignment(ControllerResult([], response))
     for d in req.directories:
         online = is_online(d.id, broker.log_dirs)
         out_dir = DirectoryData(id=d.id)
-        assignment.result.response.directories.append(out_dir)
+        response.directories.append(out_dir)
         for t in d.topics:
             topic = replication.topics.get(t.topic_id)
             out_topic = TopicData(topic_id=t.topic_id)
             out_dir.topics.append(out_topic)
             for part in t.partitions:
-                code = Error.UNKNOWN_TOPIC_ID
+                code: int = Error.UNKNOWN_TOPIC_ID
                 if topic is not None:
                     code, p = _placement(topic.partitions, part.partition_index, req.broker_id)
                     if p is not None:

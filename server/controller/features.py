@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol.constants import FeatureUpgradeType
 from protocol.error_codes import Error
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
 from protocol.generated.messages.update_features_response import (
     UpdateFeaturesResponse, UpdatableFeatureResult)
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from server.controller.offsets import OffsetControl, restore_key
-from server.controller.result import ControllerResult
+from server.controller.result import ControllerResult, VersionedRecord
 
 METADATA_VERSION = "metadata.version"
 MV_3_3_IV3 = 7  # controlled-shutdown state in registrations; the oldest level Kafka 4 reads
@@ -35,8 +36,6 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "group.version": (0, 1),
     "transaction.version": (0, 2),
 }
-
-UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
 @dataclass
@@ -73,11 +72,12 @@ class FeatureControl:
         The request is all-or-nothing: one bad update fails them all, as Kafka does.
         """
         results = []
-        records = []
+        records: list[VersionedRecord] = []
         failed = False
         for update in request.feature_updates:
+            kind: int
             if version == 0:
-                kind = SAFE_DOWNGRADE if update.allow_downgrade else UPGRADE
+                kind = FeatureUpgradeType.SAFE_DOWNGRADE if update.allow_downgrade else FeatureUpgradeType.UPGRADE
             else:
                 kind = update.upgrade_type
             code, message = self._check_update(update.feature, update.max_version_level, kind, broker_ranges)
@@ -107,7 +107,8 @@ class FeatureControl:
                       broker_ranges: list[dict[str, tuple[int, int]]]) -> tuple[int, str | None]:
         if name not in SUPPORTED_FEATURES:
             return Error.INVALID_UPDATE_VERSION, f"the controller does not support feature {name}"
-        if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        if kind not in (FeatureUpgradeType.UPGRADE, FeatureUpgradeType.SAFE_DOWNGRADE,
+                        FeatureUpgradeType.UNSAFE_DOWNGRADE):
             return Error.INVALID_REQUEST, f"unknown upgrade type {kind}"
         lo, hi = SUPPORTED_FEATURES[name]
         current = self.finalized.get(name, 0)
@@ -116,7 +117,7 @@ class FeatureControl:
         if name == METADATA_VERSION and level == 0:
             return Error.INVALID_UPDATE_VERSION, "metadata.version cannot be removed"
         if level < current:
-            if kind == UPGRADE:
+            if kind == FeatureUpgradeType.UPGRADE:
                 return Error.INVALID_UPDATE_VERSION, f"{name} {current} -> {level} is a downgrade; ask for one explicitly"
             if name == METADATA_VERSION:
                 return Error.INVALID_UPDATE_VERSION, "downgrading metadata.version is not supported"

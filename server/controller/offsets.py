@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-Undo = Callable[[], None]
+# What an undo returns is ignored, so that ``dict.pop`` and the like serve as undos as they are.
+Undo = Callable[[], object]
 
 
 class OffsetControl:

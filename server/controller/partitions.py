@@ -13,11 +13,10 @@ from typing import Callable
 
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.generated.metadata.partition_record import PartitionRecord
-from protocol.primitives import ZERO_UUID
+from protocol.constants import DIRECTORY_MIGRATING, NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState
 
-NO_LEADER = -1
-NO_LEADER_CHANGE = -2
-RECOVERED, RECOVERING = 0, 1
+# tools.broker imports these two from here.
+RECOVERED, RECOVERING = LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING
 
 
 class PartitionState:
@@ -27,7 +26,7 @@ class PartitionState:
     def __init__(self, topic_id: bytes, partition_id: int, replicas: list[int], isr: list[int],
                  leader: int, leader_epoch: int = 0, partition_epoch: int = 0,
                  removing: list[int] | None = None, adding: list[int] | None = None,
-                 recovery: int = RECOVERED, elr: list[int] | None = None,
+                 recovery: int = LeaderRecoveryState.RECOVERED, elr: list[int] | None = None,
                  last_known_elr: list[int] | None = None, directories: list[bytes] | None = None) -> None:
         self.topic_id = topic_id
         self.partition_id = partition_id
@@ -50,7 +49,7 @@ class PartitionState:
         return cls(rec.topic_id, rec.partition_id, rec.replicas, rec.isr, rec.leader, rec.leader_epoch,
                    rec.partition_epoch, rec.removing_replicas, rec.adding_replicas,
                    rec.leader_recovery_state, rec.eligible_leader_replicas, rec.last_known_elr,
-                   rec.directories or [ZERO_UUID] * len(rec.replicas))
+                   rec.directories or [DIRECTORY_MIGRATING] * len(rec.replicas))
 
     def to_record(self, version: int) -> PartitionRecord:
         rec = PartitionRecord(
@@ -75,12 +74,12 @@ class PartitionState:
         if rec.replicas is not None:
             self.replicas = rec.replicas
             if not rec.directories:
-                self.directories = [ZERO_UUID] * len(rec.replicas)
+                self.directories = [DIRECTORY_MIGRATING] * len(rec.replicas)
         if rec.removing_replicas is not None:
             self.removing = rec.removing_replicas
         if rec.adding_replicas is not None:
             self.adding = rec.adding_replicas
-        if rec.leader_recovery_state != -1:
+        if rec.leader_recovery_state != LeaderRecoveryState.NO_CHANGE:
             self.recovery = rec.leader_recovery_state
         if rec.directories:
             self.directories = rec.directories
@@ -158,7 +157,7 @@ class PartitionChange:
             if self.version >= 1:
                 # A replica that stays keeps its directory; a new one has none assigned yet.
                 dirs = dict(zip(p.replicas, p.directories))
-                rec.directories = [dirs.get(r, ZERO_UUID) for r in self.replicas]
+                rec.directories = [dirs.get(r, DIRECTORY_MIGRATING) for r in self.replicas]
             changed = True
         if self.removing != p.removing:
             rec.removing_replicas = self.removing
@@ -213,7 +212,7 @@ class PartitionChange:
                 if self.usable(r):
                     # KIP-704: data may be lost; the new leader must recover before the ISR grows.
                     self.unclean = True
-                    return r, [r], [], RECOVERING
+                    return r, [r], [], LeaderRecoveryState.RECOVERING
         return NO_LEADER, isr, elr, recovery
 
     def _eligible_replicas(self, isr: list[int], elr: list[int]) -> tuple[list[int], list[int]]:

@@ -10,23 +10,41 @@ once the log has committed everything the response could have seen.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterable
 
+from protocol.constants import EndpointType
 from protocol.error_codes import Error
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
+from protocol.generated.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from protocol.generated.messages.alter_partition_request import AlterPartitionRequest
 from protocol.generated.messages.api_versions_response import FinalizedFeatureKey, SupportedFeatureKey
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
 from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
+from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
+from protocol.generated.messages.create_topics_request import CreateTopicsRequest
+from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
-from protocol.generated.messages.describe_cluster_response import (
-    DescribeClusterBroker, DescribeClusterResponse)
+from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
+from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
+from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
+from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
-from protocol.generated.metadata.begin_transaction_record import BeginTransactionRecord
-from protocol.generated.metadata.end_transaction_record import EndTransactionRecord
-from protocol.generated.metadata.no_op_record import NoOpRecord
+from protocol.generated.metadata import (
+    AbortTransactionRecord, AccessControlEntryRecord, BeginTransactionRecord,
+    BrokerRegistrationChangeRecord, ClientQuotaRecord, ConfigRecord, DelegationTokenRecord,
+    EndTransactionRecord, FeatureLevelRecord, FenceBrokerRecord, KRaftVersionRecord, NoOpRecord,
+    PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+    RegisterControllerRecord, RemoveAccessControlEntryRecord, RemoveDelegationTokenRecord,
+    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnfenceBrokerRecord,
+    UnregisterBrokerRecord, UserScramCredentialRecord, VotersRecord, ZkMigrationStateRecord)
 from protocol.message import Message
 from server.controller.acls import AclControl
 from server.controller.clock import Clock
@@ -41,11 +59,9 @@ from server.controller.producer_ids import ProducerIdControl
 from server.controller.quorum_records import QuorumRecords
 from server.controller.quotas import ClientQuotaControl
 from server.controller.replication import ReplicationControl
-from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord
+from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord, accepting
 from server.controller.scram import ScramControl
 from server.controller.topics import TopicAdmin
-
-BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2
 
 
 @dataclass
@@ -92,34 +108,54 @@ class QuorumController:
                                 self.controller_endpoints[0] if self.controller_endpoints else None,
                                 metadata_lists_brokers)
         self._replayers: dict[str, Callable[[Message, int], None]] = {
-            "RegisterBrokerRecord": self.cluster.replay_register_broker,
-            "UnregisterBrokerRecord": lambda r, o: self.cluster.replay_unregister_broker(r),
-            "FenceBrokerRecord": lambda r, o: self.cluster.replay_fence(r.id, r.epoch, True),
-            "UnfenceBrokerRecord": lambda r, o: self.cluster.replay_fence(r.id, r.epoch, False),
-            "BrokerRegistrationChangeRecord": self.cluster.replay_registration_change,
-            "RegisterControllerRecord": lambda r, o: self.cluster.replay_register_controller(r),
-            "FeatureLevelRecord": lambda r, o: self.features.replay_feature_level(r),
-            "TopicRecord": lambda r, o: self.replication.replay_topic(r),
-            "PartitionRecord": lambda r, o: self.replication.replay_partition(r),
-            "PartitionChangeRecord": lambda r, o: self.replication.replay_partition_change(r),
-            "RemoveTopicRecord": lambda r, o: self.replication.replay_remove_topic(r),
-            "ConfigRecord": lambda r, o: self.configs.replay_config(r),
-            "NoOpRecord": lambda r, o: None,
-            "BeginTransactionRecord": lambda r, o: self.offsets.begin_transaction(o),
-            "EndTransactionRecord": lambda r, o: self.offsets.end_transaction(o),
-            "AbortTransactionRecord": lambda r, o: self.offsets.abort_transaction(o),
-            "AccessControlEntryRecord": lambda r, o: self.acls.replay_add(r),
-            "RemoveAccessControlEntryRecord": lambda r, o: self.acls.replay_remove(r),
-            "ClientQuotaRecord": lambda r, o: self.quotas.replay(r),
-            "UserScramCredentialRecord": lambda r, o: self.scram.replay_add(r),
-            "RemoveUserScramCredentialRecord": lambda r, o: self.scram.replay_remove(r),
-            "DelegationTokenRecord": lambda r, o: self.delegation_tokens.replay_add(r),
-            "RemoveDelegationTokenRecord": lambda r, o: self.delegation_tokens.replay_remove(r),
-            "ProducerIdsRecord": lambda r, o: self.producer_ids.replay(r),
-            "ZkMigrationStateRecord": lambda r, o: self.quorum.replay_zk_migration(r),
+            RegisterBrokerRecord.NAME: accepting(RegisterBrokerRecord, self.cluster.replay_register_broker),
+            UnregisterBrokerRecord.NAME: accepting(
+                UnregisterBrokerRecord, lambda r, o: self.cluster.replay_unregister_broker(r)),
+            FenceBrokerRecord.NAME: accepting(
+                FenceBrokerRecord, lambda r, o: self.cluster.replay_fence(r.id, r.epoch, True)),
+            UnfenceBrokerRecord.NAME: accepting(
+                UnfenceBrokerRecord, lambda r, o: self.cluster.replay_fence(r.id, r.epoch, False)),
+            BrokerRegistrationChangeRecord.NAME: accepting(
+                BrokerRegistrationChangeRecord, self.cluster.replay_registration_change),
+            RegisterControllerRecord.NAME: accepting(
+                RegisterControllerRecord, lambda r, o: self.cluster.replay_register_controller(r)),
+            FeatureLevelRecord.NAME: accepting(
+                FeatureLevelRecord, lambda r, o: self.features.replay_feature_level(r)),
+            TopicRecord.NAME: accepting(TopicRecord, lambda r, o: self.replication.replay_topic(r)),
+            PartitionRecord.NAME: accepting(
+                PartitionRecord, lambda r, o: self.replication.replay_partition(r)),
+            PartitionChangeRecord.NAME: accepting(
+                PartitionChangeRecord, lambda r, o: self.replication.replay_partition_change(r)),
+            RemoveTopicRecord.NAME: accepting(
+                RemoveTopicRecord, lambda r, o: self.replication.replay_remove_topic(r)),
+            ConfigRecord.NAME: accepting(ConfigRecord, lambda r, o: self.configs.replay_config(r)),
+            NoOpRecord.NAME: accepting(NoOpRecord, lambda r, o: None),
+            BeginTransactionRecord.NAME: accepting(
+                BeginTransactionRecord, lambda r, o: self.offsets.begin_transaction(o)),
+            EndTransactionRecord.NAME: accepting(
+                EndTransactionRecord, lambda r, o: self.offsets.end_transaction(o)),
+            AbortTransactionRecord.NAME: accepting(
+                AbortTransactionRecord, lambda r, o: self.offsets.abort_transaction(o)),
+            AccessControlEntryRecord.NAME: accepting(
+                AccessControlEntryRecord, lambda r, o: self.acls.replay_add(r)),
+            RemoveAccessControlEntryRecord.NAME: accepting(
+                RemoveAccessControlEntryRecord, lambda r, o: self.acls.replay_remove(r)),
+            ClientQuotaRecord.NAME: accepting(ClientQuotaRecord, lambda r, o: self.quotas.replay(r)),
+            UserScramCredentialRecord.NAME: accepting(
+                UserScramCredentialRecord, lambda r, o: self.scram.replay_add(r)),
+            RemoveUserScramCredentialRecord.NAME: accepting(
+                RemoveUserScramCredentialRecord, lambda r, o: self.scram.replay_remove(r)),
+            DelegationTokenRecord.NAME: accepting(
+                DelegationTokenRecord, lambda r, o: self.delegation_tokens.replay_add(r)),
+            RemoveDelegationTokenRecord.NAME: accepting(
+                RemoveDelegationTokenRecord, lambda r, o: self.delegation_tokens.replay_remove(r)),
+            ProducerIdsRecord.NAME: accepting(ProducerIdsRecord, lambda r, o: self.producer_ids.replay(r)),
+            ZkMigrationStateRecord.NAME: accepting(
+                ZkMigrationStateRecord, lambda r, o: self.quorum.replay_zk_migration(r)),
             # Control records of the quorum, replayed from control batches and snapshot headers.
-            "KRaftVersionRecord": lambda r, o: self.quorum.replay_kraft_version(r),
-            "VotersRecord": lambda r, o: self.quorum.replay_voters(r),
+            KRaftVersionRecord.NAME: accepting(
+                KRaftVersionRecord, lambda r, o: self.quorum.replay_kraft_version(r)),
+            VotersRecord.NAME: accepting(VotersRecord, lambda r, o: self.quorum.replay_voters(r)),
         }
 
     @property
@@ -208,9 +244,12 @@ class QuorumController:
     def fence_expired_brokers(self) -> Applied:
         steps: list[Callable[[], ControllerResult]] = []
         for broker_id in self.cluster.expired_brokers(self.clock.now_ms()):
-            steps.append(lambda b=broker_id: ControllerResult(self.leadership.move_leadership_away(b)))
-            steps.append(lambda b=broker_id: self.cluster.fence(b))
+            steps.append(partial(self._move_leadership_away, broker_id))
+            steps.append(partial(self.cluster.fence, broker_id))
         return self._steps(steps)
+
+    def _move_leadership_away(self, broker_id: int) -> ControllerResult:
+        return ControllerResult(self.leadership.move_leadership_away(broker_id))
 
     def write_no_op(self) -> Applied:
         """KIP-835: the active controller appends a record even when nothing changes, so that
@@ -252,29 +291,29 @@ class QuorumController:
         return self.apply(self.features.update_features(req, version, ranges))
 
     # --- topics, partitions, configs ----------------------------------------------------------
-    def create_topics(self, req: Message, version: int) -> Applied:
+    def create_topics(self, req: CreateTopicsRequest, version: int) -> Applied:
         return self.apply(self.topic_admin.create_topics(req, version))
 
-    def delete_topics(self, req: Message, version: int) -> Applied:
+    def delete_topics(self, req: DeleteTopicsRequest, version: int) -> Applied:
         return self.apply(self.topic_admin.delete_topics(req, version))
 
-    def create_partitions(self, req: Message, version: int) -> Applied:
+    def create_partitions(self, req: CreatePartitionsRequest, version: int) -> Applied:
         return self.apply(self.topic_admin.create_partitions(req, version))
 
-    def alter_partition(self, req: Message, version: int) -> Applied:
+    def alter_partition(self, req: AlterPartitionRequest, version: int) -> Applied:
         return self.apply(self.replication.alter_partition(req, version))
 
-    def elect_leaders(self, req: Message, version: int) -> Applied:
+    def elect_leaders(self, req: ElectLeadersRequest, version: int) -> Applied:
         return self.apply(self.replication.elect_leaders(req, version))
 
-    def alter_reassignments(self, req: Message, version: int) -> Applied:
+    def alter_reassignments(self, req: AlterPartitionReassignmentsRequest, version: int) -> Applied:
         return self.apply(self.replication.alter_reassignments(req))
 
-    def incremental_alter_configs(self, req: Message, version: int) -> Applied:
+    def incremental_alter_configs(self, req: IncrementalAlterConfigsRequest, version: int) -> Applied:
         return self.apply(self.configs.incremental_alter_configs(
             req, version, self._topic_exists, self._broker_exists))
 
-    def alter_configs(self, req: Message, version: int) -> Applied:
+    def alter_configs(self, req: AlterConfigsRequest, version: int) -> Applied:
         return self.apply(self.configs.alter_configs(req, version, self._topic_exists, self._broker_exists))
 
     def _topic_exists(self, name: str) -> bool:
@@ -286,25 +325,25 @@ class QuorumController:
                 or broker_id in self.cluster.controllers)
 
     # --- reads -----------------------------------------------------------------------------
-    def list_reassignments(self, req: Message, version: int) -> Message:
+    def list_reassignments(self, req: ListPartitionReassignmentsRequest, version: int) -> Message:
         return self.replication.list_reassignments(req)
 
-    def metadata(self, req: Message, version: int) -> Message:
+    def metadata(self, req: MetadataRequest, version: int) -> Message:
         return self.views.metadata(req, version, self.cluster_id)
 
-    def describe_topic_partitions(self, req: Message, version: int) -> Message:
+    def describe_topic_partitions(self, req: DescribeTopicPartitionsRequest, version: int) -> Message:
         return self.views.describe_topic_partitions(req, self.configs.max_request_partition_size_limit())
 
-    def describe_configs(self, req: Message, version: int) -> Message:
+    def describe_configs(self, req: DescribeConfigsRequest, version: int) -> Message:
         return self.configs.describe_configs(req, version, self._topic_exists, self._broker_exists)
 
     def describe_cluster(self, req: DescribeClusterRequest, version: int) -> DescribeClusterResponse:
         response = DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.node_id,
-                                           endpoint_type=req.endpoint_type if version >= 1 else 1)
-        if version >= 1 and req.endpoint_type == CONTROLLER_ENDPOINTS:
+                                           endpoint_type=req.endpoint_type if version >= 1 else EndpointType.BROKER)
+        if version >= 1 and req.endpoint_type == EndpointType.CONTROLLER:
             response.brokers = [DescribeClusterBroker(broker_id=cid, host=e.host, port=e.port)
                                 for cid, e in self._controller_endpoints()]
-        elif version >= 1 and req.endpoint_type != BROKER_ENDPOINTS:
+        elif version >= 1 and req.endpoint_type != EndpointType.BROKER:
             response.error_code = Error.UNSUPPORTED_ENDPOINT_TYPE
             response.error_message = f"unknown endpoint type {req.endpoint_type}"
         else:

@@ -20,7 +20,7 @@ def entity_of(record: ClientQuotaRecord) -> Entity:
 class ClientQuotaControl:
     def __init__(self, offsets: OffsetControl) -> None:
         # (entity, quota key) -> the record that set it; a quota's value is the record's.
-        self.quotas: RecordTable[ClientQuotaRecord] = RecordTable(offsets, "client quota")
+        self.quotas: RecordTable[tuple[Entity, str], ClientQuotaRecord] = RecordTable(offsets, "client quota")
 
     def replay(self, record: ClientQuotaRecord) -> None:
         key = (entity_of(record), record.key)

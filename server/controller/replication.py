@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from protocol.constants import NO_LEADER, NO_LEADER_CHANGE, ElectionType, LeaderRecoveryState
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from protocol.generated.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse, ReassignablePartitionResponse, ReassignableTopicResponse)
 from protocol.generated.messages.alter_partition_request import AlterPartitionRequest
+from protocol.generated.messages.alter_partition_request import PartitionData as AlterPartitionData
 from protocol.generated.messages.alter_partition_response import AlterPartitionResponse
 from protocol.generated.messages.alter_partition_response import PartitionData as AlterPartitionResult
 from protocol.generated.messages.alter_partition_response import TopicData as AlterPartitionTopicResult
@@ -33,11 +35,8 @@ from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
 from server.controller.features import MV_3_6_IV0, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
-from server.controller.partitions import (
-    NO_LEADER, NO_LEADER_CHANGE, RECOVERED, RECOVERING, Election, PartitionChange, PartitionState)
+from server.controller.partitions import Election, PartitionChange, PartitionState
 from server.controller.result import ControllerResult, VersionedRecord
-
-PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
 
 
 @dataclass
@@ -258,7 +257,7 @@ class ReplicationControl:
                 records += recs
         return ControllerResult(records, response)
 
-    def _alter_one(self, broker_id: int, topic: TopicState, pd, version: int
+    def _alter_one(self, broker_id: int, topic: TopicState, pd: AlterPartitionData, version: int
                    ) -> tuple[AlterPartitionResult, list[VersionedRecord]]:
         """Kafka's checks, in Kafka's order, then the change itself."""
         code = self._refuse_alter(broker_id, topic, pd, version)
@@ -269,21 +268,22 @@ class ReplicationControl:
         if change.unclean_allowed:
             change.election = Election.UNCLEAN
         change.isr = _new_isr(pd, version)
-        change.recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
+        change.recovery = pd.leader_recovery_state if version >= 1 else LeaderRecoveryState.RECOVERED
         records = self._record(change)
-        if records and change.leader != broker_id and records[0][0].leader != NO_LEADER_CHANGE:
+        first = records[0][0] if records else None
+        bumped = isinstance(first, PartitionChangeRecord) and first.leader != NO_LEADER_CHANGE
+        if bumped and change.leader != broker_id:
             # Completing a reassignment moved the leadership away from the sender: it must
             # learn the new state from the metadata log before it tries again.
             code = Error.NEW_LEADER_ELECTED if version >= 2 else Error.FENCED_LEADER_EPOCH
             return AlterPartitionResult(partition_index=pd.partition_index, error_code=code), records
-        bumped = bool(records) and records[0][0].leader != NO_LEADER_CHANGE
         return AlterPartitionResult(
             partition_index=pd.partition_index, error_code=Error.NONE, leader_id=change.leader,
             leader_epoch=p.leader_epoch + (1 if bumped else 0), isr=change.isr_after,
             leader_recovery_state=change.recovery if records else p.recovery,
             partition_epoch=p.partition_epoch + (1 if records else 0)), records
 
-    def _refuse_alter(self, broker_id: int, topic: TopicState, pd, version: int) -> int:
+    def _refuse_alter(self, broker_id: int, topic: TopicState, pd: AlterPartitionData, version: int) -> int:
         if not 0 <= pd.partition_index < len(topic.partitions):
             return Error.UNKNOWN_TOPIC_OR_PARTITION
         p = topic.partitions[pd.partition_index]
@@ -301,30 +301,30 @@ class ReplicationControl:
         if len(set(new_isr)) != len(new_isr) or any(r not in p.replicas for r in new_isr) \
                 or p.leader not in new_isr:
             return Error.INVALID_REQUEST
-        recovery = pd.leader_recovery_state if version >= 1 else RECOVERED
-        if recovery == RECOVERING and len(new_isr) > 1:
+        recovery = pd.leader_recovery_state if version >= 1 else LeaderRecoveryState.RECOVERED
+        if recovery == LeaderRecoveryState.RECOVERING and len(new_isr) > 1:
             return Error.INVALID_REQUEST  # KIP-704: no ISR growth before recovery ends
-        if p.recovery == RECOVERED and recovery == RECOVERING:
+        if p.recovery == LeaderRecoveryState.RECOVERED and recovery == LeaderRecoveryState.RECOVERING:
             return Error.INVALID_REQUEST
         epochs = {s.broker_id: s.broker_epoch for s in pd.new_isr_with_epochs} if version >= 3 else {}
         for r in new_isr:
             # Every member is checked, not only the new ones, and a given broker epoch must be
             # the registration's (-1 skips the check).
             b = self.cluster.brokers.get(r)
-            if not self.cluster.is_usable(r) or epochs.get(r, -1) not in (-1, b.epoch):
+            if b is None or not self.cluster.is_usable(r) or epochs.get(r, -1) not in (-1, b.epoch):
                 return Error.INELIGIBLE_REPLICA if version >= 2 else Error.OPERATION_NOT_ATTEMPTED
         return Error.NONE
 
     # --- ElectLeaders ------------------------------------------------------------------------
     def elect_leaders(self, req: ElectLeadersRequest, version: int) -> ControllerResult:
-        election_type = req.election_type if version >= 1 else PREFERRED_ELECTION
-        if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+        election_type = req.election_type if version >= 1 else ElectionType.PREFERRED
+        if election_type not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
             # The whole request fails, as in Kafka: each named partition carries the error too.
-            message = f"Unknown election type {election_type}"
+            unknown = f"Unknown election type {election_type}"
             return ControllerResult([], ElectLeadersResponse(
                 error_code=Error.INVALID_REQUEST, replica_election_results=[
                     ReplicaElectionResult(topic=tp.topic, partition_result=[
-                        PartitionResult(partition_id=pid, error_code=Error.INVALID_REQUEST, error_message=message)
+                        PartitionResult(partition_id=pid, error_code=Error.INVALID_REQUEST, error_message=unknown)
                         for pid in tp.partitions])
                     for tp in req.topic_partitions or ()]))
         if req.topic_partitions is None:
@@ -359,7 +359,7 @@ class ReplicationControl:
             return Error.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{pid}", []
         p = self.topics[topic_id].partitions[pid]
         change = self.change(p)
-        if election_type == PREFERRED_ELECTION:
+        if election_type == ElectionType.PREFERRED:
             if p.leader == p.replicas[0]:
                 return Error.ELECTION_NOT_NEEDED, "the preferred replica already leads", []
             change.election = Election.PREFERRED
@@ -480,7 +480,7 @@ class ReplicationControl:
                 yield p.to_record(version), version
 
 
-def _new_isr(pd, version: int) -> list[int]:
+def _new_isr(pd: AlterPartitionData, version: int) -> list[int]:
     if version >= 3:
         return [s.broker_id for s in pd.new_isr_with_epochs]
     return list(pd.new_isr)

@@ -4,8 +4,12 @@ those records are committed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, TypeVar
 
 from protocol.message import Message
+
+M = TypeVar("M", bound=Message)
+R = TypeVar("R")
 
 # A metadata record and the version it is written at.
 VersionedRecord = tuple[Message, int]
@@ -19,3 +23,13 @@ MAX_RECORDS_PER_BATCH = 10_000
 class ControllerResult:
     records: list[VersionedRecord] = field(default_factory=list)
     response: Message | None = None
+
+
+def accepting(cls: type[M], fn: Callable[[M, int], R]) -> Callable[[Message, int], R]:
+    """``fn`` behind a table of handlers keyed by message name or API key: the table only ever
+    passes it a ``cls``, and anything else is a bug in the table."""
+    def call(message: Message, arg: int) -> R:
+        if not isinstance(message, cls):
+            raise TypeError(f"{message.NAME} given to the handler of {cls.NAME}")
+        return fn(message, arg)
+    return call

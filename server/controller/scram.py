@@ -16,7 +16,7 @@ MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 
 class ScramControl:
     def __init__(self, offsets: OffsetControl) -> None:
-        self.credentials: RecordTable[UserScramCredentialRecord] = RecordTable(offsets, "SCRAM credential")
+        self.credentials: RecordTable[tuple[str, int], UserScramCredentialRecord] = RecordTable(offsets, "SCRAM credential")
 
     def replay_add(self, record: UserScramCredentialRecord) -> None:
         self.credentials.put((record.name, record.mechanism), record)

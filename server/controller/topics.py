@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from protocol.constants import DIRECTORY_MIGRATING, NO_LEADER, ConfigResourceType, ConfigSource
 from protocol.error_codes import Error
-from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
+from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.generated.messages.create_partitions_response import (
     CreatePartitionsResponse, CreatePartitionsTopicResult)
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -21,15 +22,16 @@ from protocol.generated.messages.delete_topics_response import DeletableTopicRes
 from protocol.generated.metadata.remove_topic_record import RemoveTopicRecord
 from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.primitives import ZERO_UUID, random_uuid
-from server.controller.partitions import NO_LEADER, PartitionState
+from server.controller.partitions import PartitionState
 from server.controller.replication import ReplicationControl
 from server.controller.result import ControllerResult, VersionedRecord
 from server.controller.topic_names import topic_name_problem
 
-TOPIC_RESOURCE = 2
 METADATA_TOPIC = "__cluster_metadata"
 DUPLICATE_NAME = "Duplicate topic name."
-DYNAMIC_TOPIC_CONFIG = 1
+# CreateTopics' NumPartitions and ReplicationFactor: the broker defaults apply (in a request),
+# or not known (in a failed result).
+UNSET_COUNT = -1
 
 
 class TopicError(Exception):
@@ -43,7 +45,7 @@ def _refuse(result: CreatableTopicResult, code: int, message: str, version: int)
     result.error_code = code
     result.error_message = message
     if version >= 5:
-        result.num_partitions = result.replication_factor = -1
+        result.num_partitions = result.replication_factor = UNSET_COUNT
 
 
 def check_topic_name(name: str) -> None:
@@ -111,11 +113,11 @@ class TopicAdmin:
 
     def _partition_records(self, topic_id: bytes, assignments: list[list[int]], first: int) -> list[VersionedRecord]:
         version = self.r.features.partition_record_version()
-        records = []
+        records: list[VersionedRecord] = []
         for i, replicas in enumerate(assignments):
             isr = [b for b in replicas if self.r.cluster.is_usable(b)]
             p = PartitionState(topic_id, first + i, list(replicas), isr, isr[0] if isr else NO_LEADER,
-                               directories=[ZERO_UUID] * len(replicas))
+                               directories=[DIRECTORY_MIGRATING] * len(replicas))
             records.append((p.to_record(version), version))
         return records
 
@@ -148,7 +150,7 @@ class TopicAdmin:
                 result.num_partitions = len(assignments)
                 result.replication_factor = len(assignments[0])
                 configs = {c.name: c.value for c in topic.configs}
-                result.configs = [CreatableTopicConfigs(name=k, value=v, config_source=DYNAMIC_TOPIC_CONFIG)
+                result.configs = [CreatableTopicConfigs(name=k, value=v, config_source=ConfigSource.TOPIC_CONFIG)
                                   for k, v in sorted(configs.items())]
             if not req.validate_only:
                 records += topic_records
@@ -171,17 +173,17 @@ class TopicAdmin:
         nulls = [c.name for c in topic.configs if c.value is None]
         if nulls:
             raise TopicError(Error.INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls))
-        configs = {}
-        for c in topic.configs:
-            problem = self.r.configs.validate(TOPIC_RESOURCE, c.name, c.value)
+        configs: dict[str, str] = {}
+        for name, value in [(c.name, c.value) for c in topic.configs if c.value is not None]:
+            problem = self.r.configs.validate(ConfigResourceType.TOPIC, name, value)
             if problem is not None:
                 raise TopicError(Error.INVALID_CONFIG, problem)
-            configs[c.name] = c.value
+            configs[name] = value
         if topic.assignments:
-            if topic.replication_factor != -1:
+            if topic.replication_factor != UNSET_COUNT:
                 raise TopicError(Error.INVALID_REQUEST, "A manual partition assignment was specified, "
                                                         "but replication factor was not set to -1.")
-            if topic.num_partitions != -1:
+            if topic.num_partitions != UNSET_COUNT:
                 raise TopicError(Error.INVALID_REQUEST, "A manual partition assignment was specified, "
                                                         "but numPartitions was not set to -1.")
             ordered = sorted(topic.assignments, key=lambda a: a.partition_index)
@@ -192,8 +194,9 @@ class TopicAdmin:
             for i, replicas in enumerate(assignments):
                 self._check_assignment(replicas, i, len(assignments[0]))
         else:
-            partitions = topic.num_partitions if topic.num_partitions != -1 else self.r.configs.default_partitions()
-            rf = topic.replication_factor if topic.replication_factor != -1 else self.r.configs.default_replication_factor()
+            partitions = topic.num_partitions if topic.num_partitions != UNSET_COUNT else self.r.configs.default_partitions()
+            rf = (topic.replication_factor if topic.replication_factor != UNSET_COUNT
+                  else self.r.configs.default_replication_factor())
             if rf < 1:
                 raise TopicError(Error.INVALID_REPLICATION_FACTOR,
                                  "Replication factor must be larger than 0, or -1 to use the default value.")
@@ -247,16 +250,16 @@ class TopicAdmin:
             else:
                 chosen[topic_id] = topic.name
         for name in dict.fromkeys(n for n in names if name_counts[n] == 1):
-            topic_id = self.r.names.get(name)
-            if topic_id is None:
+            named = self.r.names.get(name)
+            if named is None:
                 answer(name, ZERO_UUID, Error.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} not found.")
-            elif topic_id in repeated_ids or topic_id in chosen:
-                repeated_ids.add(topic_id)
-                chosen.pop(topic_id, None)
-                answer(name, topic_id, Error.INVALID_REQUEST,
+            elif named in repeated_ids or named in chosen:
+                repeated_ids.add(named)
+                chosen.pop(named, None)
+                answer(name, named, Error.INVALID_REQUEST,
                        "The provided topic name maps to an ID that was already supplied.")
             else:
-                chosen[topic_id] = name
+                chosen[named] = name
         # Removing a topic also ends any reassignment of its partitions (seed 000).
         records: list[VersionedRecord] = [(RemoveTopicRecord(topic_id=i), 0) for i in chosen]
         for topic_id, name in chosen.items():
@@ -297,7 +300,7 @@ class TopicAdmin:
                 records += recs
         return ControllerResult(records, response)
 
-    def _add_partitions(self, t) -> list[VersionedRecord]:
+    def _add_partitions(self, t: CreatePartitionsTopic) -> list[VersionedRecord]:
         topic_id = self.r.names.get(t.name)
         if topic_id is None:
             raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION, f"topic {t.name!r} does not exist")

@@ -107,12 +107,17 @@ class MetadataLoader:
         for rec in batch.records:
             offset = batch.base_offset + rec.offset_delta
             try:
-                control_type = parse_control_key(rec.key)
+                # A missing key is refused as a short one.
+                control_type = parse_control_key(rec.key or b"")
                 if control_type == ControlType.LEADER_CHANGE:
-                    message = parse_control_value(rec.value, LeaderChangeMessage)
-                    self.leader = Leader(message.leader_id, batch.partition_leader_epoch)
+                    change = parse_control_value(rec.value, LeaderChangeMessage)
+                    if isinstance(change, LeaderChangeMessage):
+                        self.leader = Leader(change.leader_id, batch.partition_leader_epoch)
                 elif control_type in _QUORUM_CONTROLS and replay and offset >= self.next_offset:
-                    message = parse_control_value(rec.value, control_message_class(control_type))
+                    cls = control_message_class(control_type)
+                    if cls is None:
+                        raise DecodeError("ControlRecord", None, 0, f"no class for control type {control_type}")
+                    message = parse_control_value(rec.value, cls)
                     self._replay(message, offset, where)
                     replayed.append((message, offset))
             except DecodeError as exc:

@@ -42,7 +42,7 @@ def encode_batches(records: list[VersionedRecord], base_offset: int, epoch: int,
 
 class Committer:
     def __init__(self, metadata_log: MetadataLog, epoch: int,
-                 on_failure: Callable[[Exception], None], wall_clock_ms: Callable[[], int]) -> None:
+                 on_failure: Callable[[BaseException], None], wall_clock_ms: Callable[[], int]) -> None:
         self.log = metadata_log
         self.epoch = epoch
         self.committed_offset = metadata_log.end_offset - 1
@@ -82,7 +82,7 @@ class Committer:
         task = loop.run_in_executor(self._writer, self.log.append, batches)
         task.add_done_callback(lambda f: self._flushed(f, last))
 
-    def _flushed(self, task: asyncio.Future, last: int) -> None:
+    def _flushed(self, task: asyncio.Future[None], last: int) -> None:
         exc = task.exception()
         if exc is not None:
             log.error("metadata log write failed; failing %d waiting responses: %s", len(self._waiters), exc)

@@ -77,7 +77,8 @@ def read_meta_properties(directory: Path) -> MetaProperties:
     if version != "1":
         raise StorageError(f"{path}: version: expected 1 (KRaft), got {version!r}")
     cluster_id = props.get("cluster.id")
-    if (problem := cluster_id_problem(cluster_id)) is not None:
+    problem = cluster_id_problem(cluster_id)
+    if cluster_id is None or problem is not None:
         raise StorageError(f"{path}: cluster.id: {cluster_id!r} is not usable: {problem}")
     node_text = props.get("node.id")
     if node_text is None or not node_text.isdigit():

@@ -15,7 +15,7 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -63,7 +63,7 @@ class MetadataLog:
         # Each leader epoch in the log and the offset of its first batch, for diverging fetches.
         self._epoch_starts: list[int] = []
         self._epochs: list[int] = []
-        self._active = None  # open file of the last segment
+        self._active: BinaryIO | None = None  # open file of the last segment
         self._active_size = 0
         self.start_offset = 0
         self.appended_bytes = 0  # written since open, for the snapshot trigger
@@ -171,6 +171,8 @@ class MetadataLog:
             if self._active_size >= self.segment_bytes:
                 self._roll(self.end_offset)
         f = self._active
+        if f is None:
+            raise OSError(errno.EBADF, "the metadata log is closed")
         start = self._active_size
         try:
             f.write(b"".join(batches))
@@ -194,7 +196,8 @@ class MetadataLog:
 
     def _cut_back(self, size: int) -> None:
         try:
-            self._active.close()
+            if self._active is not None:
+                self._active.close()
         except OSError:
             pass
         try:
@@ -332,7 +335,8 @@ class MetadataLog:
                 self._bases = [e.base_offset for e in entries]
                 self.entries = entries
             if removed:
-                starts, epochs = [], []
+                starts: list[int] = []
+                epochs: list[int] = []
                 for e in self.entries:
                     if not epochs or e.epoch != epochs[-1]:
                         starts.append(e.base_offset)

@@ -12,15 +12,17 @@ import itertools
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from protocol.errors import DecodeError
+from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
 from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
 from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
+from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.message import Message
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_message_class, control_type_of,
-    control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,
+    ControlMessage, control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,
     parse_control_value,
     parse_metadata_record, read_batch_header, record_values)
 from server.controller.result import VersionedRecord
@@ -30,7 +32,7 @@ from server.metalog.meta_properties import StorageError
 RECORDS_PER_BATCH = 4096
 
 
-def _control_batch(offset: int, now_ms: int, epoch: int, messages: list[Message]) -> bytes:
+def _control_batch(offset: int, now_ms: int, epoch: int, messages: Sequence[ControlMessage]) -> bytes:
     return encode_batch(RecordBatch(
         base_offset=offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
         base_timestamp=now_ms, max_timestamp=now_ms,
@@ -44,11 +46,13 @@ def encode_snapshot(records: Iterable[VersionedRecord], epoch: int = 0,
     Control messages at the start of ``records`` (kraft.version, the voter set) go into the
     header's control batch, where Kafka puts them."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    header: list[Message] = [SnapshotHeaderRecord(version=0, last_contained_log_timestamp=now_ms)]
+    header: list[ControlMessage] = [SnapshotHeaderRecord(version=0, last_contained_log_timestamp=now_ms)]
     records = iter(records)
     first = next(records, None)
     while first is not None and first[0].API_KEY is None:
-        header.append(first[0])
+        message = first[0]
+        assert isinstance(message, ControlMessage), f"{message.NAME} is neither a metadata nor a control record"
+        header.append(message)
         first = next(records, None)
     yield _control_batch(0, now_ms, epoch, header)
     offset = len(header)
@@ -123,7 +127,8 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
             if header.is_control:
                 batch, end = decode_batch(data, pos)
                 for rec in batch.records:
-                    control_type = parse_control_key(rec.key)
+                    # A missing key is refused as a short one.
+                    control_type = parse_control_key(rec.key or b"")
                     if control_type == ControlType.SNAPSHOT_HEADER:
                         parse_control_value(rec.value, SnapshotHeaderRecord)
                         seen_header = True
@@ -131,7 +136,11 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
                         parse_control_value(rec.value, SnapshotFooterRecord)
                         seen_footer = True
                     elif control_type in (ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS):
-                        message = parse_control_value(rec.value, control_message_class(control_type))
+                        cls = control_message_class(control_type)
+                        message = parse_control_value(rec.value, cls) if cls is not None else None
+                        if not isinstance(message, (KRaftVersionRecord, VotersRecord)):
+                            raise DecodeError("ControlRecord", None, 0,
+                                              f"no class for control record type {control_type}")
                         records.append((message, message.version))
                     else:
                         raise DecodeError("ControlRecord", None, 0,

@@ -16,14 +16,17 @@ from protocol.generated.messages.describe_quorum_request import DescribeQuorumRe
 from protocol.generated.messages.describe_quorum_response import (
     DescribeQuorumResponse, Listener, Node, PartitionData as QuorumPartition, ReplicaState,
     TopicData as QuorumTopic)
-from protocol.generated.messages.fetch_request import FetchRequest
+from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest
 from protocol.generated.messages.fetch_response import (
     EpochEndOffset, FetchableTopicResponse, FetchResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData)
 from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
 from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
+from protocol.generated.messages.fetch_snapshot_request import PartitionSnapshot as SnapshotRequestPartition
 from protocol.generated.messages.fetch_snapshot_response import (
     FetchSnapshotResponse, LeaderIdAndEpoch as SnapshotLeader, NodeEndpoint as SnapshotNodeEndpoint,
     PartitionSnapshot, TopicSnapshot)
+from protocol.generated.messages.fetch_snapshot_response import SnapshotId as SnapshotResponseId
+from protocol.message import Message
 from protocol.primitives import METADATA_TOPIC_ID
 from server.metalog.committer import Committer
 from server.metalog.segments import MetadataLog
@@ -65,7 +68,7 @@ class MetadataFetchServer:
         self.endpoint = endpoint
         self.observers: dict[int, ReplicaProgress] = {}
         self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
-        self._waiting: list[asyncio.Future] = []
+        self._waiting: list[asyncio.Future[None]] = []
         committer.listeners.append(self._on_commit)
 
     @property
@@ -79,7 +82,7 @@ class MetadataFetchServer:
                 fut.set_result(None)
 
     # --- Fetch ---------------------------------------------------------------------------------
-    def fetch(self, req: FetchRequest, version: int) -> FetchResponse | asyncio.Future:
+    def fetch(self, req: FetchRequest, version: int) -> FetchResponse | asyncio.Future[Message]:
         if version >= 12 and req.cluster_id is not None and req.cluster_id != self.cluster_id:
             return FetchResponse(error_code=Error.INCONSISTENT_CLUSTER_ID)
         response = self._read(req, version)
@@ -87,12 +90,17 @@ class MetadataFetchServer:
             return response
         # Nothing new: park the fetch until the next commit or MaxWaitMs, then read again.
         loop = asyncio.get_running_loop()
-        wake = loop.create_future()
+        wake: asyncio.Future[None] = loop.create_future()
         self._waiting.append(wake)
-        timer = loop.call_later(req.max_wait_ms / 1000, lambda: wake.done() or wake.set_result(None))
-        result = loop.create_future()
 
-        def reread(_: asyncio.Future) -> None:
+        def expire() -> None:
+            if not wake.done():
+                wake.set_result(None)
+
+        timer = loop.call_later(req.max_wait_ms / 1000, expire)
+        result: asyncio.Future[Message] = loop.create_future()
+
+        def reread(_: asyncio.Future[None]) -> None:
             timer.cancel()
             if not result.done():
                 result.set_result(self._read(req, version))
@@ -125,7 +133,7 @@ class MetadataFetchServer:
                 out.partitions.append(self._read_partition(part, version, replica_id))
         return response
 
-    def _read_partition(self, part, version: int, replica_id: int) -> PartitionData:
+    def _read_partition(self, part: FetchPartition, version: int, replica_id: int) -> PartitionData:
         hw = self.high_watermark
         data = PartitionData(partition_index=0, high_watermark=hw, last_stable_offset=hw,
                              log_start_offset=self.log.start_offset)
@@ -185,8 +193,9 @@ class MetadataFetchServer:
                 out.partitions.append(self._snapshot_chunk(t.name, p, req.max_bytes))
         return response
 
-    def _snapshot_chunk(self, topic: str, p, max_bytes: int) -> PartitionSnapshot:
-        result = PartitionSnapshot(index=p.partition, snapshot_id=p.snapshot_id,
+    def _snapshot_chunk(self, topic: str, p: SnapshotRequestPartition, max_bytes: int) -> PartitionSnapshot:
+        result = PartitionSnapshot(index=p.partition, snapshot_id=SnapshotResponseId(
+                                       end_offset=p.snapshot_id.end_offset, epoch=p.snapshot_id.epoch),
                                    current_leader=SnapshotLeader(leader_id=self.node_id, leader_epoch=self.epoch))
         if topic != METADATA_TOPIC or p.partition != 0:
             result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION

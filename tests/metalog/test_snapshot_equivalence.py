@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from protocol.constants import NO_LEADER
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic)
@@ -39,7 +40,6 @@ from protocol.primitives import random_uuid
 from protocol.records import frame_metadata_record, parse_metadata_record
 from server.config import embedded_config
 from server.controller.clock import ManualClock
-from server.controller.partitions import NO_LEADER
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult
 from server.metalog.committer import encode_records

@@ -11,12 +11,12 @@ import uuid
 
 import pytest
 
+from protocol.constants import DIRECTORY_LOST, DIRECTORY_MIGRATING
 from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import (
     CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
 from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
-from server.controller.directories import LOST, MIGRATING
 from tests.metalog.support import connect, heartbeat, new_controller, observe_log, registration
 from tests.server.kafka_python_wire import exchange, kp
 from tests.server.wire import api_versions, raw_socket
@@ -123,14 +123,14 @@ def cluster(controller_factory):
 
 def test_replicas_are_recorded_in_their_directories(cluster):
     before = cluster.replayed()
-    assert [p.directories for p in before] == [[MIGRATING, MIGRATING]] * 2
+    assert [p.directories for p in before] == [[DIRECTORY_MIGRATING, DIRECTORY_MIGRATING]] * 2
     response = cluster.assign(1, {DIR_A: [(cluster.topic_id, 0)], DIR_B: [(cluster.topic_id, 1)]})
     assert response.error_code == Error.NONE
     assert errors(response) == [(DIR_A, cluster.topic_id, 0, Error.NONE),
                                 (DIR_B, cluster.topic_id, 1, Error.NONE)]
     after = cluster.replayed()
-    assert after[0].directories == [DIR_A.bytes, MIGRATING]  # broker 1 is the first replica of 0
-    assert after[1].directories == [MIGRATING, DIR_B.bytes]  # and the second of 1
+    assert after[0].directories == [DIR_A.bytes, DIRECTORY_MIGRATING]  # broker 1 is the first replica of 0
+    assert after[1].directories == [DIRECTORY_MIGRATING, DIR_B.bytes]  # and the second of 1
     assert [p.partition_epoch for p in after] == [p.partition_epoch + 1 for p in before]
     # Placement in an online directory changes nothing else.
     assert [(p.leader, p.isr, p.leader_epoch) for p in after] == [(p.leader, p.isr, p.leader_epoch) for p in before]
@@ -142,7 +142,7 @@ def test_replicas_are_recorded_in_their_directories(cluster):
 
     # A replica that moves is recorded in its new directory.
     cluster.assign(1, {DIR_B: [(cluster.topic_id, 0)]})
-    assert cluster.replayed()[0].directories == [DIR_B.bytes, MIGRATING]
+    assert cluster.replayed()[0].directories == [DIR_B.bytes, DIRECTORY_MIGRATING]
 
 
 def test_a_replica_in_a_directory_that_is_not_online_leaves_isr_and_leadership(cluster):
@@ -152,9 +152,9 @@ def test_a_replica_in_a_directory_that_is_not_online_leaves_isr_and_leadership(c
     assert errors(response) == [(unknown_dir, cluster.topic_id, 0, Error.NONE)]
     assert cluster.leader_and_isr(0) == (2, [2])
     assert cluster.leader_and_isr(1) == (2, [2, 1])  # the other partition is untouched
-    assert cluster.replayed()[0].directories == [unknown_dir.bytes, MIGRATING]
+    assert cluster.replayed()[0].directories == [unknown_dir.bytes, DIRECTORY_MIGRATING]
 
-    lost = uuid.UUID(bytes=LOST)
+    lost = uuid.UUID(bytes=DIRECTORY_LOST)
     cluster.assign(2, {lost: [(cluster.topic_id, 1)]})
     assert cluster.leader_and_isr(1) == (1, [1])
 
@@ -182,7 +182,7 @@ def test_a_stale_or_unknown_broker_epoch(cluster):
     assert (stale.error_code, stale.directories) == (Error.STALE_BROKER_EPOCH, [])
     # Kafka checks the epoch before the registration, so an unknown broker is a stale one.
     assert cluster.assign(9, placement, epoch=5).error_code == Error.STALE_BROKER_EPOCH
-    assert cluster.replayed()[0].directories == [MIGRATING, MIGRATING]
+    assert cluster.replayed()[0].directories == [DIRECTORY_MIGRATING, DIRECTORY_MIGRATING]
 
 
 def test_per_partition_errors(cluster):
@@ -195,7 +195,8 @@ def test_per_partition_errors(cluster):
     # Broker 3 holds no replica of the topic.
     not_a_replica = cluster.assign(3, {DIR_A: [(cluster.topic_id, 1)]})
     assert errors(not_a_replica) == [(DIR_A, cluster.topic_id, 1, Error.NOT_LEADER_OR_FOLLOWER)]
-    assert [p.directories for p in cluster.replayed()] == [[DIR_A.bytes, MIGRATING], [MIGRATING, MIGRATING]]
+    assert [p.directories for p in cluster.replayed()] == [
+        [DIR_A.bytes, DIRECTORY_MIGRATING], [DIRECTORY_MIGRATING, DIRECTORY_MIGRATING]]
 
 
 @pytest.mark.controller_properties(PROPS, release_version="3.7-IV1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from protocol.constants import AlterConfigOpType, ConfigResourceType, ConfigSource, ConfigType
 from protocol.error_codes import Error
 from protocol.generated.messages import alter_configs_request as legacy_req
 from protocol.generated.messages import incremental_alter_configs_request as inc_req
@@ -14,15 +15,15 @@ from protocol.generated.messages.describe_configs_request import (
 from protocol.generated.messages.describe_configs_response import DescribeConfigsResponse
 from protocol.generated.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from protocol.generated.metadata.config_record import ConfigRecord
-from server.controller.config_defs import (
-    BROKER_CONFIGS, DEFINITIONS, TOPIC_CONFIGS, ConfigType, check, parse)
-from server.controller.configs import ConfigControl, ConfigSource, OpType, ResourceType
+from server.controller.config_defs import BROKER_CONFIGS, DEFINITIONS, TOPIC_CONFIGS, check, parse
+from server.controller.configs import ConfigControl
 from server.controller.result import ControllerResult
 
-TOPIC, BROKER = ResourceType.TOPIC, ResourceType.BROKER
-SET, DELETE, APPEND, SUBTRACT = OpType.SET, OpType.DELETE, OpType.APPEND, OpType.SUBTRACT
+TOPIC, BROKER = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
+SET, DELETE, APPEND, SUBTRACT = (
+    AlterConfigOpType.SET, AlterConfigOpType.DELETE, AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT)
 DYN_TOPIC, DYN_BROKER, DYN_DEFAULT, STATIC, DEFAULT = (
-    ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG,
     ConfigSource.DEFAULT_CONFIG)
 

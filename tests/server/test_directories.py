@@ -4,6 +4,7 @@ cases), and that reverting a command restores every placement."""
 
 from __future__ import annotations
 
+from protocol.constants import DIRECTORY_LOST, DIRECTORY_MIGRATING
 from protocol.error_codes import Error
 from protocol.generated.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest, DirectoryData, PartitionData, TopicData)
@@ -13,7 +14,6 @@ from protocol.generated.messages.create_topics_request import (
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.primitives import random_uuid
-from server.controller.directories import LOST, MIGRATING
 from tests.server.test_state_machine import Harness, registration
 
 B1, B2 = 101, 102
@@ -67,23 +67,23 @@ def test_assignment_records_as_kafka_writes_them():
     b = c.topic("b", [[B1, B2]] * 2)
     only_b2 = c.topic("c", [[B2]])
     unknown = random_uuid()
-    applied = c.assign(B1, [(DIR1_B1, a, 0), (DIR2_B1, a, 1), (OFFLINE, a, 2), (DIR1_B1, b, 0), (LOST, b, 1),
+    applied = c.assign(B1, [(DIR1_B1, a, 0), (DIR2_B1, a, 1), (OFFLINE, a, 2), (DIR1_B1, b, 0), (DIRECTORY_LOST, b, 1),
                             (DIR2_B1, unknown, 1), (DIR1_B1, a, 137), (DIR1_B1, only_b2, 0)])
     codes = {(d.id, t.topic_id, p.partition_index): p.error_code
              for d in applied.response.directories for t in d.topics for p in t.partitions}
     assert codes == {(DIR1_B1, a, 0): Error.NONE, (DIR2_B1, a, 1): Error.NONE, (OFFLINE, a, 2): Error.NONE,
-                     (DIR1_B1, b, 0): Error.NONE, (LOST, b, 1): Error.NONE,
+                     (DIR1_B1, b, 0): Error.NONE, (DIRECTORY_LOST, b, 1): Error.NONE,
                      (DIR2_B1, unknown, 1): Error.UNKNOWN_TOPIC_ID,
                      (DIR1_B1, a, 137): Error.UNKNOWN_TOPIC_OR_PARTITION,
                      (DIR1_B1, only_b2, 0): Error.NOT_LEADER_OR_FOLLOWER}
     # Kafka places a new replica in UNASSIGNED (or its broker's only directory) where this
-    # controller records MIGRATING; the records are otherwise Kafka's, leader moves included.
+    # controller records DIRECTORY_MIGRATING; the records are otherwise Kafka's, leader moves included.
     assert sorted(applied.records, key=order) == sorted([
-        change(a, 0, directories=[DIR1_B1, MIGRATING]),
-        change(a, 1, directories=[DIR2_B1, MIGRATING]),
-        change(a, 2, directories=[OFFLINE, MIGRATING]),
-        change(b, 0, directories=[DIR1_B1, MIGRATING]),
-        change(b, 1, directories=[LOST, MIGRATING]),
+        change(a, 0, directories=[DIR1_B1, DIRECTORY_MIGRATING]),
+        change(a, 1, directories=[DIR2_B1, DIRECTORY_MIGRATING]),
+        change(a, 2, directories=[OFFLINE, DIRECTORY_MIGRATING]),
+        change(b, 0, directories=[DIR1_B1, DIRECTORY_MIGRATING]),
+        change(b, 1, directories=[DIRECTORY_LOST, DIRECTORY_MIGRATING]),
         change(a, 2, isr=[B2], leader=B2),
         change(b, 1, isr=[B2], leader=B2),
     ], key=order)

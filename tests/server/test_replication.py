@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from protocol.constants import NO_LEADER, LeaderRecoveryState
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic)
@@ -35,7 +36,6 @@ from protocol.primitives import random_uuid
 from protocol.records import frame_metadata_record, parse_metadata_record
 from server.controller.clock import ManualClock
 from server.controller.cluster import Endpoint
-from server.controller.partitions import NO_LEADER, RECOVERED, RECOVERING
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult
 
@@ -170,7 +170,7 @@ class Cluster:
 
     # --- partition changes --------------------------------------------------------------------
     def alter(self, broker_id: int, name: str, index: int, isr: list[int], *, version: int = 3,
-              recovery: int = RECOVERED, leader_epoch: int | None = None,
+              recovery: int = LeaderRecoveryState.RECOVERED, leader_epoch: int | None = None,
               partition_epoch: int | None = None, broker_epoch: int | None = None,
               isr_epochs: dict[int, int] | None = None):
         """AlterPartition from ``broker_id``; returns (applied, the partition's result)."""
@@ -579,9 +579,10 @@ def test_unclean_election_elects_a_live_replica_that_must_recover(c):
     recovering_partition(c)
     applied = c.elect(UNCLEAN, {"t": [0]})
     assert election_results(applied) == {("t", 0): Error.NONE}
-    assert written(only_change(applied)) == {"isr": [2], "leader": 2, "leader_recovery_state": RECOVERING}
+    assert written(only_change(applied)) == {
+        "isr": [2], "leader": 2, "leader_recovery_state": LeaderRecoveryState.RECOVERING}
     p = c.part("t")
-    assert state(p) == ([1, 2, 3], [2], 2) and p.recovery == RECOVERING
+    assert state(p) == ([1, 2, 3], [2], 2) and p.recovery == LeaderRecoveryState.RECOVERING
     assert p not in c.qc.replication.leaderless
     assert_replays(c)
 
@@ -589,25 +590,25 @@ def test_unclean_election_elects_a_live_replica_that_must_recover(c):
 def test_the_isr_cannot_grow_until_the_unclean_leader_has_recovered(c):
     recovering_partition(c)
     c.elect(UNCLEAN, {"t": [0]})
-    applied, result = c.alter(2, "t", 0, [2, 3], recovery=RECOVERING)
+    applied, result = c.alter(2, "t", 0, [2, 3], recovery=LeaderRecoveryState.RECOVERING)
     assert result.error_code == Error.INVALID_REQUEST and applied.records == []
     assert c.part("t").isr == [2]
-    # Before AlterPartition v1 there is no recovery state: the request means RECOVERED.
-    # Staying RECOVERING with the leader alone changes nothing.
-    applied, result = c.alter(2, "t", 0, [2], recovery=RECOVERING)
+    # Before AlterPartition v1 there is no recovery state: the request means LeaderRecoveryState.RECOVERED.
+    # Staying LeaderRecoveryState.RECOVERING with the leader alone changes nothing.
+    applied, result = c.alter(2, "t", 0, [2], recovery=LeaderRecoveryState.RECOVERING)
     assert result.error_code == Error.NONE and applied.records == []
-    assert result.leader_recovery_state == RECOVERING
+    assert result.leader_recovery_state == LeaderRecoveryState.RECOVERING
     # Recovered: only the recovery state is written, the leader epoch stays.
     epoch = c.part("t").leader_epoch
-    applied, result = c.alter(2, "t", 0, [2], recovery=RECOVERED)
-    assert written(only_change(applied)) == {"leader_recovery_state": RECOVERED}
-    assert (result.error_code, result.leader_recovery_state) == (Error.NONE, RECOVERED)
+    applied, result = c.alter(2, "t", 0, [2], recovery=LeaderRecoveryState.RECOVERED)
+    assert written(only_change(applied)) == {"leader_recovery_state": LeaderRecoveryState.RECOVERED}
+    assert (result.error_code, result.leader_recovery_state) == (Error.NONE, LeaderRecoveryState.RECOVERED)
     p = c.part("t")
-    assert p.recovery == RECOVERED and p.leader_epoch == epoch
+    assert p.recovery == LeaderRecoveryState.RECOVERED and p.leader_epoch == epoch
     applied, result = c.alter(2, "t", 0, [2, 3])
     assert result.error_code == Error.NONE and c.part("t").isr == [2, 3]
-    # A recovered partition cannot go back to RECOVERING.
-    applied, result = c.alter(2, "t", 0, [2], recovery=RECOVERING)
+    # A recovered partition cannot go back to LeaderRecoveryState.RECOVERING.
+    applied, result = c.alter(2, "t", 0, [2], recovery=LeaderRecoveryState.RECOVERING)
     assert result.error_code == Error.INVALID_REQUEST and applied.records == []
     assert_replays(c)
 
@@ -635,8 +636,9 @@ def test_unclean_leader_election_enabled_elects_automatically(where):
         c.set_topic_config("t", "unclean.leader.election.enable", "true")
     c.alter(1, "t", 0, [1])
     applied = c.expire(1)
-    assert written(only_change(applied)) == {"isr": [2], "leader": 2, "leader_recovery_state": RECOVERING}
-    assert state(c.part("t")) == ([1, 2, 3], [2], 2) and c.part("t").recovery == RECOVERING
+    assert written(only_change(applied)) == {
+        "isr": [2], "leader": 2, "leader_recovery_state": LeaderRecoveryState.RECOVERING}
+    assert state(c.part("t")) == ([1, 2, 3], [2], 2) and c.part("t").recovery == LeaderRecoveryState.RECOVERING
     assert_replays(c)
 
 
@@ -844,7 +846,8 @@ def test_an_eligible_replica_that_comes_back_is_elected(e):
     assert written(only_change(applied)) == {"isr": [2], "leader": 2, "eligible_leader_replicas": [1]}
     p = e.part("t")
     assert state(p) == ([1, 2, 3], [2], 2) and elr(p) == ([1], [])
-    assert p.recovery == RECOVERED  # an eligible replica has every committed record: a clean election
+    # An eligible replica has every committed record: a clean election.
+    assert p.recovery == LeaderRecoveryState.RECOVERED
     # Back to min.insync.replicas: the ELR is cleared.
     applied, result = e.alter(2, "t", 0, [2, 3])
     assert result.error_code == Error.NONE
@@ -860,7 +863,7 @@ def test_election_picks_a_live_eligible_replica_when_no_isr_member_is_live(e):
     applied = e.expire(1)
     assert written(only_change(applied)) == {"isr": [2], "leader": 2, "eligible_leader_replicas": [1, 3]}
     p = e.part("t")
-    assert state(p) == ([1, 2, 3], [2], 2) and p.recovery == RECOVERED
+    assert state(p) == ([1, 2, 3], [2], 2) and p.recovery == LeaderRecoveryState.RECOVERED
     assert_replays(e)
 
 
@@ -1029,7 +1032,7 @@ def check_invariants(c: Cluster) -> None:
             assert p.leader == NO_LEADER or (p.leader in p.isr and cluster.is_usable(p.leader)), where
             assert set(p.adding) <= set(p.replicas) and set(p.removing) <= set(p.replicas), where
             assert not set(p.adding) & set(p.removing), where
-            if p.recovery == RECOVERING:
+            if p.recovery == LeaderRecoveryState.RECOVERING:
                 assert len(p.isr) <= 1, where
             if not c.qc.configs.elr_enabled(t.name):
                 assert p.isr, where
@@ -1173,15 +1176,15 @@ class ReplicationHistories(RuleBasedStateMachine):
     @rule(data=st.data())
     def leader_alters_isr(self, data: st.DataObject) -> None:
         """The leader shrinks or expands the ISR to usable replicas, or, recovering from an
-        unclean election, keeps it to itself until it reports RECOVERED."""
+        unclean election, keeps it to itself until it reports LeaderRecoveryState.RECOVERED."""
         name, index = data.draw(st.sampled_from(self.led_partitions()), label="partition")
         p = self.c.part(name, index)
         others = [r for r in p.replicas if r != p.leader and self.c.qc.cluster.is_usable(r)]
         isr = [p.leader] + data.draw(st.lists(st.sampled_from(others), unique=True) if others else st.just([]),
                                      label="followers in sync")
-        recovered = p.recovery == RECOVERED or data.draw(st.booleans(), label="recovered")
+        recovered = p.recovery == LeaderRecoveryState.RECOVERED or data.draw(st.booleans(), label="recovered")
         self.c.alter(p.leader, name, index, isr if recovered else [p.leader],
-                     recovery=RECOVERED if recovered else RECOVERING)
+                     recovery=LeaderRecoveryState.RECOVERED if recovered else LeaderRecoveryState.RECOVERING)
 
     @precondition(lambda self: self.names())
     @rule(data=st.data(), election_type=st.sampled_from([PREFERRED, UNCLEAN]))

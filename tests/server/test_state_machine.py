@@ -10,6 +10,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from protocol.constants import FeatureUpgradeType
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_registration_request import (
@@ -24,7 +25,6 @@ from protocol.primitives import random_uuid
 from protocol.records import frame_metadata_record, parse_metadata_record
 from server.controller.clock import ManualClock
 from server.controller.cluster import Endpoint
-from server.controller.features import SAFE_DOWNGRADE, UPGRADE
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult
 
@@ -380,7 +380,7 @@ def test_unregister_of_an_unknown_broker_is_an_error():
 
 # --- features -------------------------------------------------------------------------------------
 
-def mv(level: int, upgrade_type: int = UPGRADE, allow_downgrade: bool = False) -> FeatureUpdateKey:
+def mv(level: int, upgrade_type: int = FeatureUpgradeType.UPGRADE, allow_downgrade: bool = False) -> FeatureUpdateKey:
     return FeatureUpdateKey(feature="metadata.version", max_version_level=level,
                             upgrade_type=upgrade_type, allow_downgrade=allow_downgrade)
 
@@ -407,11 +407,11 @@ def test_downgrade_needs_to_be_asked_for():
                                              allow_downgrade=True)], version=0, validate_only=True)
     assert v0.response.results[0].error_code == Error.NONE
     asked = h.update_features([FeatureUpdateKey(feature="group.version", max_version_level=0,
-                                                upgrade_type=SAFE_DOWNGRADE)])
+                                                upgrade_type=FeatureUpgradeType.SAFE_DOWNGRADE)])
     assert asked.response.results[0].error_code == Error.NONE
     assert "group.version" not in h.qc.features.finalized
     # metadata.version cannot go down at all, flag or not.
-    mv_down = h.update_features([mv(20, SAFE_DOWNGRADE)])
+    mv_down = h.update_features([mv(20, FeatureUpgradeType.SAFE_DOWNGRADE)])
     assert mv_down.response.results[0].error_code == Error.INVALID_UPDATE_VERSION
     assert h.update_features([mv(20)]).response.results[0].error_code == Error.INVALID_UPDATE_VERSION
 

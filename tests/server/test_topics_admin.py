@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from protocol.constants import NO_LEADER
 from protocol.error_codes import Error
 from protocol.generated.messages.create_partitions_request import (
     CreatePartitionsAssignment, CreatePartitionsRequest, CreatePartitionsTopic)
@@ -23,7 +24,6 @@ from protocol.generated.messages.describe_topic_partitions_request import (
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID, random_uuid
-from server.controller.partitions import NO_LEADER
 from tests.server.test_replication import CONTROLLER_ENDPOINT, CONTROLLER_ID, Cluster
 
 TOPIC_CONFIG_SOURCE = 1  # DYNAMIC_TOPIC_CONFIG
