@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from protocol.generated.messages import BY_API_KEY, ApiKey
 from protocol.message import Message
 
-# server/apis.py still imports this name; it goes once that module uses ApiKey.API_VERSIONS.
-API_VERSIONS_KEY = ApiKey.API_VERSIONS
-
 
 @dataclass(frozen=True)
 class Api:

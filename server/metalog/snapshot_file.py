@@ -19,7 +19,6 @@ from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
 from protocol.generated.metadata.snapshot_footer_record import SnapshotFooterRecord
 from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRecord
 from protocol.generated.metadata.voters_record import VotersRecord
-from protocol.message import Message
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_message_class, control_type_of,
     ControlMessage, control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,

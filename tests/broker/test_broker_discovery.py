@@ -16,9 +16,10 @@ import threading
 
 import pytest
 
-from protocol.api_keys import APIS, API_VERSIONS_KEY
+from protocol.api_keys import APIS
 from protocol.error_codes import Error
 from protocol.framing import begin_frame, end_frame
+from protocol.generated.messages import ApiKey
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.headers import peek_request_prefix
@@ -40,7 +41,7 @@ class _Standby(socketserver.BaseRequestHandler):
                 return
             key, version, correlation_id = peek_request_prefix(frame)
             api = APIS[key]
-            if key == API_VERSIONS_KEY:
+            if key == ApiKey.API_VERSIONS:
                 response = ApiVersionsResponse(api_keys=[ApiVersion(api_key=k, min_version=a.min_version,
                                                                     max_version=a.max_version)
                                                          for k, a in APIS.items()])
