@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
-from protocol.constants import ControlledShutdownChange, FencingChange
+from protocol.constants import DIRECTORY_MIGRATING, DIRECTORY_UNASSIGNED, ControlledShutdownChange, FencingChange
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
@@ -136,6 +136,17 @@ class ClusterControl:
         active = [self._metadata_offset.get(b.broker_id, -1) for b in self.brokers.values()
                   if not b.fenced and not b.in_controlled_shutdown]
         return min(active, default=_NO_ACTIVE_BROKER)
+
+    def default_dir(self, broker_id: int) -> bytes:
+        """The directory a new replica on ``broker_id`` is placed in, as Kafka chooses it:
+        the broker's only directory, MIGRATING while it has reported none, and UNASSIGNED
+        (the broker picks and tells AssignReplicasToDirs) when it has several or is unknown."""
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            return DIRECTORY_UNASSIGNED
+        if not broker.log_dirs:
+            return DIRECTORY_MIGRATING
+        return broker.log_dirs[0] if len(broker.log_dirs) == 1 else DIRECTORY_UNASSIGNED
 
     def is_usable(self, broker_id: int) -> bool:
         """May lead or join an ISR: registered, unfenced and not shutting down."""

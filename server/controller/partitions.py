@@ -111,9 +111,11 @@ class Election:
 class PartitionChange:
     def __init__(self, partition: PartitionState, usable: Callable[[int], bool], *,
                  min_isr: int, elr_enabled: bool, unclean_allowed: bool, record_version: int,
-                 bump_epoch_on_isr_shrink: bool = False) -> None:
+                 bump_epoch_on_isr_shrink: bool = False,
+                 default_dir: Callable[[int], bytes] = lambda broker_id: DIRECTORY_MIGRATING) -> None:
         self.p = partition
         self.usable = usable
+        self.default_dir = default_dir
         self.min_isr = min_isr
         self.elr_enabled = elr_enabled and record_version >= 2
         self.unclean_allowed = unclean_allowed
@@ -155,9 +157,9 @@ class PartitionChange:
         if self.replicas != p.replicas:
             rec.replicas = self.replicas
             if self.version >= 1:
-                # A replica that stays keeps its directory; a new one has none assigned yet.
+                # A replica that stays keeps its directory; a new one gets its broker's default.
                 dirs = dict(zip(p.replicas, p.directories))
-                rec.directories = [dirs.get(r, DIRECTORY_MIGRATING) for r in self.replicas]
+                rec.directories = [dirs[r] if r in dirs else self.default_dir(r) for r in self.replicas]
             changed = True
         if self.removing != p.removing:
             rec.removing_replicas = self.removing

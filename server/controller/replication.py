@@ -175,7 +175,8 @@ class ReplicationControl:
             elr_enabled=self.configs.elr_enabled(name),
             unclean_allowed=self.configs.unclean_leader_election(name),
             record_version=self.features.partition_record_version(),
-            bump_epoch_on_isr_shrink=self.features.metadata_version < MV_3_6_IV0)
+            bump_epoch_on_isr_shrink=self.features.metadata_version < MV_3_6_IV0,
+            default_dir=self.cluster.default_dir)
 
     def _record(self, change: PartitionChange) -> list[VersionedRecord]:
         rec = change.build()

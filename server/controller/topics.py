@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from protocol.constants import DIRECTORY_MIGRATING, NO_LEADER, ConfigResourceType, ConfigSource
+from protocol.constants import NO_LEADER, ConfigResourceType, ConfigSource
 from protocol.error_codes import Error
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.generated.messages.create_partitions_response import (
@@ -117,7 +117,7 @@ class TopicAdmin:
         for i, replicas in enumerate(assignments):
             isr = [b for b in replicas if self.r.cluster.is_usable(b)]
             p = PartitionState(topic_id, first + i, list(replicas), isr, isr[0] if isr else NO_LEADER,
-                               directories=[DIRECTORY_MIGRATING] * len(replicas))
+                               directories=[self.r.cluster.default_dir(b) for b in replicas])
             records.append((p.to_record(version), version))
         return records
 

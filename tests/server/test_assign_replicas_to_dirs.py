@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from protocol.constants import DIRECTORY_LOST, DIRECTORY_MIGRATING
+from protocol.constants import DIRECTORY_LOST, DIRECTORY_UNASSIGNED
 from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import (
     CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
@@ -123,14 +123,16 @@ def cluster(controller_factory):
 
 def test_replicas_are_recorded_in_their_directories(cluster):
     before = cluster.replayed()
-    assert [p.directories for p in before] == [[DIRECTORY_MIGRATING, DIRECTORY_MIGRATING]] * 2
+    # Created in each broker's default directory, as Kafka picks it: broker 2's only one, and
+    # UNASSIGNED for broker 1, which has two and must say which.
+    assert [p.directories for p in before] == [[DIRECTORY_UNASSIGNED, DIR_C.bytes], [DIR_C.bytes, DIRECTORY_UNASSIGNED]]
     response = cluster.assign(1, {DIR_A: [(cluster.topic_id, 0)], DIR_B: [(cluster.topic_id, 1)]})
     assert response.error_code == Error.NONE
     assert errors(response) == [(DIR_A, cluster.topic_id, 0, Error.NONE),
                                 (DIR_B, cluster.topic_id, 1, Error.NONE)]
     after = cluster.replayed()
-    assert after[0].directories == [DIR_A.bytes, DIRECTORY_MIGRATING]  # broker 1 is the first replica of 0
-    assert after[1].directories == [DIRECTORY_MIGRATING, DIR_B.bytes]  # and the second of 1
+    assert after[0].directories == [DIR_A.bytes, DIR_C.bytes]  # broker 1 is the first replica of 0
+    assert after[1].directories == [DIR_C.bytes, DIR_B.bytes]  # and the second of 1
     assert [p.partition_epoch for p in after] == [p.partition_epoch + 1 for p in before]
     # Placement in an online directory changes nothing else.
     assert [(p.leader, p.isr, p.leader_epoch) for p in after] == [(p.leader, p.isr, p.leader_epoch) for p in before]
@@ -142,7 +144,7 @@ def test_replicas_are_recorded_in_their_directories(cluster):
 
     # A replica that moves is recorded in its new directory.
     cluster.assign(1, {DIR_B: [(cluster.topic_id, 0)]})
-    assert cluster.replayed()[0].directories == [DIR_B.bytes, DIRECTORY_MIGRATING]
+    assert cluster.replayed()[0].directories == [DIR_B.bytes, DIR_C.bytes]
 
 
 def test_a_replica_in_a_directory_that_is_not_online_leaves_isr_and_leadership(cluster):
@@ -152,7 +154,7 @@ def test_a_replica_in_a_directory_that_is_not_online_leaves_isr_and_leadership(c
     assert errors(response) == [(unknown_dir, cluster.topic_id, 0, Error.NONE)]
     assert cluster.leader_and_isr(0) == (2, [2])
     assert cluster.leader_and_isr(1) == (2, [2, 1])  # the other partition is untouched
-    assert cluster.replayed()[0].directories == [unknown_dir.bytes, DIRECTORY_MIGRATING]
+    assert cluster.replayed()[0].directories == [unknown_dir.bytes, DIR_C.bytes]
 
     lost = uuid.UUID(bytes=DIRECTORY_LOST)
     cluster.assign(2, {lost: [(cluster.topic_id, 1)]})
@@ -182,7 +184,7 @@ def test_a_stale_or_unknown_broker_epoch(cluster):
     assert (stale.error_code, stale.directories) == (Error.STALE_BROKER_EPOCH, [])
     # Kafka checks the epoch before the registration, so an unknown broker is a stale one.
     assert cluster.assign(9, placement, epoch=5).error_code == Error.STALE_BROKER_EPOCH
-    assert cluster.replayed()[0].directories == [DIRECTORY_MIGRATING, DIRECTORY_MIGRATING]
+    assert cluster.replayed()[0].directories == [DIRECTORY_UNASSIGNED, DIR_C.bytes]
 
 
 def test_per_partition_errors(cluster):
@@ -196,7 +198,7 @@ def test_per_partition_errors(cluster):
     not_a_replica = cluster.assign(3, {DIR_A: [(cluster.topic_id, 1)]})
     assert errors(not_a_replica) == [(DIR_A, cluster.topic_id, 1, Error.NOT_LEADER_OR_FOLLOWER)]
     assert [p.directories for p in cluster.replayed()] == [
-        [DIR_A.bytes, DIRECTORY_MIGRATING], [DIRECTORY_MIGRATING, DIRECTORY_MIGRATING]]
+        [DIR_A.bytes, DIR_C.bytes], [DIR_C.bytes, DIRECTORY_UNASSIGNED]]
 
 
 @pytest.mark.controller_properties(PROPS, release_version="3.7-IV1")

@@ -4,7 +4,7 @@ cases), and that reverting a command restores every placement."""
 
 from __future__ import annotations
 
-from protocol.constants import DIRECTORY_LOST, DIRECTORY_MIGRATING
+from protocol.constants import DIRECTORY_LOST, DIRECTORY_UNASSIGNED
 from protocol.error_codes import Error
 from protocol.generated.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest, DirectoryData, PartitionData, TopicData)
@@ -76,14 +76,14 @@ def test_assignment_records_as_kafka_writes_them():
                      (DIR2_B1, unknown, 1): Error.UNKNOWN_TOPIC_ID,
                      (DIR1_B1, a, 137): Error.UNKNOWN_TOPIC_OR_PARTITION,
                      (DIR1_B1, only_b2, 0): Error.NOT_LEADER_OR_FOLLOWER}
-    # Kafka places a new replica in UNASSIGNED (or its broker's only directory) where this
-    # controller records DIRECTORY_MIGRATING; the records are otherwise Kafka's, leader moves included.
+    # Each broker has two directories, so its new replicas start UNASSIGNED, as in Kafka: the
+    # records are Kafka's, leader moves included.
     assert sorted(applied.records, key=order) == sorted([
-        change(a, 0, directories=[DIR1_B1, DIRECTORY_MIGRATING]),
-        change(a, 1, directories=[DIR2_B1, DIRECTORY_MIGRATING]),
-        change(a, 2, directories=[OFFLINE, DIRECTORY_MIGRATING]),
-        change(b, 0, directories=[DIR1_B1, DIRECTORY_MIGRATING]),
-        change(b, 1, directories=[DIRECTORY_LOST, DIRECTORY_MIGRATING]),
+        change(a, 0, directories=[DIR1_B1, DIRECTORY_UNASSIGNED]),
+        change(a, 1, directories=[DIR2_B1, DIRECTORY_UNASSIGNED]),
+        change(a, 2, directories=[OFFLINE, DIRECTORY_UNASSIGNED]),
+        change(b, 0, directories=[DIR1_B1, DIRECTORY_UNASSIGNED]),
+        change(b, 1, directories=[DIRECTORY_LOST, DIRECTORY_UNASSIGNED]),
         change(a, 2, isr=[B2], leader=B2),
         change(b, 1, isr=[B2], leader=B2),
     ], key=order)
