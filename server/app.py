@@ -19,8 +19,6 @@ from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
 from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
-from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
-from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
 from server.apis import NO_WAIT, Router
 from server.config import ControllerConfig
 from server.controller.clock import Clock, SystemClock
@@ -38,6 +36,7 @@ from server.metalog.snapshots import (
 from server.metalog.segments import MetadataLog
 from server.network import Listener
 from server.raft.fetch import MetadataFetchServer
+from server.raft.replication import leader_change_batch
 
 log = logging.getLogger("kraftwire.server")
 
@@ -199,14 +198,9 @@ class ControllerServer:
 
     def _append_leader_change(self, controller: QuorumController) -> None:
         """Mark the start of this epoch in the log, as a KRaft leader does."""
-        voters = [Voter(voter_id=v) for v in sorted(self.config.voters) or [self.config.node_id]]
-        message = LeaderChangeMessage(version=0, leader_id=self.config.node_id, voters=voters,
-                                      granting_voters=voters)
-        now = wall_clock_ms()
-        batch = RecordBatch(base_offset=self.log.end_offset, partition_leader_epoch=self.epoch,
-                            attributes=CONTROL_FLAG, base_timestamp=now, max_timestamp=now,
-                            records=[Record(control_value(message), control_key(ControlType.LEADER_CHANGE))])
-        self.log.append([encode_batch(batch)])
+        voters = frozenset(self.voters)
+        self.log.append([leader_change_batch(self.log.end_offset, self.epoch, self.config.node_id,
+                                             voters, voters, wall_clock_ms())])
         controller.offsets.skip_to(self.log.end_offset)
 
     def _on_commit_failure(self, exc: BaseException) -> None:

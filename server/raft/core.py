@@ -447,17 +447,22 @@ class RaftCore:
         self.outputs.append(SendResponse(destination, correlation_id, message))
 
     # --- Vote ---------------------------------------------------------------------------------
+    def _refusal(self, cluster_id: str | None, one_partition: bool) -> int:
+        """The error a quorum request gets as a whole: another cluster's, or not about exactly
+        the metadata partition; NONE when its partition is to be looked at."""
+        if cluster_id is not None and cluster_id != self.config.cluster_id:
+            return Error.INCONSISTENT_CLUSTER_ID
+        return Error.NONE if one_partition else Error.INVALID_REQUEST
+
     def _on_vote_request(self, source: int, correlation_id: int, request: VoteRequest, pre_vote: bool,
                          now: int) -> None:
         def reply(error: int, granted: bool = False) -> None:
             self._respond(source, correlation_id, rpc.vote_response(error, self.epoch, self.leader_id, granted))
 
-        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
-            self._respond(source, correlation_id, VoteResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
-            return
         part = rpc.only_partition(request.topics)
-        if part is None:
-            self._respond(source, correlation_id, VoteResponse(error_code=Error.INVALID_REQUEST))
+        refusal = self._refusal(request.cluster_id, part is not None)
+        if refusal != Error.NONE or part is None:
+            self._respond(source, correlation_id, VoteResponse(error_code=refusal))
             return
         candidate, epoch = part.candidate_id, part.candidate_epoch
         last_epoch, last_offset = part.last_offset_epoch, part.last_offset
@@ -549,12 +554,10 @@ class RaftCore:
     # --- BeginQuorumEpoch and EndQuorumEpoch ----------------------------------------------------
     def _on_begin_epoch_request(self, source: int, correlation_id: int, request: BeginQuorumEpochRequest,
                                 now: int) -> None:
-        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
-            self._respond(source, correlation_id, BeginQuorumEpochResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
-            return
         part = rpc.only_partition(request.topics)
-        if part is None:
-            self._respond(source, correlation_id, BeginQuorumEpochResponse(error_code=Error.INVALID_REQUEST))
+        refusal = self._refusal(request.cluster_id, part is not None)
+        if refusal != Error.NONE or part is None:
+            self._respond(source, correlation_id, BeginQuorumEpochResponse(error_code=refusal))
             return
         error = self._check_voter_request(part.leader_id, part.leader_epoch)
         if error == Error.NONE:
@@ -576,12 +579,10 @@ class RaftCore:
 
     def _on_end_epoch_request(self, source: int, correlation_id: int, request: EndQuorumEpochRequest,
                               now: int) -> None:
-        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
-            self._respond(source, correlation_id, EndQuorumEpochResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
-            return
         part = rpc.only_partition(request.topics)
-        if part is None:
-            self._respond(source, correlation_id, EndQuorumEpochResponse(error_code=Error.INVALID_REQUEST))
+        refusal = self._refusal(request.cluster_id, part is not None)
+        if refusal != Error.NONE or part is None:
+            self._respond(source, correlation_id, EndQuorumEpochResponse(error_code=refusal))
             return
         error = self._check_voter_request(part.leader_id, part.leader_epoch)
         if error == Error.NONE:
