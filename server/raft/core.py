@@ -115,10 +115,9 @@ class RaftCore:
         out, self.outputs = self.outputs, []
         return out
 
-    def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int,
-                        pre_vote: bool = False) -> None:
+    def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
         if isinstance(message, VoteRequest):
-            self._on_vote_request(source, correlation_id, message, pre_vote, now_ms)
+            self._on_vote_request(source, correlation_id, message, now_ms)
         elif isinstance(message, FetchRequest):
             self._on_fetch_request(source, correlation_id, message, now_ms)
         elif isinstance(message, BeginQuorumEpochRequest):
@@ -407,8 +406,8 @@ class RaftCore:
         kind = _Kind.PRE_VOTE if pre_vote else _Kind.VOTE
         for voter in state.tally.unrecorded():
             message = rpc.vote_request(self.config.cluster_id, self.epoch, self.node_id, voter,
-                                       self.log.last_epoch, self.log.end_offset)
-            self._send(voter, message, kind, now, pre_vote)
+                                       self.log.last_epoch, self.log.end_offset, pre_vote)
+            self._send(voter, message, kind, now)
 
     def _send_fetch(self, state: Follower, now: int) -> None:
         if state.election.leader_id in self._busy:
@@ -425,14 +424,14 @@ class RaftCore:
             self.config.cluster_id, self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch,
             self.log.start_offset, self.config.fetch_max_wait_ms, self.config.fetch_max_bytes), _Kind.FETCH, now)
 
-    def _send(self, destination: int, message: Message, kind: _Kind, now: int, pre_vote: bool = False) -> None:
+    def _send(self, destination: int, message: Message, kind: _Kind, now: int) -> None:
         if destination in self._busy or destination in self._backoff_until:
             return
         correlation_id = self._next_correlation
         self._next_correlation += 1
         self._in_flight[correlation_id] = _InFlight(destination, kind, now)
         self._busy[destination] = correlation_id
-        self.outputs.append(SendRequest(destination, correlation_id, message, pre_vote))
+        self.outputs.append(SendRequest(destination, correlation_id, message))
 
     def _flush(self) -> None:
         self.log.flush()
@@ -454,8 +453,7 @@ class RaftCore:
             return Error.INCONSISTENT_CLUSTER_ID
         return Error.NONE if one_partition else Error.INVALID_REQUEST
 
-    def _on_vote_request(self, source: int, correlation_id: int, request: VoteRequest, pre_vote: bool,
-                         now: int) -> None:
+    def _on_vote_request(self, source: int, correlation_id: int, request: VoteRequest, now: int) -> None:
         def reply(error: int, granted: bool = False) -> None:
             self._respond(source, correlation_id, rpc.vote_response(error, self.epoch, self.leader_id, granted))
 
@@ -464,7 +462,7 @@ class RaftCore:
         if refusal != Error.NONE or part is None:
             self._respond(source, correlation_id, VoteResponse(error_code=refusal))
             return
-        candidate, epoch = part.candidate_id, part.candidate_epoch
+        candidate, epoch, pre_vote = part.candidate_id, part.candidate_epoch, part.pre_vote
         last_epoch, last_offset = part.last_offset_epoch, part.last_offset
         # A candidate has raised its epoch past everything in its log; a prospective has not.
         illegal_epoch = last_epoch > epoch if pre_vote else last_epoch >= epoch

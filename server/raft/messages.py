@@ -40,9 +40,9 @@ def only_partition(topics: list[Any], name_field: str = "topic_name") -> Any | N
 # --- Vote -----------------------------------------------------------------------------------
 
 def vote_request(cluster_id: str, epoch: int, candidate_id: int, voter_id: int,
-                 last_epoch: int, last_offset: int) -> v_req.VoteRequest:
+                 last_epoch: int, last_offset: int, pre_vote: bool = False) -> v_req.VoteRequest:
     part = v_req.PartitionData(partition_index=0, candidate_epoch=epoch, candidate_id=candidate_id,
-                               last_offset_epoch=last_epoch, last_offset=last_offset)
+                               last_offset_epoch=last_epoch, last_offset=last_offset, pre_vote=pre_vote)
     return v_req.VoteRequest(cluster_id=cluster_id, voter_id=voter_id,
                              topics=[v_req.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
 

@@ -23,9 +23,6 @@ class SendRequest:
     destination: int
     correlation_id: int  # the response must come back to ``receive_response`` with it
     message: Message
-    # VoteRequest v2's PreVote (KIP-996): the generated VoteRequest stops at v1, so the flag
-    # travels beside the message until the schema has it.
-    pre_vote: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,13 @@ from tests.protocol.strategies import MessageValues, all_structs, max_known_tag
 CASES = project_cases()
 UPSTREAM = upstream_cases()
 
+# Versions Kafka released after the reference corpus was taken; the versions both have must
+# still match byte for byte (test_same_bytes_as_upstream).
+NEWER_THAN_REFERENCE = {
+    "VoteRequest": 2,  # Kafka 4.0, KIP-996: PreVote
+    "VoteResponse": 2,  # Kafka 4.0, bumped with the request
+}
+
 
 def _counterpart(case):
     other = upstream_counterpart(case, UPSTREAM)
@@ -37,7 +44,7 @@ def test_same_identity_as_upstream(case):
     assert ours.name == up.name
     assert ours.kind == up.kind
     assert ours.api_key == up.api_key
-    assert (ours.valid.lo, ours.valid.hi) == (up.valid.lo, up.valid.hi)
+    assert (ours.valid.lo, ours.valid.hi) == (up.valid.lo, NEWER_THAN_REFERENCE.get(ours.name, up.valid.hi))
     if up.flexible.empty():
         assert ours.flexible.empty()
     else:
@@ -57,6 +64,8 @@ def _transfer(src_cls, dst_cls, obj, version):
 @pytest.mark.parametrize(("case", "version"), version_params(CASES), ids=case_id)
 def test_same_bytes_as_upstream(upstream_tree, case, version):
     up_case = upstream_tree.case(_counterpart(case).rel)
+    if version not in up_case.schema.valid and version >= NEWER_THAN_REFERENCE.get(case.schema.name, version + 1):
+        pytest.skip(f"{case.schema.name} v{version} is newer than the reference corpus")
     if version not in up_case.schema.valid:
         pytest.fail(f"upstream {up_case.rel} has no version {version}")
     ours_cls, up_cls = case.cls(), up_case.cls()
@@ -87,7 +96,9 @@ def test_same_field_model_as_upstream(case):
     from tools.codegen.emit import default_literal
 
     up = _counterpart(case).schema
-    ours = dict(_fields(case.schema.root))
+    newer = NEWER_THAN_REFERENCE.get(case.schema.name)
+    # Fields of the newer versions only are not in the reference.
+    ours = {path: fld for path, fld in _fields(case.schema.root) if newer is None or fld.versions.lo < newer}
     theirs = dict(_fields(up.root))
     assert sorted(ours) == sorted(theirs)
     for path, fld in ours.items():

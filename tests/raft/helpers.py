@@ -62,7 +62,7 @@ def answer(outputs: list[Output]) -> Any:
 def vote(core: RaftCore, candidate: int, epoch: int, last_epoch: int = 0, last_offset: int = 0,
          now: int = 0, pre_vote: bool = False) -> Any:
     core.receive_request(candidate, 99, rpc.vote_request(CLUSTER, epoch, candidate, core.node_id, last_epoch,
-                                                         last_offset), now, pre_vote)
+                                                         last_offset, pre_vote), now)
     return answer(core.take_outputs())
 
 

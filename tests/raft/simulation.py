@@ -211,7 +211,7 @@ class Simulation:
         elif isinstance(output, SendRequest):
             self._send(node.node_id, output.destination,
                        self._deliver_request(node.node_id, output.destination, output.correlation_id,
-                                             output.message, output.pre_vote))
+                                             output.message))
         elif isinstance(output, SendResponse):
             self._send(node.node_id, output.destination,
                        self._deliver_response(node.node_id, output.correlation_id, output.message))
@@ -263,8 +263,8 @@ class Simulation:
     def _reachable(self, source: int, destination: int) -> bool:
         return frozenset((source, destination)) not in self.cut
 
-    def _deliver_request(self, source: int, destination: int, correlation_id: int, message: Message,
-                         pre_vote: bool) -> Callable[[], None]:
+    def _deliver_request(self, source: int, destination: int, correlation_id: int,
+                         message: Message) -> Callable[[], None]:
         asker = (source, self.nodes[source].incarnation, correlation_id)
 
         def deliver() -> None:
@@ -274,7 +274,7 @@ class Simulation:
                 # never reaches a later run of the asker (see _deliver_response).
                 connection = next(self._connections)
                 self._askers[connection] = asker
-                self.call(node, lambda core, now: core.receive_request(source, connection, message, now, pre_vote))
+                self.call(node, lambda core, now: core.receive_request(source, connection, message, now))
         return deliver
 
     def _deliver_response(self, source: int, connection: int, message: Message) -> Callable[[], None]:

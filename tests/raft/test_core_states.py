@@ -79,7 +79,7 @@ def test_election_timeout_starts_a_pre_vote_without_raising_or_persisting_the_ep
     assert isinstance(core.state, Prospective) and core.epoch == 0
     assert not of_type(outputs, PersistElection)
     requests = sent(outputs, VoteRequest)
-    assert {r.destination for r in requests} == {2, 3} and all(r.pre_vote for r in requests)
+    assert {r.destination for r in requests} == {2, 3} and all(partition_of(r.message).pre_vote for r in requests)
     part = partition_of(requests[0].message)
     assert part.candidate_epoch == 0 and part.candidate_id == 1
 
@@ -92,7 +92,7 @@ def test_winning_the_pre_vote_makes_a_candidate_that_persists_its_vote_before_as
     assert isinstance(core.state, Candidate) and core.epoch == 1
     assert isinstance(outputs[0], PersistElection) and outputs[0].election == Election(1, voted_id=1)
     requests = sent(outputs, VoteRequest)
-    assert {r.destination for r in requests} == {2, 3} and not any(r.pre_vote for r in requests)
+    assert {r.destination for r in requests} == {2, 3} and not any(partition_of(r.message).pre_vote for r in requests)
 
 
 def test_losing_the_pre_vote_returns_to_the_known_leader_in_the_same_epoch() -> None:
