@@ -30,7 +30,7 @@ from protocol.primitives import INT16, INT32
 from server.context import ANONYMOUS, RequestContext, forwarded_address, forwarded_principal
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting
-from server.metalog.committer import Committer
+from server.metalog.committer import CommitPath
 from server.network import Connection, RequestRejected
 
 log = logging.getLogger("kraftwire.apis")
@@ -159,12 +159,18 @@ READS = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_reassignments",
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
 }
+# Reads every voter answers from its committed state; they name the active controller, so a
+# client that asked a standby finds its way.
+SERVED_BY_STANDBYS = frozenset({"metadata", "describe_cluster"})
 
 
 class Router:
-    def __init__(self, controller: QuorumController, committer: Committer) -> None:
+    def __init__(self, controller: QuorumController, committer: CommitPath) -> None:
         self.controller = controller
         self.committer = committer
+        # A voter of a quorum that is not the active controller: it refuses what only the
+        # active controller serves with NOT_CONTROLLER, as Kafka's standbys do.
+        self.standby = False
         self.handlers: dict[int, Handler] = {}
         self._routes: dict[tuple[int, int], Route] = {}
         # Narrower version ranges than the schema's, for APIs only partly served.
@@ -183,6 +189,13 @@ class Router:
     def _writer(self, name: str) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:
             applied: Applied = getattr(self.controller, name)(request, version)
+            if self.standby:
+                # The answer the command would get, every error NOT_CONTROLLER; its records
+                # are undone at once (a standby holds only what the active one committed).
+                self.controller.offsets.revert_to(applied.base_offset)
+                if applied.response is None:
+                    raise ValueError(f"{name} produced no response")
+                return with_error(applied.response, Error.NOT_CONTROLLER), NO_WAIT
             self.committer.submit(applied.records, applied.base_offset)
             if applied.response is None:
                 raise ValueError(f"{name} produced no response")
@@ -190,8 +203,13 @@ class Router:
         return handle
 
     def _reader(self, name: str) -> Handler:
+        everywhere = name in SERVED_BY_STANDBYS
+
         def handle(request: Message, version: int) -> tuple[Reply, int]:
-            return getattr(self.controller, name)(request, version), self.controller.last_applied_offset
+            response = getattr(self.controller, name)(request, version)
+            if self.standby and not everywhere:
+                return with_error(response, Error.NOT_CONTROLLER), NO_WAIT
+            return response, self.controller.last_applied_offset
         return handle
 
     def register(self, api_key: int, handler: Handler, versions: tuple[int, int] | None = None) -> None:

@@ -1,7 +1,11 @@
 """The controller process: loads the metadata, then serves it over the network.
 
-This is the shell around the I/O-free controller: it owns the log, the committer, the
-listener and the lease timer, and rebuilds the controller from the log if a write fails.
+This is the shell around the I/O-free controller: it owns the log, the commit path, the
+listener and the lease timer. A single voter leads alone from start-up and commits through
+the ``Committer`` (rebuilding the controller from the log if a write fails). A voter of a
+quorum is a hot standby until the Raft core elects it: it replays every committed record as
+the quorum commits it, so winning an election only means activating the state it has.
+Nothing is written before the listener is bound.
 """
 
 from __future__ import annotations
@@ -18,29 +22,40 @@ from protocol.generated.messages.describe_quorum_request import DescribeQuorumRe
 from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
 from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
+from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
+from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
+from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
-from server.apis import NO_WAIT, Router
+from protocol.records import read_batch_header
+from server.apis import NO_WAIT, Reply, Router
 from server.config import ControllerConfig
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
-from server.controller.quorum_controller import QuorumController
+from server.controller.features import METADATA_VERSION
+from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult, accepting
 from server.image.loader import MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
-from server.metalog.committer import Committer, encode_batches
+from server.metalog.committer import CommitPath, Committer, encode_batches
 from server.metalog.meta_properties import check_log_dirs
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+from server.metalog.raft_log import DiskRaftLog
 from server.metalog.snapshots import (
     SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot)
 from server.metalog.segments import MetadataLog
 from server.network import Listener
+from server.quorum import QuorumEvents, QuorumReplication
 from server.raft.fetch import MetadataFetchServer
+from server.raft.messages import fetch_replica_id
+from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import leader_change_batch
 
 log = logging.getLogger("kraftwire.server")
 
 PLAINTEXT = 0
+# How much of the log a standby reads at a time to replay what the quorum committed.
+REPLAY_READ_BYTES = 8 << 20
 
 
 def static_configs(c: ControllerConfig) -> dict[str, str]:
@@ -69,20 +84,44 @@ class ControllerServer:
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
         self.voters = tuple(sorted(config.voters)) or (config.node_id,)
         self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
-        self.epoch = -1  # chosen once the log is loaded: above every epoch in it
-        self.controller = self._load_without_collector()
-        self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
-        self.router = Router(self.controller, self.committer)
         advertised = config.advertised_controller_listener
+        # Where each voter is reached; this node is reached at its advertised listener.
+        self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
+        self.epoch = -1  # a single voter's is chosen at start-up: above every epoch in the log
+        self.loader: MetadataLoader | None = None
+        self.controller = self._load_without_collector()
+        self.replication: QuorumReplication | None = None
+        self.raft_log: DiskRaftLog | None = None
+        self.committer: CommitPath
+        if len(self.voters) > 1:
+            self.raft_log = DiskRaftLog(self.log)
+            self.replication = QuorumReplication(
+                config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log, self.endpoints,
+                QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
+                             self._leader_changed, self._snapshot_installed), wall_clock_ms)
+            self.committer = self.replication
+        else:
+            self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
+        self.router = Router(self.controller, self.committer)
+        # Not active until it leads: alone, once start-up has written its epoch; in a quorum,
+        # once elected.
+        self.router.standby = True
         self.fetch_server = MetadataFetchServer(
-            self.log, self.committer, self.cluster_id, config.node_id, self.epoch,
-            sorted(config.voters) or [config.node_id], (advertised.host, advertised.port))
-        self.router.register(ApiKey.FETCH, accepting(
-            FetchRequest, lambda r, v: (self.fetch_server.fetch(r, v), NO_WAIT)))
+            self.log, self.committer, self.cluster_id, config.node_id, self.epoch, list(self.voters), self.endpoints)
+        self.router.register(ApiKey.FETCH, accepting(FetchRequest, self._fetch))
         self.router.register(ApiKey.DESCRIBE_QUORUM, accepting(
             DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT)))
-        self.router.register(ApiKey.FETCH_SNAPSHOT, accepting(
-            FetchSnapshotRequest, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), NO_WAIT)))
+        if self.replication is not None:
+            quorum = self.replication
+            self.fetch_server.leader_id = -1
+            self.fetch_server.voter_progress = quorum.replica_progress
+            for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
+                             (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
+                             (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest)):
+                self.router.register(key, accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT)))
+        else:
+            self.router.register(ApiKey.FETCH_SNAPSHOT, accepting(
+                FetchSnapshotRequest, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), NO_WAIT)))
         self.fetch_server.snapshot = self.snapshot
         self._snapshot_wanted = False
         self._snapshotting = False
@@ -118,6 +157,21 @@ class ControllerServer:
                 f"--take-over-quorum to continue as the only voter")
         log.warning("taking over the quorum of voters %s as its only voter %s", sorted(found), list(self.voters))
 
+    def _quorum_config(self) -> QuorumConfig:
+        c = self.config
+        return QuorumConfig(
+            voters=self.voters, cluster_id=self.cluster_id, election_timeout_ms=c.quorum_election_timeout_ms,
+            election_backoff_max_ms=c.quorum_election_backoff_max_ms, fetch_timeout_ms=c.quorum_fetch_timeout_ms,
+            request_timeout_ms=c.quorum_request_timeout_ms, retry_backoff_ms=c.quorum_retry_backoff_ms,
+            append_linger_ms=c.quorum_append_linger_ms)
+
+    def _fetch(self, request: FetchRequest, version: int) -> tuple[Reply, int]:
+        """A voter's fetch is the Raft core's (it moves the high watermark); an observer's
+        reads committed batches only."""
+        if self.replication is not None and fetch_replica_id(request) in self.voters:
+            return self.replication.serve(request), NO_WAIT
+        return self.fetch_server.fetch(request, version), NO_WAIT
+
     def _new_epoch(self) -> int:
         """A single voter elects itself at start-up: a new epoch above any in the log, its
         snapshots and quorum-state, recorded before it is used."""
@@ -131,13 +185,16 @@ class ControllerServer:
     def _new_controller(self) -> QuorumController:
         advertised = self.config.advertised_controller_listener
         c = self.config
+        voter_endpoints = {node: Endpoint(advertised.name, host, port, PLAINTEXT)
+                           for node, (host, port) in self.endpoints.items()} if len(self.voters) > 1 else None
         return QuorumController(
             self.cluster_id, c.node_id, self.clock,
             session_timeout_ms=c.broker_session_timeout_ms,
             controller_endpoints=[Endpoint(advertised.name, advertised.host, advertised.port, PLAINTEXT)],
             static_configs=static_configs(c),
             metadata_lists_brokers=c.metadata_nodes == "brokers",
-            voter_ids=c.voters or {c.node_id})
+            voter_ids=c.voters or {c.node_id},
+            voter_endpoints=voter_endpoints)
 
     def _load_without_collector(self) -> QuorumController:
         """Loading builds millions of long-lived objects; the cyclic collector would rescan
@@ -151,33 +208,108 @@ class ControllerServer:
             gc.freeze()
 
     def _load(self) -> QuorumController:
+        """The durable state, read only. A voter of a quorum loads the snapshot alone: which
+        records of its log are committed it learns from the quorum, and replays them then."""
         controller = self._new_controller()
-        self.snapshot = self._restore(controller)
+        self.snapshot = self._restore(controller, replay_log=len(self.voters) == 1)
         self._check_voters(controller.quorum.voter_ids, "VotersRecord")
+        if len(self.voters) > 1:
+            # A standby keeps undo entries like the active controller, so that a command it
+            # refuses (NOT_CONTROLLER) can be worked out and undone.
+            controller.offsets.activate()
+        return controller
+
+    def _lead_alone(self) -> None:
+        """A single voter elects itself: a new epoch, recorded, then marked in the log; a
+        new log gets the bootstrap records first."""
         self.epoch = self._new_epoch()
+        controller = self.controller
         if self.log.end_offset == 0 and self.snapshot is None:
             records = read_bootstrap(self.config.metadata_log_dir)
             applied = controller.apply(ControllerResult(records))
             self.log.append(encode_batches(applied.records, 0, self.epoch, wall_clock_ms()))
             log.info("bootstrapped the metadata log with %d records", len(records))
         self._append_leader_change(controller)
-        self._abort_open_transaction(controller)
+        aborted = self._abort_open_transaction(controller)
+        if aborted is not None:
+            self.log.append(encode_batches(aborted.records, aborted.base_offset, self.epoch, wall_clock_ms()))
+        assert isinstance(self.committer, Committer)
+        self.committer.caught_up(self.epoch)
+        self.fetch_server.epoch = self.epoch
         controller.activate()
-        return controller
+        self.router.standby = False
 
-    def _abort_open_transaction(self, controller: QuorumController) -> None:
+    def _abort_open_transaction(self, controller: QuorumController) -> Applied | None:
         """A metadata transaction the log ends inside was never finished: its records were
         not applied, and, as Kafka's controller does on activation, the log says so."""
         start = controller.offsets.transaction_start
         if start < 0:
-            return
+            return None
         log.warning("aborting the metadata transaction begun at offset %d: the log ends inside it", start)
-        applied = controller.apply(ControllerResult([(AbortTransactionRecord(reason="Controller failover"), 0)]))
-        self.log.append(encode_batches(applied.records, applied.base_offset, self.epoch, wall_clock_ms()))
+        return controller.apply(ControllerResult([(AbortTransactionRecord(reason="Controller failover"), 0)]))
 
-    def _restore(self, controller: QuorumController) -> SnapshotId | None:
-        """The latest usable snapshot, then the log after it: the durable state."""
-        loader = MetadataLoader(controller)
+    # --- a voter of a quorum --------------------------------------------------------------------
+    def _quorum_committed(self, last_offset: int) -> None:
+        if self.router.standby:
+            self._replay_committed(last_offset)
+        self.controller.committed(last_offset)
+
+    def _replay_committed(self, last_offset: int) -> None:
+        """Replay what the quorum committed since the last call, straight from the log."""
+        assert self.loader is not None
+        where = str(self.log.directory)
+        while self.controller.next_offset <= last_offset:
+            data = self.log.read(self.controller.next_offset, REPLAY_READ_BYTES, up_to=last_offset)
+            if not data:
+                break
+            pos = 0
+            while pos < len(data):
+                self.loader.raw_batch(data, pos, where)
+                pos += read_batch_header(data, pos).size
+
+    def _became_leader(self, epoch: int, epoch_start_offset: int) -> None:
+        """Elected, with everything up to the epoch's LeaderChange replayed: active at once."""
+        self.epoch = epoch
+        controller = self.controller
+        writes: list[Applied] = []
+        if METADATA_VERSION not in controller.features.finalized and self.snapshot is None:
+            # The quorum's first leader writes the bootstrap records, as Kafka's does.
+            records = read_bootstrap(self.config.metadata_log_dir)
+            writes.append(controller.apply(ControllerResult(records)))
+            log.info("bootstrapping the metadata log with %d records", len(records))
+        aborted = self._abort_open_transaction(controller)
+        if aborted is not None:
+            writes.append(aborted)
+        controller.activate()
+        self.router.standby = False
+        for applied in writes:
+            self.committer.submit(applied.records, applied.base_offset)
+        log.info("active controller of epoch %d (state at offset %d)", epoch, controller.last_applied_offset)
+
+    def _lost_leadership(self, epoch: int) -> None:
+        """What was applied but not committed goes; the quorum's next leader decides it."""
+        self.router.standby = True
+        assert self.replication is not None
+        self.controller.offsets.revert_to(self.replication.committed_offset + 1)
+
+    def _leader_changed(self, epoch: int, leader_id: int) -> None:
+        self.fetch_server.epoch = epoch
+        self.fetch_server.leader_id = leader_id
+        self.controller.set_active_controller(leader_id)
+
+    def _snapshot_installed(self, end_offset: int, epoch: int) -> None:
+        """The leader's snapshot replaced this voter's log: load it in place of the state."""
+        controller = self._new_controller()
+        self.snapshot = self._restore(controller, replay_log=False)
+        controller.offsets.activate()
+        controller.set_active_controller(self.fetch_server.leader_id)
+        self.controller = self.router.controller = controller
+        self.fetch_server.snapshot = self.snapshot
+
+    def _restore(self, controller: QuorumController, replay_log: bool = True) -> SnapshotId | None:
+        """The latest usable snapshot, then (``replay_log``) the log after it: the durable
+        state."""
+        loader = self.loader = MetadataLoader(controller)
         loaded = load_latest_snapshot(self.log.directory, self.log.start_offset)
         for path in set_aside_newer(self.log.directory, loaded[0] if loaded is not None else None):
             log.warning("set the unusable snapshot aside as %s", path.name)
@@ -190,10 +322,11 @@ class ControllerServer:
                 log.info("the log ends at offset %d, below the snapshot: it continues at offset %d",
                          self.log.end_offset, snapshot.end_offset)
                 self.log.restart_at(snapshot.end_offset)
-        start = controller.next_offset
-        for data, entry in self.log.raw_batches(controller.next_offset):
-            loader.raw_batch(data, entry.position, str(self.log.segments[entry.segment]))
-        log.info("replayed the log from offset %d to %d", start, controller.last_applied_offset)
+        if replay_log:
+            start = controller.next_offset
+            for data, entry in self.log.raw_batches(controller.next_offset):
+                loader.raw_batch(data, entry.position, str(self.log.segments[entry.segment]))
+            log.info("replayed the log from offset %d to %d", start, controller.last_applied_offset)
         return loaded[0] if loaded is not None else None
 
     def _append_leader_change(self, controller: QuorumController) -> None:
@@ -234,13 +367,19 @@ class ControllerServer:
             return
         self._snapshot_wanted = False
         self._snapshotting = True
-        snapshot = SnapshotId(committed + 1, self.epoch)
+        snapshot = SnapshotId(committed + 1, self._epoch_at(committed))
         # The records are built now, on the loop, so they are exactly the committed state;
         # only the file writing runs on the writer thread.
         records = list(self.controller.snapshot_records())
         loop = asyncio.get_running_loop()
         task = loop.run_in_executor(None, write_snapshot, self.log.directory, snapshot, records)
         task.add_done_callback(lambda f: self._snapshot_written(f, snapshot, len(records)))
+
+    def _epoch_at(self, offset: int) -> int:
+        """The leader epoch of the batch holding ``offset``: a snapshot is named after the
+        epoch of its last record, as Kafka names them."""
+        i = self.log.entry_for(offset)
+        return self.log.entries[i].epoch if i is not None else max(self.epoch, 0)
 
     def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId, count: int) -> None:
         self._snapshotting = False
@@ -250,6 +389,8 @@ class ControllerServer:
         self.snapshot = snapshot
         self._snapshot_mark = self.log.appended_bytes
         self.fetch_server.snapshot = snapshot
+        if self.raft_log is not None:
+            self.raft_log.snapshot_taken(snapshot)
         # The log below the older kept snapshot goes: the newest can fall back to that one.
         kept = oldest_kept(self.log.directory)
         removed = self.log.delete_segments_before(kept.end_offset if kept else snapshot.end_offset)
@@ -260,6 +401,10 @@ class ControllerServer:
     async def start(self) -> tuple[str, int]:
         listener = self.config.controller_listener
         self.address = await self.listener.start(listener.host, listener.port)
+        if self.replication is not None:
+            self.replication.start()
+        else:
+            self._lead_alone()
         self._schedule_lease_check()
         self._schedule_no_op()
         return self.address
@@ -269,6 +414,9 @@ class ControllerServer:
         self._timer = asyncio.get_running_loop().call_later(interval, self._check_leases)
 
     def _check_leases(self) -> None:
+        if self.router.standby:
+            self._schedule_lease_check()
+            return
         applied = self.controller.fence_expired_brokers()
         if applied.records:
             fenced = [r.id for r, _ in applied.records if isinstance(r, FenceBrokerRecord)]
@@ -284,14 +432,18 @@ class ControllerServer:
             self._no_op_timer = asyncio.get_running_loop().call_later(interval_ms / 1000, self._write_no_op)
 
     def _write_no_op(self) -> None:
-        applied = self.controller.write_no_op()
-        self.committer.submit(applied.records, applied.base_offset)
+        if not self.router.standby:
+            applied = self.controller.write_no_op()
+            self.committer.submit(applied.records, applied.base_offset)
         self._schedule_no_op()
 
     async def stop(self) -> None:
         for timer in (self._timer, self._no_op_timer):
             if timer is not None:
                 timer.cancel()
+        if self.replication is not None:
+            # Hand leadership over (EndQuorumEpoch) while still answering the other voters.
+            await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)
         await self.listener.stop()
         if self.capture is not None:
             self.capture.close()

@@ -22,6 +22,12 @@ unclean.leader.election.enable                   false        true or false
 eligible.leader.replicas.enabled                 false        true or false
 max.request.partition.size.limit                 2000         >= 1
 kraftwire.metadata.nodes                         controller   "controller" or "brokers"
+controller.quorum.election.timeout.ms            1000         >= 1; elections start after [t, 2t)
+controller.quorum.election.backoff.max.ms        1000         >= 0
+controller.quorum.fetch.timeout.ms               2000         >= 1
+controller.quorum.request.timeout.ms             2000         >= 1
+controller.quorum.retry.backoff.ms               20           >= 0
+controller.quorum.append.linger.ms               25           >= 0
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
 the controller listeners use PLAINTEXT. Only PLAINTEXT listeners are served.
@@ -61,6 +67,9 @@ _KNOWN_KEYS = frozenset({
     "metadata.max.idle.interval.ms", "num.partitions", "default.replication.factor",
     "min.insync.replicas", "unclean.leader.election.enable", "eligible.leader.replicas.enabled",
     "max.request.partition.size.limit", "kraftwire.metadata.nodes",
+    *(f"controller.quorum.{name}" for name in (
+        "election.timeout.ms", "election.backoff.max.ms", "fetch.timeout.ms", "request.timeout.ms",
+        "retry.backoff.ms", "append.linger.ms")),
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -153,6 +162,13 @@ class ControllerConfig:
     eligible_leader_replicas_enabled: bool = False
     max_request_partition_size_limit: int = 2000
     metadata_nodes: str = "controller"
+    # controller.quorum.* timing, Kafka's names and defaults (see server.raft.quorum_config).
+    quorum_election_timeout_ms: int = 1000
+    quorum_election_backoff_max_ms: int = 1000
+    quorum_fetch_timeout_ms: int = 2000
+    quorum_request_timeout_ms: int = 2000
+    quorum_retry_backoff_ms: int = 20
+    quorum_append_linger_ms: int = 25
     ignored: list[str] = field(default_factory=list)
 
     @property
@@ -434,11 +450,6 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
     if node_id not in voters:
         raise ConfigError("controller.quorum.voters",
                           f"node.id {node_id} is not among the voters {sorted(voters)}")
-    if len(voters) > 1:
-        # Each voter would elect itself and accept writes alone: the metadata would split.
-        raise ConfigError("controller.quorum.voters",
-                          f"kraftwire runs a single-voter quorum; {len(voters)} voters "
-                          f"{sorted(voters)} would each act as leader. Give one voter, this node")
 
     listeners, controller_names = _controller_listener(reader)
     advertised = listeners
@@ -488,6 +499,12 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         eligible_leader_replicas_enabled=reader.bool("eligible.leader.replicas.enabled", False),
         max_request_partition_size_limit=reader.int("max.request.partition.size.limit", 2000, 1),
         metadata_nodes=metadata_nodes,
+        quorum_election_timeout_ms=reader.int("controller.quorum.election.timeout.ms", 1000, 1),
+        quorum_election_backoff_max_ms=reader.int("controller.quorum.election.backoff.max.ms", 1000, 0),
+        quorum_fetch_timeout_ms=reader.int("controller.quorum.fetch.timeout.ms", 2000, 1),
+        quorum_request_timeout_ms=reader.int("controller.quorum.request.timeout.ms", 2000, 1),
+        quorum_retry_backoff_ms=reader.int("controller.quorum.retry.backoff.ms", 20, 0),
+        quorum_append_linger_ms=reader.int("controller.quorum.append.linger.ms", 25, 0),
         ignored=sorted(key for key in props if key in IGNORED_KEYS),
     )
 

@@ -83,7 +83,8 @@ class QuorumController:
                  controller_endpoints: list[Endpoint] | None = None,
                  static_configs: dict[str, str] | None = None,
                  metadata_lists_brokers: bool = False,
-                 voter_ids: Iterable[int] = ()) -> None:
+                 voter_ids: Iterable[int] = (),
+                 voter_endpoints: dict[int, Endpoint] | None = None) -> None:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
@@ -104,6 +105,10 @@ class QuorumController:
         # Endpoints of the voters as configured: DescribeCluster for controllers falls back
         # to them until the controllers register themselves.
         self.controller_endpoints = controller_endpoints or []
+        # Every voter's endpoint, for a quorum: who leads is named by id and reached there.
+        self.voter_endpoints = voter_endpoints or {}
+        # The controller Metadata and DescribeCluster name: this node while it leads.
+        self.active_controller_id = node_id
         self.views = TopicViews(self.replication, node_id,
                                 self.controller_endpoints[0] if self.controller_endpoints else None,
                                 metadata_lists_brokers)
@@ -338,7 +343,7 @@ class QuorumController:
         return self.configs.describe_configs(req, version, self._topic_exists, self._broker_exists)
 
     def describe_cluster(self, req: DescribeClusterRequest, version: int) -> DescribeClusterResponse:
-        response = DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.node_id,
+        response = DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.active_controller_id,
                                            endpoint_type=req.endpoint_type if version >= 1 else EndpointType.BROKER)
         if version >= 1 and req.endpoint_type == EndpointType.CONTROLLER:
             response.brokers = [DescribeClusterBroker(broker_id=cid, host=e.host, port=e.port)
@@ -358,7 +363,19 @@ class QuorumController:
         registered = [(c.controller_id, c.endpoints[0]) for c in self.cluster.controllers.values() if c.endpoints]
         if registered:
             return sorted(registered, key=lambda item: item[0])
+        if self.voter_endpoints:
+            return sorted(self.voter_endpoints.items())
         return [(self.node_id, e) for e in self.controller_endpoints[:1]]
+
+    def set_active_controller(self, node_id: int) -> None:
+        """A quorum's leader changed: Metadata and DescribeCluster name it (and its endpoint)
+        as the controller, so clients that asked a standby go to the active one."""
+        endpoint = self.voter_endpoints.get(node_id)
+        if endpoint is None:
+            return  # no leader known: keep naming the last one
+        self.active_controller_id = node_id
+        self.views.node_id = node_id
+        self.views.controller_endpoint = endpoint
 
     def supported_features(self) -> list[SupportedFeatureKey]:
         return [SupportedFeatureKey(name=n, min_version=lo, max_version=hi)

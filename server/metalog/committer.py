@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Protocol
 
 from protocol.records import Record, RecordBatch, encode_batch, frame_metadata_record
 from server.controller.result import MAX_RECORDS_PER_BATCH, VersionedRecord
@@ -40,6 +40,24 @@ def encode_batches(records: list[VersionedRecord], base_offset: int, epoch: int,
             for start in range(0, len(records), MAX_RECORDS_PER_BATCH)]
 
 
+class CommitPath(Protocol):
+    """Where the active controller's records go to be committed: the single voter's
+    ``Committer``, or a quorum's replication (``server.quorum``)."""
+
+    committed_offset: int
+    listeners: list[Callable[[int], None]]  # told of every new committed offset
+
+    def submit(self, records: list[VersionedRecord], base_offset: int) -> None: ...
+
+    def wait(self, offset: int) -> asyncio.Future | None:
+        """A future resolved once ``offset`` is committed (failed with CommitFailed if it never
+        will be); None if it already is."""
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Committer:
     def __init__(self, metadata_log: MetadataLog, epoch: int,
                  on_failure: Callable[[BaseException], None], wall_clock_ms: Callable[[], int]) -> None:
@@ -54,6 +72,12 @@ class Committer:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metalog-writer")
         self._flushing = False
         self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
+
+    def caught_up(self, epoch: int) -> None:
+        """Start-up wrote to the log directly, before anything was submitted: all of it is
+        committed, and batches from now on carry ``epoch``."""
+        self.epoch = epoch
+        self.committed_offset = self._queued_last = self.log.end_offset - 1
 
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
         if not records:

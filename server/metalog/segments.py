@@ -12,7 +12,7 @@ import errno
 import logging
 import os
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -71,6 +71,7 @@ class MetadataLog:
         # on the event loop; both rewrite the segment list and the index under this lock.
         self._lock = threading.Lock()
         self._unusable: str | None = None  # why appends are refused, after a failed cut back
+        self._unsynced = False  # an append(sync=False) wrote bytes not yet fsynced
 
     # --- opening and recovery ---------------------------------------------------------------
     @classmethod
@@ -159,11 +160,12 @@ class MetadataLog:
     def last_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else 0
 
-    def append(self, batches: list[bytes]) -> None:
+    def append(self, batches: list[bytes], sync: bool = True) -> None:
         """Write whole batches and fsync them; on any failure nothing of them stays indexed.
 
         The caller gives batches whose base offsets continue the log; a write that fails is
-        cut back off the file so a later append does not land after half a batch.
+        cut back off the file so a later append does not land after half a batch. A Raft
+        leader appends with ``sync=False`` and calls ``sync`` once for a group of appends.
         """
         if self._unusable is not None:
             raise OSError(errno.EIO, self._unusable)
@@ -177,7 +179,10 @@ class MetadataLog:
         try:
             f.write(b"".join(batches))
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
+            else:
+                self._unsynced = True
         except OSError:
             self._cut_back(start)
             raise
@@ -210,8 +215,43 @@ class MetadataLog:
             self._unusable = f"a failed write could not be cut back off {self.segments[-1]}: {exc}"
             log.error("metadata log: %s; refusing further writes", self._unusable)
 
+    def sync(self) -> None:
+        """Make every append durable."""
+        if self._unsynced and self._active is not None:
+            os.fsync(self._active.fileno())
+        self._unsynced = False
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset``, a batch boundary: the tail a follower
+        wrote in an epoch its leader's log does not continue. Durable on return."""
+        with self._lock:
+            i = bisect_left(self._bases, offset)
+            if i and self.entries[i - 1].last_offset >= offset:
+                raise ValueError(f"offset {offset} is inside the batch at {self.entries[i - 1].base_offset}")
+            if i == len(self.entries):
+                return
+            first = self.entries[i]
+            self.close()
+            for path in self.segments[first.segment + 1:]:
+                path.unlink(missing_ok=True)
+            del self.segments[first.segment + 1:]
+            with open(self.segments[-1], "r+b") as f:
+                f.truncate(first.position)
+                f.flush()
+                os.fsync(f.fileno())
+            del self.entries[i:]
+            del self._bases[i:]
+            while self._epoch_starts and self._epoch_starts[-1] >= offset:
+                self._epoch_starts.pop()
+                self._epochs.pop()
+            self._active = open(self.segments[-1], "ab")
+            self._active_size = first.position
+            self._unsynced = False
+            fsync_dir(self.directory)
+
     def _roll(self, base_offset: int) -> None:
         if self._active is not None:
+            self.sync()
             self._active.close()
         path = self.directory / segment_name(base_offset)
         self._active = open(path, "ab")

@@ -164,18 +164,26 @@ class RaftCore:
     def propose(self, records: list[bytes], now_ms: int) -> int:
         """Append records as one batch of the current epoch; returns the offset of the last.
         They are committed once ``Committed`` reaches that offset."""
+        if not records:
+            raise ValueError("nothing to propose")
+        return self.propose_batches([records_batch(self.log.end_offset, self.epoch, records, now_ms)], now_ms)
+
+    def propose_batches(self, batches: list[bytes], now_ms: int) -> int:
+        """Append batches already encoded by the controller (base offsets continuing the log,
+        this epoch's leader epoch); returns the offset of the last record."""
         state = self.state
         if not isinstance(state, Leader) or state.resign_requested or self.shutting_down:
             raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
-        if not records:
-            raise ValueError("nothing to propose")
-        base = self.log.end_offset
-        self.log.append([records_batch(base, self.epoch, records, now_ms)])
+        for raw in batches:
+            header = read_batch_header(raw)
+            if header.partition_leader_epoch != self.epoch:
+                raise ValueError(f"a batch of epoch {header.partition_leader_epoch} proposed in epoch {self.epoch}")
+        self.log.append(batches)
         if self._flush_due is None:
             self._flush_due = now_ms + self.config.append_linger_ms
         self._answer_parked(state, now_ms, only_due=False)
         self._poll(now_ms)
-        return base + len(records) - 1
+        return self.log.end_offset - 1
 
     def resign(self, now_ms: int) -> None:
         """Step down from leadership now (the controller asks, e.g. after a failed write)."""

@@ -2,13 +2,16 @@
 
 Only committed batches are returned (the high watermark is the committed offset + 1), so an
 observer never replays anything that could still be lost. A fetch that finds nothing new
-waits up to MaxWaitMs for the next commit, as Kafka's long poll does.
+waits up to MaxWaitMs for the next commit, as Kafka's long poll does. A voter that does not
+lead sends fetchers to the leader it knows (NOT_LEADER_OR_FOLLOWER, with the leader's id,
+epoch and endpoint).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Callable
 from dataclasses import dataclass
 
 from protocol.error_codes import Error
@@ -28,19 +31,17 @@ from protocol.generated.messages.fetch_snapshot_response import (
 from protocol.generated.messages.fetch_snapshot_response import SnapshotId as SnapshotResponseId
 from protocol.message import Message
 from protocol.primitives import METADATA_TOPIC_ID
-from server.metalog.committer import Committer
+from server.metalog.committer import CommitPath
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId
+from server.raft.state import ReplicaProgress
 
 METADATA_TOPIC = "__cluster_metadata"
 UNKNOWN_OFFSET = -1
-
-
-@dataclass
-class ReplicaProgress:
-    log_end_offset: int = -1
-    last_fetch_ms: int = -1
-    last_caught_up_ms: int = -1
+# Observers are tracked for DescribeQuorum; one that stops fetching is forgotten after
+# Kafka's observer session timeout, and made-up replica ids cannot grow the table past a cap.
+OBSERVER_TIMEOUT_MS = 300_000
+MAX_OBSERVERS = 10_000
 
 
 def _now_ms() -> int:
@@ -57,15 +58,18 @@ def _failed(data: PartitionData, code: int) -> PartitionData:
 
 
 class MetadataFetchServer:
-    def __init__(self, log: MetadataLog, committer: Committer, cluster_id: str, node_id: int,
-                 epoch: int, voters: list[int], endpoint: tuple[str, int]) -> None:
+    def __init__(self, log: MetadataLog, committer: CommitPath, cluster_id: str, node_id: int,
+                 epoch: int, voters: list[int], endpoints: dict[int, tuple[str, int]]) -> None:
         self.log = log
         self.committer = committer
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.epoch = epoch
+        self.leader_id = node_id  # -1 while a quorum has no known leader
         self.voters = voters
-        self.endpoint = endpoint
+        self.endpoints = endpoints  # every voter's, this node's own included
+        # The voters' progress, known to a quorum leader; a single voter has no one else.
+        self.voter_progress: Callable[[], dict[int, ReplicaProgress]] | None = None
         self.observers: dict[int, ReplicaProgress] = {}
         self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
         self._waiting: list[asyncio.Future[None]] = []
@@ -74,6 +78,19 @@ class MetadataFetchServer:
     @property
     def high_watermark(self) -> int:
         return self.committer.committed_offset + 1
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        return self.endpoints[self.node_id]
+
+    @property
+    def leading(self) -> bool:
+        return self.leader_id == self.node_id
+
+    def _leader_endpoints(self) -> list[tuple[int, str, int]]:
+        """The node a fetcher should go to: this one when it leads, else the known leader."""
+        found = self.endpoints.get(self.leader_id)
+        return [(self.leader_id, *found)] if found is not None else []
 
     def _on_commit(self, _offset: int) -> None:
         waiting, self._waiting = self._waiting, []
@@ -116,10 +133,13 @@ class MetadataFetchServer:
 
     def _read(self, req: FetchRequest, version: int) -> FetchResponse:
         replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
+        if sum(len(topic.partitions) for topic in req.topics) > 1:
+            # KRaft serves one partition; Kafka refuses a Fetch naming more, repeats included,
+            # rather than read the log once per name.
+            return FetchResponse(error_code=Error.INVALID_REQUEST)
         response = FetchResponse()
         if version >= 16:
-            host, port = self.endpoint
-            response.node_endpoints = [NodeEndpoint(node_id=self.node_id, host=host, port=port)]
+            response.node_endpoints = [NodeEndpoint(node_id=n, host=h, port=p) for n, h, p in self._leader_endpoints()]
         for topic in req.topics:
             is_metadata = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
             out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
@@ -138,7 +158,9 @@ class MetadataFetchServer:
         data = PartitionData(partition_index=0, high_watermark=hw, last_stable_offset=hw,
                              log_start_offset=self.log.start_offset)
         if version >= 12:
-            data.current_leader = LeaderIdAndEpoch(leader_id=self.node_id, leader_epoch=self.epoch)
+            data.current_leader = LeaderIdAndEpoch(leader_id=self.leader_id, leader_epoch=self.epoch)
+        if not self.leading:
+            return _failed(data, Error.NOT_LEADER_OR_FOLLOWER)
         if version >= 9 and part.current_leader_epoch > self.epoch:
             return _failed(data, Error.UNKNOWN_LEADER_EPOCH)
         if version >= 9 and 0 <= part.current_leader_epoch < self.epoch:
@@ -169,14 +191,26 @@ class MetadataFetchServer:
         return data
 
     def _track(self, replica_id: int, offset: int) -> None:
-        if replica_id < 0:
+        if replica_id < 0 or replica_id in self.voters:
             return
-        progress = self.observers.setdefault(replica_id, ReplicaProgress())
         now = _now_ms()
+        progress = self.observers.get(replica_id)
+        if progress is None:
+            if len(self.observers) >= MAX_OBSERVERS:
+                self._forget_observers(now)
+            progress = self.observers[replica_id] = ReplicaProgress()
         progress.log_end_offset = offset
         progress.last_fetch_ms = now
         if offset >= self.high_watermark:
             progress.last_caught_up_ms = now
+
+    def _forget_observers(self, now: int) -> None:
+        """Drop observers silent for the session timeout; at the cap, the longest silent."""
+        for rid in [rid for rid, p in self.observers.items() if now - p.last_fetch_ms > OBSERVER_TIMEOUT_MS]:
+            del self.observers[rid]
+        if len(self.observers) >= MAX_OBSERVERS:
+            for rid, _ in sorted(self.observers.items(), key=lambda item: item[1].last_fetch_ms)[:MAX_OBSERVERS // 10]:
+                del self.observers[rid]
 
     # --- FetchSnapshot ---------------------------------------------------------------------------
     def fetch_snapshot(self, req: FetchSnapshotRequest, version: int) -> FetchSnapshotResponse:
@@ -235,20 +269,29 @@ class MetadataFetchServer:
                     out.partitions.append(QuorumPartition(partition_index=p.partition_index,
                                                           error_code=Error.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                now = _now_ms()
-                leader_end = self.log.end_offset
-                voters = [ReplicaState(replica_id=v, log_end_offset=leader_end if v == self.node_id else -1,
-                                       last_fetch_timestamp=now if v == self.node_id else -1,
-                                       last_caught_up_timestamp=now if v == self.node_id else -1)
-                          for v in self.voters]
-                observers = [ReplicaState(replica_id=rid, log_end_offset=pr.log_end_offset,
-                                          last_fetch_timestamp=pr.last_fetch_ms,
-                                          last_caught_up_timestamp=pr.last_caught_up_ms)
-                             for rid, pr in sorted(self.observers.items()) if rid not in self.voters]
-                out.partitions.append(QuorumPartition(
-                    partition_index=0, leader_id=self.node_id, leader_epoch=self.epoch,
-                    high_watermark=self.high_watermark, current_voters=voters, observers=observers))
+                out.partitions.append(self._quorum_partition())
         if version >= 2:
-            host, port = self.endpoint
-            response.nodes = [Node(node_id=self.node_id, listeners=[Listener(name="CONTROLLER", host=host, port=port)])]
+            response.nodes = [Node(node_id=n, listeners=[Listener(name="CONTROLLER", host=h, port=p)])
+                              for n, (h, p) in sorted(self.endpoints.items())]
         return response
+
+    def _quorum_partition(self) -> QuorumPartition:
+        if not self.leading:
+            # Only the leader knows every replica's progress, as in Kafka.
+            return QuorumPartition(partition_index=0, error_code=Error.NOT_LEADER_OR_FOLLOWER,
+                                   leader_id=self.leader_id, leader_epoch=self.epoch)
+        now = _now_ms()
+        progress = self.voter_progress() if self.voter_progress is not None else {
+            self.node_id: ReplicaProgress(self.log.end_offset, now, now)}
+
+        def state(rid: int, p: ReplicaProgress | None) -> ReplicaState:
+            if p is None:
+                return ReplicaState(replica_id=rid, log_end_offset=-1, last_fetch_timestamp=-1,
+                                    last_caught_up_timestamp=-1)
+            return ReplicaState(replica_id=rid, log_end_offset=p.log_end_offset, last_fetch_timestamp=p.last_fetch_ms,
+                                last_caught_up_timestamp=p.last_caught_up_ms)
+
+        voters = [state(v, progress.get(v)) for v in self.voters]
+        observers = [state(rid, p) for rid, p in sorted(self.observers.items()) if rid not in self.voters]
+        return QuorumPartition(partition_index=0, leader_id=self.node_id, leader_epoch=self.epoch,
+                               high_watermark=self.high_watermark, current_voters=voters, observers=observers)

@@ -36,26 +36,3 @@ class QuorumConfig:
     append_linger_ms: int = DEFAULT_APPEND_LINGER_MS
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
     fetch_max_bytes: int = FETCH_MAX_BYTES
-
-    @classmethod
-    def from_properties(cls, props: dict[str, str], cluster_id: str = "") -> "QuorumConfig":
-        """From server.properties: ``controller.quorum.voters`` (``id@host:port,...``) and the
-        controller.quorum.* timing settings."""
-        voters = tuple(sorted(int(entry.split("@", 1)[0])
-                              for entry in props.get("controller.quorum.voters", "").split(",") if entry.strip()))
-        if not voters:
-            raise ValueError("controller.quorum.voters names no voter")
-
-        def ms(name: str, default: int) -> int:
-            value = int(props.get(f"controller.quorum.{name}", default))
-            if value < 0:
-                raise ValueError(f"controller.quorum.{name} must not be negative, got {value}")
-            return value
-
-        return cls(voters=voters, cluster_id=cluster_id,
-                   election_timeout_ms=ms("election.timeout.ms", DEFAULT_ELECTION_TIMEOUT_MS),
-                   election_backoff_max_ms=ms("election.backoff.max.ms", DEFAULT_ELECTION_BACKOFF_MAX_MS),
-                   fetch_timeout_ms=ms("fetch.timeout.ms", DEFAULT_FETCH_TIMEOUT_MS),
-                   request_timeout_ms=ms("request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS),
-                   retry_backoff_ms=ms("retry.backoff.ms", DEFAULT_RETRY_BACKOFF_MS),
-                   append_linger_ms=ms("append.linger.ms", DEFAULT_APPEND_LINGER_MS))

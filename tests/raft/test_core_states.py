@@ -388,19 +388,6 @@ def test_a_follower_without_answers_starts_a_pre_vote_after_the_fetch_timeout() 
     assert isinstance(core.state, Prospective) and core.epoch == 5
 
 
-# --- configuration ---------------------------------------------------------------------------------
-
-def test_quorum_settings_come_from_server_properties() -> None:
-    config = QuorumConfig.from_properties({
-        "controller.quorum.voters": "3@a:9093,1@b:9093,2@c:9093",
-        "controller.quorum.election.timeout.ms": "500",
-        "controller.quorum.fetch.timeout.ms": "900"}, cluster_id="x")
-    assert config.voters == (1, 2, 3) and config.election_timeout_ms == 500
-    assert config.fetch_timeout_ms == 900 and config.election_backoff_max_ms == 1000
-    with pytest.raises(ValueError):
-        QuorumConfig.from_properties({})
-
-
 def test_a_leader_asked_to_resign_hands_over_like_at_shutdown() -> None:
     core = new_core()
     now = elect(core)

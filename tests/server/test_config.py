@@ -161,9 +161,8 @@ def test_every_ignored_key_is_accepted_and_reported() -> None:
     ({**BASE, "controller.quorum.voters": "1@127.0.0.1"}, "controller.quorum.voters", "id@host:port"),
     ({**BASE, "controller.quorum.voters": "1@h:1,1@h:2"}, "controller.quorum.voters", "twice"),
     ({**BASE, "controller.quorum.voters": "1@h:70000"}, "controller.quorum.voters", "out of range"),
-    # Until the Raft quorum is served, several voters would each lead: split metadata.
-    ({**BASE, "controller.quorum.voters": "1@ctl-1:9093,2@[::1]:9094,3@10.0.0.3:9095"},
-     "controller.quorum.voters", "single-voter quorum; 3 voters"),
+    ({**BASE, "controller.quorum.election.timeout.ms": "0"}, "controller.quorum.election.timeout.ms", "at least"),
+    ({**BASE, "controller.quorum.fetch.timeout.ms": "x"}, "controller.quorum.fetch.timeout.ms", "integer"),
     (with_(controller_quorum_voters=None), "controller.quorum.voters", "required"),
     ({**BASE, "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
      "controller.quorum.bootstrap.servers", "not supported"),
@@ -279,3 +278,12 @@ def test_properties_file_end_to_end(tmp_path: Path) -> None:
     assert cfg.node_id == 7
     assert cfg.voters == {7: ("localhost", 9093)}
     assert cfg.metadata_log_dir == tmp_path / "logs"
+
+
+def test_a_three_voter_quorum_and_its_timing_come_from_server_properties():
+    cfg = config_from_properties({**BASE, "controller.quorum.voters": "1@127.0.0.1:9093,2@[::1]:9094,3@h3:9095",
+                                  "controller.quorum.election.timeout.ms": "500",
+                                  "controller.quorum.fetch.timeout.ms": "900"})
+    assert cfg.voters == {1: ("127.0.0.1", 9093), 2: ("::1", 9094), 3: ("h3", 9095)}
+    assert (cfg.quorum_election_timeout_ms, cfg.quorum_fetch_timeout_ms) == (500, 900)
+    assert (cfg.quorum_election_backoff_max_ms, cfg.quorum_append_linger_ms) == (1000, 25)

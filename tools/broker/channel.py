@@ -18,7 +18,7 @@ from protocol.error_codes import Error, describe
 from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from protocol.generated.messages.api_versions_response import ApiVersionsResponse
 from protocol.message import Message, api_key_of
-from tools.broker.connection import ConnectionLost, KafkaConnection
+from server.client_connection import ConnectionLost, KafkaConnection
 
 log = logging.getLogger("kraftwire.broker.channel")
 

@@ -1,4 +1,5 @@
-"""One connection to a controller: pipelined requests, answers matched by correlation id.
+"""One outbound connection to a Kafka node (a broker's to its controller, a voter's to another
+voter): pipelined requests, answers matched by correlation id.
 
 A request that is not answered in time closes the connection, as Kafka's network client
 does: the answers that follow could no longer be trusted to belong to anyone.
@@ -95,7 +96,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.closed_reason is None:
-            self.closed_reason = f"connection lost: {exc}" if exc else "the controller closed the connection"
+            self.closed_reason = f"connection lost: {exc}" if exc else "the peer closed the connection"
         self._fail_pending()
 
     def data_received(self, data: bytes) -> None:

@@ -1,0 +1,86 @@
+"""The metadata log on disk as the Raft core sees it (``server.raft.log.RaftLog``).
+
+Appends are written at once but fsynced only when the core flushes, so a leader gathers the
+appends of a linger period into one fsync; a voter only ever reports what it has flushed.
+Snapshots are the checkpoint files beside the segments: those this node takes from its own
+committed state, and one fetched whole from the leader when this log is too far behind.
+"""
+
+from __future__ import annotations
+
+from server.metalog.durable import write_atomically
+from server.metalog.segments import MetadataLog
+from server.metalog.snapshots import SnapshotId, list_snapshots
+
+
+class DiskRaftLog:
+    def __init__(self, log: MetadataLog) -> None:
+        self.log = log
+        self._flushed = log.end_offset
+        newest = list_snapshots(log.directory)[-1:]
+        self._snapshot: tuple[int, int] | None = (newest[0].end_offset, newest[0].epoch) if newest else None
+
+    def snapshot_taken(self, snapshot: SnapshotId) -> None:
+        """The shell wrote a snapshot of its committed state."""
+        if self._snapshot is None or (snapshot.end_offset, snapshot.epoch) > self._snapshot:
+            self._snapshot = (snapshot.end_offset, snapshot.epoch)
+
+    @property
+    def start_offset(self) -> int:
+        return self.log.start_offset
+
+    @property
+    def latest_snapshot(self) -> tuple[int, int] | None:
+        return self._snapshot
+
+    @property
+    def end_offset(self) -> int:
+        return self.log.end_offset
+
+    @property
+    def last_epoch(self) -> int:
+        if self.log.entries:
+            return self.log.last_epoch
+        return self._snapshot[1] if self._snapshot is not None else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    def append(self, batches: list[bytes]) -> None:
+        self.log.append(batches, sync=False)
+
+    def flush(self) -> None:
+        self.log.sync()
+        self._flushed = self.log.end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self._flushed = min(self._flushed, self.log.end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        found, end = self.log.epoch_end_offset(epoch)
+        if found >= 0:
+            return found, end
+        if self._snapshot is not None and self._snapshot[1] <= epoch:
+            return self._snapshot[1], self.log.start_offset
+        return 0, self.log.start_offset
+
+    def read(self, from_offset: int, max_bytes: int) -> bytes:
+        return self.log.read(from_offset, max_bytes)
+
+    def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
+        path = self.log.directory / SnapshotId(*snapshot).file_name
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, 2)
+                f.seek(position)
+                return f.read(max_bytes), size
+        except FileNotFoundError:
+            return None
+
+    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+        write_atomically(self.log.directory / SnapshotId(*snapshot).file_name, data)
+        self.log.restart_at(snapshot[0])
+        self._snapshot = snapshot
+        self._flushed = snapshot[0]

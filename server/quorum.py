@@ -1,0 +1,266 @@
+"""The network and disk shell around the Raft core, for a controller of several voters.
+
+``QuorumReplication`` owns a ``RaftCore`` and does what its outputs ask, in order: persist the
+election in quorum-state before anything else goes out, send requests to the other voters over
+one outbound connection each, answer the quorum requests they sent, and tell the controller
+shell what happened (records committed, leadership won or lost, a snapshot installed). Time is
+the monotonic clock in milliseconds; the core is ticked at its next deadline.
+
+For the controller it stands where the single voter's ``Committer`` stands: the active
+controller submits the records of each command, and a response waiting for an offset is
+released once a majority of voters has the offset on disk, or failed if leadership is lost
+first (the client then hears NOT_CONTROLLER and retries elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from protocol.api_keys import APIS
+from protocol.message import Message, api_key_of
+from server.client_connection import ConnectionLost, KafkaConnection
+from server.controller.result import VersionedRecord
+from server.metalog.committer import CommitFailed, encode_batches
+from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+from server.metalog.raft_log import DiskRaftLog
+from server.raft.core import NotLeader, RaftCore
+from server.raft.outputs import (
+    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
+    SnapshotInstalled)
+from server.raft.quorum_config import QuorumConfig
+from server.raft.state import Election, ReplicaProgress
+
+log = logging.getLogger("kraftwire.quorum")
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass
+class QuorumEvents:
+    """What the controller shell does when the quorum moves."""
+
+    committed: Callable[[int], None]  # every record up to the offset is committed
+    became_leader: Callable[[int, int], None]  # (epoch, offset of its LeaderChange)
+    lost_leadership: Callable[[int], None]  # (epoch); uncommitted state must go
+    leader_changed: Callable[[int, int], None]  # (epoch, leader id or -1)
+    snapshot_installed: Callable[[int, int], None]  # (end offset, epoch)
+
+
+class QuorumReplication:
+    def __init__(self, node_id: int, config: QuorumConfig, log_dir: Path, raft_log: DiskRaftLog,
+                 endpoints: dict[int, tuple[str, int]], events: QuorumEvents, wall_clock_ms: Callable[[], int]) -> None:
+        self.node_id = node_id
+        self.log_dir = log_dir
+        self.raft_log = raft_log
+        self.endpoints = endpoints
+        self.events = events
+        self.wall_clock_ms = wall_clock_ms
+        self.voters = tuple(config.voters)
+        stored = read_quorum_state(log_dir)
+        persisted = Election(stored.leader_epoch, stored.leader_id, stored.voted_id)
+        self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms())
+        self.request_timeout_s = config.request_timeout_ms / 1000
+        self.committed_offset = -1  # the Committer's name: the high watermark minus one
+        self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
+        self._waiters: deque[tuple[int, asyncio.Future[int]]] = deque()
+        self._answers: dict[int, asyncio.Future[Message]] = {}  # inbound correlation -> response
+        self._next_inbound = 0
+        self._connections: dict[int, KafkaConnection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # --- the core's view of things -------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch
+
+    @property
+    def leader_id(self) -> int:
+        return self.core.leader_id
+
+    def replica_progress(self) -> dict[int, ReplicaProgress]:
+        """Each replica's fetching as the leader saw it, in wall-clock milliseconds as
+        DescribeQuorum reports it (the core keeps monotonic time)."""
+        now = monotonic_ms()
+        shift = self.wall_clock_ms() - now
+
+        def wall(ms: int) -> int:
+            return ms + shift if ms >= 0 else -1
+
+        return {rid: ReplicaProgress(p.log_end_offset, wall(p.last_fetch_ms), wall(p.last_caught_up_ms))
+                for rid, p in self.core.replica_progress(now).items()}
+
+    # --- starting and stopping -----------------------------------------------------------------
+    def start(self) -> None:
+        """Act on what the core decided while it was built (the election read back), then
+        keep its timers running."""
+        self._run()
+
+    async def stop(self, grace_s: float) -> None:
+        """Resign and tell the other voters (EndQuorumEpoch), waiting up to ``grace_s`` for
+        another voter to take over, then close every connection."""
+        self.core.begin_shutdown(monotonic_ms())
+        self._run()
+        deadline = time.monotonic() + grace_s
+        while not self.core.shutdown_complete and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for conn in self._connections.values():
+            conn.close("shutting down")
+        for task in list(self._tasks):
+            task.cancel()
+        self._fail_waiters(CommitFailed("the controller is shutting down"))
+
+    # --- the Committer's interface, for the active controller ----------------------------------
+    def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
+        if not records:
+            return
+        batches = encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms())
+        try:
+            self.core.propose_batches(batches, monotonic_ms())
+        except NotLeader:
+            # Leadership went between the command and its records: the waiters fail below,
+            # and the lost-leadership event has reverted (or will revert) the state.
+            log.info("records at offset %d not written: this node no longer leads", base_offset)
+        self._run()
+
+    def wait(self, offset: int) -> asyncio.Future[int] | None:
+        """A future resolved once ``offset`` is committed; None if it already is."""
+        if offset <= self.committed_offset:
+            return None
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, fut))
+        return fut
+
+    async def drain(self) -> None:
+        """Wait for what the active controller submitted to commit; what cannot (leadership
+        lost) has failed its waiters already."""
+        pending = [fut for _, fut in self._waiters]
+        if pending:
+            await asyncio.wait(pending, timeout=self.request_timeout_s)
+
+    def close(self) -> None:
+        self.raft_log.flush()
+
+    # --- requests from the other voters ----------------------------------------------------------
+    def serve(self, message: Message) -> asyncio.Future[Message]:
+        """Vote, BeginQuorumEpoch, EndQuorumEpoch, and a voter's Fetch or FetchSnapshot: the
+        core answers now or later (a long-polling fetch)."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Message] = loop.create_future()
+        correlation_id = self._next_inbound
+        self._next_inbound += 1
+        self._answers[correlation_id] = answer
+        # The source only labels the answer; answers go back by correlation id, on the
+        # connection the request came in on.
+        self.core.receive_request(-1, correlation_id, message, monotonic_ms())
+        self._run()
+        return answer
+
+    # --- doing what the core asks ----------------------------------------------------------------
+    def _run(self) -> None:
+        for output in self.core.take_outputs():
+            self._do(output)
+        if self._closed:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0, self.core.next_deadline() - monotonic_ms())
+        self._timer = asyncio.get_running_loop().call_later(delay / 1000, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self.core.tick(monotonic_ms())
+        self._run()
+
+    def _do(self, output: Output) -> None:
+        if isinstance(output, PersistElection):
+            e = output.election
+            write_quorum_state(self.log_dir, QuorumState(leader_id=e.leader_id, leader_epoch=e.epoch,
+                                                         voted_id=e.voted_id, voters=self.voters))
+        elif isinstance(output, SendRequest):
+            task = asyncio.get_running_loop().create_task(self._send(output))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif isinstance(output, SendResponse):
+            answer = self._answers.pop(output.correlation_id, None)
+            if answer is not None and not answer.done():
+                answer.set_result(output.message)
+        elif isinstance(output, Committed):
+            self._committed(output.last_offset)
+        elif isinstance(output, BecameLeader):
+            log.info("leading epoch %d from offset %d", output.epoch, output.epoch_start_offset)
+            self.events.became_leader(output.epoch, output.epoch_start_offset)
+        elif isinstance(output, LostLeadership):
+            log.info("no longer leading epoch %d", output.epoch)
+            self._fail_waiters(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
+            self.events.lost_leadership(output.epoch)
+        elif isinstance(output, LeaderChanged):
+            log.info("epoch %d: leader %s", output.epoch, output.leader_id if output.leader_id >= 0 else "unknown")
+            self.events.leader_changed(output.epoch, output.leader_id)
+        elif isinstance(output, SnapshotInstalled):
+            log.info("installed the leader's snapshot ending at offset %d", output.end_offset)
+            self.events.snapshot_installed(output.end_offset, output.epoch)
+
+    def _committed(self, last_offset: int) -> None:
+        if last_offset <= self.committed_offset:
+            return
+        self.committed_offset = last_offset
+        self.events.committed(last_offset)
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= last_offset:
+            _, fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(last_offset)
+        for listener in self.listeners:
+            listener(last_offset)
+
+    def _fail_waiters(self, exc: CommitFailed) -> None:
+        while self._waiters:
+            _, fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(exc)
+
+    # --- the other voters --------------------------------------------------------------------------
+    async def _send(self, request: SendRequest) -> None:
+        destination = request.destination
+        key = api_key_of(request.message)
+        try:
+            conn = await self._connection(destination)
+            response = await conn.request(request.message, APIS[key].max_version, self.request_timeout_s)
+        except (ConnectionLost, OSError, asyncio.TimeoutError) as exc:
+            log.debug("%s to voter %d failed: %s", APIS[key].name, destination, exc)
+            if not self._closed:
+                self.core.request_failed(request.correlation_id, monotonic_ms())
+                self._run()
+            return
+        if not self._closed:
+            self.core.receive_response(destination, request.correlation_id, response, monotonic_ms())
+            self._run()
+
+    async def _connection(self, voter: int) -> KafkaConnection:
+        conn = self._connections.get(voter)
+        if conn is not None and conn.is_open:
+            return conn
+        lock = self._connecting.setdefault(voter, asyncio.Lock())
+        async with lock:
+            conn = self._connections.get(voter)
+            if conn is None or not conn.is_open:
+                host, port = self.endpoints[voter]
+                conn = await KafkaConnection.open(host, port, f"kraftwire-voter-{self.node_id}",
+                                                  self.request_timeout_s)
+                self._connections[voter] = conn
+            return conn
