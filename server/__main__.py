@@ -53,10 +53,16 @@ async def serve(config: ControllerConfig, capture_file: Path | None = None, take
 
     server = ControllerServer(config, capture_file=capture_file, take_over_quorum=take_over_quorum)
     host, port = await server.start()
-    print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is active on "
-          f"{host}:{port}\n  point brokers at: controller.quorum.bootstrap.servers={host}:{port}"
-          f" (controller.listener.names={config.controller_listener.name})\n"
-          f"  point admin clients at: bootstrap_servers={host}:{port}", flush=True)
+    if len(server.voters) > 1:
+        others = ",".join(f"{h}:{p}" for n, (h, p) in sorted(config.voters.items()))
+        print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is a voter on "
+              f"{host}:{port} of the quorum {list(server.voters)}\n  point brokers at: "
+              f"controller.quorum.bootstrap.servers={others}", flush=True)
+    else:
+        print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is active on "
+              f"{host}:{port}\n  point brokers at: controller.quorum.bootstrap.servers={host}:{port}"
+              f" (controller.listener.names={config.controller_listener.name})\n"
+              f"  point admin clients at: bootstrap_servers={host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

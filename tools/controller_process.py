@@ -25,7 +25,8 @@ from server.config import EMBEDDED_NODE_ID
 from tools.processes import bounded_child, free_port, poll, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
-ACTIVE_LINE = re.compile(r"of cluster (\S+) is active on (\S+):(\d+)")
+# A single voter is active once it listens; a voter of a quorum waits to be elected.
+ACTIVE_LINE = re.compile(r"of cluster (\S+) is (?:active|a voter) on (\S+):(\d+)")
 LIFETIME_S = 300
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -41,7 +42,10 @@ class ControllerProcess:
 
     def __init__(self, workdir: Path, properties: dict[str, str] | None = None,
                  release_version: str | None = None, *, server_args: Sequence[str] = (),
-                 lifetime_s: int = LIFETIME_S, start_timeout_s: float = START_TIMEOUT_S) -> None:
+                 lifetime_s: int = LIFETIME_S, start_timeout_s: float = START_TIMEOUT_S,
+                 port: int = 0, cluster_id: str | None = None) -> None:
+        """``port`` and ``cluster_id``: chosen by the caller (the voters of one quorum must
+        know each other's ports and share a cluster id); free and random otherwise."""
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.properties = dict(properties or {})
@@ -50,8 +54,9 @@ class ControllerProcess:
         self.lifetime_s = lifetime_s
         self.start_timeout_s = start_timeout_s
         self.host = "127.0.0.1"
-        self.port = 0
-        self.cluster_id: str | None = None
+        self.port = port
+        self._port_given = port != 0
+        self.cluster_id: str | None = cluster_id
         self.proc: subprocess.Popen[bytes] | None = None
         self.config_path: Path | None = None
         self.starts = 0
@@ -101,7 +106,7 @@ class ControllerProcess:
         from tools.storage import format_dirs
 
         assert self.config_path is not None
-        format_dirs(load_config(self.config_path), uuid_to_str(random_uuid()),
+        format_dirs(load_config(self.config_path), self.cluster_id or uuid_to_str(random_uuid()),
                     self.release_version or DEFAULT_RELEASE)
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -111,7 +116,7 @@ class ControllerProcess:
         first = self.starts == 0
         self.workdir.mkdir(parents=True, exist_ok=True)
         for attempt in range(PORT_ATTEMPTS):
-            if first:
+            if first and not self._port_given:
                 self.port = free_port()
             if self.uses_config_file:
                 self.config_path = self._write_config()
@@ -124,7 +129,7 @@ class ControllerProcess:
                 self._launch([*args, *self.server_args])
                 break
             except AddressInUse:
-                if not first or attempt == PORT_ATTEMPTS - 1:
+                if not first or self._port_given or attempt == PORT_ATTEMPTS - 1:
                     raise
         self.starts += 1
         return self
@@ -191,3 +196,39 @@ class ControllerProcess:
         regex = re.compile(pattern)
         return poll(lambda: regex.search(self.stderr_text()), timeout,
                     message=f"{pattern!r} in the controller's stderr")
+
+
+class QuorumProcesses:
+    """Several controllers voting in one quorum on 127.0.0.1: node ids from ``first_id``,
+    ports chosen up front (each voter's configuration lists all of them), one cluster id."""
+
+    def __init__(self, workdir: Path, count: int = 3, properties: dict[str, str] | None = None,
+                 first_id: int = EMBEDDED_NODE_ID, lifetime_s: int = LIFETIME_S) -> None:
+        from protocol.primitives import random_uuid, uuid_to_str
+
+        ports = {first_id + i: free_port() for i in range(count)}
+        voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in ports.items())
+        cluster_id = uuid_to_str(random_uuid())
+        self.members = {
+            node: ControllerProcess(workdir / f"voter-{node}", {
+                "node.id": str(node), "controller.quorum.voters": voters,
+                "listeners": f"CONTROLLER://127.0.0.1:{port}", **(properties or {})},
+                lifetime_s=lifetime_s, port=port, cluster_id=cluster_id)
+            for node, port in ports.items()}
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port of every voter, comma-separated, as tools take several controllers."""
+        return ",".join(f"{m.host}:{m.port}" for m in self.members.values())
+
+    def start(self) -> "QuorumProcesses":
+        for member in self.members.values():
+            member.start()
+        return self
+
+    def stop(self) -> None:
+        for member in self.members.values():
+            member.stop()
+
+    def running(self) -> list[int]:
+        return [node for node, m in self.members.items() if m.running]
