@@ -1,0 +1,124 @@
+"""Three kraftwire controllers on loopback form one quorum, with test brokers and a writer.
+
+The leader is killed (SIGKILL) five times in a row, then frozen (SIGSTOP): every write a
+leader acknowledged is still there on every voter, the brokers are never fenced, and a new
+leader serves writes within the election timeout. Standbys refuse writes (NOT_CONTROLLER)
+and name the leader, so the brokers and clients find it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from protocol.error_codes import Error
+from tests.broker.conftest import BrokerProcess
+from tests.broker.observe import unfenced_brokers
+from tests.conftest import poll
+from tests.quorum.support import client, create_topic, describe_quorum, metadata, topic_names, wait_for_leader
+from tools.controller_process import QuorumProcesses
+
+# Fast elections for the test; the README gives the same advice for production loopback.
+QUORUM_TIMING = {
+    "controller.quorum.election.timeout.ms": "300",
+    "controller.quorum.fetch.timeout.ms": "600",
+    "broker.session.timeout.ms": "6000",
+}
+BROKERS = [1, 2, 3]
+
+
+@pytest.fixture
+def quorum(tmp_path: Path) -> Iterator[QuorumProcesses]:
+    q = QuorumProcesses(tmp_path / "quorum", 3, QUORUM_TIMING, lifetime_s=240).start()
+    try:
+        yield q
+    finally:
+        for member in q.members.values():
+            if member.proc is not None and member.proc.poll() is None:
+                os.kill(member.pid, signal.SIGCONT)
+        q.stop()
+
+
+@pytest.fixture
+def brokers(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[BrokerProcess]:
+    fleet = BrokerProcess(tmp_path / "brokers", [
+        "--controller", quorum.bootstrap, "--fleet", str(len(BROKERS)), "--base-id", str(BROKERS[0]),
+        "--heartbeat-interval-ms", "500", "--state-dir", str(tmp_path / "broker-state")]).start()
+    try:
+        for broker in BROKERS:
+            fleet.wait_for_state(broker, "ACTIVE", timeout=30)
+        yield fleet
+    finally:
+        fleet.signal_and_wait(signal.SIGTERM)
+
+
+def unfenced(member) -> list[int]:
+    with client(member) as c:
+        return unfenced_brokers(c)
+
+
+def test_one_leader_is_elected_and_standbys_point_at_it(quorum, brokers):
+    leader = wait_for_leader(quorum)
+    assert create_topic(quorum.members[leader], "first", 3) == Error.NONE
+    for node, member in quorum.members.items():
+        if node == leader:
+            continue
+        # A standby refuses a write and leaves nothing behind ...
+        assert create_topic(member, "refused") == Error.NOT_CONTROLLER
+        # ... names the leader, and serves what the quorum committed.
+        assert describe_quorum(member).error_code == Error.NOT_LEADER_OR_FOLLOWER
+        assert describe_quorum(member).leader_id == leader
+        poll(lambda: "first" in topic_names(member), 10, message=f"voter {node} to replay the topic")
+        assert metadata(member).controller_id == leader
+        assert "refused" not in topic_names(member)
+    voters = {v.replica_id: v.log_end_offset for v in describe_quorum(quorum.members[leader]).current_voters}
+    assert sorted(voters) == sorted(quorum.members) and all(end > 0 for end in voters.values())
+
+
+def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quorum, brokers):
+    acked: list[str] = []
+    failovers: list[float] = []
+
+    def write_through(leader: int, prefix: str, count: int) -> None:
+        for i in range(count):
+            name = f"{prefix}-{i}"
+            if create_topic(quorum.members[leader], name) == Error.NONE:
+                acked.append(name)
+
+    for round_ in range(5):
+        leader = wait_for_leader(quorum)
+        write_through(leader, f"round{round_}", 5)
+        quorum.members[leader].kill9()
+        killed = time.monotonic()
+        successor = wait_for_leader(quorum, exclude=frozenset({leader}))
+        code = poll(lambda: create_topic(quorum.members[successor], f"after-kill-{round_}") == Error.NONE or None,
+                    10, interval=0.05, message=f"voter {successor} to accept a write")
+        assert code
+        acked.append(f"after-kill-{round_}")
+        failovers.append(time.monotonic() - killed)
+        quorum.members[leader].start()
+
+    # Frozen rather than killed: the others elect a leader; the frozen one, woken, follows.
+    leader = wait_for_leader(quorum)
+    frozen = quorum.members[leader]
+    os.kill(frozen.pid, signal.SIGSTOP)
+    successor = wait_for_leader(quorum, exclude=frozenset({leader}))
+    assert create_topic(quorum.members[successor], "while-frozen") == Error.NONE
+    acked.append("while-frozen")
+    os.kill(frozen.pid, signal.SIGCONT)
+    poll(lambda: describe_quorum(frozen).leader_id == successor or None, 10, message="the woken voter to follow")
+    assert create_topic(frozen, "to-the-old-leader") == Error.NOT_CONTROLLER
+
+    for node, member in quorum.members.items():
+        poll(lambda: set(acked) <= topic_names(member) or None, 20,
+             message=f"voter {node} to hold every acknowledged topic")
+    assert unfenced(quorum.members[wait_for_leader(quorum)]) == BROKERS
+    # The brokers went from FENCED to ACTIVE once, at their registration, and never back.
+    for broker in BROKERS:
+        assert [t[2] for t in brokers.transitions(broker)] == ["FENCED", "ACTIVE"], brokers.stderr()[-2000:]
+    assert max(failovers) < 5.0, failovers
