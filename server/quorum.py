@@ -78,6 +78,9 @@ class QuorumReplication:
         self._connecting: dict[int, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline = -1  # when the timer is set to tick
+        self._proposals: list[bytes] = []
+        self._proposing = False
         self._closed = False
 
     # --- the core's view of things -------------------------------------------------------------
@@ -126,15 +129,26 @@ class QuorumReplication:
 
     # --- the Committer's interface, for the active controller ----------------------------------
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
+        """Queue a command's records; everything submitted in one turn of the event loop is
+        proposed together, so the followers fetch it (and fsync it) in one go."""
         if not records:
             return
-        batches = encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms())
+        self._proposals.extend(encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms()))
+        if not self._proposing:
+            self._proposing = True
+            asyncio.get_running_loop().call_soon(self._propose)
+
+    def _propose(self) -> None:
+        self._proposing = False
+        batches, self._proposals = self._proposals, []
+        if not batches or self._closed:
+            return
         try:
             self.core.propose_batches(batches, monotonic_ms())
         except NotLeader:
-            # Leadership went between the command and its records: the waiters fail below,
-            # and the lost-leadership event has reverted (or will revert) the state.
-            log.info("records at offset %d not written: this node no longer leads", base_offset)
+            # Leadership went between the command and its records: their waiters have failed
+            # with it, and the controller has gone back to the committed state.
+            log.info("%d batches not written: this node no longer leads", len(batches))
         self._run()
 
     def wait(self, offset: int) -> asyncio.Future[int] | None:
@@ -176,10 +190,13 @@ class QuorumReplication:
             self._do(output)
         if self._closed:
             return
+        deadline = self.core.next_deadline()
         if self._timer is not None:
+            if deadline == self._deadline:
+                return
             self._timer.cancel()
-        delay = max(0, self.core.next_deadline() - monotonic_ms())
-        self._timer = asyncio.get_running_loop().call_later(delay / 1000, self._tick)
+        self._deadline = deadline
+        self._timer = asyncio.get_running_loop().call_later(max(0, deadline - monotonic_ms()) / 1000, self._tick)
 
     def _tick(self) -> None:
         self._timer = None
@@ -206,6 +223,7 @@ class QuorumReplication:
             self.events.became_leader(output.epoch, output.epoch_start_offset)
         elif isinstance(output, LostLeadership):
             log.info("no longer leading epoch %d", output.epoch)
+            self._proposals = []  # records of the lost epoch that never reached the log
             self._fail_waiters(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
             self.events.lost_leadership(output.epoch)
         elif isinstance(output, LeaderChanged):

@@ -110,6 +110,17 @@ class ControllerProcess:
                     self.release_version or DEFAULT_RELEASE)
 
     # --- lifecycle --------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Write the configuration and format the data directory without starting, so that
+        the caller can put metadata in it first (needs the port: given, or chosen now)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port()
+            self._port_given = True
+        self.config_path = self._write_config()
+        if not (self.data_dir / "meta.properties").exists():
+            self._format()
+
     def start(self) -> "ControllerProcess":
         """Start (or start again, on the same port and data) and wait until it is active."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
@@ -203,7 +214,8 @@ class QuorumProcesses:
     ports chosen up front (each voter's configuration lists all of them), one cluster id."""
 
     def __init__(self, workdir: Path, count: int = 3, properties: dict[str, str] | None = None,
-                 first_id: int = EMBEDDED_NODE_ID, lifetime_s: int = LIFETIME_S) -> None:
+                 first_id: int = EMBEDDED_NODE_ID, lifetime_s: int = LIFETIME_S,
+                 start_timeout_s: float = START_TIMEOUT_S) -> None:
         from protocol.primitives import random_uuid, uuid_to_str
 
         ports = {first_id + i: free_port() for i in range(count)}
@@ -213,7 +225,7 @@ class QuorumProcesses:
             node: ControllerProcess(workdir / f"voter-{node}", {
                 "node.id": str(node), "controller.quorum.voters": voters,
                 "listeners": f"CONTROLLER://127.0.0.1:{port}", **(properties or {})},
-                lifetime_s=lifetime_s, port=port, cluster_id=cluster_id)
+                lifetime_s=lifetime_s, start_timeout_s=start_timeout_s, port=port, cluster_id=cluster_id)
             for node, port in ports.items()}
 
     @property

@@ -15,6 +15,7 @@ SUITES = {
     "metadata": "tools.bench.metadata",
     "metalog": "tools.bench.metalog",
     "server": "tools.bench.server",
+    "quorum": "tools.bench.quorum",
     "replay": "tools.bench.replay",
 }
 

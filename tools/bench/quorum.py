@@ -1,0 +1,236 @@
+"""A three-controller quorum on loopback against a single voter of the same run.
+
+Three lines, each against an anchor measured in the same run:
+
+- ``quorum.commit``: committed writes per second through the leader of three voters, with the
+  single voter as anchor (goal: ratio >= 0.5). A write is an AllocateProducerIds request (one
+  ProducerIdsRecord, answered once committed), DEPTH of them in flight on one connection; the
+  line also gives both sides' commit latency p50/p99.
+- ``quorum.failover``: kill -9 of the leader to the first write committed by its successor, over
+  KILLS kills (the leader killed each time is started again), with the quorum timing the README
+  recommends on one machine; the anchor is the election timeout, so the ratio says how many
+  election timeouts a failover takes.
+- ``quorum.failover_1m``: the same with 1,000,000 partitions loaded on every voter: a standby
+  serves as it is, with nothing to reload. The anchor is the failover without them.
+
+    python -m tools.bench quorum
+    python -m tools.bench.quorum --kills 10 --skip-1m
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from protocol.client import KafkaClient
+from protocol.error_codes import Error
+from protocol.generated.messages import ApiKey
+from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+from protocol.primitives import random_uuid
+from tools.bench.report import emit, note
+from tools.controller_process import ControllerProcess, QuorumProcesses
+
+DEPTH = 32
+MEASURE_S = 3.0
+KILLS = 10
+# What the README recommends for voters on one machine or one rack.
+TIMING = {"controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "600"}
+BROKER_ID = 1
+ALLOCATE_V = 0
+REGISTER_V = 4
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _register(client: KafkaClient, cluster_id: str) -> int:
+    response = client.request(BrokerRegistrationRequest(
+        broker_id=BROKER_ID, cluster_id=cluster_id, incarnation_id=random_uuid(),
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29092)],
+        features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
+        rack=None), REGISTER_V)
+    if response.error_code:
+        raise RuntimeError(f"registration failed: {Error(response.error_code).name}")
+    epoch: int = response.broker_epoch
+    return epoch
+
+
+def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: int = DEPTH) -> dict[str, float]:
+    """Closed loop of ``depth`` writes in flight: committed writes/s and latency in ms."""
+    assert member.cluster_id is not None
+    with KafkaClient(member.host, member.port, client_id="bench-quorum", timeout=30) as client:
+        epoch = _register(client, member.cluster_id)
+        request = AllocateProducerIdsRequest(broker_id=BROKER_ID, broker_epoch=epoch)
+        sent: list[tuple[int, float]] = []
+        for _ in range(depth):
+            sent.append((client.send(request, ALLOCATE_V), time.perf_counter()))
+        latencies: list[float] = []
+        start = time.perf_counter()
+        deadline = start + seconds
+        while True:
+            cid, began = sent.pop(0)
+            response = client.receive(ApiKey.ALLOCATE_PRODUCER_IDS, ALLOCATE_V, cid)
+            now = time.perf_counter()
+            if response.error_code:
+                raise RuntimeError(f"a write failed: {Error(response.error_code).name}")
+            latencies.append((now - began) * 1000)
+            if now >= deadline:
+                break
+            sent.append((client.send(request, ALLOCATE_V), time.perf_counter()))
+        elapsed = time.perf_counter() - start
+        for cid, _ in sent:
+            client.receive(ApiKey.ALLOCATE_PRODUCER_IDS, ALLOCATE_V, cid)
+    return {"rate": len(latencies) / elapsed, "p50_ms": _percentile(latencies, 0.5),
+            "p99_ms": _percentile(latencies, 0.99)}
+
+
+def leader_of(quorum: QuorumProcesses, exclude: int | None = None) -> int | None:
+    for node in quorum.running():
+        if node == exclude:
+            continue
+        member = quorum.members[node]
+        try:
+            with KafkaClient(member.host, member.port, client_id="bench-quorum", timeout=2) as client:
+                response = client.request(DescribeQuorumRequest(topics=[TopicData(
+                    topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 1)
+        except OSError:
+            continue
+        part = response.topics[0].partitions[0]
+        if part.error_code == Error.NONE and part.leader_id == node:
+            return node
+    return None
+
+
+def wait_for_leader(quorum: QuorumProcesses, exclude: int | None = None, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = leader_of(quorum, exclude)
+        if found is not None:
+            return found
+        time.sleep(0.01)
+    raise RuntimeError(f"no leader among {quorum.running()} within {timeout}s")
+
+
+def _write_once(member: ControllerProcess, epochs: dict[int, int]) -> bool:
+    """One committed write on ``member``; False while it is not (yet) the active controller."""
+    assert member.cluster_id is not None
+    try:
+        with KafkaClient(member.host, member.port, client_id="bench-quorum", timeout=2) as client:
+            if BROKER_ID not in epochs:
+                epochs[BROKER_ID] = _register(client, member.cluster_id)
+            response = client.request(AllocateProducerIdsRequest(broker_id=BROKER_ID,
+                                                                  broker_epoch=epochs[BROKER_ID]), ALLOCATE_V)
+    except (OSError, RuntimeError):
+        return False
+    return response.error_code == Error.NONE
+
+
+def failovers(quorum: QuorumProcesses, kills: int) -> list[float]:
+    """Seconds from kill -9 of the leader to the first write its successor commits."""
+    epochs: dict[int, int] = {}
+    times = []
+    for _ in range(kills):
+        leader = wait_for_leader(quorum)
+        while not _write_once(quorum.members[leader], epochs):
+            time.sleep(0.01)
+        quorum.members[leader].kill9()
+        killed = time.monotonic()
+        others = [n for n in quorum.running()]
+        done = False
+        while not done:
+            if time.monotonic() - killed > 60:
+                raise RuntimeError("no write committed within 60 s of the kill")
+            for node in others:
+                if _write_once(quorum.members[node], epochs):
+                    done = True
+                    break
+        times.append(time.monotonic() - killed)
+        quorum.members[leader].start()
+    return times
+
+
+def _one_million_partitions(quorum: QuorumProcesses) -> None:
+    """Every voter starts from the same snapshot of 1,000,000 partitions and log after it."""
+    from server.metalog.segments import MetadataLog, segment_name
+    from server.metalog.snapshots import SnapshotId, write_snapshot
+    from server.metalog.committer import encode_records
+    from tools.bench.metalog import Dataset, snapshot_record_count
+
+    for member in quorum.members.values():
+        member.prepare()
+        data = Dataset()
+        snapshot = SnapshotId(snapshot_record_count(), 1)
+        partition_dir = member.data_dir / "__cluster_metadata-0"
+        partition_dir.mkdir(parents=True, exist_ok=True)
+        write_snapshot(partition_dir, snapshot, data.snapshot_records())
+        (partition_dir / segment_name(snapshot.end_offset)).touch()
+        log = MetadataLog.open(member.data_dir)
+        for batch in data.suffix_batches():
+            log.append([encode_records(batch, log.end_offset, 1, 1_700_000_000_000)])
+        log.close()
+
+
+def run(kills: int = KILLS, with_1m: bool = True) -> None:
+    with tempfile.TemporaryDirectory(prefix="kraftwire-bench-quorum-") as tmp:
+        root = Path(tmp)
+        single = ControllerProcess(root / "single").start()
+        try:
+            alone = commit_rate(single)
+        finally:
+            single.stop()
+        quorum = QuorumProcesses(root / "three", 3, TIMING).start()
+        try:
+            three = commit_rate(quorum.members[wait_for_leader(quorum)])
+            times = failovers(quorum, kills)
+        finally:
+            quorum.stop()
+        emit("quorum.commit writes/s, 3 voters", three["rate"], alone["rate"], "writes/s",
+             anchor_is="the single voter of the same run", depth=DEPTH,
+             p50_ms=round(three["p50_ms"], 2), p99_ms=round(three["p99_ms"], 2),
+             anchor_p50_ms=round(alone["p50_ms"], 2), anchor_p99_ms=round(alone["p99_ms"], 2))
+        election_s = int(TIMING["controller.quorum.election.timeout.ms"]) / 1000
+        emit("quorum.failover kill -9 to first committed write", statistics.median(times), election_s, "s",
+             anchor_is="controller.quorum.election.timeout.ms", kills=kills,
+             p50_s=round(statistics.median(times), 3), max_s=round(max(times), 3),
+             all_s=[round(t, 3) for t in times])
+        if not with_1m:
+            return
+        big = QuorumProcesses(root / "million", 3, TIMING, start_timeout_s=600)
+        _one_million_partitions(big)
+        note("starting three voters on 1,000,000 partitions each")
+        big.start()
+        try:
+            leader = wait_for_leader(big, timeout=600)
+            epochs: dict[int, int] = {}
+            while not _write_once(big.members[leader], epochs):
+                time.sleep(0.05)
+            million = failovers(big, 3)
+        finally:
+            big.stop()
+        emit("quorum.failover_1m kill -9 to first committed write, 1,000,000 partitions",
+             statistics.median(million), statistics.median(times), "s",
+             anchor_is="the failover without partitions, same run", kills=len(million),
+             max_s=round(max(million), 3), all_s=[round(t, 3) for t in million])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench.quorum")
+    parser.add_argument("--kills", type=int, default=KILLS)
+    parser.add_argument("--skip-1m", action="store_true", help="leave out the 1,000,000-partition failover")
+    args = parser.parse_args(argv)
+    run(args.kills, not args.skip_1m)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main())
