@@ -92,9 +92,12 @@ class QuorumReplication:
     def leader_id(self) -> int:
         return self.core.leader_id
 
-    def replica_progress(self) -> dict[int, ReplicaProgress]:
+    def replica_progress(self) -> dict[int, ReplicaProgress] | None:
         """Each replica's fetching as the leader saw it, in wall-clock milliseconds as
-        DescribeQuorum reports it (the core keeps monotonic time)."""
+        DescribeQuorum reports it (the core keeps monotonic time); None unless leading (a
+        resigning leader still names itself until another is elected)."""
+        if not self.core.is_leader:
+            return None
         now = monotonic_ms()
         shift = self.wall_clock_ms() - now
 

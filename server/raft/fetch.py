@@ -68,8 +68,9 @@ class MetadataFetchServer:
         self.leader_id = node_id  # -1 while a quorum has no known leader
         self.voters = voters
         self.endpoints = endpoints  # every voter's, this node's own included
-        # The voters' progress, known to a quorum leader; a single voter has no one else.
-        self.voter_progress: Callable[[], dict[int, ReplicaProgress]] | None = None
+        # The voters' progress, known to a quorum leader (None when it is not leading any
+        # more); a single voter has no one else.
+        self.voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None
         self.observers: dict[int, ReplicaProgress] = {}
         self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
         self._waiting: list[asyncio.Future[None]] = []
@@ -276,13 +277,13 @@ class MetadataFetchServer:
         return response
 
     def _quorum_partition(self) -> QuorumPartition:
-        if not self.leading:
-            # Only the leader knows every replica's progress, as in Kafka.
-            return QuorumPartition(partition_index=0, error_code=Error.NOT_LEADER_OR_FOLLOWER,
-                                   leader_id=self.leader_id, leader_epoch=self.epoch)
         now = _now_ms()
         progress = self.voter_progress() if self.voter_progress is not None else {
             self.node_id: ReplicaProgress(self.log.end_offset, now, now)}
+        if not self.leading or progress is None:
+            # Only the leader knows every replica's progress, as in Kafka.
+            return QuorumPartition(partition_index=0, error_code=Error.NOT_LEADER_OR_FOLLOWER,
+                                   leader_id=self.leader_id, leader_epoch=self.epoch)
 
         def state(rid: int, p: ReplicaProgress | None) -> ReplicaState:
             if p is None:

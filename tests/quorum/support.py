@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.client import KafkaClient
+from protocol.client import ConnectionClosed, KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.generated.messages.describe_quorum_request import (
@@ -34,8 +34,8 @@ def leader(quorum: QuorumProcesses, exclude: frozenset[int] = frozenset()) -> in
             continue
         try:
             part = describe_quorum(quorum.members[node])
-        except OSError:
-            continue
+        except (OSError, ConnectionClosed):
+            continue  # killed or frozen a moment ago
         if part.error_code == Error.NONE and part.leader_id == node:
             return node
     return None
@@ -55,7 +55,7 @@ def create_topic(member: ControllerProcess, name: str, partitions: int = 1) -> i
             response = c.request(CreateTopicsRequest(
                 topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1)],
                 timeout_ms=int(TIMEOUT_S * 1000)), 7)
-    except OSError:
+    except (OSError, ConnectionClosed):
         return -1
     return response.topics[0].error_code
 

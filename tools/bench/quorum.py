@@ -27,12 +27,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from protocol.client import KafkaClient
+from protocol.client import ConnectionClosed, KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol.generated.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+from protocol.generated.messages.describe_quorum_response import DescribeQuorumResponse
 from protocol.primitives import random_uuid
 from tools.bench.report import emit, note
 from tools.controller_process import ControllerProcess, QuorumProcesses
@@ -58,6 +61,7 @@ def _register(client: KafkaClient, cluster_id: str) -> int:
         listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29092)],
         features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
         rack=None), REGISTER_V)
+    assert isinstance(response, BrokerRegistrationResponse)
     if response.error_code:
         raise RuntimeError(f"registration failed: {Error(response.error_code).name}")
     epoch: int = response.broker_epoch
@@ -80,6 +84,7 @@ def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: in
             cid, began = sent.pop(0)
             response = client.receive(ApiKey.ALLOCATE_PRODUCER_IDS, ALLOCATE_V, cid)
             now = time.perf_counter()
+            assert isinstance(response, AllocateProducerIdsResponse)
             if response.error_code:
                 raise RuntimeError(f"a write failed: {Error(response.error_code).name}")
             latencies.append((now - began) * 1000)
@@ -102,8 +107,9 @@ def leader_of(quorum: QuorumProcesses, exclude: int | None = None) -> int | None
             with KafkaClient(member.host, member.port, client_id="bench-quorum", timeout=2) as client:
                 response = client.request(DescribeQuorumRequest(topics=[TopicData(
                     topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 1)
-        except OSError:
+        except (OSError, ConnectionClosed):
             continue
+        assert isinstance(response, DescribeQuorumResponse)
         part = response.topics[0].partitions[0]
         if part.error_code == Error.NONE and part.leader_id == node:
             return node
@@ -129,8 +135,9 @@ def _write_once(member: ControllerProcess, epochs: dict[int, int]) -> bool:
                 epochs[BROKER_ID] = _register(client, member.cluster_id)
             response = client.request(AllocateProducerIdsRequest(broker_id=BROKER_ID,
                                                                   broker_epoch=epochs[BROKER_ID]), ALLOCATE_V)
-    except (OSError, RuntimeError):
+    except (OSError, ConnectionClosed, RuntimeError):
         return False
+    assert isinstance(response, AllocateProducerIdsResponse)
     return response.error_code == Error.NONE
 
 
