@@ -143,19 +143,19 @@ class ControllerServer:
 
     # --- loading ------------------------------------------------------------------------------
     def _check_voters(self, found: tuple[int, ...] | list[int], source: str) -> None:
-        """kraftwire runs a one-voter quorum. A directory whose quorum had other voters (a
-        node of a three-controller Kafka cluster; the voter set in quorum-state, or in the
-        log's VotersRecord) is refused before anything is written, unless ``take_over_quorum``
-        says to continue as its only voter: electing itself alone while the others may still
-        run would give the cluster two leaders."""
+        """A directory whose quorum had other voters than configured (a node of a
+        three-controller Kafka cluster started alone; the voter set in quorum-state, or in the
+        log's VotersRecord) is refused before anything is written, unless
+        ``take_over_quorum`` says to continue with the configured voters: electing a leader
+        among them while the others may still run would give the cluster two leaders."""
         if not found or tuple(sorted(found)) == self.voters:
             return
         if not self.take_over_quorum:
             raise StorageError(
-                f"{self.log.directory}: the quorum's voters are {sorted(found)} ({source}) but kraftwire runs "
-                f"a single-voter quorum of {list(self.voters)}; stop the other voters and start with "
-                f"--take-over-quorum to continue as the only voter")
-        log.warning("taking over the quorum of voters %s as its only voter %s", sorted(found), list(self.voters))
+                f"{self.log.directory}: the quorum's voters are {sorted(found)} ({source}) but "
+                f"controller.quorum.voters names {list(self.voters)}; stop the other voters and start with "
+                f"--take-over-quorum to continue with the configured voters")
+        log.warning("taking over the quorum of voters %s with the voters %s", sorted(found), list(self.voters))
 
     def _quorum_config(self) -> QuorumConfig:
         c = self.config
