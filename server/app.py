@@ -21,18 +21,16 @@ from protocol.generated.messages import ApiKey
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest
 from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
-from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
-from protocol.records import read_batch_header
 from server.apis import NO_WAIT, Reply, Router
 from server.config import ControllerConfig
+from server.controller_replica import ControllerReplica, abort_open_transaction
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
-from server.controller.features import METADATA_VERSION
-from server.controller.quorum_controller import Applied, QuorumController
+from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult, accepting
 from server.image.loader import MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
@@ -54,8 +52,6 @@ from server.raft.replication import leader_change_batch
 log = logging.getLogger("kraftwire.server")
 
 PLAINTEXT = 0
-# How much of the log a standby reads at a time to replay what the quorum committed.
-REPLAY_READ_BYTES = 8 << 20
 
 
 def static_configs(c: ControllerConfig) -> dict[str, str]:
@@ -88,13 +84,14 @@ class ControllerServer:
         # Where each voter is reached; this node is reached at its advertised listener.
         self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
         self.epoch = -1  # a single voter's is chosen at start-up: above every epoch in the log
-        self.loader: MetadataLoader | None = None
         self.controller = self._load_without_collector()
         self.replication: QuorumReplication | None = None
         self.raft_log: DiskRaftLog | None = None
         self.committer: CommitPath
+        self.replica: ControllerReplica | None = None
         if len(self.voters) > 1:
             self.raft_log = DiskRaftLog(self.log)
+            self.replica = ControllerReplica(self.controller, self.raft_log, str(self.log.directory))
             self.replication = QuorumReplication(
                 config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log, self.endpoints,
                 QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
@@ -213,10 +210,6 @@ class ControllerServer:
         controller = self._new_controller()
         self.snapshot = self._restore(controller, replay_log=len(self.voters) == 1)
         self._check_voters(controller.quorum.voter_ids, "VotersRecord")
-        if len(self.voters) > 1:
-            # A standby keeps undo entries like the active controller, so that a command it
-            # refuses (NOT_CONTROLLER) can be worked out and undone.
-            controller.offsets.activate()
         return controller
 
     def _lead_alone(self) -> None:
@@ -230,7 +223,7 @@ class ControllerServer:
             self.log.append(encode_batches(applied.records, 0, self.epoch, wall_clock_ms()))
             log.info("bootstrapped the metadata log with %d records", len(records))
         self._append_leader_change(controller)
-        aborted = self._abort_open_transaction(controller)
+        aborted = abort_open_transaction(controller)
         if aborted is not None:
             self.log.append(encode_batches(aborted.records, aborted.base_offset, self.epoch, wall_clock_ms()))
         assert isinstance(self.committer, Committer)
@@ -239,58 +232,26 @@ class ControllerServer:
         controller.activate()
         self.router.standby = False
 
-    def _abort_open_transaction(self, controller: QuorumController) -> Applied | None:
-        """A metadata transaction the log ends inside was never finished: its records were
-        not applied, and, as Kafka's controller does on activation, the log says so."""
-        start = controller.offsets.transaction_start
-        if start < 0:
-            return None
-        log.warning("aborting the metadata transaction begun at offset %d: the log ends inside it", start)
-        return controller.apply(ControllerResult([(AbortTransactionRecord(reason="Controller failover"), 0)]))
-
     # --- a voter of a quorum --------------------------------------------------------------------
     def _quorum_committed(self, last_offset: int) -> None:
-        if self.router.standby:
-            self._replay_committed(last_offset)
-        self.controller.committed(last_offset)
-
-    def _replay_committed(self, last_offset: int) -> None:
-        """Replay what the quorum committed since the last call, straight from the log."""
-        assert self.loader is not None
-        where = str(self.log.directory)
-        while self.controller.next_offset <= last_offset:
-            data = self.log.read(self.controller.next_offset, REPLAY_READ_BYTES, up_to=last_offset)
-            if not data:
-                break
-            pos = 0
-            while pos < len(data):
-                self.loader.raw_batch(data, pos, where)
-                pos += read_batch_header(data, pos).size
+        assert self.replica is not None
+        self.replica.committed(last_offset)
 
     def _became_leader(self, epoch: int, epoch_start_offset: int) -> None:
         """Elected, with everything up to the epoch's LeaderChange replayed: active at once."""
+        assert self.replica is not None
         self.epoch = epoch
-        controller = self.controller
-        writes: list[Applied] = []
-        if METADATA_VERSION not in controller.features.finalized and self.snapshot is None:
-            # The quorum's first leader writes the bootstrap records, as Kafka's does.
-            records = read_bootstrap(self.config.metadata_log_dir)
-            writes.append(controller.apply(ControllerResult(records)))
-            log.info("bootstrapping the metadata log with %d records", len(records))
-        aborted = self._abort_open_transaction(controller)
-        if aborted is not None:
-            writes.append(aborted)
-        controller.activate()
+        writes = self.replica.activate(read_bootstrap(self.config.metadata_log_dir) if self.snapshot is None else [])
         self.router.standby = False
         for applied in writes:
             self.committer.submit(applied.records, applied.base_offset)
-        log.info("active controller of epoch %d (state at offset %d)", epoch, controller.last_applied_offset)
+        log.info("active controller of epoch %d (state at offset %d)", epoch, self.controller.last_applied_offset)
 
     def _lost_leadership(self, epoch: int) -> None:
         """What was applied but not committed goes; the quorum's next leader decides it."""
+        assert self.replica is not None and self.replication is not None
         self.router.standby = True
-        assert self.replication is not None
-        self.controller.offsets.revert_to(self.replication.committed_offset + 1)
+        self.replica.deactivate(self.replication.committed_offset)
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
         self.fetch_server.epoch = epoch
@@ -299,17 +260,18 @@ class ControllerServer:
 
     def _snapshot_installed(self, end_offset: int, epoch: int) -> None:
         """The leader's snapshot replaced this voter's log: load it in place of the state."""
+        assert self.replica is not None
         controller = self._new_controller()
         self.snapshot = self._restore(controller, replay_log=False)
-        controller.offsets.activate()
         controller.set_active_controller(self.fetch_server.leader_id)
+        self.replica.replace(controller)
         self.controller = self.router.controller = controller
         self.fetch_server.snapshot = self.snapshot
 
     def _restore(self, controller: QuorumController, replay_log: bool = True) -> SnapshotId | None:
         """The latest usable snapshot, then (``replay_log``) the log after it: the durable
         state."""
-        loader = self.loader = MetadataLoader(controller)
+        loader = MetadataLoader(controller)
         loaded = load_latest_snapshot(self.log.directory, self.log.start_offset)
         for path in set_aside_newer(self.log.directory, loaded[0] if loaded is not None else None):
             log.warning("set the unusable snapshot aside as %s", path.name)

@@ -1,0 +1,99 @@
+"""The controller of one voter of a quorum, without I/O: what it replays, when it is active,
+and what it takes back.
+
+A standby replays the records the quorum commits, read from its own log, so that when it is
+elected it only has to start acting on the state it already holds. The active controller
+applies each command's records as it runs it (they are in its state before they are
+committed); if it loses its leadership, every change past the committed offset is undone, and
+what the next leader commits is replayed from the log like any standby's. The network shell
+(``server.app``) and the deterministic simulation of a quorum both drive this class.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
+from protocol.records import read_batch_header
+from server.controller.features import METADATA_VERSION
+from server.controller.quorum_controller import Applied, QuorumController
+from server.controller.result import ControllerResult, VersionedRecord
+from server.image.loader import MetadataLoader
+from server.raft.log import RaftLog
+
+log = logging.getLogger("kraftwire.server")
+
+# How much of the log a standby reads at a time to replay what the quorum committed.
+READ_BYTES = 8 << 20
+
+
+def abort_open_transaction(controller: QuorumController) -> Applied | None:
+    """A metadata transaction the log ends inside was never finished: its records were not
+    applied, and, as Kafka's controller does on activation, the log says so."""
+    start = controller.offsets.transaction_start
+    if start < 0:
+        return None
+    log.warning("aborting the metadata transaction begun at offset %d: the log ends inside it", start)
+    return controller.apply(ControllerResult([(AbortTransactionRecord(reason="Controller failover"), 0)]))
+
+
+class ControllerReplica:
+    def __init__(self, controller: QuorumController, log: RaftLog, where: str) -> None:
+        """``controller``: the state loaded from the snapshot (or empty); ``where`` names the
+        log in errors."""
+        self.log = log
+        self.where = where
+        self.active = False
+        self.replace(controller)
+
+    def replace(self, controller: QuorumController) -> None:
+        """Go on from ``controller``'s state: at start-up, or when the log starts with a
+        snapshot fetched from the leader, which ``controller`` holds."""
+        self.controller = controller
+        self.loader = MetadataLoader(controller)
+        # A standby keeps undo entries like the active controller, so that a command it
+        # refuses (NOT_CONTROLLER) can be worked out and undone.
+        controller.offsets.activate()
+
+    def committed(self, last_offset: int) -> None:
+        """Everything up to ``last_offset`` is committed: a standby replays it; the active
+        controller already applied it and now makes it permanent."""
+        if not self.active:
+            self._replay_to(last_offset)
+        self.controller.committed(last_offset)
+
+    def _replay_to(self, last_offset: int) -> None:
+        controller = self.controller
+        while controller.next_offset <= last_offset:
+            data = self.log.read(controller.next_offset, READ_BYTES)
+            if not data:
+                return
+            pos = 0
+            while pos < len(data):
+                header = read_batch_header(data, pos)
+                if header.base_offset > last_offset:
+                    return
+                self.loader.raw_batch(data, pos, self.where)
+                pos += header.size
+
+    def activate(self, bootstrap: list[VersionedRecord]) -> list[Applied]:
+        """Elected, with everything up to this epoch's LeaderChange replayed: act from now on.
+        Returns the records to write first: ``bootstrap`` when the log held no metadata yet
+        (the quorum's first leader writes it), and the abort of a metadata transaction the log
+        ends inside, as Kafka's controller writes on activation."""
+        controller = self.controller
+        writes = []
+        if METADATA_VERSION not in controller.features.finalized:
+            log.info("bootstrapping the metadata log with %d records", len(bootstrap))
+            writes.append(controller.apply(ControllerResult(bootstrap)))
+        aborted = abort_open_transaction(controller)
+        if aborted is not None:
+            writes.append(aborted)
+        controller.activate()
+        self.active = True
+        return writes
+
+    def deactivate(self, committed_offset: int) -> None:
+        """Leadership lost: what was applied but not committed goes."""
+        self.active = False
+        self.controller.offsets.revert_to(committed_offset + 1)
