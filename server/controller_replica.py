@@ -94,6 +94,10 @@ class ControllerReplica:
         return writes
 
     def deactivate(self, committed_offset: int) -> None:
-        """Leadership lost: what was applied but not committed goes."""
+        """Leadership lost: what was applied but not committed goes. A voter elected but
+        not yet active (its epoch's first batch not committed) applied nothing of its own:
+        it holds only replayed committed records, whatever it knows as committed in this run."""
+        if not self.active:
+            return
         self.active = False
         self.controller.offsets.revert_to(committed_offset + 1)

@@ -104,6 +104,11 @@ class InMemoryLog:
         return self._start
 
     @property
+    def snapshot_data(self) -> bytes:
+        """The latest snapshot's bytes: the batches it replaced."""
+        return self._snapshot_data
+
+    @property
     def latest_snapshot(self) -> tuple[int, int] | None:
         return self._snapshot
 

@@ -12,6 +12,11 @@ every batch ever reported committed is held, unchanged, by every log that reache
 durably by a majority; a leader holds every batch committed in an earlier epoch; a node's
 high watermark never goes back within one run of it; and a batch at a given (offset, epoch)
 is the same bytes in every log (log matching).
+
+Each node also runs the controller as the server does (``ControllerReplica``): standbys replay
+what commits, the leader applies the client's commands before they commit and undoes them if
+it loses its epoch. ``check_controllers`` asserts that every voter's controller state is the
+state of replaying the committed log.
 """
 
 from __future__ import annotations
@@ -24,17 +29,46 @@ from functools import partial
 from dataclasses import dataclass, field
 from typing import Callable
 
+from protocol.generated.metadata.config_record import ConfigRecord
+from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from protocol.message import Message
+from protocol.records import frame_metadata_record
+from server.controller.clock import ManualClock
+from server.controller.quorum_controller import QuorumController
+from server.controller.result import ControllerResult, VersionedRecord
+from server.controller_replica import ControllerReplica
+from server.image.loader import MetadataLoader
+from server.metalog.committer import encode_batches
 from server.raft.core import NotLeader, RaftCore
 from server.raft.log import InMemoryLog, split_batches
 from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse)
+    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
+    SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election
 
 
 class SafetyViolation(AssertionError):
     pass
+
+
+CLUSTER = "sim"
+BOOTSTRAP: list[VersionedRecord] = [(FeatureLevelRecord(name="metadata.version", feature_level=21), 0)]
+
+
+def new_controller(node_id: int, snapshot: bytes = b"") -> QuorumController:
+    """A controller holding a snapshot of the simulated log (its batches, as the in-memory
+    log keeps it)."""
+    controller = QuorumController(CLUSTER, node_id, ManualClock())
+    loader = MetadataLoader(controller)
+    for batch in split_batches(snapshot):
+        loader.raw_batch(batch, 0, f"node {node_id}'s snapshot")
+    return controller
+
+
+def controller_state(controller: QuorumController) -> list[bytes]:
+    """The controller's whole state, as the records of a snapshot of it."""
+    return [frame_metadata_record(record, version) for record, version in controller.snapshot_records()]
 
 
 class CheckedLog(InMemoryLog):
@@ -104,6 +138,8 @@ class Node:
     tick_generation: int = 0
     last_committed: int = -1  # within the current run of the node
     incarnation: int = 0
+    replica: ControllerReplica | None = None
+    pending: list[bytes] = field(default_factory=list)  # applied, waiting to be proposed
 
     def local(self, t: float) -> int:
         return int(self.offset_ms + self.rate * t)
@@ -176,7 +212,15 @@ class Simulation:
         node.last_committed = -1
         rng = random.Random(f"{self.seed}/{node.node_id}/{node.incarnation}")
         node.core = RaftCore(node.node_id, self.config, node.log, node.persisted, rng, node.local(self.now))
+        node.replica = ControllerReplica(self._controller_from_log(node), node.log, f"node {node.node_id}")
+        node.pending = []
         self._drain(node)
+
+    def _controller_from_log(self, node: Node) -> QuorumController:
+        controller = new_controller(node.node_id, node.log.snapshot_data)
+        if node.log.latest_snapshot is not None:
+            controller.offsets.skip_to(node.log.latest_snapshot[0])
+        return controller
 
     def call(self, node: Node, action: Callable[[RaftCore, int], object]) -> object:
         """Run one input on a live node and carry out its outputs."""
@@ -217,13 +261,43 @@ class Simulation:
                        self._deliver_response(node.node_id, output.correlation_id, output.message))
         elif isinstance(output, Committed):
             self._on_committed(node, output.last_offset)
+            assert node.replica is not None
+            node.replica.committed(output.last_offset)
         elif isinstance(output, LeaderChanged):
             self._note_leader(output.epoch, output.leader_id)
         elif isinstance(output, BecameLeader):
             self._note_leader(output.epoch, node.node_id)
             self.client_target = node.node_id
+            assert node.replica is not None
+            for applied in node.replica.activate(BOOTSTRAP):
+                self._queue_proposal(node, applied.records, applied.base_offset)
         elif isinstance(output, LostLeadership):
-            pass
+            assert node.replica is not None
+            node.pending = []
+            node.replica.deactivate(node.last_committed)
+        elif isinstance(output, SnapshotInstalled):
+            assert node.replica is not None
+            node.replica.replace(self._controller_from_log(node))
+
+    def _queue_proposal(self, node: Node, records: list[VersionedRecord], base_offset: int) -> None:
+        """As the server's shell: what is applied in one turn is proposed together, later."""
+        if not records:
+            return
+        assert node.core is not None
+        first = not node.pending
+        node.pending.extend(encode_batches(records, base_offset, node.core.epoch, 0))
+        if first:
+            incarnation = node.incarnation
+            self.at(self.now, lambda: self._propose_pending(node, incarnation))
+
+    def _propose_pending(self, node: Node, incarnation: int) -> None:
+        batches, node.pending = node.pending, []
+        if node.core is None or node.incarnation != incarnation or not batches:
+            return
+        try:
+            self.call(node, lambda core, now: core.propose_batches(batches, now))
+        except NotLeader:
+            pass  # leadership went meanwhile: the replica has undone these records
 
     def _schedule_tick(self, node: Node) -> None:
         core = node.core
@@ -244,6 +318,7 @@ class Simulation:
         if node.core is None:
             return
         node.core = None
+        node.replica = None
         unflushed = sum(1 for b in node.log.batches if b.last_offset >= node.log.flushed_offset)
         keep = self.rng.choice([0, 0, unflushed, self.rng.randint(0, unflushed)])
         node.log.lose_unflushed(keep)
@@ -300,16 +375,19 @@ class Simulation:
 
     # --- the client ---------------------------------------------------------------------------
     def propose(self) -> bool:
+        """A client command to the node it believes active: a config change, applied by that
+        node's controller and proposed with everything else applied in this turn."""
         node = self.nodes[self.client_target]
-        payload = f"{self.seed}:{len(self.proposed)}".encode()
+        payload = f"{self.seed}:{len(self.proposed)}"
         if node.core is not None:
-            try:
-                self.call(node, lambda core, now: core.propose([payload], now))
-                self.proposed.append(payload)
+            replica = node.replica
+            if replica is not None and replica.active and node.core.is_leader:
+                applied = replica.controller.apply(ControllerResult([(ConfigRecord(
+                    resource_type=4, resource_name="", name=f"sim.{len(self.proposed) % 7}", value=payload), 0)]))
+                self._queue_proposal(node, applied.records, applied.base_offset)
+                self.proposed.append(payload.encode())
                 return True
-            except NotLeader:
-                pass
-            if node.core is not None and node.core.leader_id in self.nodes:
+            if node.core.leader_id in self.nodes and node.core.leader_id != node.node_id:
                 self.client_target = node.core.leader_id
                 return False
         self.client_target = self.rng.choice(sorted(self.nodes))
@@ -330,6 +408,24 @@ class Simulation:
         if start and (i == len(self.committed_ends) or self.committed_ends[i] != start):
             raise self.fail(f"node {node.node_id}'s log starts at {start}, not at the end of a committed batch")
         return i + 1 if start else 0
+
+    def check_controllers(self) -> None:
+        """Every live voter's controller holds what replaying the committed log gives, once
+        it has replayed (or, leading, applied) everything committed and nothing more."""
+        expected = new_controller(0)
+        loader = MetadataLoader(expected)
+        for batch in self.committed:
+            loader.raw_batch(batch, 0, "the committed log")
+        want = controller_state(expected)
+        for node in self.nodes.values():
+            if node.replica is None:
+                continue
+            controller = node.replica.controller
+            if controller.next_offset != self.committed_end:
+                raise self.fail(f"node {node.node_id}'s controller is at offset {controller.next_offset}, "
+                                f"the committed log ends at {self.committed_end}")
+            if controller_state(controller) != want:
+                raise self.fail(f"node {node.node_id}'s controller state differs from replaying the committed log")
 
     def _check_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
         batches = split_batches(data)
@@ -423,6 +519,7 @@ class Simulation:
 # over for split votes and skewed clocks.
 ELECTION_BOUND_MS = 30_000
 COMMIT_BOUND_MS = 5_000
+SETTLE_MS = 5_000
 
 
 def run_random_scenario(seed: int) -> Simulation:
@@ -485,7 +582,20 @@ def run_random_scenario(seed: int) -> Simulation:
         sim.restart(node)
     await_leader(sim, ELECTION_BOUND_MS)
     await_write(sim, COMMIT_BOUND_MS)
+    await_controllers(sim, SETTLE_MS)
     return sim
+
+
+def await_controllers(sim: Simulation, bound_ms: float) -> None:
+    """Until every live voter has heard of the last commit (a follower learns it with its
+    next fetch), then compare their controllers with the committed log."""
+    deadline = sim.now + bound_ms
+    while sim.now < deadline:
+        live = [n.replica for n in sim.nodes.values() if n.replica is not None]
+        if all(r.controller.next_offset == sim.committed_end for r in live):
+            break
+        sim.run_until(sim.now + 50)
+    sim.check_controllers()
 
 
 def await_leader(sim: Simulation, bound_ms: float) -> int:
