@@ -129,3 +129,34 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
     for broker in BROKERS:
         assert [t[2] for t in brokers.transitions(broker)] == ["FENCED", "ACTIVE"], brokers.stderr()[-2000:]
     assert max(failovers) < 5.0, failovers
+
+
+SNAPSHOTTING = {**QUORUM_TIMING, "metadata.log.segment.bytes": "4096",
+                "metadata.log.max.record.bytes.between.snapshots": "4096"}
+
+
+def test_a_voter_behind_the_leaders_log_start_catches_up_from_its_snapshot(tmp_path):
+    q = QuorumProcesses(tmp_path / "quorum", 3, SNAPSHOTTING, lifetime_s=240).start()
+    fleet = BrokerProcess(tmp_path / "brokers", [
+        "--controller", q.bootstrap, "--fleet", "3", "--base-id", "1", "--heartbeat-interval-ms", "500",
+        "--state-dir", str(tmp_path / "broker-state")]).start()
+    try:
+        for broker in BROKERS:
+            fleet.wait_for_state(broker, "ACTIVE", timeout=30)
+        leader = wait_for_leader(q)
+        behind = next(node for node in q.members if node != leader)
+        q.members[behind].stop()
+        # Enough writes for the others to snapshot twice and delete the segments below.
+        for i in range(60):
+            write_once(q.members[wait_for_leader(q, exclude=frozenset({behind}))], f"while-away-{i}")
+        leader = wait_for_leader(q, exclude=frozenset({behind}))
+        partition_dir = q.members[leader].data_dir / "__cluster_metadata-0"
+        poll(lambda: not (partition_dir / "00000000000000000000.log").exists() or None, 20,
+             message="the leader to delete its first segment after snapshots")
+        q.members[behind].start()
+        poll(lambda: {f"while-away-{i}" for i in range(60)} <= topic_names(q.members[behind]) or None, 30,
+             message="the voter that was away to catch up")
+        assert "installed the leader's snapshot" in q.members[behind].stderr_text()
+    finally:
+        fleet.signal_and_wait(signal.SIGTERM)
+        q.stop()
