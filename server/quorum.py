@@ -68,6 +68,7 @@ class QuorumReplication:
         stored = read_quorum_state(log_dir)
         persisted = Election(stored.leader_epoch, stored.leader_id, stored.voted_id)
         self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms())
+        raft_log.on_flushed = self._poke
         self.request_timeout_s = config.request_timeout_ms / 1000
         self.committed_offset = -1  # the Committer's name: the high watermark minus one
         self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
@@ -170,7 +171,7 @@ class QuorumReplication:
             await asyncio.wait(pending, timeout=self.request_timeout_s)
 
     def close(self) -> None:
-        self.raft_log.flush()
+        self.raft_log.close()
 
     # --- requests from the other voters ----------------------------------------------------------
     def serve(self, message: Message) -> asyncio.Future[Message]:
@@ -203,6 +204,12 @@ class QuorumReplication:
 
     def _tick(self) -> None:
         self._timer = None
+        self._poke()
+
+    def _poke(self) -> None:
+        """Let the core look at the time (and at its log, after a background flush)."""
+        if self._closed:
+            return
         self.core.tick(monotonic_ms())
         self._run()
 

@@ -1,22 +1,44 @@
 """The metadata log on disk as the Raft core sees it (``server.raft.log.RaftLog``).
 
 Appends are written at once but fsynced only when the core flushes, so a leader gathers the
-appends of a linger period into one fsync; a voter only ever reports what it has flushed.
+appends of a linger period into one fsync; a voter only ever reports what it has flushed. The
+leader's fsync runs on a writer thread (``begin_flush``), so the event loop keeps serving while
+the disk works; a follower's is done before it fetches again, as it reports its log end.
 Snapshots are the checkpoint files beside the segments: those this node takes from its own
 committed state, and one fetched whole from the leader when this log is too far behind.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
 from server.metalog.durable import write_atomically
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId, list_snapshots
+
+
+log = logging.getLogger("kraftwire.metalog")
+
+
+def _fsync_and_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class DiskRaftLog:
     def __init__(self, log: MetadataLog) -> None:
         self.log = log
         self._flushed = log.end_offset
+        self.on_flushed: Callable[[], None] = lambda: None  # a background flush completed
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-log-flush")
+        self._flushing = False
+        self._truncations = 0  # a flush begun before a truncation may not count
         newest = list_snapshots(log.directory)[-1:]
         self._snapshot: tuple[int, int] | None = (newest[0].end_offset, newest[0].epoch) if newest else None
 
@@ -54,7 +76,34 @@ class DiskRaftLog:
         self.log.sync()
         self._flushed = self.log.end_offset
 
+    def begin_flush(self) -> None:
+        if self._flushing or self._flushed == self.log.end_offset:
+            return
+        fd = self.log.duplicate_active_fd()
+        if fd is None:
+            self.flush()
+            return
+        self._flushing = True
+        end, truncations = self.log.end_offset, self._truncations
+        task = asyncio.get_running_loop().run_in_executor(self._writer, _fsync_and_close, fd)
+        task.add_done_callback(lambda f: self._flush_done(f, end, truncations))
+
+    def _flush_done(self, task: asyncio.Future[None], end: int, truncations: int) -> None:
+        self._flushing = False
+        if task.exception() is not None:
+            # Not counted: the followers can still commit, and the next flush tries again.
+            log.error("metadata log fsync failed: %s", task.exception())
+            return
+        if truncations == self._truncations:
+            self._flushed = max(self._flushed, min(end, self.log.end_offset))
+        self.on_flushed()
+
+    def close(self) -> None:
+        self._writer.shutdown(wait=True)
+        self.flush()
+
     def truncate_to(self, offset: int) -> None:
+        self._truncations += 1
         self.log.truncate_to(offset)
         self._flushed = min(self._flushed, self.log.end_offset)
 
@@ -81,6 +130,7 @@ class DiskRaftLog:
 
     def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
         write_atomically(self.log.directory / SnapshotId(*snapshot).file_name, data)
+        self._truncations += 1
         self.log.restart_at(snapshot[0])
         self._snapshot = snapshot
         self._flushed = snapshot[0]

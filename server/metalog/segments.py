@@ -215,6 +215,11 @@ class MetadataLog:
             self._unusable = f"a failed write could not be cut back off {self.segments[-1]}: {exc}"
             log.error("metadata log: %s; refusing further writes", self._unusable)
 
+    def duplicate_active_fd(self) -> int | None:
+        """A descriptor of the active segment that stays valid after a roll closes the file,
+        for an fsync on another thread (the caller closes it); None if the log is closed."""
+        return os.dup(self._active.fileno()) if self._active is not None else None
+
     def sync(self) -> None:
         """Make every append durable."""
         if self._unsynced and self._active is not None:

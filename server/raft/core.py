@@ -385,8 +385,11 @@ class RaftCore:
 
     def _poll_leader(self, state: Leader, now: int) -> None:
         if self._flush_due is not None and now >= self._flush_due:
-            self._flush()
-            self._update_high_watermark(state, now)
+            # The leader's own copy need not be on disk before it is replicated, only before
+            # it counts towards a majority: the flush may complete later (the shell ticks).
+            self.log.begin_flush()
+            self._flush_due = None
+        self._update_high_watermark(state, now)
         self._check_quorum(state, now)
         if self.shutting_down or state.resign_requested or now >= state.check_quorum_deadline:
             self._to_resigned(state, now)

@@ -51,7 +51,12 @@ class RaftLog(Protocol):
     def read(self, from_offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one at ``from_offset``; at least one if any is there."""
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Make every append durable before returning."""
+
+    def begin_flush(self) -> None:
+        """Start making every append durable; ``flushed_offset`` moves when it is done (at
+        once, or later: the shell then calls the core's ``tick``)."""
 
     def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
         """Up to ``max_bytes`` of the snapshot's file from ``position``, and the file's size;
@@ -179,6 +184,9 @@ class InMemoryLog:
 
     def flush(self) -> None:
         self._flushed = self.end_offset
+
+    def begin_flush(self) -> None:
+        self.flush()
 
     def lose_unflushed(self, keep_batches: int) -> None:
         """A crash: keep the flushed batches and ``keep_batches`` of the unflushed ones (the
