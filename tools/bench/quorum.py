@@ -45,7 +45,8 @@ MEASURE_S = 3.0
 KILLS = 10
 # What the README recommends for voters on one machine or one rack.
 TIMING = {"controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "600"}
-BROKER_ID = 1
+BROKER_ID = 999  # the writer's broker: none of the 1,000,000-partition dataset's
+WRITE_TIMEOUT_S = 120
 ALLOCATE_V = 0
 REGISTER_V = 4
 
@@ -138,7 +139,17 @@ def _write_once(member: ControllerProcess, epochs: dict[int, int]) -> bool:
     except (OSError, ConnectionClosed, RuntimeError):
         return False
     assert isinstance(response, AllocateProducerIdsResponse)
+    if response.error_code not in (Error.NONE, Error.NOT_CONTROLLER):
+        epochs.clear()  # the writer's broker was fenced meanwhile: register it again
     return response.error_code == Error.NONE
+
+
+def write_until_committed(member: ControllerProcess, epochs: dict[int, int]) -> None:
+    deadline = time.monotonic() + WRITE_TIMEOUT_S
+    while not _write_once(member, epochs):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no write committed on {member.host}:{member.port} in {WRITE_TIMEOUT_S} s")
+        time.sleep(0.01)
 
 
 def failovers(quorum: QuorumProcesses, kills: int) -> list[float]:
@@ -147,8 +158,7 @@ def failovers(quorum: QuorumProcesses, kills: int) -> list[float]:
     times = []
     for _ in range(kills):
         leader = wait_for_leader(quorum)
-        while not _write_once(quorum.members[leader], epochs):
-            time.sleep(0.01)
+        write_until_committed(quorum.members[leader], epochs)
         quorum.members[leader].kill9()
         killed = time.monotonic()
         others = [n for n in quorum.running()]
@@ -238,9 +248,7 @@ def failover_with_a_million_partitions(root: Path, kills: int = 3) -> list[float
     big.start()
     try:
         leader = wait_for_leader(big, timeout=600)
-        epochs: dict[int, int] = {}
-        while not _write_once(big.members[leader], epochs):
-            time.sleep(0.05)
+        write_until_committed(big.members[leader], {})
         return failovers(big, kills)
     finally:
         big.stop()
