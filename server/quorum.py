@@ -153,6 +153,11 @@ class QuorumReplication:
             # Leadership went between the command and its records: their waiters have failed
             # with it, and the controller has gone back to the committed state.
             log.info("%d batches not written: this node no longer leads", len(batches))
+        except OSError as exc:
+            # The log cannot take them: step down, so that the waiters fail (NOT_CONTROLLER),
+            # the state goes back to what is committed and a healthy voter takes over.
+            log.error("metadata log write failed; resigning the leadership: %s", exc)
+            self.core.resign(monotonic_ms())
         self._run()
 
     def wait(self, offset: int) -> asyncio.Future[int] | None:
