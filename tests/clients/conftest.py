@@ -23,6 +23,7 @@ import pytest
 
 from protocol.client import KafkaClient
 from protocol.constants import ConfigResourceType
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
@@ -67,6 +68,13 @@ class Truth:
         if t.error_code:
             return None
         return {p.partition_index: list(p.replica_nodes) for p in t.partitions}
+
+    def create_topic(self, topic: str, partitions: int, replication_factor: int) -> None:
+        """For clients that cannot create topics themselves."""
+        with self._client() as c:
+            response = c.request(CreateTopicsRequest(topics=[CreatableTopic(
+                name=topic, num_partitions=partitions, replication_factor=replication_factor)]), 7)
+        assert response.topics[0].error_code == 0, response.topics[0].error_message
 
     def leaders(self, topic: str) -> dict[int, int]:
         with self._client() as c:

@@ -5,9 +5,7 @@ its own broker, ApiVersions) come from the process's metadata image, which repla
 controller's log as a Kafka broker's image does. Admin requests go to the controller through
 the Forwarder, at the versions both the client and the controller speak. A simulated broker
 keeps no logs and coordinates no groups: Produce, Fetch, ListOffsets, FindCoordinator and
-InitProducerId are answered with an authorization error, which every client treats as final,
-so producers and consumers stop at once instead of retrying until their timeouts; where the
-answer has room for a message it says why.
+InitProducerId are refused as ``server.controller.unserved`` explains.
 """
 
 from __future__ import annotations
@@ -27,17 +25,10 @@ from protocol.generated.messages.describe_cluster_response import DescribeCluste
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.fetch_request import FetchRequest
-from protocol.generated.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
-from protocol.generated.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
-from protocol.generated.messages.init_producer_id_response import InitProducerIdResponse
 from protocol.generated.messages.list_offsets_request import ListOffsetsRequest
-from protocol.generated.messages.list_offsets_response import (
-    ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse)
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.produce_request import ProduceRequest
-from protocol.generated.messages.produce_response import (
-    PartitionProduceResponse, ProduceResponse, TopicProduceResponse)
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.headers import encode_response_header, peek_request_prefix
 from protocol.message import Message
@@ -45,6 +36,8 @@ from protocol.primitives import INT32
 from server.apis import FORWARDABLE, with_error
 from server.controller.describe import TopicViews
 from server.controller.features import SUPPORTED_FEATURES
+from server.controller.unserved import (
+    refuse_fetch, refuse_find_coordinator, refuse_init_producer_id, refuse_list_offsets, refuse_produce)
 from server.image.image import MetadataImage
 from server.network import Connection, RequestRejected
 from tools.broker.forwarder import Forwarder
@@ -56,8 +49,6 @@ FORWARDED_READS = {ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_QUORUM}
 # Forwardable APIs that brokers send for themselves, never on a client's behalf.
 BROKER_TO_CONTROLLER = {ApiKey.UNREGISTER_BROKER, ApiKey.ALLOCATE_PRODUCER_IDS}
 WHY = "kraftwire test brokers keep no partition logs and coordinate no groups or transactions"
-# Coordinator key types (FindCoordinator): a consumer group, a transactional id, a share group.
-_TRANSACTION_KEY = 1
 
 Handler = Callable[[Message, int], Message]
 
@@ -80,8 +71,7 @@ class ClientApis:
             ApiKey.FETCH: self._fetch,
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.FIND_COORDINATOR: self._find_coordinator,
-            ApiKey.INIT_PRODUCER_ID: lambda r, v: InitProducerIdResponse(
-                error_code=Error.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1),
+            ApiKey.INIT_PRODUCER_ID: lambda r, v: refuse_init_producer_id(),
         }
 
     # --- versions ----------------------------------------------------------------------------
@@ -144,7 +134,7 @@ class ClientApis:
         return self.node_id if self.image.is_usable(self.node_id) else -1
 
     def _views(self) -> TopicViews:
-        return TopicViews(self.image.replication, self._controller_id(), None, list_brokers=True)
+        return TopicViews(self.image.replication, self.node_id, None, list_brokers=True)
 
     def _metadata(self, request: Message, version: int) -> Message:
         assert isinstance(request, MetadataRequest)
@@ -186,40 +176,19 @@ class ClientApis:
     # --- what a simulated broker cannot do ----------------------------------------------------
     def _produce(self, request: Message, version: int) -> Message:
         assert isinstance(request, ProduceRequest)
-        return ProduceResponse(responses=[
-            TopicProduceResponse(name=t.name, partition_responses=[
-                PartitionProduceResponse(index=p.index, error_code=Error.TOPIC_AUTHORIZATION_FAILED,
-                                         base_offset=-1, error_message=WHY)
-                for p in t.partition_data])
-            for t in request.topic_data])
+        return refuse_produce(request, WHY)
 
     def _fetch(self, request: Message, version: int) -> Message:
         assert isinstance(request, FetchRequest)
-        return FetchResponse(responses=[
-            FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=[
-                PartitionData(partition_index=p.partition, error_code=Error.TOPIC_AUTHORIZATION_FAILED,
-                              high_watermark=-1)
-                for p in t.partitions])
-            for t in request.topics])
+        return refuse_fetch(request)
 
     def _list_offsets(self, request: Message, version: int) -> Message:
         assert isinstance(request, ListOffsetsRequest)
-        return ListOffsetsResponse(topics=[
-            ListOffsetsTopicResponse(name=t.name, partitions=[
-                ListOffsetsPartitionResponse(partition_index=p.partition_index,
-                                             error_code=Error.TOPIC_AUTHORIZATION_FAILED, offset=-1, timestamp=-1)
-                for p in t.partitions])
-            for t in request.topics])
+        return refuse_list_offsets(request)
 
     def _find_coordinator(self, request: Message, version: int) -> Message:
         assert isinstance(request, FindCoordinatorRequest)
-        code = (Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if request.key_type == _TRANSACTION_KEY
-                else Error.GROUP_AUTHORIZATION_FAILED)
-        if version < 4:
-            return FindCoordinatorResponse(error_code=code, error_message=WHY, node_id=-1, host="", port=-1)
-        return FindCoordinatorResponse(coordinators=[
-            Coordinator(key=k, node_id=-1, host="", port=-1, error_code=code, error_message=WHY)
-            for k in request.coordinator_keys])
+        return refuse_find_coordinator(request, version, WHY)
 
 
 def _framed(key: int, version: int, correlation_id: int, response: Message) -> bytes:
