@@ -16,23 +16,36 @@ from typing import Callable
 
 from protocol.api_keys import APIS
 from protocol.constants import EndpointType
-from protocol.error_codes import Error
+from protocol.error_codes import Error, describe
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.api_versions_response import (
     ApiVersion, ApiVersionsResponse, FinalizedFeatureKey, SupportedFeatureKey)
+from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
+from protocol.generated.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse
+from protocol.generated.messages.alter_configs_response import AlterConfigsResponse
+from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
+from protocol.generated.messages.create_partitions_response import (
+    CreatePartitionsResponse, CreatePartitionsTopicResult)
+from protocol.generated.messages.create_topics_request import CreateTopicsRequest
+from protocol.generated.messages.create_topics_response import CreatableTopicResult, CreateTopicsResponse
+from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
+from protocol.generated.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
+from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from protocol.generated.messages.incremental_alter_configs_response import (
+    AlterConfigsResourceResponse, IncrementalAlterConfigsResponse)
 from protocol.generated.messages.list_offsets_request import ListOffsetsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.produce_request import ProduceRequest
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.headers import encode_response_header, peek_request_prefix
-from protocol.message import Message
-from protocol.primitives import INT32
+from protocol.message import Message, api_key_of
+from protocol.primitives import INT32, ZERO_UUID
 from server.apis import FORWARDABLE, with_error
 from server.controller.describe import TopicViews
 from server.controller.features import SUPPORTED_FEATURES
@@ -124,7 +137,10 @@ class ClientApis:
         # The controller reads the request as the client wrote it: the frame without its size.
         answer = await self.forwarder.forward(frame, conn.context, key not in FORWARDED_READS)
         if isinstance(answer, int):
-            return _framed(key, version, correlation_id, with_error(APIS[key].response(), answer))
+            api = APIS[key]
+            _, pos = RequestHeader.decode(frame, api.request_header_version(version))
+            request, _ = api.request.decode(frame, version, pos)
+            return _framed(key, version, correlation_id, failed_answer(request, answer))
         return INT32.pack(len(answer)) + answer
 
     # --- reads from the image -----------------------------------------------------------------
@@ -189,6 +205,33 @@ class ClientApis:
     def _find_coordinator(self, request: Message, version: int) -> Message:
         assert isinstance(request, FindCoordinatorRequest)
         return refuse_find_coordinator(request, version, WHY)
+
+
+def failed_answer(request: Message, code: int) -> Message:
+    """The answer to a request that failed as a whole, with ``code`` for each thing it asked
+    for, as Kafka's brokers build it when forwarding fails."""
+    message = f"forwarding to the controller failed: {describe(code)}"
+    if isinstance(request, CreateTopicsRequest):
+        return CreateTopicsResponse(topics=[CreatableTopicResult(
+            name=t.name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1)
+            for t in request.topics])
+    if isinstance(request, DeleteTopicsRequest):
+        named = [(t.name, t.topic_id) for t in request.topics] or [(n, ZERO_UUID) for n in request.topic_names]
+        return DeleteTopicsResponse(responses=[DeletableTopicResult(
+            name=name, topic_id=topic_id, error_code=code, error_message=message) for name, topic_id in named])
+    if isinstance(request, CreatePartitionsRequest):
+        return CreatePartitionsResponse(results=[CreatePartitionsTopicResult(
+            name=t.name, error_code=code, error_message=message) for t in request.topics])
+    if isinstance(request, IncrementalAlterConfigsRequest):
+        return IncrementalAlterConfigsResponse(responses=[AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in request.resources])
+    if isinstance(request, AlterConfigsRequest):
+        return AlterConfigsResponse(responses=[LegacyAlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=r.resource_type, resource_name=r.resource_name)
+            for r in request.resources])
+    # The others carry a top-level error code.
+    return with_error(APIS[api_key_of(request)].response(), code)
 
 
 def _framed(key: int, version: int, correlation_id: int, response: Message) -> bytes:
