@@ -9,6 +9,7 @@ controller answers.
 from __future__ import annotations
 
 import signal
+import socket
 
 from protocol.client import KafkaClient
 from protocol.constants import ConfigResourceType
@@ -87,3 +88,15 @@ def test_a_forwarded_request_is_answered_while_no_controller_answers(broker_fact
     assert (result.name, result.error_code) == ("unanswered", Error.REQUEST_TIMED_OUT)
     assert "forwarding to the controller failed" in result.error_message
     assert {b.node_id for b in metadata.brokers} == {1}
+
+
+def test_a_client_port_in_use_stops_the_broker_with_one_line(broker_factory, controller) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = broker_factory("--node-id", "7", "--port", str(port))
+        assert proc.proc is not None and proc.proc.wait(timeout=30) == 1
+    errors = [line for line in proc.stderr().splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and f"broker 7 cannot listen on 127.0.0.1:{port}" in errors[0]
+    assert "Traceback" not in proc.stderr()

@@ -24,7 +24,7 @@ from protocol.generated.messages.describe_cluster_response import DescribeCluste
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.message import Message
-from tools.broker.broker import Broker, BrokerConfig, default_client_port
+from tools.broker.broker import Broker, BrokerConfig, ListenerFailed, default_client_port
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.faults import FaultInjector
 from tools.broker.fetcher import MetadataFetcher
@@ -110,9 +110,14 @@ class Fleet:
         self._fetching: asyncio.Task[None] | None = None
 
     def report_crash(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("stopping: a task failed", exc_info=task.exception())
-            self.failed.set()
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        if isinstance(exc, ListenerFailed):
+            log.error("stopping: %s", exc)  # a setting, not a bug: one line
+        else:
+            log.error("stopping: a task failed", exc_info=exc)
+        self.failed.set()
 
     # --- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
