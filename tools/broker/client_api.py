@@ -74,6 +74,7 @@ class ClientApis:
         self.cluster_id = cluster_id
         self.image = image
         self.forwarder = forwarder
+        self._served: tuple[dict[int, tuple[int, int]], dict[int, tuple[int, int]]] | None = None
         self.handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: lambda r, v: self.api_versions(),
             ApiKey.METADATA: self._metadata,
@@ -90,7 +91,14 @@ class ClientApis:
     # --- versions ----------------------------------------------------------------------------
     def served_versions(self) -> dict[int, tuple[int, int]]:
         """API key -> (min, max) this broker serves: its own APIs at every version of their
-        schemas, forwarded ones at the versions the controller serves too."""
+        schemas, forwarded ones at the versions the controller serves too. Worked out again
+        only when the controller's versions change (a new connection to it)."""
+        theirs = self.forwarder.channel.api_versions
+        if self._served is None or self._served[0] is not theirs:
+            self._served = theirs, self._work_out_versions()
+        return self._served[1]
+
+    def _work_out_versions(self) -> dict[int, tuple[int, int]]:
         served = {key: (APIS[key].min_version, APIS[key].max_version) for key in self.handlers}
         for key in FORWARDABLE:
             api = APIS.get(key)
@@ -144,11 +152,6 @@ class ClientApis:
         return INT32.pack(len(answer)) + answer
 
     # --- reads from the image -----------------------------------------------------------------
-    def _controller_id(self) -> int:
-        """Kafka's brokers name a live broker as the controller, so that clients send their
-        admin requests to a broker, which forwards them: this one, while it is live."""
-        return self.node_id if self.image.is_usable(self.node_id) else -1
-
     def _views(self) -> TopicViews:
         return TopicViews(self.image.replication, self.node_id, None, list_brokers=True)
 
@@ -173,12 +176,15 @@ class ClientApis:
                                       "endpoint of type CONTROLLER" if known
                                       else f"Unsupported endpoint type {asked}")
             return response
-        response.controller_id = self._controller_id()
         response.brokers = [
             DescribeClusterBroker(broker_id=b.broker_id, host=b.endpoints[0].host, port=b.endpoints[0].port,
                                   rack=b.rack)
             for b in sorted(self.image.cluster.brokers.values(), key=lambda b: b.broker_id)
             if not b.fenced and b.endpoints]
+        # The controller a broker names is a live broker, as in its Metadata answers: itself
+        # while it is live, so clients send their admin requests to it and it forwards them.
+        ids = [b.broker_id for b in response.brokers]
+        response.controller_id = self.node_id if self.node_id in ids else (ids[0] if ids else -1)
         return response
 
     def _describe_configs(self, request: Message, version: int) -> Message:
