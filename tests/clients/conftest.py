@@ -148,7 +148,7 @@ _names = itertools.count()
 @pytest.fixture
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses."""
-    client = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-")
+    client = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_matrix_").replace("_", "-")
     return f"{client}-{request.node.callspec.params.get('bootstrap', 'x')}-{next(_names)}"
 
 
