@@ -31,7 +31,7 @@ def _brokers(controller) -> dict[int, tuple[str, int]]:
 
 
 def _start_fleet(broker_factory, controller, size: int = 2) -> dict[int, tuple[str, int]]:
-    broker_factory("--fleet", str(size), "--base-id", "1", "--port", "0",
+    broker_factory("--fleet", str(size), "--base-id", "1",
                    "--request-timeout-ms", str(REQUEST_TIMEOUT_MS))
     return wait_until(lambda: (b := _brokers(controller)) and len(b) == size and b, 30, f"{size} live brokers")
 

@@ -85,7 +85,7 @@ async def _measure(size: int, port: int, controller_pid: int, state_root: Path) 
     fleet = Fleet(FleetOptions(
         bootstrap=[("127.0.0.1", port)], node_ids=list(range(1, size + 1)),
         state_dir=lambda node_id: state_root / f"broker-{node_id}", heartbeat_interval_s=INTERVAL_S,
-        ramp_s=default_ramp_s(size, INTERVAL_S)))
+        ramp_s=default_ramp_s(size, INTERVAL_S), serve_clients=False))
     loop = asyncio.get_running_loop()
     try:
         began = loop.time()

@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int,
                    help="client port of the broker, or of a fleet's first broker (the others count up "
                         "from it); 0: any free port; default 20000 + node id")
+    p.add_argument("--no-clients", action="store_true",
+                   help="serve no clients: no listening socket per broker (for fleets larger than the "
+                        "process's descriptor limit allows twice over)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -96,7 +99,7 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
         mean_in_sync_s=args.mean_in_sync_s, mean_catch_up_s=args.mean_catch_up_s, fault_rate=args.faults,
         fault_max_s=args.fault_max_s, ramp_s=ramp_s,
         shutdown_timeout_s=args.shutdown_timeout_ms / 1000, advertised_host=args.advertised_host,
-        client_port=_client_ports(args.port, ids[0])), args.log_level
+        client_port=_client_ports(args.port, ids[0]), serve_clients=not args.no_clients), args.log_level
 
 
 def _client_ports(first: int | None, first_id: int) -> Callable[[int], int]:

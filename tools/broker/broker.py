@@ -54,6 +54,9 @@ class BrokerConfig:
     advertised_host: str
     seed: int
     client_port: Callable[[int], int] = lambda node_id: default_client_port(node_id)
+    # Without: nothing listens, and each broker advertises its default port (a fleet too large
+    # for a listening socket per broker).
+    serve_clients: bool = True
 
 
 def default_client_port(node_id: int) -> int:
@@ -157,13 +160,7 @@ class Broker:
         # stall every heartbeat in the process.
         previous = await loop.run_in_executor(None, self.state_dir.take_clean_shutdown_epoch)
         try:
-            # Open before registering: the registration advertises the port.
-            host, wanted = self.config.advertised_host, self.config.client_port(self.node_id)
-            try:
-                _, self.port = await self.listener.start(host, wanted)
-            except OSError as exc:
-                raise ListenerFailed(f"broker {self.node_id} cannot listen on {host}:{wanted}: "
-                                     f"{exc.strerror or exc}") from None
+            await self._listen()
             registered = await self._register(previous)
             while registered:
                 sent = loop.time()
@@ -180,6 +177,18 @@ class Broker:
             self._close_listener()
         if self.lifecycle.clean_shutdown:
             await loop.run_in_executor(None, self.state_dir.record_clean_shutdown, self.lifecycle.epoch)
+
+    async def _listen(self) -> None:
+        """Open the client listener before registering: the registration advertises its port."""
+        if not self.config.serve_clients:
+            self.port = default_client_port(self.node_id)
+            return
+        host, wanted = self.config.advertised_host, self.config.client_port(self.node_id)
+        try:
+            _, self.port = await self.listener.start(host, wanted)
+        except OSError as exc:
+            raise ListenerFailed(f"broker {self.node_id} cannot listen on {host}:{wanted}: "
+                                 f"{exc.strerror or exc}") from None
 
     async def _register(self, previous_epoch: int) -> bool:
         """Register until the controller accepts; False if shutdown came first."""

@@ -65,6 +65,7 @@ class FleetOptions:
     advertised_host: str = "127.0.0.1"
     # The client listener's port of each broker; 0 for any free port.
     client_port: Callable[[int], int] = default_client_port
+    serve_clients: bool = True
 
 
 def default_ramp_s(brokers: int, heartbeat_interval_s: float) -> float:
@@ -127,7 +128,7 @@ class Fleet:
                                     random.Random(f"{o.seed}/metadata"), o.request_timeout_s)
         cluster_id = o.cluster_id or await discover_cluster_id(channel)
         self.config = BrokerConfig(o.bootstrap, cluster_id, o.heartbeat_interval_s, o.request_timeout_s,
-                                   o.advertised_host, o.seed, o.client_port)
+                                   o.advertised_host, o.seed, o.client_port, o.serve_clients)
         # The fetch stream is the first broker's: one observer for the whole process.
         self.fetcher = MetadataFetcher(channel, first, self.image, cluster_id)
         self._fetching = self._spawn(self.fetcher.run())
