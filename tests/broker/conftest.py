@@ -1,8 +1,9 @@
 """Fixtures for the test-broker tests: ``python -m tools.broker`` processes next to a controller.
 
 ``broker_factory(*args)`` starts a broker (or a fleet) pointed at the ``controller`` fixture's
-address with the arguments given, serving clients on free ports unless ``--port`` is given. Each process logs to files in the test's temporary directory
-and is stopped by its PID at teardown (and dies with the test process in any case).
+address with the arguments given, serving clients on free ports unless ``--port`` is given.
+Each process logs to files in the test's temporary directory and is stopped by its PID at
+teardown (and dies with the test process in any case).
 """
 
 from __future__ import annotations
