@@ -158,6 +158,7 @@ READS = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: "describe_topic_partitions",
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_reassignments",
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
+    ApiKey.FIND_COORDINATOR: "find_coordinator",
 }
 # Reads every voter answers from its committed state; they name the active controller, so a
 # client that asked a standby finds its way.

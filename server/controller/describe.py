@@ -2,7 +2,8 @@
 
 An admin client bootstrapped at the controller sends every later request to the nodes it
 learns from Metadata, so by default the node list is the controller's own endpoint with
-controller_id set to it; ``kraftwire.metadata.nodes=brokers`` lists the registered brokers.
+controller_id set to it; ``kraftwire.metadata.nodes=brokers`` lists the live brokers, which
+serve clients and forward admin requests (the test brokers do), with one of them as controller.
 """
 
 from __future__ import annotations
@@ -39,12 +40,16 @@ class TopicViews:
     # --- Metadata --------------------------------------------------------------------------------
     def metadata(self, req: MetadataRequest, version: int, cluster_id: str) -> MetadataResponse:
         response = MetadataResponse(cluster_id=cluster_id, controller_id=self.node_id)
-        if self.list_brokers:
-            response.brokers = [
-                MetadataResponseBroker(node_id=b.broker_id, host=b.endpoints[0].host, port=b.endpoints[0].port,
+        live = [MetadataResponseBroker(node_id=b.broker_id, host=b.endpoints[0].host, port=b.endpoints[0].port,
                                        rack=b.rack or None)
                 for b in sorted(self.r.cluster.brokers.values(), key=lambda b: b.broker_id)
-                if not b.fenced and b.endpoints]
+                if not b.fenced and b.endpoints] if self.list_brokers else []
+        if live or (self.list_brokers and self.controller_endpoint is None):
+            response.brokers = live
+            # As Kafka's brokers answer: a live broker stands for the controller, and forwards
+            # the admin requests clients send it. Until a broker is live, the controller names itself.
+            ids = [b.node_id for b in live]
+            response.controller_id = self.node_id if self.node_id in ids else (ids[0] if ids else -1)
         elif self.controller_endpoint is not None:
             e = self.controller_endpoint
             response.brokers = [MetadataResponseBroker(node_id=self.node_id, host=e.host, port=e.port)]

@@ -32,6 +32,7 @@ from protocol.generated.messages.describe_cluster_response import DescribeCluste
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
+from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest
@@ -62,6 +63,9 @@ from server.controller.replication import ReplicationControl
 from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord, accepting
 from server.controller.scram import ScramControl
 from server.controller.topics import TopicAdmin
+from server.controller.unserved import refuse_find_coordinator
+
+COORDINATES_NOTHING = "a KRaft controller coordinates no groups or transactions: bootstrap at a broker"
 
 
 @dataclass
@@ -341,6 +345,10 @@ class QuorumController:
 
     def describe_configs(self, req: DescribeConfigsRequest, version: int) -> Message:
         return self.configs.describe_configs(req, version, self._topic_exists, self._broker_exists)
+
+    def find_coordinator(self, req: FindCoordinatorRequest, version: int) -> Message:
+        """Refused for good, so that a consumer bootstrapped here stops rather than asks forever."""
+        return refuse_find_coordinator(req, version, COORDINATES_NOTHING)
 
     def describe_cluster(self, req: DescribeClusterRequest, version: int) -> DescribeClusterResponse:
         response = DescribeClusterResponse(cluster_id=self.cluster_id, controller_id=self.active_controller_id,

@@ -1,8 +1,9 @@
 """Fixtures for the test-broker tests: ``python -m tools.broker`` processes next to a controller.
 
 ``broker_factory(*args)`` starts a broker (or a fleet) pointed at the ``controller`` fixture's
-address with the arguments given. Each process logs to files in the test's temporary directory
-and is stopped by its PID at teardown (and dies with the test process in any case).
+address with the arguments given, serving clients on free ports unless ``--port`` is given.
+Each process logs to files in the test's temporary directory and is stopped by its PID at
+teardown (and dies with the test process in any case).
 """
 
 from __future__ import annotations
@@ -106,8 +107,11 @@ def broker_factory(controller, tmp_path: Path) -> Iterator[Callable[..., BrokerP
     started: list[BrokerProcess] = []
 
     def start(*args: str, controllers: str | None = None) -> BrokerProcess:
+        # Client listeners on free ports unless a test names one: the default ports (20000 + id)
+        # may be taken on a shared machine.
+        ports = [] if "--port" in args or "--no-clients" in args else ["--port", "0"]
         proc = BrokerProcess(tmp_path / f"broker-proc-{len(started)}",
-                             ["--controller", controllers or f"{controller.host}:{controller.port}", *args])
+                             ["--controller", controllers or f"{controller.host}:{controller.port}", *ports, *args])
         started.append(proc)
         return proc.start()
 

@@ -183,10 +183,10 @@ def test_which_frames_read_as_requests():
     assert request_reads(frame + b"\x00") is False  # a body must end where its frame does
     assert request_reads(frame[:-1]) is False
     assert request_reads(GARBAGE) is False
-    # An API the codecs leave out (Produce v9) reads as far as its header, which proves no boundary.
-    produce = struct.pack(">hhih", 0, 9, 5, 4) + b"prod" + b"\x99" * 30
-    assert request_reads(produce) is None and not request_parses(produce)
-    assert request_reads(struct.pack(">hhih", 0, 9, -5, 4) + b"prod") is False
+    # An API the codecs leave out (JoinGroup v9) reads as far as its header, which proves no boundary.
+    join = struct.pack(">hhih", 11, 9, 5, 4) + b"join" + b"\x99" * 30
+    assert request_reads(join) is None and not request_parses(join)
+    assert request_reads(struct.pack(">hhih", 11, 9, -5, 4) + b"join") is False
 
 
 def tshark_and_ours(name: str, result, tmp_path) -> tuple[tshark.Reading, tshark.Reading]:

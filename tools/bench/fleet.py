@@ -10,6 +10,18 @@ passed, the counters start; after MEASURE_S they are read:
      "p50_ms", "p99_ms", "max_ms", "controller_cpu_pct", "controller_rss_mb", "fleet_cpu_pct",
      "other_processes_cpu_pct", ...}
 
+Then a fleet of 1,000 serving clients measures metadata propagation: for each of TOPICS topic
+creations, committed at the controller (its CreateTopics answer is sent once the records are
+durable), the time until every broker's client listener serves the topic in Metadata:
+
+    {"name": "fleet.metadata_propagation brokers=1000", "ours": p99 ms, "anchor": p99 of the
+     CreateTopics round trip, "unit": "ms", "p50_ms", "max_ms", "every_broker_checked_ms", ...}
+
+The brokers of a fleet share one image, so each topic is served by all of them from the moment
+that image replays its TopicRecord; that moment is what is timed, and afterwards one Metadata
+request to every broker's listener checks that each really serves every topic (a Metadata
+answer lists all 1,000 brokers, so polling them all continuously would time the polling).
+
 Latency is measured in the fleet, from handing a heartbeat to the socket to decoding its
 answer, so it includes the fleet's own event loop delays. CPU is a percentage of one core over
 the window (from /proc/PID/stat); memory is VmRSS at the end of the window. Controller and
@@ -26,13 +38,22 @@ import tempfile
 import time
 from pathlib import Path
 
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.generated.messages.create_topics_response import CreateTopicsResponse
+from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from protocol.generated.messages.metadata_response import MetadataResponse
+from protocol.generated.metadata.topic_record import TopicRecord
+from protocol.message import Message
 from tools.bench.report import emit, note
+from tools.broker.connection import KafkaConnection
 from tools.broker.__main__ import raise_fd_limit
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from tools.broker.lifecycle import State
 from tools.controller_process import ControllerProcess
 
 SIZES = (1000, 5000, 10000)
+PROPAGATION_BROKERS = 1000
+TOPICS = 20
 INTERVAL_S = 2.0
 MEASURE_S = 60.0
 SETTLE_TIMEOUT_S = 180.0
@@ -64,7 +85,7 @@ async def _measure(size: int, port: int, controller_pid: int, state_root: Path) 
     fleet = Fleet(FleetOptions(
         bootstrap=[("127.0.0.1", port)], node_ids=list(range(1, size + 1)),
         state_dir=lambda node_id: state_root / f"broker-{node_id}", heartbeat_interval_s=INTERVAL_S,
-        ramp_s=default_ramp_s(size, INTERVAL_S)))
+        ramp_s=default_ramp_s(size, INTERVAL_S), serve_clients=False))
     loop = asyncio.get_running_loop()
     try:
         began = loop.time()
@@ -118,3 +139,91 @@ def run() -> None:
              other_processes_cpu_pct=round(r["other_cpu"], 1),
              errors=r["errors"], unanswered=r["unanswered"], not_active_at_end=r["not_active"],
              seconds=round(r["elapsed"], 1), settle_s=round(r["settle_s"], 1))
+    run_propagation()
+
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
+
+
+async def _every_broker_serves(conns: list[KafkaConnection], topics: list[str]) -> bool:
+    async def serves(conn: KafkaConnection) -> bool:
+        response = await conn.request(MetadataRequest(topics=[MetadataRequestTopic(name=t) for t in topics]), 12, 60)
+        assert isinstance(response, MetadataResponse)
+        return all(t.error_code == 0 for t in response.topics)
+    return all(await asyncio.gather(*(serves(c) for c in conns)))
+
+
+async def _propagation(port: int, state_root: Path) -> dict:
+    size = PROPAGATION_BROKERS
+    fleet = Fleet(FleetOptions(
+        bootstrap=[("127.0.0.1", port)], node_ids=list(range(1, size + 1)),
+        state_dir=lambda node_id: state_root / f"broker-{node_id}", heartbeat_interval_s=INTERVAL_S,
+        ramp_s=default_ramp_s(size, INTERVAL_S), client_port=lambda node_id: 0))
+    loop = asyncio.get_running_loop()
+    replayed: dict[str, asyncio.Future[float]] = {}
+
+    def on_record(record: Message, offset: int) -> None:
+        # Every broker of the fleet answers Metadata from this image: from here on, all serve it.
+        if isinstance(record, TopicRecord) and record.name in replayed and not replayed[record.name].done():
+            replayed[record.name].set_result(time.perf_counter())
+
+    fleet.image.listeners.append(on_record)
+    conns: list[KafkaConnection] = []
+    try:
+        began = loop.time()
+        await fleet.start()
+        while fleet.state_counts()[State.ACTIVE.value] < size:
+            if loop.time() - began > SETTLE_TIMEOUT_S:
+                raise RuntimeError(f"only {fleet.state_counts()} of {size} brokers active")
+            await asyncio.sleep(0.2)
+        admin = await KafkaConnection.open("127.0.0.1", port, "bench-propagation-admin", 10)
+        delays: list[float] = []
+        round_trips: list[float] = []
+        topics = [f"propagation-{i}" for i in range(TOPICS)]
+        for topic in topics:
+            replayed[topic] = loop.create_future()
+            sent = time.perf_counter()
+            created = await admin.request(CreateTopicsRequest(topics=[CreatableTopic(
+                name=topic, num_partitions=1, replication_factor=3)], timeout_ms=30000), 7, 30)
+            committed = time.perf_counter()  # the answer leaves the controller once it is durable
+            assert isinstance(created, CreateTopicsResponse) and created.topics[0].error_code == 0
+            round_trips.append(committed - sent)
+            # The fetch answer may overtake the CreateTopics answer: then the delay is negative.
+            delays.append(await asyncio.wait_for(replayed[topic], 30) - committed)
+        admin.close()
+        # Over each broker's own listener, as a client sees it.
+        conns = [await KafkaConnection.open("127.0.0.1", b.port, "bench-propagation", 10)
+                 for b in fleet.brokers.values()]
+        swept = time.perf_counter()
+        if not await _every_broker_serves(conns, topics):
+            raise RuntimeError("a broker does not serve a topic its image holds")
+        return {"p50": _percentile(delays, 50) * 1000, "p99": _percentile(delays, 99) * 1000,
+                "max": max(delays) * 1000, "create_p99": _percentile(round_trips, 99) * 1000,
+                "create_p50": _percentile(round_trips, 50) * 1000, "sweep": (time.perf_counter() - swept) * 1000}
+    finally:
+        for conn in conns:
+            conn.close()
+        fleet.close()
+
+
+def run_propagation() -> None:
+    import uvloop
+
+    raise_fd_limit()
+    note(f"fleet metadata propagation: {PROPAGATION_BROKERS} brokers serving clients from one shared image, "
+         f"{TOPICS} topic creations; anchor = the CreateTopics round trip at the controller")
+    with tempfile.TemporaryDirectory(prefix="kraftwire-bench-propagation-") as tmp:
+        workdir = Path(tmp)
+        controller = ControllerProcess(workdir / "controller", server_args=["--log-level", "WARNING"],
+                                       lifetime_s=CHILD_LIFETIME_S, start_timeout_s=30).start()
+        try:
+            r = uvloop.run(_propagation(controller.port, workdir / "brokers"))
+        finally:
+            controller.stop()
+    emit(f"fleet.metadata_propagation brokers={PROPAGATION_BROKERS}", r["p99"], r["create_p99"], "ms",
+         p50_ms=round(r["p50"], 2), p99_ms=round(r["p99"], 2), max_ms=round(r["max"], 2),
+         create_p50_ms=round(r["create_p50"], 2), create_p99_ms=round(r["create_p99"], 2), topics=TOPICS,
+         every_broker_checked_ms=round(r["sweep"], 1))

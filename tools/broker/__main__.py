@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from tools.broker.broker import default_client_port
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from protocol.client import parse_addresses
 
@@ -55,7 +56,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="spread the brokers' start over this long (default for a fleet: one heartbeat "
                         "interval, or N ms if longer, to start at most 1000 a second)")
     p.add_argument("--shutdown-timeout-ms", type=int, default=60000)
-    p.add_argument("--advertised-host", default="127.0.0.1")
+    p.add_argument("--advertised-host", default="127.0.0.1",
+                   help="where clients reach the brokers (their listeners bind to it)")
+    p.add_argument("--port", type=int,
+                   help="client port of the broker, or of a fleet's first broker (the others count up "
+                        "from it); 0: any free port; default 20000 + node id")
+    p.add_argument("--no-clients", action="store_true",
+                   help="serve no clients: no listening socket per broker (for fleets larger than the "
+                        "process's descriptor limit allows twice over)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -80,6 +88,8 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
     ids = [args.node_id] if single else list(range(args.base_id, args.base_id + args.fleet))
     if ids[0] < 0:
         parser.error("broker ids must not be negative")
+    if args.port is not None and not 0 <= args.port <= 65535 - (len(ids) - 1 if args.port else 0):
+        parser.error(f"--port: {args.port} leaves no valid port for every broker")
     interval_s = args.heartbeat_interval_ms / 1000
     ramp_s = args.ramp_ms / 1000 if args.ramp_ms is not None else default_ramp_s(len(ids), interval_s)
     return FleetOptions(
@@ -88,7 +98,14 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
         heartbeat_interval_s=interval_s, request_timeout_s=args.request_timeout_ms / 1000, seed=args.seed,
         mean_in_sync_s=args.mean_in_sync_s, mean_catch_up_s=args.mean_catch_up_s, fault_rate=args.faults,
         fault_max_s=args.fault_max_s, ramp_s=ramp_s,
-        shutdown_timeout_s=args.shutdown_timeout_ms / 1000, advertised_host=args.advertised_host), args.log_level
+        shutdown_timeout_s=args.shutdown_timeout_ms / 1000, advertised_host=args.advertised_host,
+        client_port=_client_ports(args.port, ids[0]), serve_clients=not args.no_clients), args.log_level
+
+
+def _client_ports(first: int | None, first_id: int) -> Callable[[int], int]:
+    if first is None:
+        return default_client_port
+    return lambda node_id: first + node_id - first_id if first else 0
 
 
 def _state_dirs(given: Path | None, single: bool) -> Callable[[int], Path]:

@@ -15,6 +15,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -24,8 +25,12 @@ from protocol.generated.messages.broker_registration_request import (
 from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
 from protocol.primitives import random_uuid
 from server.controller.features import SUPPORTED_FEATURES
+from server.config import ControllerConfig
+from server.network import Listener as ClientListener
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
+from tools.broker.client_api import ClientApis
 from tools.broker.fetcher import MetadataFetcher
+from tools.broker.forwarder import Forwarder
 from tools.broker.lifecycle import Action, Lifecycle, OnTransition, State
 from tools.broker.state_dir import StateDir
 from tools.broker.stats import Stats
@@ -48,11 +53,19 @@ class BrokerConfig:
     request_timeout_s: float
     advertised_host: str
     seed: int
+    client_port: Callable[[int], int] = lambda node_id: default_client_port(node_id)
+    # Without: nothing listens, and each broker advertises its default port (a fleet too large
+    # for a listening socket per broker).
+    serve_clients: bool = True
 
 
-def advertised_port(node_id: int) -> int:
-    """Simulated brokers serve no clients; each still advertises a distinct, valid port."""
+def default_client_port(node_id: int) -> int:
+    """Where a broker serves its clients unless told otherwise: a distinct port per id."""
     return 20000 + node_id % 40000
+
+
+class ListenerFailed(Exception):
+    """The client listener could not be opened; the message says where and why."""
 
 
 def log_dir_id(seed: int, node_id: int) -> bytes:
@@ -65,7 +78,7 @@ def log_dir_id(seed: int, node_id: int) -> bytes:
 
 class Broker:
     def __init__(self, node_id: int, rack: str | None, config: BrokerConfig, fetcher: MetadataFetcher,
-                 stats: Stats, state_dir: StateDir, on_transition: OnTransition) -> None:
+                 stats: Stats, state_dir: StateDir, on_transition: OnTransition, forwarder: Forwarder) -> None:
         self.node_id = node_id
         self.rack = rack
         self.config = config
@@ -78,6 +91,9 @@ class Broker:
                                          random.Random(f"{config.seed}/{node_id}/{self.incarnation.hex()}"),
                                          config.request_timeout_s)
         self.paused_until = 0.0
+        self.apis = ClientApis(node_id, config.cluster_id, fetcher.image, forwarder)
+        self.listener = ClientListener(self.apis.dispatch, ControllerConfig.socket_request_max_bytes)
+        self.port = 0  # the client listener's, once open
         self.task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None
         self._wake_pending = False  # a wake-up that came while no wait was in progress
@@ -124,10 +140,18 @@ class Broker:
         self.paused_until = asyncio.get_running_loop().time() + seconds
 
     def kill(self) -> None:
-        """Vanish: no more requests, the connection dropped, nothing recorded."""
+        """Vanish: no more requests, the connections dropped, nothing recorded."""
         if self.task is not None:
             self.task.cancel()
         self.channel.close()
+        self._close_listener()
+
+    def _close_listener(self) -> None:
+        server = self.listener.server
+        if server is not None:
+            server.close()
+            for conn in list(self.listener.connections):
+                conn.close()
 
     # --- the conversation -------------------------------------------------------------------
     async def run(self) -> None:
@@ -136,6 +160,7 @@ class Broker:
         # stall every heartbeat in the process.
         previous = await loop.run_in_executor(None, self.state_dir.take_clean_shutdown_epoch)
         try:
+            await self._listen()
             registered = await self._register(previous)
             while registered:
                 sent = loop.time()
@@ -149,8 +174,21 @@ class Broker:
                 await self._wait_for_next(sent, reported)
         finally:
             self.channel.close()
+            self._close_listener()
         if self.lifecycle.clean_shutdown:
             await loop.run_in_executor(None, self.state_dir.record_clean_shutdown, self.lifecycle.epoch)
+
+    async def _listen(self) -> None:
+        """Open the client listener before registering: the registration advertises its port."""
+        if not self.config.serve_clients:
+            self.port = default_client_port(self.node_id)
+            return
+        host, wanted = self.config.advertised_host, self.config.client_port(self.node_id)
+        try:
+            _, self.port = await self.listener.start(host, wanted)
+        except OSError as exc:
+            raise ListenerFailed(f"broker {self.node_id} cannot listen on {host}:{wanted}: "
+                                 f"{exc.strerror or exc}") from None
 
     async def _register(self, previous_epoch: int) -> bool:
         """Register until the controller accepts; False if shutdown came first."""
@@ -161,7 +199,7 @@ class Broker:
             request = BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.config.cluster_id, incarnation_id=self.incarnation,
                 listeners=[Listener(name="PLAINTEXT", host=self.config.advertised_host,
-                                    port=advertised_port(self.node_id), security_protocol=PLAINTEXT)],
+                                    port=self.port, security_protocol=PLAINTEXT)],
                 features=[Feature(name=n, min_supported_version=lo, max_supported_version=hi)
                           for n, (lo, hi) in BROKER_FEATURES.items()],
                 rack=self.rack, log_dirs=[log_dir_id(self.config.seed, self.node_id)],

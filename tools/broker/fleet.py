@@ -24,10 +24,11 @@ from protocol.generated.messages.describe_cluster_response import DescribeCluste
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.message import Message
-from tools.broker.broker import Broker, BrokerConfig
+from tools.broker.broker import Broker, BrokerConfig, ListenerFailed, default_client_port
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.faults import FaultInjector
 from tools.broker.fetcher import MetadataFetcher
+from tools.broker.forwarder import Forwarder
 from server.image.image import MetadataImage
 from tools.broker.lag import LagModel
 from tools.broker.leader import PartitionLeaders
@@ -62,6 +63,9 @@ class FleetOptions:
     ramp_s: float = 0.0
     shutdown_timeout_s: float = 60.0
     advertised_host: str = "127.0.0.1"
+    # The client listener's port of each broker; 0 for any free port.
+    client_port: Callable[[int], int] = default_client_port
+    serve_clients: bool = True
 
 
 def default_ramp_s(brokers: int, heartbeat_interval_s: float) -> float:
@@ -97,6 +101,7 @@ class Fleet:
         self.killed: set[int] = set()
         self.stopping = False
         self.fetcher: MetadataFetcher | None = None
+        self.forwarder: Forwarder | None = None
         self.config: BrokerConfig | None = None
         self.faults: FaultInjector | None = None
         self.model = LagModel(options.seed, options.mean_in_sync_s, options.mean_catch_up_s)
@@ -106,9 +111,14 @@ class Fleet:
         self._fetching: asyncio.Task[None] | None = None
 
     def report_crash(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.error("stopping: a task failed", exc_info=task.exception())
-            self.failed.set()
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        if isinstance(exc, ListenerFailed):
+            log.error("stopping: %s", exc)  # a setting, not a bug: one line
+        else:
+            log.error("stopping: a task failed", exc_info=exc)
+        self.failed.set()
 
     # --- start ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -118,10 +128,14 @@ class Fleet:
                                     random.Random(f"{o.seed}/metadata"), o.request_timeout_s)
         cluster_id = o.cluster_id or await discover_cluster_id(channel)
         self.config = BrokerConfig(o.bootstrap, cluster_id, o.heartbeat_interval_s, o.request_timeout_s,
-                                   o.advertised_host, o.seed)
+                                   o.advertised_host, o.seed, o.client_port, o.serve_clients)
         # The fetch stream is the first broker's: one observer for the whole process.
         self.fetcher = MetadataFetcher(channel, first, self.image, cluster_id)
         self._fetching = self._spawn(self.fetcher.run())
+        self.forwarder = Forwarder(ControllerChannel(o.bootstrap, f"kraftwire-broker-{first}-forwarding",
+                                                     random.Random(f"{o.seed}/forwarding"), o.request_timeout_s),
+                                   self.fetcher, o.request_timeout_s)
+        await self.forwarder.connect()
         self._spawn(self.leaders.run())
         self._spawn(self._ramp())
         if o.fault_rate > 0:
@@ -152,9 +166,10 @@ class Fleet:
         return racks[self.options.node_ids.index(node_id) % len(racks)] if racks else None
 
     def _start_broker(self, node_id: int) -> None:
-        assert self.config is not None and self.fetcher is not None, "brokers start after the fleet"
+        assert self.config is not None and self.fetcher is not None and self.forwarder is not None, \
+            "brokers start after the fleet"
         broker = Broker(node_id, self._rack(node_id), self.config, self.fetcher, self.stats,
-                        StateDir(self.options.state_dir(node_id)), _log_transition)
+                        StateDir(self.options.state_dir(node_id)), _log_transition, self.forwarder)
         self.brokers[node_id] = broker
         broker.start().add_done_callback(self.report_crash)
 
@@ -263,6 +278,8 @@ class Fleet:
             task.cancel()
         if self.fetcher is not None:
             self.fetcher.channel.close()
+        if self.forwarder is not None:
+            self.forwarder.channel.close()
 
 
 def quiet_gc() -> None:

@@ -65,7 +65,7 @@ FlowItem = FlowStart | FlowFrame | FlowEnd | Violation
 def request_reads(frame: bytes) -> bool | None:
     """Whether a frame (without its size prefix) is a Kafka request: True when its header and
     body read to the last byte, False when they do not, None when its header reads but names an
-    API or version the codecs leave out (Produce, JoinGroup, ...), whose body cannot be judged."""
+    API or version the codecs leave out (JoinGroup, OffsetCommit, ...), whose body cannot be judged."""
     if len(frame) < _KEY_VERSION.size:
         return False
     api_key, version = _KEY_VERSION.unpack_from(frame)

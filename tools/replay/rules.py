@@ -26,9 +26,9 @@ RULES: dict[str, Rule] = {
     rule.name: rule
     for rule in (
         Rule("framing_error", ERROR, "the byte stream does not split into size-prefixed frames"),
-        # kraftwire's codecs hold only the APIs a controller serves, so a real Kafka API outside
-        # them (Produce, JoinGroup, ...) also lands here; `decode` lowers those to INFO when the
-        # server advertised the key in the same flow.
+        # kraftwire's codecs hold the APIs a controller and a test broker answer, so a real Kafka
+        # API outside them (JoinGroup, OffsetCommit, ...) also lands here; `decode` lowers those to
+        # INFO when the server advertised the key in the same flow.
         Rule("unknown_api_key", WARNING, "an API key the decoder has no codec for"),
         Rule("unsupported_version", WARNING, "an API version outside the codec's range: not decoded"),
         Rule("version_not_advertised", ERROR, "a version outside what the server advertised in ApiVersions"),

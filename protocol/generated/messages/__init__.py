@@ -52,14 +52,22 @@ from .fetch_request import FetchRequest
 from .fetch_response import FetchResponse
 from .fetch_snapshot_request import FetchSnapshotRequest
 from .fetch_snapshot_response import FetchSnapshotResponse
+from .find_coordinator_request import FindCoordinatorRequest
+from .find_coordinator_response import FindCoordinatorResponse
 from .incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from .incremental_alter_configs_response import IncrementalAlterConfigsResponse
+from .init_producer_id_request import InitProducerIdRequest
+from .init_producer_id_response import InitProducerIdResponse
 from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest
 from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse
+from .list_offsets_request import ListOffsetsRequest
+from .list_offsets_response import ListOffsetsResponse
 from .list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from .list_partition_reassignments_response import ListPartitionReassignmentsResponse
 from .metadata_request import MetadataRequest
 from .metadata_response import MetadataResponse
+from .produce_request import ProduceRequest
+from .produce_response import ProduceResponse
 from .remove_raft_voter_request import RemoveRaftVoterRequest
 from .remove_raft_voter_response import RemoveRaftVoterResponse
 from .request_header import RequestHeader
@@ -125,14 +133,22 @@ BY_NAME: dict[str, type[Message]] = {
     'FetchResponse': FetchResponse,
     'FetchSnapshotRequest': FetchSnapshotRequest,
     'FetchSnapshotResponse': FetchSnapshotResponse,
+    'FindCoordinatorRequest': FindCoordinatorRequest,
+    'FindCoordinatorResponse': FindCoordinatorResponse,
     'IncrementalAlterConfigsRequest': IncrementalAlterConfigsRequest,
     'IncrementalAlterConfigsResponse': IncrementalAlterConfigsResponse,
+    'InitProducerIdRequest': InitProducerIdRequest,
+    'InitProducerIdResponse': InitProducerIdResponse,
     'ListClientMetricsResourcesRequest': ListClientMetricsResourcesRequest,
     'ListClientMetricsResourcesResponse': ListClientMetricsResourcesResponse,
+    'ListOffsetsRequest': ListOffsetsRequest,
+    'ListOffsetsResponse': ListOffsetsResponse,
     'ListPartitionReassignmentsRequest': ListPartitionReassignmentsRequest,
     'ListPartitionReassignmentsResponse': ListPartitionReassignmentsResponse,
     'MetadataRequest': MetadataRequest,
     'MetadataResponse': MetadataResponse,
+    'ProduceRequest': ProduceRequest,
+    'ProduceResponse': ProduceResponse,
     'RemoveRaftVoterRequest': RemoveRaftVoterRequest,
     'RemoveRaftVoterResponse': RemoveRaftVoterResponse,
     'RequestHeader': RequestHeader,
@@ -198,14 +214,22 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 1): FetchResponse,
     ('request', 59): FetchSnapshotRequest,
     ('response', 59): FetchSnapshotResponse,
+    ('request', 10): FindCoordinatorRequest,
+    ('response', 10): FindCoordinatorResponse,
     ('request', 44): IncrementalAlterConfigsRequest,
     ('response', 44): IncrementalAlterConfigsResponse,
+    ('request', 22): InitProducerIdRequest,
+    ('response', 22): InitProducerIdResponse,
     ('request', 74): ListClientMetricsResourcesRequest,
     ('response', 74): ListClientMetricsResourcesResponse,
+    ('request', 2): ListOffsetsRequest,
+    ('response', 2): ListOffsetsResponse,
     ('request', 46): ListPartitionReassignmentsRequest,
     ('response', 46): ListPartitionReassignmentsResponse,
     ('request', 3): MetadataRequest,
     ('response', 3): MetadataResponse,
+    ('request', 0): ProduceRequest,
+    ('response', 0): ProduceResponse,
     ('request', 81): RemoveRaftVoterRequest,
     ('response', 81): RemoveRaftVoterResponse,
     ('request', 36): SaslAuthenticateRequest,

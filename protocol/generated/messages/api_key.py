@@ -5,12 +5,16 @@ from enum import IntEnum
 
 
 class ApiKey(IntEnum):
+    PRODUCE = 0
     FETCH = 1
+    LIST_OFFSETS = 2
     METADATA = 3
+    FIND_COORDINATOR = 10
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
