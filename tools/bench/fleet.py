@@ -45,7 +45,7 @@ from protocol.generated.messages.metadata_response import MetadataResponse
 from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.message import Message
 from tools.bench.report import emit, note
-from tools.broker.connection import KafkaConnection
+from server.client_connection import KafkaConnection
 from tools.broker.__main__ import raise_fd_limit
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from tools.broker.lifecycle import State
