@@ -47,7 +47,7 @@ def quorum(tmp_path: Path) -> Iterator[QuorumProcesses]:
 @pytest.fixture
 def brokers(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[BrokerProcess]:
     fleet = BrokerProcess(tmp_path / "brokers", [
-        "--controller", quorum.bootstrap, "--fleet", str(len(BROKERS)), "--base-id", str(BROKERS[0]),
+        "--controller", quorum.bootstrap, "--fleet", str(len(BROKERS)), "--base-id", str(BROKERS[0]), "--no-clients",
         "--heartbeat-interval-ms", "500", "--state-dir", str(tmp_path / "broker-state")]).start()
     try:
         for broker in BROKERS:
@@ -138,7 +138,7 @@ SNAPSHOTTING = {**QUORUM_TIMING, "metadata.log.segment.bytes": "4096",
 def test_a_voter_behind_the_leaders_log_start_catches_up_from_its_snapshot(tmp_path):
     q = QuorumProcesses(tmp_path / "quorum", 3, SNAPSHOTTING, lifetime_s=240).start()
     fleet = BrokerProcess(tmp_path / "brokers", [
-        "--controller", q.bootstrap, "--fleet", "3", "--base-id", "1", "--heartbeat-interval-ms", "500",
+        "--controller", q.bootstrap, "--fleet", "3", "--base-id", "1", "--no-clients", "--heartbeat-interval-ms", "500",
         "--state-dir", str(tmp_path / "broker-state")]).start()
     try:
         for broker in BROKERS:
