@@ -18,6 +18,7 @@ from protocol.records import METADATA_FRAME_VERSION
 from server.controller.partitions import DIRECTORY_MIGRATING, PartitionState
 from server.controller.shared_lists import SharedLists
 
+_new = object.__new__
 _ID = struct.Struct(">i16s")
 _LEADER_EPOCHS = struct.Struct(">iii")
 _PARTITION_RECORD = PartitionRecord.API_KEY
@@ -74,6 +75,16 @@ def partition_state(value: bytes, shared: SharedLists) -> PartitionState | None:
             directories = shared.of([DIRECTORY_MIGRATING] * len(replicas))
     except (IndexError, struct.error):
         return None
-    empty = shared.of(())
-    return PartitionState(topic_id, partition_id, replicas, isr, leader, leader_epoch, partition_epoch,
-                          empty, empty, _RECOVERED, empty, empty, directories)
+    # Built slot by slot: the keyword-rich constructor costs as much as the decoding.
+    p = _new(PartitionState)
+    p.topic_id = topic_id
+    p.partition_id = partition_id
+    p.replicas = replicas
+    p.isr = isr
+    p.leader = leader
+    p.leader_epoch = leader_epoch
+    p.partition_epoch = partition_epoch
+    p.recovery = _RECOVERED
+    p.removing = p.adding = p.elr = p.last_known_elr = shared.empty
+    p.directories = directories
+    return p

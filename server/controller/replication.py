@@ -157,11 +157,15 @@ class ReplicationControl:
         return min(others) if others else None
 
     def _index(self, p: PartitionState) -> None:
+        isr_of = self.isr_of
         for b in p.isr:
-            self.isr_of.setdefault(b, set()).add(p)
+            members = isr_of.get(b)
+            if members is None:
+                members = isr_of[b] = set()
+            members.add(p)
         if p.leader == NO_LEADER:
             self.leaderless.add(p)
-        if p.reassigning:
+        if p.adding or p.removing:
             self.reassigning.add(p)
 
     def _unindex(self, p: PartitionState) -> None:

@@ -8,7 +8,7 @@ assigns a new list.
 
 from __future__ import annotations
 
-from typing import Sequence, TypeVar
+from typing import Any, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -18,13 +18,19 @@ MAX_REMEMBERED = 100_000
 
 
 class SharedLists:
-    __slots__ = ("_by_items", "_by_encoding")
+    __slots__ = ("_by_items", "_by_encoding", "empty", "encoded")
 
     def __init__(self) -> None:
         self._by_items: dict[tuple[object, ...], list[object]] = {}
-        # Keyed by the wire encoding of the items, so that a decoder
-        # finds the shared list without building one first.
-        self._by_encoding: dict[bytes, list[object]] = {}
+        # Keyed by the wire encoding of the items, so that a decoder finds the shared list
+        # without building one first.
+        self._by_encoding: dict[bytes, list[Any]] = {}
+        self.empty: list[Any] = self.of(())
+        # encoded(raw): the shared list whose compact-array encoding (count byte, then the
+        # items) is ``raw``, or None. Arrays of int32s and of UUIDs never share an encoding:
+        # their lengths differ for every count but zero. A bound method of the table itself,
+        # since a decoder asks for every array of every record.
+        self.encoded = self._by_encoding.get
 
     def of(self, items: Sequence[T]) -> list[T]:
         key = tuple(items)
@@ -35,14 +41,8 @@ class SharedLists:
                 self._by_items[key] = shared
         return shared  # type: ignore[return-value]
 
-    def encoded(self, raw: bytes) -> list[object] | None:
-        """The shared list whose compact-array encoding (count byte, then the items) is
-        ``raw``, if one is known. Arrays of int32s and of UUIDs cannot share an encoding:
-        their lengths differ for every count but zero."""
-        return self._by_encoding.get(raw)
-
     def remember_encoded(self, raw: bytes, items: Sequence[T]) -> list[T]:
         shared = self.of(items)
         if len(self._by_encoding) < MAX_REMEMBERED:
-            self._by_encoding[raw] = shared  # type: ignore[assignment]
+            self._by_encoding[raw] = shared
         return shared

@@ -68,15 +68,16 @@ class MetadataLoader:
         add_partition = replication.add_partition
         self.controller.offsets.replaying(offset)
         try:
-            for _, value in records.framed_values():
-                state = partition_state(value, shared)
-                if state is None:
-                    self._replay(self._decode(value, offset, where), offset, where)
-                    continue
-                try:
-                    add_partition(state)
-                except KeyError as exc:
-                    raise LoadError(f"{where}: offset {offset}: cannot replay PartitionRecord: {exc}") from None
+            for values in records.batches():
+                for _, value in values:
+                    state = None if value is None else partition_state(value, shared)
+                    if state is None:
+                        self._replay(self._decode(value, offset, where), offset, where)
+                        continue
+                    try:
+                        add_partition(state)
+                    except KeyError as exc:
+                        raise LoadError(f"{where}: offset {offset}: cannot replay PartitionRecord: {exc}") from None
         except StorageError as exc:
             raise LoadError(str(exc)) from None
 

@@ -126,24 +126,24 @@ class SnapshotRecords:
 
     def __iter__(self) -> Iterator[VersionedRecord]:
         yield from self.quorum_records
-        for offset, value in self.framed_values():
-            try:
-                yield parse_metadata_record(value)
-            except DecodeError as exc:
-                raise StorageError(f"{self.path}: offset {offset}: {describe_undecodable(value, exc)}") from None
+        for values in self.batches():
+            for offset, value in values:
+                try:
+                    if value is None:
+                        raise DecodeError("MetadataRecord", None, 0, "the record value is null")
+                    yield parse_metadata_record(value)
+                except DecodeError as exc:
+                    raise StorageError(f"{self.path}: offset {offset}: {describe_undecodable(value, exc)}") from None
 
-    def framed_values(self) -> Iterator[tuple[int, bytes]]:
-        """(offset, framed metadata record) in order; StorageError names a bad batch."""
+    def batches(self) -> Iterator[list[tuple[int, bytes | None]]]:
+        """The (offset, framed metadata record) pairs of each batch in order; StorageError
+        names a batch whose records cannot be told apart."""
         data = self._data
         for pos in self._data_batches:
             try:
-                _, values = record_values(data, pos)
+                yield record_values(data, pos)[1]
             except DecodeError as exc:
                 raise _batch_error(self.path, pos, exc) from None
-            for offset, value in values:
-                if value is None:
-                    raise StorageError(f"{self.path}: offset {offset}: the record value is null")
-                yield offset, value
 
 
 def _batch_error(path: Path, pos: int, exc: DecodeError) -> StorageError:
