@@ -112,6 +112,7 @@ def run() -> None:
             finally:
                 controller.stop()
         emit(f"fleet.heartbeats brokers={size}", r["answered_per_s"], size / INTERVAL_S, "heartbeats/s",
+             anchor_is=f"the offered rate: {size} brokers, one heartbeat each every {INTERVAL_S:.0f} s",
              p50_ms=round(r["p50"], 2), p99_ms=round(r["p99"], 2), max_ms=round(r["max"], 2),
              controller_cpu_pct=round(r["controller_cpu"], 1), controller_rss_mb=round(r["controller_rss"], 1),
              fleet_cpu_pct=round(r["fleet_cpu"], 1), fleet_rss_mb=round(r["fleet_rss"], 1),
