@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from server.config import EMBEDDED_NODE_ID
 from tools.bench.report import emit, note
 from tools.broker.__main__ import raise_fd_limit
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
@@ -60,9 +61,15 @@ def rss_mb(pid: int | str) -> float:
     return 0.0
 
 
+def broker_ids(size: int) -> list[int]:
+    """``size`` broker ids from 1 up, passing over the controller's own id (a controller voter's
+    id is refused to a broker)."""
+    return [i for i in range(1, size + 2) if i != EMBEDDED_NODE_ID][:size]
+
+
 async def _measure(size: int, port: int, controller_pid: int, state_root: Path) -> dict:
     fleet = Fleet(FleetOptions(
-        bootstrap=[("127.0.0.1", port)], node_ids=list(range(1, size + 1)),
+        bootstrap=[("127.0.0.1", port)], node_ids=broker_ids(size),
         state_dir=lambda node_id: state_root / f"broker-{node_id}", heartbeat_interval_s=INTERVAL_S,
         ramp_s=default_ramp_s(size, INTERVAL_S)))
     loop = asyncio.get_running_loop()
