@@ -264,18 +264,21 @@ def write_compact_bytes(out: bytearray, value: bytes | None) -> None:
 # --- arrays of fixed-width values and tagged fields ----------------------------------------
 
 class _ArrayStructs(dict):
-    """``table[n]`` is a ``struct.Struct`` for ``n`` big-endian values of one fixed type.
+    """``table[n]`` is a ``struct.Struct`` for ``n`` big-endian values of one fixed type,
+    after a one-byte count when ``counted`` (a compact array of up to 126 items, written in
+    one call).
 
     Callers bound ``n`` by the bytes that remain before indexing, so a hostile count never
     reaches this point; only modest counts are kept so the cache stays small.
     """
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, counted: bool = False) -> None:
         super().__init__()
         self.code = code
+        self.prefix = ">B" if counted else ">"
 
     def __missing__(self, n: int) -> struct.Struct:
-        s = struct.Struct(f">{n}{self.code}")
+        s = struct.Struct(f"{self.prefix}{n}{self.code}")
         if n <= 4096:
             self[n] = s
         return s
@@ -289,6 +292,16 @@ INT32_ARRAYS = _ArrayStructs("i")
 UINT32_ARRAYS = _ArrayStructs("I")
 INT64_ARRAYS = _ArrayStructs("q")
 FLOAT64_ARRAYS = _ArrayStructs("d")
+COUNTED_BOOL_ARRAYS = _ArrayStructs("?", counted=True)
+COUNTED_INT8_ARRAYS = _ArrayStructs("b", counted=True)
+COUNTED_INT16_ARRAYS = _ArrayStructs("h", counted=True)
+COUNTED_UINT16_ARRAYS = _ArrayStructs("H", counted=True)
+COUNTED_INT32_ARRAYS = _ArrayStructs("i", counted=True)
+COUNTED_UINT32_ARRAYS = _ArrayStructs("I", counted=True)
+COUNTED_INT64_ARRAYS = _ArrayStructs("q", counted=True)
+COUNTED_FLOAT64_ARRAYS = _ArrayStructs("d", counted=True)
+# The largest count a compact array's one-byte length holds (it stores count + 1 below 0x80).
+MAX_ONE_BYTE_COUNT = 126
 
 
 def write_tagged_fields(out: bytearray, known: Sequence[tuple[int, bytes | bytearray]],

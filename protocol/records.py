@@ -236,21 +236,28 @@ def _read_blob(buf: bytes, pos: int, stop: int) -> tuple[bytes | None, int]:
     return buf[pos:pos + n], pos + n
 
 
-def record_values(buf: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple[int, bytes | None]]]:
-    """CRC-check the batch at ``pos`` and return its header and (offset, value) pairs.
-
-    Replaying a metadata log needs only the values; skipping the Record objects and taking
-    one-byte varints inline makes loading a large log several times faster.
-    """
+def check_batch(buf: bytes, pos: int = 0) -> BatchHeader:
+    """The header of the batch at ``pos`` once the batch is known whole, CRC-correct and
+    uncompressed: everything about it but its records."""
     header = read_batch_header(buf, pos)
-    end = pos + header.size
-    if end > len(buf):
+    if pos + header.size > len(buf):
         raise DecodeError("RecordBatch", MAGIC, pos, f"batch of {header.size} bytes is cut short")
     if not batch_crc_ok(buf, pos, header):
         raise DecodeError("RecordBatch", MAGIC, pos, "CRC-32C mismatch")
     if header.attributes & COMPRESSION_MASK:
         raise DecodeError("RecordBatch", MAGIC, pos + PREFIX_SIZE,
                           f"compression type {header.attributes & COMPRESSION_MASK} is not supported")
+    return header
+
+
+def record_values(buf: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple[int, bytes | None]]]:
+    """CRC-check the batch at ``pos`` and return its header and (offset, value) pairs.
+
+    Replaying a metadata log needs only the values; skipping the Record objects and taking
+    one- and two-byte varints inline makes loading a large log several times faster.
+    """
+    header = check_batch(buf, pos)
+    end = pos + header.size
     base = header.base_offset
     values = []
     p = pos + HEADER_SIZE
@@ -261,6 +268,10 @@ def record_values(buf: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple[int
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif buf[p + 1] < 0x80:
+                b = (b & 0x7F) | (buf[p + 1] << 7)
+                length = (b >> 1) ^ -(b & 1)
+                p += 2
             else:
                 length, p = read_varint(buf, p)
             stop = p + length
@@ -275,6 +286,10 @@ def record_values(buf: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple[int
             if b < 0x80:
                 offset = base + ((b >> 1) ^ -(b & 1))
                 p += 1
+            elif buf[p + 1] < 0x80:
+                b = (b & 0x7F) | (buf[p + 1] << 7)
+                offset = base + ((b >> 1) ^ -(b & 1))
+                p += 2
             else:
                 delta, p = read_varint(buf, p)
                 offset = base + delta
@@ -287,6 +302,10 @@ def record_values(buf: bytes, pos: int = 0) -> tuple[BatchHeader, list[tuple[int
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif buf[p + 1] < 0x80:
+                b = (b & 0x7F) | (buf[p + 1] << 7)
+                n = (b >> 1) ^ -(b & 1)
+                p += 2
             else:
                 n, p = read_varint(buf, p)
             if n < 0:

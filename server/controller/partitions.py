@@ -14,6 +14,7 @@ from typing import Callable
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.generated.metadata.partition_record import PartitionRecord
 from protocol.constants import DIRECTORY_MIGRATING, NO_LEADER, NO_LEADER_CHANGE, LeaderRecoveryState
+from server.controller.shared_lists import SharedLists
 
 # tools.broker imports these two from here.
 RECOVERED, RECOVERING = LeaderRecoveryState.RECOVERED, LeaderRecoveryState.RECOVERING
@@ -32,24 +33,30 @@ class PartitionState:
         self.partition_id = partition_id
         self.replicas = replicas
         self.isr = isr
-        self.removing = removing or []
-        self.adding = adding or []
+        self.removing = [] if removing is None else removing
+        self.adding = [] if adding is None else adding
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.recovery = recovery
-        self.elr = elr or []
-        self.last_known_elr = last_known_elr or []
-        self.directories = directories or []
+        self.elr = [] if elr is None else elr
+        self.last_known_elr = [] if last_known_elr is None else last_known_elr
+        self.directories = [] if directories is None else directories
 
     @classmethod
-    def from_record(cls, rec: PartitionRecord) -> "PartitionState":
+    def from_record(cls, rec: PartitionRecord, shared: SharedLists | None = None) -> "PartitionState":
         # Records from before directory assignment carry none: every replica's directory is
         # then unassigned, which is what a newer record would say explicitly.
-        return cls(rec.topic_id, rec.partition_id, rec.replicas, rec.isr, rec.leader, rec.leader_epoch,
-                   rec.partition_epoch, rec.removing_replicas, rec.adding_replicas,
-                   rec.leader_recovery_state, rec.eligible_leader_replicas, rec.last_known_elr,
-                   rec.directories or [DIRECTORY_MIGRATING] * len(rec.replicas))
+        directories = rec.directories or [DIRECTORY_MIGRATING] * len(rec.replicas)
+        if shared is None:
+            return cls(rec.topic_id, rec.partition_id, rec.replicas, rec.isr, rec.leader, rec.leader_epoch,
+                       rec.partition_epoch, rec.removing_replicas, rec.adding_replicas,
+                       rec.leader_recovery_state, rec.eligible_leader_replicas, rec.last_known_elr, directories)
+        of = shared.of
+        return cls(rec.topic_id, rec.partition_id, of(rec.replicas), of(rec.isr), rec.leader, rec.leader_epoch,
+                   rec.partition_epoch, of(rec.removing_replicas), of(rec.adding_replicas),
+                   rec.leader_recovery_state, of(rec.eligible_leader_replicas or ()),
+                   of(rec.last_known_elr or ()), of(directories))
 
     def to_record(self, version: int) -> PartitionRecord:
         rec = PartitionRecord(

@@ -37,6 +37,7 @@ from server.controller.features import MV_3_6_IV0, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.partitions import Election, PartitionChange, PartitionState
 from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.shared_lists import SharedLists
 
 
 @dataclass
@@ -62,6 +63,8 @@ class ReplicationControl:
         self.leaderless: set[PartitionState] = set()
         self.reassigning: set[PartitionState] = set()
         self.partition_count = 0
+        # Equal replica lists, ISRs and directory lists of different partitions are one object.
+        self.shared = SharedLists()
 
     # --- replay ------------------------------------------------------------------------------
     def replay_topic(self, rec: TopicRecord) -> None:
@@ -73,12 +76,15 @@ class ReplicationControl:
         self._index_collision(rec.name)
 
     def replay_partition(self, rec: PartitionRecord) -> None:
-        topic = self.topics[rec.topic_id]
-        p = PartitionState.from_record(rec)
-        if rec.partition_id < len(topic.partitions):
-            old = topic.partitions[rec.partition_id]
+        self.add_partition(PartitionState.from_record(rec, self.shared))
+
+    def add_partition(self, p: PartitionState) -> None:
+        """Replay a PartitionRecord already turned into state (see partition_values)."""
+        topic = self.topics[p.topic_id]
+        if p.partition_id < len(topic.partitions):
+            old = topic.partitions[p.partition_id]
             self._unindex(old)
-            topic.partitions[rec.partition_id] = p
+            topic.partitions[p.partition_id] = p
             if self.offsets.recording:
                 self.offsets.on_undo(lambda: self._put_partition(topic, old))
         else:
@@ -151,11 +157,15 @@ class ReplicationControl:
         return min(others) if others else None
 
     def _index(self, p: PartitionState) -> None:
+        isr_of = self.isr_of
         for b in p.isr:
-            self.isr_of.setdefault(b, set()).add(p)
+            members = isr_of.get(b)
+            if members is None:
+                members = isr_of[b] = set()
+            members.add(p)
         if p.leader == NO_LEADER:
             self.leaderless.add(p)
-        if p.reassigning:
+        if p.adding or p.removing:
             self.reassigning.add(p)
 
     def _unindex(self, p: PartitionState) -> None:

@@ -18,8 +18,11 @@ from protocol.message import Message
 from protocol.records import (
     ControlType, RecordBatch, control_message_class, decode_batch, parse_control_key, parse_control_value,
     describe_undecodable, parse_metadata_record, read_batch_header, record_values)
+from server.controller.partition_values import partition_state
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import VersionedRecord
+from server.metalog.meta_properties import StorageError
+from server.metalog.snapshot_file import SnapshotRecords
 
 # Control records that are state: replayed like metadata records.
 _QUORUM_CONTROLS = (ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS)
@@ -48,9 +51,35 @@ class MetadataLoader:
     # --- snapshots ----------------------------------------------------------------------
     def snapshot(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot") -> None:
         """Replay a snapshot's records; the log continues at ``end_offset``."""
-        for record, _ in records:
-            self._replay(record, end_offset - 1, where)
+        if isinstance(records, SnapshotRecords):
+            self._snapshot_file(records, end_offset - 1, where)
+        else:
+            for record, _ in records:
+                self._replay(record, end_offset - 1, where)
         self.controller.offsets.skip_to(end_offset)
+
+    def _snapshot_file(self, records: SnapshotRecords, offset: int, where: str) -> None:
+        """A snapshot read from its bytes: partition records of the common shape go straight
+        into partition state; every other record is decoded and replayed as usual."""
+        for record, _ in records.quorum_records:
+            self._replay(record, offset, where)
+        replication = self.controller.replication
+        shared = replication.shared
+        add_partition = replication.add_partition
+        self.controller.offsets.replaying(offset)
+        try:
+            for values in records.batches():
+                for _, value in values:
+                    state = None if value is None else partition_state(value, shared)
+                    if state is None:
+                        self._replay(self._decode(value, offset, where), offset, where)
+                        continue
+                    try:
+                        add_partition(state)
+                    except KeyError as exc:
+                        raise LoadError(f"{where}: offset {offset}: cannot replay PartitionRecord: {exc}") from None
+        except StorageError as exc:
+            raise LoadError(str(exc)) from None
 
     # --- log batches ----------------------------------------------------------------------
     def batch(self, batch: RecordBatch, where: str = "the log") -> list[tuple[Message, int]]:

@@ -21,7 +21,7 @@ from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRec
 from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_message_class, control_type_of,
-    ControlMessage, control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,
+    ControlMessage, check_batch, control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,
     parse_control_value,
     parse_metadata_record, read_batch_header, record_values)
 from server.controller.result import VersionedRecord
@@ -102,20 +102,67 @@ def read_snapshot_file(path: Path) -> list[VersionedRecord]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_snapshot_file(path)
+        return list(open_snapshot_file(path))
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
+class SnapshotRecords:
+    """A snapshot file checked whole (CRCs, header, footer, control records) whose metadata
+    records are decoded only as they are read: replaying a large snapshot then never holds a
+    million decoded records at once, only the file's bytes and the state built from them."""
+
+    def __init__(self, path: Path, data: bytes, quorum_records: list[VersionedRecord],
+                 data_batches: list[int], count: int) -> None:
+        self.path = path
+        self.quorum_records = quorum_records  # kraft.version and voters, from the header batch
+        self._data = data
+        self._data_batches = data_batches  # where each batch of metadata records starts
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[VersionedRecord]:
+        yield from self.quorum_records
+        for values in self.batches():
+            for offset, value in values:
+                try:
+                    if value is None:
+                        raise DecodeError("MetadataRecord", None, 0, "the record value is null")
+                    yield parse_metadata_record(value)
+                except DecodeError as exc:
+                    raise StorageError(f"{self.path}: offset {offset}: {describe_undecodable(value, exc)}") from None
+
+    def batches(self) -> Iterator[list[tuple[int, bytes | None]]]:
+        """The (offset, framed metadata record) pairs of each batch in order; StorageError
+        names a batch whose records cannot be told apart."""
+        data = self._data
+        for pos in self._data_batches:
+            try:
+                yield record_values(data, pos)[1]
+            except DecodeError as exc:
+                raise _batch_error(self.path, pos, exc) from None
+
+
+def _batch_error(path: Path, pos: int, exc: DecodeError) -> StorageError:
+    if exc.message_name in ("RecordBatch", "Record"):
+        return StorageError(f"{path}: corrupt record batch at byte {exc.offset}: {exc.reason}")
+    return StorageError(f"{path}: bad record in the batch at byte {pos}: {exc}")
+
+
+def open_snapshot_file(path: Path) -> SnapshotRecords:
+    """Check a snapshot file whole and return its records, decoded as they are read."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise StorageError(f"{path}: no such snapshot") from None
     except OSError as exc:
         raise StorageError(f"{path}: cannot read: {exc.strerror}") from None
-    records: list[VersionedRecord] = []
+    quorum_records: list[VersionedRecord] = []
+    data_batches: list[int] = []
+    count = 0
     seen_header = seen_footer = False
     pos = 0
     while pos < len(data):
@@ -140,28 +187,22 @@ def _read_snapshot_file(path: Path) -> list[VersionedRecord]:
                         if not isinstance(message, (KRaftVersionRecord, VotersRecord)):
                             raise DecodeError("ControlRecord", None, 0,
                                               f"no class for control record type {control_type}")
-                        records.append((message, message.version))
+                        quorum_records.append((message, message.version))
                     else:
                         raise DecodeError("ControlRecord", None, 0,
                                           f"control record type {control_type} has no place in a snapshot")
             else:
-                _, values = record_values(data, pos)
+                # The records are framed and decoded when they are read; their CRC is checked
+                # here, so that a damaged file is refused before anything is replayed.
+                check_batch(data, pos)
                 end = pos + header.size
-                for offset, value in values:
-                    try:
-                        if value is None:
-                            raise DecodeError("MetadataRecord", None, 0, "the record value is null")
-                        records.append(parse_metadata_record(value))
-                    except DecodeError as exc:
-                        raise StorageError(f"{path}: offset {offset}: {describe_undecodable(value, exc)}") from None
+                data_batches.append(pos)
+                count += header.record_count
         except DecodeError as exc:
-            if exc.message_name in ("RecordBatch", "Record"):
-                raise StorageError(f"{path}: corrupt record batch at byte {exc.offset}: {exc.reason}") from None
-            raise StorageError(f"{path}: bad record in the batch at byte {pos}: {exc}") from None
+            raise _batch_error(path, pos, exc) from None
         if not seen_header:
             raise StorageError(f"{path}: the batch at byte {pos} is not a snapshot header")
         pos = end
     if not seen_footer:
         raise StorageError(f"{path}: no snapshot footer; the file is truncated at byte {len(data)}")
-    return records
-
+    return SnapshotRecords(path, data, quorum_records, data_batches, count + len(quorum_records))

@@ -15,7 +15,7 @@ from typing import Iterable
 from server.controller.result import VersionedRecord
 from server.metalog.durable import fsync_dir
 from server.metalog.meta_properties import StorageError
-from server.metalog.snapshot_file import read_snapshot_file, write_snapshot_file
+from server.metalog.snapshot_file import SnapshotRecords, open_snapshot_file, write_snapshot_file
 
 log = logging.getLogger("kraftwire.snapshots")
 
@@ -76,7 +76,7 @@ def set_aside_newer(partition_dir: Path, loaded: SnapshotId | None) -> list[Path
 
 
 def load_latest_snapshot(partition_dir: Path, log_start_offset: int = 0
-                         ) -> tuple[SnapshotId, list[VersionedRecord]] | None:
+                         ) -> tuple[SnapshotId, SnapshotRecords] | None:
     """The newest snapshot that reads back whole and that the log continues.
 
     An unusable snapshot is reported and an older one tried. None when the log itself starts
@@ -91,7 +91,7 @@ def load_latest_snapshot(partition_dir: Path, log_start_offset: int = 0
                             f"start at {log_start_offset}")
             continue
         try:
-            return snapshot, read_snapshot_file(partition_dir / snapshot.file_name)
+            return snapshot, open_snapshot_file(partition_dir / snapshot.file_name)
         except StorageError as exc:
             log.error("snapshot %s is unusable, trying an older one: %s", snapshot.file_name, exc)
             problems.append(str(exc))

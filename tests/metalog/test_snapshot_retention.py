@@ -34,7 +34,7 @@ def test_an_unreadable_newest_snapshot_falls_back_to_the_older(tmp_path) -> None
     write_snapshot(tmp_path, SnapshotId(20, 1), topics("new"))
     flip(tmp_path / SnapshotId(20, 1).file_name, 70)
     snapshot, records = load_latest_snapshot(tmp_path, log_start_offset=5)
-    assert snapshot == SnapshotId(10, 1) and records[0][0].name == "old"
+    assert snapshot == SnapshotId(10, 1) and list(records)[0][0].name == "old"
 
 
 def test_no_usable_snapshot_replays_a_log_that_starts_at_zero(tmp_path) -> None:

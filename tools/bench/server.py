@@ -371,6 +371,7 @@ def run(connections: int = CONNECTIONS, depth: int = DEPTH, brokers: int = BROKE
     note(f"server: rounds ours={[round(r['rps']) for r in ours]} "
          f"echo={[round(r['rps']) for r in anchor]} req/s")
     return emit("server.heartbeat_rtt", best["rps"], best_anchor["rps"], "req/s",
+                anchor_is="a bare uvloop server echoing the same frames to the same load generator",
                 p50_ms=round(best["p50_ms"], 3), p99_ms=round(best["p99_ms"], 3),
                 anchor_p50_ms=round(best_anchor["p50_ms"], 3),
                 anchor_p99_ms=round(best_anchor["p99_ms"], 3),

@@ -67,6 +67,8 @@ class _Module:
     decode_many_names: dict[tuple[str, int], str] = field(default_factory=dict)
     field_bodies: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     encode_names: dict[tuple[str, int], str] = field(default_factory=dict)
+    encode_many_names: dict[tuple[str, int], str] = field(default_factory=dict)
+    encode_bodies: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     bodies: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)
     imports: set[str] = field(default_factory=set)
 
@@ -422,8 +424,14 @@ def _share(mod: _Module, st: Struct, version: int, verb: str, signature: str,
 
 def _write_length(out: Lines, mod: _Module, compact: bool, expr: str, sink: str) -> None:
     if compact:
+        # Nearly every count fits the varint's first byte: no call for those.
         mod.use("write_uvarint")
-        out(f"write_uvarint({sink}, {expr} + 1)")
+        out(f"if {expr} < 127:")
+        with out.indent():
+            out(f"{sink}.append({expr} + 1)")
+        out("else:")
+        with out.indent():
+            out(f"write_uvarint({sink}, {expr} + 1)")
     else:
         mod.use("INT32")
         out(f"{sink} += INT32.pack({expr})")
@@ -448,8 +456,23 @@ def _emit_write(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, expr: str, sink
                 out(f"{sink}.append(255)")
         out("else:")
         with out.indent():
-            if fld.is_array:
-                _write_length(out, mod, compact, f"len({value})", sink)
+            if fld.is_array and compact and fld.element_type in ARRAY_TABLES and not fld.is_struct:
+                # Count and items in one pack call.
+                table = ARRAY_TABLES[fld.element_type]
+                count = f"{attr_name(fld)}_count"
+                mod.use(table, "COUNTED_" + table, "write_uvarint")
+                out(f"{count} = len({value})")
+                out(f"if {count} < 127:")
+                with out.indent():
+                    out(f"{sink} += COUNTED_{table}[{count}].pack({count} + 1, *{value})")
+                out("else:")
+                with out.indent():
+                    out(f"write_uvarint({sink}, {count} + 1)")
+                    out(f"{sink} += {table}[{count}].pack(*{value})")
+            elif fld.is_array:
+                count = f"{attr_name(fld)}_count"
+                out(f"{count} = len({value})")
+                _write_length(out, mod, compact, count, sink)
                 _emit_write_elements(out, mod, ctx, fld, value, sink)
             else:
                 if nullable:
@@ -475,10 +498,7 @@ def _emit_write_elements(out: Lines, mod: _Module, ctx: _Ctx, fld: Field, value:
     et = fld.element_type
     item = f"{attr_name(fld)}_item"
     if fld.struct is not None:
-        fn = _encoder(mod, fld.struct, ctx)
-        out(f"for {item} in {value}:")
-        with out.indent():
-            out(f"{fn}({item}, {sink})")
+        out(f"{_many_encoder(mod, fld.struct, ctx)}({value}, {sink})")
     elif et == "uuid":
         out(f"for {item} in {value}:")
         with out.indent():
@@ -505,6 +525,25 @@ def _encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
     key = (st.name, ctx.version)
     if key in mod.encode_names:
         return mod.encode_names[key]
+    return _share(mod, st, ctx.version, "encode", f"(obj: {st.name}, out: bytearray)",
+                  _encode_fields(mod, st, ctx), mod.encode_names)
+
+
+def _many_encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
+    """Encodes a list of structs in one call, as _many_decoder decodes them."""
+    key = (st.name, ctx.version)
+    if key in mod.encode_many_names:
+        return mod.encode_many_names[key]
+    body = ["    for obj in items:"] + [("    " + line) if line else "" for line in _encode_fields(mod, st, ctx)]
+    return _share(mod, st, ctx.version, "encode_many", f"(items: list[{st.name}], out: bytearray)", body,
+                  mod.encode_many_names)
+
+
+def _encode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
+    """The statements that write one ``st`` from ``obj`` to ``out`` (a function body)."""
+    key = (st.name, ctx.version)
+    if key in mod.encode_bodies:
+        return mod.encode_bodies[key]
     out = Lines()
     out.depth = 1
     fields = st.fields
@@ -560,8 +599,8 @@ def _encoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
             out("out.append(0)")
     if not out.lines:
         out("pass")
-    return _share(mod, st, ctx.version, "encode", f"(obj: {st.name}, out: bytearray)",
-                  out.lines, mod.encode_names)
+    mod.encode_bodies[key] = out.lines
+    return out.lines
 
 
 # --- classes and module ---------------------------------------------------------------------

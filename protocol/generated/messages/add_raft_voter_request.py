@@ -137,14 +137,15 @@ def _decode_AddRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[AddRaftVoterRe
     return obj, pos
 
 
-def _encode_Listener_v0(obj: Listener, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Listener_v0(items: list[Listener], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AddRaftVoterRequest_v0(obj: AddRaftVoterRequest, out: bytearray) -> None:
@@ -156,9 +157,12 @@ def _encode_AddRaftVoterRequest_v0(obj: AddRaftVoterRequest, out: bytearray) -> 
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

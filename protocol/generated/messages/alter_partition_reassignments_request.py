@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     read_compact_string,
     read_uvarint,
@@ -195,34 +196,42 @@ def _decode_AlterPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple
     return obj, pos
 
 
-def _encode_ReassignablePartition_v0(obj: ReassignablePartition, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    replicas_value = obj.replicas
-    if replicas_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(replicas_value) + 1)
-        if replicas_value:
-            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReassignablePartition_v0(items: list[ReassignablePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        replicas_value = obj.replicas
+        if replicas_value is None:
+            out.append(0)
+        else:
+            replicas_count = len(replicas_value)
+            if replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+            else:
+                write_uvarint(out, replicas_count + 1)
+                out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ReassignableTopic_v0(obj: ReassignableTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ReassignablePartition_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReassignableTopic_v0(items: list[ReassignableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ReassignablePartition_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionReassignmentsRequest_v0(obj: AlterPartitionReassignmentsRequest, out: bytearray) -> None:
@@ -231,9 +240,12 @@ def _encode_AlterPartitionReassignmentsRequest_v0(obj: AlterPartitionReassignmen
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ReassignableTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ReassignableTopic_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

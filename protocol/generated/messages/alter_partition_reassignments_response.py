@@ -188,28 +188,33 @@ def _decode_AlterPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tupl
     return obj, pos
 
 
-def _encode_ReassignablePartitionResponse_v0(obj: ReassignablePartitionResponse, out: bytearray) -> None:
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReassignablePartitionResponse_v0(items: list[ReassignablePartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ReassignableTopicResponse_v0(obj: ReassignableTopicResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ReassignablePartitionResponse_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReassignableTopicResponse_v0(items: list[ReassignableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ReassignablePartitionResponse_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionReassignmentsResponse_v0(obj: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
@@ -219,9 +224,12 @@ def _encode_AlterPartitionReassignmentsResponse_v0(obj: AlterPartitionReassignme
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_ReassignableTopicResponse_v0(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_ReassignableTopicResponse_v0(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

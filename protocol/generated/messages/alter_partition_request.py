@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     ZERO_UUID,
     read_compact_string,
@@ -231,39 +232,47 @@ def _decode_AlterPartitionRequest_v0(buf: bytes, pos: int) -> tuple[AlterPartiti
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr_with_epochs != []:
-        raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 0')
-    if obj.leader_recovery_state != 0:
-        raise EncodeError('PartitionData.LeaderRecoveryState cannot be sent in version 0')
-    out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    new_isr_value = obj.new_isr
-    if new_isr_value is None:
-        raise EncodeError('NewIsr cannot be null in version 0')
-    else:
-        write_uvarint(out, len(new_isr_value) + 1)
-        if new_isr_value:
-            out += INT32_ARRAYS[len(new_isr_value)].pack(*new_isr_value)
-    out += _S_i.pack(obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.new_isr_with_epochs != []:
+            raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 0')
+        if obj.leader_recovery_state != 0:
+            raise EncodeError('PartitionData.LeaderRecoveryState cannot be sent in version 0')
+        out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
+        new_isr_value = obj.new_isr
+        if new_isr_value is None:
+            raise EncodeError('NewIsr cannot be null in version 0')
+        else:
+            new_isr_count = len(new_isr_value)
+            if new_isr_count < 127:
+                out += COUNTED_INT32_ARRAYS[new_isr_count].pack(new_isr_count + 1, *new_isr_value)
+            else:
+                write_uvarint(out, new_isr_count + 1)
+                out += INT32_ARRAYS[new_isr_count].pack(*new_isr_value)
+        out += _S_i.pack(obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionRequest_v0(obj: AlterPartitionRequest, out: bytearray) -> None:
@@ -272,9 +281,12 @@ def _encode_AlterPartitionRequest_v0(obj: AlterPartitionRequest, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -414,37 +426,45 @@ def _decode_AlterPartitionRequest_v1(buf: bytes, pos: int) -> tuple[AlterPartiti
     return obj, pos
 
 
-def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr_with_epochs != []:
-        raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 1')
-    out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    new_isr_value = obj.new_isr
-    if new_isr_value is None:
-        raise EncodeError('NewIsr cannot be null in version 1')
-    else:
-        write_uvarint(out, len(new_isr_value) + 1)
-        if new_isr_value:
-            out += INT32_ARRAYS[len(new_isr_value)].pack(*new_isr_value)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v1(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.new_isr_with_epochs != []:
+            raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 1')
+        out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
+        new_isr_value = obj.new_isr
+        if new_isr_value is None:
+            raise EncodeError('NewIsr cannot be null in version 1')
+        else:
+            new_isr_count = len(new_isr_value)
+            if new_isr_count < 127:
+                out += COUNTED_INT32_ARRAYS[new_isr_count].pack(new_isr_count + 1, *new_isr_value)
+            else:
+                write_uvarint(out, new_isr_count + 1)
+                out += INT32_ARRAYS[new_isr_count].pack(*new_isr_value)
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v1(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionRequest_v1(obj: AlterPartitionRequest, out: bytearray) -> None:
@@ -453,9 +473,12 @@ def _encode_AlterPartitionRequest_v1(obj: AlterPartitionRequest, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v1(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -545,39 +568,47 @@ def _decode_AlterPartitionRequest_v2(buf: bytes, pos: int) -> tuple[AlterPartiti
     return obj, pos
 
 
-def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr_with_epochs != []:
-        raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 2')
-    out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    new_isr_value = obj.new_isr
-    if new_isr_value is None:
-        raise EncodeError('NewIsr cannot be null in version 2')
-    else:
-        write_uvarint(out, len(new_isr_value) + 1)
-        if new_isr_value:
-            out += INT32_ARRAYS[len(new_isr_value)].pack(*new_isr_value)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v2(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.new_isr_with_epochs != []:
+            raise EncodeError('PartitionData.NewIsrWithEpochs cannot be sent in version 2')
+        out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
+        new_isr_value = obj.new_isr
+        if new_isr_value is None:
+            raise EncodeError('NewIsr cannot be null in version 2')
+        else:
+            new_isr_count = len(new_isr_value)
+            if new_isr_count < 127:
+                out += COUNTED_INT32_ARRAYS[new_isr_count].pack(new_isr_count + 1, *new_isr_value)
+            else:
+                write_uvarint(out, new_isr_count + 1)
+                out += INT32_ARRAYS[new_isr_count].pack(*new_isr_value)
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v2(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v2(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v2(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionRequest_v2(obj: AlterPartitionRequest, out: bytearray) -> None:
@@ -586,9 +617,12 @@ def _encode_AlterPartitionRequest_v2(obj: AlterPartitionRequest, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v2(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v2(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -756,47 +790,56 @@ def _decode_AlterPartitionRequest_v3(buf: bytes, pos: int) -> tuple[AlterPartiti
     return obj, pos
 
 
-def _encode_BrokerState_v3(obj: BrokerState, out: bytearray) -> None:
-    out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_BrokerState_v3(items: list[BrokerState], out: bytearray) -> None:
+    for obj in items:
+        out += _S_iq.pack(obj.broker_id, obj.broker_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
-    if obj.new_isr != []:
-        raise EncodeError('PartitionData.NewIsr cannot be sent in version 3')
-    out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
-    new_isr_with_epochs_value = obj.new_isr_with_epochs
-    if new_isr_with_epochs_value is None:
-        raise EncodeError('NewIsrWithEpochs cannot be null in version 3')
-    else:
-        write_uvarint(out, len(new_isr_with_epochs_value) + 1)
-        for new_isr_with_epochs_item in new_isr_with_epochs_value:
-            _encode_BrokerState_v3(new_isr_with_epochs_item, out)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v3(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.new_isr != []:
+            raise EncodeError('PartitionData.NewIsr cannot be sent in version 3')
+        out += _S_ii.pack(obj.partition_index, obj.leader_epoch)
+        new_isr_with_epochs_value = obj.new_isr_with_epochs
+        if new_isr_with_epochs_value is None:
+            raise EncodeError('NewIsrWithEpochs cannot be null in version 3')
+        else:
+            new_isr_with_epochs_count = len(new_isr_with_epochs_value)
+            if new_isr_with_epochs_count < 127:
+                out.append(new_isr_with_epochs_count + 1)
+            else:
+                write_uvarint(out, new_isr_with_epochs_count + 1)
+            _encode_many_BrokerState_v3(new_isr_with_epochs_value, out)
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 3')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v3(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v3(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 3')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v3(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionRequest_v3(obj: AlterPartitionRequest, out: bytearray) -> None:
@@ -805,9 +848,12 @@ def _encode_AlterPartitionRequest_v3(obj: AlterPartitionRequest, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v3(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v3(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     ZERO_UUID,
     read_compact_string,
@@ -218,35 +219,43 @@ def _decode_AlterPartitionResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartit
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    isr_value = obj.isr
-    if isr_value is None:
-        raise EncodeError('Isr cannot be null in version 0')
-    else:
-        write_uvarint(out, len(isr_value) + 1)
-        if isr_value:
-            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
-    out += _S_i.pack(obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+        isr_value = obj.isr
+        if isr_value is None:
+            raise EncodeError('Isr cannot be null in version 0')
+        else:
+            isr_count = len(isr_value)
+            if isr_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+            else:
+                write_uvarint(out, isr_count + 1)
+                out += INT32_ARRAYS[isr_count].pack(*isr_value)
+        out += _S_i.pack(obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionResponse_v0(obj: AlterPartitionResponse, out: bytearray) -> None:
@@ -255,9 +264,12 @@ def _encode_AlterPartitionResponse_v0(obj: AlterPartitionResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -396,35 +408,43 @@ def _decode_AlterPartitionResponse_v1(buf: bytes, pos: int) -> tuple[AlterPartit
     return obj, pos
 
 
-def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    isr_value = obj.isr
-    if isr_value is None:
-        raise EncodeError('Isr cannot be null in version 1')
-    else:
-        write_uvarint(out, len(isr_value) + 1)
-        if isr_value:
-            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v1(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+        isr_value = obj.isr
+        if isr_value is None:
+            raise EncodeError('Isr cannot be null in version 1')
+        else:
+            isr_count = len(isr_value)
+            if isr_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+            else:
+                write_uvarint(out, isr_count + 1)
+                out += INT32_ARRAYS[isr_count].pack(*isr_value)
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v1(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionResponse_v1(obj: AlterPartitionResponse, out: bytearray) -> None:
@@ -433,9 +453,12 @@ def _encode_AlterPartitionResponse_v1(obj: AlterPartitionResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v1(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -525,37 +548,45 @@ def _decode_AlterPartitionResponse_v2(buf: bytes, pos: int) -> tuple[AlterPartit
     return obj, pos
 
 
-def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    isr_value = obj.isr
-    if isr_value is None:
-        raise EncodeError('Isr cannot be null in version 2')
-    else:
-        write_uvarint(out, len(isr_value) + 1)
-        if isr_value:
-            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v2(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+        isr_value = obj.isr
+        if isr_value is None:
+            raise EncodeError('Isr cannot be null in version 2')
+        else:
+            isr_count = len(isr_value)
+            if isr_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+            else:
+                write_uvarint(out, isr_count + 1)
+                out += INT32_ARRAYS[isr_count].pack(*isr_value)
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v2(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v2(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v2(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionResponse_v2(obj: AlterPartitionResponse, out: bytearray) -> None:
@@ -564,46 +595,57 @@ def _encode_AlterPartitionResponse_v2(obj: AlterPartitionResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v2(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v2(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    isr_value = obj.isr
-    if isr_value is None:
-        raise EncodeError('Isr cannot be null in version 3')
-    else:
-        write_uvarint(out, len(isr_value) + 1)
-        if isr_value:
-            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
-    out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v3(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+        isr_value = obj.isr
+        if isr_value is None:
+            raise EncodeError('Isr cannot be null in version 3')
+        else:
+            isr_count = len(isr_value)
+            if isr_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+            else:
+                write_uvarint(out, isr_count + 1)
+                out += INT32_ARRAYS[isr_count].pack(*isr_value)
+        out += _S_bi.pack(obj.leader_recovery_state, obj.partition_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v3(obj: TopicData, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 3')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v3(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v3(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 3')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v3(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AlterPartitionResponse_v3(obj: AlterPartitionResponse, out: bytearray) -> None:
@@ -612,9 +654,12 @@ def _encode_AlterPartitionResponse_v3(obj: AlterPartitionResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v3(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v3(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -140,8 +140,9 @@ def _decode_ApiVersionsResponse_v0(buf: bytes, pos: int) -> tuple[ApiVersionsRes
     return obj, pos
 
 
-def _encode_ApiVersion_v0(obj: ApiVersion, out: bytearray) -> None:
-    out += _S_hhh.pack(obj.api_key, obj.min_version, obj.max_version)
+def _encode_many_ApiVersion_v0(items: list[ApiVersion], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hhh.pack(obj.api_key, obj.min_version, obj.max_version)
 
 
 def _encode_ApiVersionsResponse_v0(obj: ApiVersionsResponse, out: bytearray) -> None:
@@ -150,9 +151,9 @@ def _encode_ApiVersionsResponse_v0(obj: ApiVersionsResponse, out: bytearray) -> 
     if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 0')
     else:
-        out += INT32.pack(len(api_keys_value))
-        for api_keys_item in api_keys_value:
-            _encode_ApiVersion_v0(api_keys_item, out)
+        api_keys_count = len(api_keys_value)
+        out += INT32.pack(api_keys_count)
+        _encode_many_ApiVersion_v0(api_keys_value, out)
 
 
 def _decode_ApiVersionsResponse_v1(buf: bytes, pos: int) -> tuple[ApiVersionsResponse, int]:
@@ -186,9 +187,9 @@ def _encode_ApiVersionsResponse_v1(obj: ApiVersionsResponse, out: bytearray) -> 
     if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 1')
     else:
-        out += INT32.pack(len(api_keys_value))
-        for api_keys_item in api_keys_value:
-            _encode_ApiVersion_v0(api_keys_item, out)
+        api_keys_count = len(api_keys_value)
+        out += INT32.pack(api_keys_count)
+        _encode_many_ApiVersion_v0(api_keys_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
@@ -198,9 +199,9 @@ def _encode_ApiVersionsResponse_v2(obj: ApiVersionsResponse, out: bytearray) -> 
     if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 2')
     else:
-        out += INT32.pack(len(api_keys_value))
-        for api_keys_item in api_keys_value:
-            _encode_ApiVersion_v0(api_keys_item, out)
+        api_keys_count = len(api_keys_value)
+        out += INT32.pack(api_keys_count)
+        _encode_many_ApiVersion_v0(api_keys_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
@@ -386,30 +387,33 @@ def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRes
     return obj, pos
 
 
-def _encode_ApiVersion_v3(obj: ApiVersion, out: bytearray) -> None:
-    out += _S_hhh.pack(obj.api_key, obj.min_version, obj.max_version)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ApiVersion_v3(items: list[ApiVersion], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hhh.pack(obj.api_key, obj.min_version, obj.max_version)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_SupportedFeatureKey_v3(obj: SupportedFeatureKey, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_hh.pack(obj.min_version, obj.max_version)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_SupportedFeatureKey_v3(items: list[SupportedFeatureKey], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_hh.pack(obj.min_version, obj.max_version)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_FinalizedFeatureKey_v3(obj: FinalizedFeatureKey, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_hh.pack(obj.max_version_level, obj.min_version_level)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FinalizedFeatureKey_v3(items: list[FinalizedFeatureKey], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_hh.pack(obj.max_version_level, obj.min_version_level)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> None:
@@ -418,9 +422,12 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
     if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 3')
     else:
-        write_uvarint(out, len(api_keys_value) + 1)
-        for api_keys_item in api_keys_value:
-            _encode_ApiVersion_v3(api_keys_item, out)
+        api_keys_count = len(api_keys_value)
+        if api_keys_count < 127:
+            out.append(api_keys_count + 1)
+        else:
+            write_uvarint(out, api_keys_count + 1)
+        _encode_many_ApiVersion_v3(api_keys_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
     tagged: list[tuple[int, bytearray]] = []
     if obj.supported_features != []:
@@ -429,9 +436,12 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
         if supported_features_value is None:
             raise EncodeError('SupportedFeatures cannot be null in version 3')
         else:
-            write_uvarint(field_out, len(supported_features_value) + 1)
-            for supported_features_item in supported_features_value:
-                _encode_SupportedFeatureKey_v3(supported_features_item, field_out)
+            supported_features_count = len(supported_features_value)
+            if supported_features_count < 127:
+                field_out.append(supported_features_count + 1)
+            else:
+                write_uvarint(field_out, supported_features_count + 1)
+            _encode_many_SupportedFeatureKey_v3(supported_features_value, field_out)
         tagged.append((0, field_out))
     if obj.finalized_features_epoch != -1:
         field_out = bytearray()
@@ -443,9 +453,12 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
         if finalized_features_value is None:
             raise EncodeError('FinalizedFeatures cannot be null in version 3')
         else:
-            write_uvarint(field_out, len(finalized_features_value) + 1)
-            for finalized_features_item in finalized_features_value:
-                _encode_FinalizedFeatureKey_v3(finalized_features_item, field_out)
+            finalized_features_count = len(finalized_features_value)
+            if finalized_features_count < 127:
+                field_out.append(finalized_features_count + 1)
+            else:
+                write_uvarint(field_out, finalized_features_count + 1)
+            _encode_many_FinalizedFeatureKey_v3(finalized_features_value, field_out)
         tagged.append((2, field_out))
     if obj.zk_migration_ready:
         field_out = bytearray()
@@ -463,9 +476,12 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
     if api_keys_value is None:
         raise EncodeError('ApiKeys cannot be null in version 4')
     else:
-        write_uvarint(out, len(api_keys_value) + 1)
-        for api_keys_item in api_keys_value:
-            _encode_ApiVersion_v3(api_keys_item, out)
+        api_keys_count = len(api_keys_value)
+        if api_keys_count < 127:
+            out.append(api_keys_count + 1)
+        else:
+            write_uvarint(out, api_keys_count + 1)
+        _encode_many_ApiVersion_v3(api_keys_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
     tagged: list[tuple[int, bytearray]] = []
     if obj.supported_features != []:
@@ -474,9 +490,12 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         if supported_features_value is None:
             raise EncodeError('SupportedFeatures cannot be null in version 4')
         else:
-            write_uvarint(field_out, len(supported_features_value) + 1)
-            for supported_features_item in supported_features_value:
-                _encode_SupportedFeatureKey_v3(supported_features_item, field_out)
+            supported_features_count = len(supported_features_value)
+            if supported_features_count < 127:
+                field_out.append(supported_features_count + 1)
+            else:
+                write_uvarint(field_out, supported_features_count + 1)
+            _encode_many_SupportedFeatureKey_v3(supported_features_value, field_out)
         tagged.append((0, field_out))
     if obj.finalized_features_epoch != -1:
         field_out = bytearray()
@@ -488,9 +507,12 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         if finalized_features_value is None:
             raise EncodeError('FinalizedFeatures cannot be null in version 4')
         else:
-            write_uvarint(field_out, len(finalized_features_value) + 1)
-            for finalized_features_item in finalized_features_value:
-                _encode_FinalizedFeatureKey_v3(finalized_features_item, field_out)
+            finalized_features_count = len(finalized_features_value)
+            if finalized_features_count < 127:
+                field_out.append(finalized_features_count + 1)
+            else:
+                write_uvarint(field_out, finalized_features_count + 1)
+            _encode_many_FinalizedFeatureKey_v3(finalized_features_value, field_out)
         tagged.append((2, field_out))
     if obj.zk_migration_ready:
         field_out = bytearray()

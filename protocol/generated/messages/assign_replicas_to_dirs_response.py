@@ -238,46 +238,55 @@ def _decode_AssignReplicasToDirsResponse_v0(buf: bytes, pos: int) -> tuple[Assig
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('TopicData.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_DirectoryData_v0(obj: DirectoryData, out: bytearray) -> None:
-    if len(obj.id) != 16:
-        raise EncodeError('DirectoryData.Id must be a 16-byte UUID')
-    out += _S_u.pack(obj.id)
-    topics_value = obj.topics
-    if topics_value is None:
-        raise EncodeError('Topics cannot be null in version 0')
-    else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DirectoryData_v0(items: list[DirectoryData], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.id) != 16:
+            raise EncodeError('DirectoryData.Id must be a 16-byte UUID')
+        out += _S_u.pack(obj.id)
+        topics_value = obj.topics
+        if topics_value is None:
+            raise EncodeError('Topics cannot be null in version 0')
+        else:
+            topics_count = len(topics_value)
+            if topics_count < 127:
+                out.append(topics_count + 1)
+            else:
+                write_uvarint(out, topics_count + 1)
+            _encode_many_TopicData_v0(topics_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_AssignReplicasToDirsResponse_v0(obj: AssignReplicasToDirsResponse, out: bytearray) -> None:
@@ -286,9 +295,12 @@ def _encode_AssignReplicasToDirsResponse_v0(obj: AssignReplicasToDirsResponse, o
     if directories_value is None:
         raise EncodeError('Directories cannot be null in version 0')
     else:
-        write_uvarint(out, len(directories_value) + 1)
-        for directories_item in directories_value:
-            _encode_DirectoryData_v0(directories_item, out)
+        directories_count = len(directories_value)
+        if directories_count < 127:
+            out.append(directories_count + 1)
+        else:
+            write_uvarint(out, directories_count + 1)
+        _encode_many_DirectoryData_v0(directories_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -139,7 +139,11 @@ def _encode_BrokerHeartbeatRequest_v1(obj: BrokerHeartbeatRequest, out: bytearra
         if offline_log_dirs_value is None:
             raise EncodeError('OfflineLogDirs cannot be null in version 1')
         else:
-            write_uvarint(field_out, len(offline_log_dirs_value) + 1)
+            offline_log_dirs_count = len(offline_log_dirs_value)
+            if offline_log_dirs_count < 127:
+                field_out.append(offline_log_dirs_count + 1)
+            else:
+                write_uvarint(field_out, offline_log_dirs_count + 1)
             for offline_log_dirs_item in offline_log_dirs_value:
                 if len(offline_log_dirs_item) != 16:
                     raise EncodeError('OfflineLogDirs holds a UUID that is not 16 bytes')

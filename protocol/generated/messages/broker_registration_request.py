@@ -217,23 +217,25 @@ def _decode_BrokerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[BrokerRe
     return obj, pos
 
 
-def _encode_Listener_v0(obj: Listener, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_Hh.pack(obj.port, obj.security_protocol)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Listener_v0(items: list[Listener], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_Hh.pack(obj.port, obj.security_protocol)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_Feature_v0(obj: Feature, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Feature_v0(items: list[Feature], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_BrokerRegistrationRequest_v0(obj: BrokerRegistrationRequest, out: bytearray) -> None:
@@ -248,16 +250,22 @@ def _encode_BrokerRegistrationRequest_v0(obj: BrokerRegistrationRequest, out: by
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_Feature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_Feature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -333,16 +341,22 @@ def _encode_BrokerRegistrationRequest_v1(obj: BrokerRegistrationRequest, out: by
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 1')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 1')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_Feature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_Feature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
     if obj.unknown_tagged_fields:
@@ -433,23 +447,33 @@ def _encode_BrokerRegistrationRequest_v2(obj: BrokerRegistrationRequest, out: by
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 2')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 2')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_Feature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_Feature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
     log_dirs_value = obj.log_dirs
     if log_dirs_value is None:
         raise EncodeError('LogDirs cannot be null in version 2')
     else:
-        write_uvarint(out, len(log_dirs_value) + 1)
+        log_dirs_count = len(log_dirs_value)
+        if log_dirs_count < 127:
+            out.append(log_dirs_count + 1)
+        else:
+            write_uvarint(out, log_dirs_count + 1)
         for log_dirs_item in log_dirs_value:
             if len(log_dirs_item) != 16:
                 raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
@@ -543,23 +567,33 @@ def _encode_BrokerRegistrationRequest_v3(obj: BrokerRegistrationRequest, out: by
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 3')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 3')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_Feature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_Feature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
     log_dirs_value = obj.log_dirs
     if log_dirs_value is None:
         raise EncodeError('LogDirs cannot be null in version 3')
     else:
-        write_uvarint(out, len(log_dirs_value) + 1)
+        log_dirs_count = len(log_dirs_value)
+        if log_dirs_count < 127:
+            out.append(log_dirs_count + 1)
+        else:
+            write_uvarint(out, log_dirs_count + 1)
         for log_dirs_item in log_dirs_value:
             if len(log_dirs_item) != 16:
                 raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
@@ -581,23 +615,33 @@ def _encode_BrokerRegistrationRequest_v4(obj: BrokerRegistrationRequest, out: by
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 4')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 4')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_Feature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_Feature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.is_migrating_zk_broker)
     log_dirs_value = obj.log_dirs
     if log_dirs_value is None:
         raise EncodeError('LogDirs cannot be null in version 4')
     else:
-        write_uvarint(out, len(log_dirs_value) + 1)
+        log_dirs_count = len(log_dirs_value)
+        if log_dirs_count < 127:
+            out.append(log_dirs_count + 1)
+        else:
+            write_uvarint(out, log_dirs_count + 1)
         for log_dirs_item in log_dirs_value:
             if len(log_dirs_item) != 16:
                 raise EncodeError('LogDirs holds a UUID that is not 16 bytes')

@@ -197,23 +197,25 @@ def _decode_ControllerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[Cont
     return obj, pos
 
 
-def _encode_Listener_v0(obj: Listener, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_Hh.pack(obj.port, obj.security_protocol)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Listener_v0(items: list[Listener], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_Hh.pack(obj.port, obj.security_protocol)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_Feature_v0(obj: Feature, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Feature_v0(items: list[Feature], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ControllerRegistrationRequest_v0(obj: ControllerRegistrationRequest, out: bytearray) -> None:
@@ -224,16 +226,22 @@ def _encode_ControllerRegistrationRequest_v0(obj: ControllerRegistrationRequest,
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_Feature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_Feature_v0(features_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

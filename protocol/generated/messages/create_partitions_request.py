@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
     read_compact_string,
@@ -142,26 +143,29 @@ def _decode_CreatePartitionsRequest_v0(buf: bytes, pos: int) -> tuple[CreatePart
     return obj, pos
 
 
-def _encode_CreatePartitionsAssignment_v0(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 0')
-    else:
-        out += INT32.pack(len(broker_ids_value))
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
+def _encode_many_CreatePartitionsAssignment_v0(items: list[CreatePartitionsAssignment], out: bytearray) -> None:
+    for obj in items:
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 0')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            out += INT32.pack(broker_ids_count)
+            if broker_ids_value:
+                out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
-def _encode_CreatePartitionsTopic_v0(obj: CreatePartitionsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_i.pack(obj.count)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(assignments_value))
-        for assignments_item in assignments_value:
-            _encode_CreatePartitionsAssignment_v0(assignments_item, out)
+def _encode_many_CreatePartitionsTopic_v0(items: list[CreatePartitionsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_i.pack(obj.count)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            assignments_count = len(assignments_value)
+            out += INT32.pack(assignments_count)
+            _encode_many_CreatePartitionsAssignment_v0(assignments_value, out)
 
 
 def _encode_CreatePartitionsRequest_v0(obj: CreatePartitionsRequest, out: bytearray) -> None:
@@ -169,32 +173,35 @@ def _encode_CreatePartitionsRequest_v0(obj: CreatePartitionsRequest, out: bytear
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatePartitionsTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatePartitionsTopic_v0(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
-def _encode_CreatePartitionsAssignment_v1(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 1')
-    else:
-        out += INT32.pack(len(broker_ids_value))
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
+def _encode_many_CreatePartitionsAssignment_v1(items: list[CreatePartitionsAssignment], out: bytearray) -> None:
+    for obj in items:
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 1')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            out += INT32.pack(broker_ids_count)
+            if broker_ids_value:
+                out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
-def _encode_CreatePartitionsTopic_v1(obj: CreatePartitionsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_i.pack(obj.count)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(assignments_value))
-        for assignments_item in assignments_value:
-            _encode_CreatePartitionsAssignment_v1(assignments_item, out)
+def _encode_many_CreatePartitionsTopic_v1(items: list[CreatePartitionsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_i.pack(obj.count)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            assignments_count = len(assignments_value)
+            out += INT32.pack(assignments_count)
+            _encode_many_CreatePartitionsAssignment_v1(assignments_value, out)
 
 
 def _encode_CreatePartitionsRequest_v1(obj: CreatePartitionsRequest, out: bytearray) -> None:
@@ -202,9 +209,9 @@ def _encode_CreatePartitionsRequest_v1(obj: CreatePartitionsRequest, out: bytear
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatePartitionsTopic_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatePartitionsTopic_v1(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
@@ -338,34 +345,42 @@ def _decode_CreatePartitionsRequest_v2(buf: bytes, pos: int) -> tuple[CreatePart
     return obj, pos
 
 
-def _encode_CreatePartitionsAssignment_v2(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 2')
-    else:
-        write_uvarint(out, len(broker_ids_value) + 1)
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatePartitionsAssignment_v2(items: list[CreatePartitionsAssignment], out: bytearray) -> None:
+    for obj in items:
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 2')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            if broker_ids_count < 127:
+                out += COUNTED_INT32_ARRAYS[broker_ids_count].pack(broker_ids_count + 1, *broker_ids_value)
+            else:
+                write_uvarint(out, broker_ids_count + 1)
+                out += INT32_ARRAYS[broker_ids_count].pack(*broker_ids_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_CreatePartitionsTopic_v2(obj: CreatePartitionsTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_i.pack(obj.count)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(assignments_value) + 1)
-        for assignments_item in assignments_value:
-            _encode_CreatePartitionsAssignment_v2(assignments_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatePartitionsTopic_v2(items: list[CreatePartitionsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_i.pack(obj.count)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            out.append(0)
+        else:
+            assignments_count = len(assignments_value)
+            if assignments_count < 127:
+                out.append(assignments_count + 1)
+            else:
+                write_uvarint(out, assignments_count + 1)
+            _encode_many_CreatePartitionsAssignment_v2(assignments_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreatePartitionsRequest_v2(obj: CreatePartitionsRequest, out: bytearray) -> None:
@@ -373,9 +388,12 @@ def _encode_CreatePartitionsRequest_v2(obj: CreatePartitionsRequest, out: bytear
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatePartitionsTopic_v2(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatePartitionsTopic_v2(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -383,34 +401,42 @@ def _encode_CreatePartitionsRequest_v2(obj: CreatePartitionsRequest, out: bytear
         out.append(0)
 
 
-def _encode_CreatePartitionsAssignment_v3(obj: CreatePartitionsAssignment, out: bytearray) -> None:
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 3')
-    else:
-        write_uvarint(out, len(broker_ids_value) + 1)
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatePartitionsAssignment_v3(items: list[CreatePartitionsAssignment], out: bytearray) -> None:
+    for obj in items:
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 3')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            if broker_ids_count < 127:
+                out += COUNTED_INT32_ARRAYS[broker_ids_count].pack(broker_ids_count + 1, *broker_ids_value)
+            else:
+                write_uvarint(out, broker_ids_count + 1)
+                out += INT32_ARRAYS[broker_ids_count].pack(*broker_ids_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_CreatePartitionsTopic_v3(obj: CreatePartitionsTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_i.pack(obj.count)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(assignments_value) + 1)
-        for assignments_item in assignments_value:
-            _encode_CreatePartitionsAssignment_v3(assignments_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatePartitionsTopic_v3(items: list[CreatePartitionsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_i.pack(obj.count)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            out.append(0)
+        else:
+            assignments_count = len(assignments_value)
+            if assignments_count < 127:
+                out.append(assignments_count + 1)
+            else:
+                write_uvarint(out, assignments_count + 1)
+            _encode_many_CreatePartitionsAssignment_v3(assignments_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreatePartitionsRequest_v3(obj: CreatePartitionsRequest, out: bytearray) -> None:
@@ -418,9 +444,12 @@ def _encode_CreatePartitionsRequest_v3(obj: CreatePartitionsRequest, out: bytear
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatePartitionsTopic_v3(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatePartitionsTopic_v3(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -97,10 +97,11 @@ def _decode_CreatePartitionsResponse_v0(buf: bytes, pos: int) -> tuple[CreatePar
     return obj, pos
 
 
-def _encode_CreatePartitionsTopicResult_v0(obj: CreatePartitionsTopicResult, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
-    write_nullable_string(out, obj.error_message)
+def _encode_many_CreatePartitionsTopicResult_v0(items: list[CreatePartitionsTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
+        write_nullable_string(out, obj.error_message)
 
 
 def _encode_CreatePartitionsResponse_v0(obj: CreatePartitionsResponse, out: bytearray) -> None:
@@ -109,9 +110,9 @@ def _encode_CreatePartitionsResponse_v0(obj: CreatePartitionsResponse, out: byte
     if results_value is None:
         raise EncodeError('Results cannot be null in version 0')
     else:
-        out += INT32.pack(len(results_value))
-        for results_item in results_value:
-            _encode_CreatePartitionsTopicResult_v0(results_item, out)
+        results_count = len(results_value)
+        out += INT32.pack(results_count)
+        _encode_many_CreatePartitionsTopicResult_v0(results_value, out)
 
 
 def _encode_CreatePartitionsResponse_v1(obj: CreatePartitionsResponse, out: bytearray) -> None:
@@ -120,9 +121,9 @@ def _encode_CreatePartitionsResponse_v1(obj: CreatePartitionsResponse, out: byte
     if results_value is None:
         raise EncodeError('Results cannot be null in version 1')
     else:
-        out += INT32.pack(len(results_value))
-        for results_item in results_value:
-            _encode_CreatePartitionsTopicResult_v0(results_item, out)
+        results_count = len(results_value)
+        out += INT32.pack(results_count)
+        _encode_many_CreatePartitionsTopicResult_v0(results_value, out)
 
 
 def _decode_many_CreatePartitionsTopicResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopicResult], int]:
@@ -198,14 +199,15 @@ def _decode_CreatePartitionsResponse_v2(buf: bytes, pos: int) -> tuple[CreatePar
     return obj, pos
 
 
-def _encode_CreatePartitionsTopicResult_v2(obj: CreatePartitionsTopicResult, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatePartitionsTopicResult_v2(items: list[CreatePartitionsTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreatePartitionsResponse_v2(obj: CreatePartitionsResponse, out: bytearray) -> None:
@@ -214,9 +216,12 @@ def _encode_CreatePartitionsResponse_v2(obj: CreatePartitionsResponse, out: byte
     if results_value is None:
         raise EncodeError('Results cannot be null in version 2')
     else:
-        write_uvarint(out, len(results_value) + 1)
-        for results_item in results_value:
-            _encode_CreatePartitionsTopicResult_v2(results_item, out)
+        results_count = len(results_value)
+        if results_count < 127:
+            out.append(results_count + 1)
+        else:
+            write_uvarint(out, results_count + 1)
+        _encode_many_CreatePartitionsTopicResult_v2(results_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -229,9 +234,12 @@ def _encode_CreatePartitionsResponse_v3(obj: CreatePartitionsResponse, out: byte
     if results_value is None:
         raise EncodeError('Results cannot be null in version 3')
     else:
-        write_uvarint(out, len(results_value) + 1)
-        for results_item in results_value:
-            _encode_CreatePartitionsTopicResult_v2(results_item, out)
+        results_count = len(results_value)
+        if results_count < 127:
+            out.append(results_count + 1)
+        else:
+            write_uvarint(out, results_count + 1)
+        _encode_many_CreatePartitionsTopicResult_v2(results_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
     read_compact_nullable_string,
@@ -191,39 +192,43 @@ def _decode_CreateTopicsRequest_v0(buf: bytes, pos: int) -> tuple[CreateTopicsRe
     return obj, pos
 
 
-def _encode_CreatableReplicaAssignment_v0(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 0')
-    else:
-        out += INT32.pack(len(broker_ids_value))
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
+def _encode_many_CreatableReplicaAssignment_v0(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 0')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            out += INT32.pack(broker_ids_count)
+            if broker_ids_value:
+                out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
-def _encode_CreatableTopicConfig_v0(obj: CreatableTopicConfig, out: bytearray) -> None:
-    write_string(out, obj.name)
-    write_nullable_string(out, obj.value)
+def _encode_many_CreatableTopicConfig_v0(items: list[CreatableTopicConfig], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        write_nullable_string(out, obj.value)
 
 
-def _encode_CreatableTopic_v0(obj: CreatableTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 0')
-    else:
-        out += INT32.pack(len(assignments_value))
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v0(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 0')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v0(configs_item, out)
+def _encode_many_CreatableTopic_v0(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 0')
+        else:
+            assignments_count = len(assignments_value)
+            out += INT32.pack(assignments_count)
+            _encode_many_CreatableReplicaAssignment_v0(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 0')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_CreatableTopicConfig_v0(configs_value, out)
 
 
 def _encode_CreateTopicsRequest_v0(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -233,9 +238,9 @@ def _encode_CreateTopicsRequest_v0(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopic_v0(topics_value, out)
     out += _S_i.pack(obj.timeout_ms)
 
 
@@ -258,34 +263,37 @@ def _decode_CreateTopicsRequest_v1(buf: bytes, pos: int) -> tuple[CreateTopicsRe
     return obj, pos
 
 
-def _encode_CreatableReplicaAssignment_v1(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 1')
-    else:
-        out += INT32.pack(len(broker_ids_value))
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
+def _encode_many_CreatableReplicaAssignment_v1(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 1')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            out += INT32.pack(broker_ids_count)
+            if broker_ids_value:
+                out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
-def _encode_CreatableTopic_v1(obj: CreatableTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 1')
-    else:
-        out += INT32.pack(len(assignments_value))
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v1(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 1')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v0(configs_item, out)
+def _encode_many_CreatableTopic_v1(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 1')
+        else:
+            assignments_count = len(assignments_value)
+            out += INT32.pack(assignments_count)
+            _encode_many_CreatableReplicaAssignment_v1(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 1')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_CreatableTopicConfig_v0(configs_value, out)
 
 
 def _encode_CreateTopicsRequest_v1(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -293,40 +301,43 @@ def _encode_CreateTopicsRequest_v1(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopic_v1(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
-def _encode_CreatableReplicaAssignment_v2(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 2')
-    else:
-        out += INT32.pack(len(broker_ids_value))
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
+def _encode_many_CreatableReplicaAssignment_v2(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 2')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            out += INT32.pack(broker_ids_count)
+            if broker_ids_value:
+                out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
-def _encode_CreatableTopic_v2(obj: CreatableTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 2')
-    else:
-        out += INT32.pack(len(assignments_value))
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v2(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 2')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v0(configs_item, out)
+def _encode_many_CreatableTopic_v2(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 2')
+        else:
+            assignments_count = len(assignments_value)
+            out += INT32.pack(assignments_count)
+            _encode_many_CreatableReplicaAssignment_v2(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 2')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_CreatableTopicConfig_v0(configs_value, out)
 
 
 def _encode_CreateTopicsRequest_v2(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -334,40 +345,43 @@ def _encode_CreateTopicsRequest_v2(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v2(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopic_v2(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
-def _encode_CreatableReplicaAssignment_v3(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 3')
-    else:
-        out += INT32.pack(len(broker_ids_value))
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
+def _encode_many_CreatableReplicaAssignment_v3(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 3')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            out += INT32.pack(broker_ids_count)
+            if broker_ids_value:
+                out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
-def _encode_CreatableTopic_v3(obj: CreatableTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 3')
-    else:
-        out += INT32.pack(len(assignments_value))
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v3(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 3')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v0(configs_item, out)
+def _encode_many_CreatableTopic_v3(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 3')
+        else:
+            assignments_count = len(assignments_value)
+            out += INT32.pack(assignments_count)
+            _encode_many_CreatableReplicaAssignment_v3(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 3')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_CreatableTopicConfig_v0(configs_value, out)
 
 
 def _encode_CreateTopicsRequest_v3(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -375,40 +389,43 @@ def _encode_CreateTopicsRequest_v3(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v3(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopic_v3(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
-def _encode_CreatableReplicaAssignment_v4(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 4')
-    else:
-        out += INT32.pack(len(broker_ids_value))
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
+def _encode_many_CreatableReplicaAssignment_v4(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 4')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            out += INT32.pack(broker_ids_count)
+            if broker_ids_value:
+                out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
 
 
-def _encode_CreatableTopic_v4(obj: CreatableTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 4')
-    else:
-        out += INT32.pack(len(assignments_value))
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v4(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 4')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v0(configs_item, out)
+def _encode_many_CreatableTopic_v4(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 4')
+        else:
+            assignments_count = len(assignments_value)
+            out += INT32.pack(assignments_count)
+            _encode_many_CreatableReplicaAssignment_v4(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 4')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_CreatableTopicConfig_v0(configs_value, out)
 
 
 def _encode_CreateTopicsRequest_v4(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -416,9 +433,9 @@ def _encode_CreateTopicsRequest_v4(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v4(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopic_v4(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
 
 
@@ -596,51 +613,63 @@ def _decode_CreateTopicsRequest_v5(buf: bytes, pos: int) -> tuple[CreateTopicsRe
     return obj, pos
 
 
-def _encode_CreatableReplicaAssignment_v5(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 5')
-    else:
-        write_uvarint(out, len(broker_ids_value) + 1)
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableReplicaAssignment_v5(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 5')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            if broker_ids_count < 127:
+                out += COUNTED_INT32_ARRAYS[broker_ids_count].pack(broker_ids_count + 1, *broker_ids_value)
+            else:
+                write_uvarint(out, broker_ids_count + 1)
+                out += INT32_ARRAYS[broker_ids_count].pack(*broker_ids_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_CreatableTopicConfig_v5(obj: CreatableTopicConfig, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_nullable_string(out, obj.value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableTopicConfig_v5(items: list[CreatableTopicConfig], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_nullable_string(out, obj.value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_CreatableTopic_v5(obj: CreatableTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 5')
-    else:
-        write_uvarint(out, len(assignments_value) + 1)
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v5(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 5')
-    else:
-        write_uvarint(out, len(configs_value) + 1)
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v5(configs_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableTopic_v5(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 5')
+        else:
+            assignments_count = len(assignments_value)
+            if assignments_count < 127:
+                out.append(assignments_count + 1)
+            else:
+                write_uvarint(out, assignments_count + 1)
+            _encode_many_CreatableReplicaAssignment_v5(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 5')
+        else:
+            configs_count = len(configs_value)
+            if configs_count < 127:
+                out.append(configs_count + 1)
+            else:
+                write_uvarint(out, configs_count + 1)
+            _encode_many_CreatableTopicConfig_v5(configs_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreateTopicsRequest_v5(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -648,9 +677,12 @@ def _encode_CreateTopicsRequest_v5(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v5(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatableTopic_v5(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -658,42 +690,53 @@ def _encode_CreateTopicsRequest_v5(obj: CreateTopicsRequest, out: bytearray) -> 
         out.append(0)
 
 
-def _encode_CreatableReplicaAssignment_v6(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 6')
-    else:
-        write_uvarint(out, len(broker_ids_value) + 1)
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableReplicaAssignment_v6(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 6')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            if broker_ids_count < 127:
+                out += COUNTED_INT32_ARRAYS[broker_ids_count].pack(broker_ids_count + 1, *broker_ids_value)
+            else:
+                write_uvarint(out, broker_ids_count + 1)
+                out += INT32_ARRAYS[broker_ids_count].pack(*broker_ids_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_CreatableTopic_v6(obj: CreatableTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 6')
-    else:
-        write_uvarint(out, len(assignments_value) + 1)
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v6(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 6')
-    else:
-        write_uvarint(out, len(configs_value) + 1)
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v5(configs_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableTopic_v6(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 6')
+        else:
+            assignments_count = len(assignments_value)
+            if assignments_count < 127:
+                out.append(assignments_count + 1)
+            else:
+                write_uvarint(out, assignments_count + 1)
+            _encode_many_CreatableReplicaAssignment_v6(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 6')
+        else:
+            configs_count = len(configs_value)
+            if configs_count < 127:
+                out.append(configs_count + 1)
+            else:
+                write_uvarint(out, configs_count + 1)
+            _encode_many_CreatableTopicConfig_v5(configs_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreateTopicsRequest_v6(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -701,9 +744,12 @@ def _encode_CreateTopicsRequest_v6(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v6(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatableTopic_v6(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -711,42 +757,53 @@ def _encode_CreateTopicsRequest_v6(obj: CreateTopicsRequest, out: bytearray) -> 
         out.append(0)
 
 
-def _encode_CreatableReplicaAssignment_v7(obj: CreatableReplicaAssignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    broker_ids_value = obj.broker_ids
-    if broker_ids_value is None:
-        raise EncodeError('BrokerIds cannot be null in version 7')
-    else:
-        write_uvarint(out, len(broker_ids_value) + 1)
-        if broker_ids_value:
-            out += INT32_ARRAYS[len(broker_ids_value)].pack(*broker_ids_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableReplicaAssignment_v7(items: list[CreatableReplicaAssignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        broker_ids_value = obj.broker_ids
+        if broker_ids_value is None:
+            raise EncodeError('BrokerIds cannot be null in version 7')
+        else:
+            broker_ids_count = len(broker_ids_value)
+            if broker_ids_count < 127:
+                out += COUNTED_INT32_ARRAYS[broker_ids_count].pack(broker_ids_count + 1, *broker_ids_value)
+            else:
+                write_uvarint(out, broker_ids_count + 1)
+                out += INT32_ARRAYS[broker_ids_count].pack(*broker_ids_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_CreatableTopic_v7(obj: CreatableTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    assignments_value = obj.assignments
-    if assignments_value is None:
-        raise EncodeError('Assignments cannot be null in version 7')
-    else:
-        write_uvarint(out, len(assignments_value) + 1)
-        for assignments_item in assignments_value:
-            _encode_CreatableReplicaAssignment_v7(assignments_item, out)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 7')
-    else:
-        write_uvarint(out, len(configs_value) + 1)
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfig_v5(configs_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableTopic_v7(items: list[CreatableTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        assignments_value = obj.assignments
+        if assignments_value is None:
+            raise EncodeError('Assignments cannot be null in version 7')
+        else:
+            assignments_count = len(assignments_value)
+            if assignments_count < 127:
+                out.append(assignments_count + 1)
+            else:
+                write_uvarint(out, assignments_count + 1)
+            _encode_many_CreatableReplicaAssignment_v7(assignments_value, out)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 7')
+        else:
+            configs_count = len(configs_value)
+            if configs_count < 127:
+                out.append(configs_count + 1)
+            else:
+                write_uvarint(out, configs_count + 1)
+            _encode_many_CreatableTopicConfig_v5(configs_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreateTopicsRequest_v7(obj: CreateTopicsRequest, out: bytearray) -> None:
@@ -754,9 +811,12 @@ def _encode_CreateTopicsRequest_v7(obj: CreateTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatableTopic_v7(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatableTopic_v7(topics_value, out)
     out += _S_io.pack(obj.timeout_ms, obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -135,9 +135,10 @@ def _decode_CreateTopicsResponse_v0(buf: bytes, pos: int) -> tuple[CreateTopicsR
     return obj, pos
 
 
-def _encode_CreatableTopicResult_v0(obj: CreatableTopicResult, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
+def _encode_many_CreatableTopicResult_v0(items: list[CreatableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
 
 
 def _encode_CreateTopicsResponse_v0(obj: CreateTopicsResponse, out: bytearray) -> None:
@@ -145,9 +146,9 @@ def _encode_CreateTopicsResponse_v0(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopicResult_v0(topics_value, out)
 
 
 def _decode_many_CreatableTopicResult_v1(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicResult], int]:
@@ -190,10 +191,11 @@ def _decode_CreateTopicsResponse_v1(buf: bytes, pos: int) -> tuple[CreateTopicsR
     return obj, pos
 
 
-def _encode_CreatableTopicResult_v1(obj: CreatableTopicResult, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
-    write_nullable_string(out, obj.error_message)
+def _encode_many_CreatableTopicResult_v1(items: list[CreatableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
+        write_nullable_string(out, obj.error_message)
 
 
 def _encode_CreateTopicsResponse_v1(obj: CreateTopicsResponse, out: bytearray) -> None:
@@ -201,9 +203,9 @@ def _encode_CreateTopicsResponse_v1(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopicResult_v1(topics_value, out)
 
 
 def _decode_CreateTopicsResponse_v2(buf: bytes, pos: int) -> tuple[CreateTopicsResponse, int]:
@@ -231,9 +233,9 @@ def _encode_CreateTopicsResponse_v2(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopicResult_v1(topics_value, out)
 
 
 def _encode_CreateTopicsResponse_v3(obj: CreateTopicsResponse, out: bytearray) -> None:
@@ -242,9 +244,9 @@ def _encode_CreateTopicsResponse_v3(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopicResult_v1(topics_value, out)
 
 
 def _encode_CreateTopicsResponse_v4(obj: CreateTopicsResponse, out: bytearray) -> None:
@@ -253,9 +255,9 @@ def _encode_CreateTopicsResponse_v4(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_CreatableTopicResult_v1(topics_value, out)
 
 
 def _decode_many_CreatableTopicConfigs_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfigs], int]:
@@ -387,37 +389,42 @@ def _decode_CreateTopicsResponse_v5(buf: bytes, pos: int) -> tuple[CreateTopicsR
     return obj, pos
 
 
-def _encode_CreatableTopicConfigs_v5(obj: CreatableTopicConfigs, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_nullable_string(out, obj.value)
-    out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableTopicConfigs_v5(items: list[CreatableTopicConfigs], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_nullable_string(out, obj.value)
+        out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_CreatableTopicResult_v5(obj: CreatableTopicResult, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    configs_value = obj.configs
-    if configs_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(configs_value) + 1)
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfigs_v5(configs_item, out)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.topic_config_error_code != 0:
-        field_out = bytearray()
-        field_out += _S_h.pack(obj.topic_config_error_code)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableTopicResult_v5(items: list[CreatableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        configs_value = obj.configs
+        if configs_value is None:
+            out.append(0)
+        else:
+            configs_count = len(configs_value)
+            if configs_count < 127:
+                out.append(configs_count + 1)
+            else:
+                write_uvarint(out, configs_count + 1)
+            _encode_many_CreatableTopicConfigs_v5(configs_value, out)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.topic_config_error_code != 0:
+            field_out = bytearray()
+            field_out += _S_h.pack(obj.topic_config_error_code)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreateTopicsResponse_v5(obj: CreateTopicsResponse, out: bytearray) -> None:
@@ -426,9 +433,12 @@ def _encode_CreateTopicsResponse_v5(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v5(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatableTopicResult_v5(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -441,9 +451,12 @@ def _encode_CreateTopicsResponse_v6(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v5(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatableTopicResult_v5(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -544,29 +557,33 @@ def _decode_CreateTopicsResponse_v7(buf: bytes, pos: int) -> tuple[CreateTopicsR
     return obj, pos
 
 
-def _encode_CreatableTopicResult_v7(obj: CreatableTopicResult, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    if len(obj.topic_id) != 16:
-        raise EncodeError('CreatableTopicResult.TopicId must be a 16-byte UUID')
-    out += _S_uh.pack(obj.topic_id, obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
-    configs_value = obj.configs
-    if configs_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(configs_value) + 1)
-        for configs_item in configs_value:
-            _encode_CreatableTopicConfigs_v5(configs_item, out)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.topic_config_error_code != 0:
-        field_out = bytearray()
-        field_out += _S_h.pack(obj.topic_config_error_code)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_CreatableTopicResult_v7(items: list[CreatableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        if len(obj.topic_id) != 16:
+            raise EncodeError('CreatableTopicResult.TopicId must be a 16-byte UUID')
+        out += _S_uh.pack(obj.topic_id, obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        out += _S_ih.pack(obj.num_partitions, obj.replication_factor)
+        configs_value = obj.configs
+        if configs_value is None:
+            out.append(0)
+        else:
+            configs_count = len(configs_value)
+            if configs_count < 127:
+                out.append(configs_count + 1)
+            else:
+                write_uvarint(out, configs_count + 1)
+            _encode_many_CreatableTopicConfigs_v5(configs_value, out)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.topic_config_error_code != 0:
+            field_out = bytearray()
+            field_out += _S_h.pack(obj.topic_config_error_code)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_CreateTopicsResponse_v7(obj: CreateTopicsResponse, out: bytearray) -> None:
@@ -575,9 +592,12 @@ def _encode_CreateTopicsResponse_v7(obj: CreateTopicsResponse, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_CreatableTopicResult_v7(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_CreatableTopicResult_v7(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

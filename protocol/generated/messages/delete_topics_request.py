@@ -90,7 +90,8 @@ def _encode_DeleteTopicsRequest_v0(obj: DeleteTopicsRequest, out: bytearray) -> 
     if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 0')
     else:
-        out += INT32.pack(len(topic_names_value))
+        topic_names_count = len(topic_names_value)
+        out += INT32.pack(topic_names_count)
         for topic_names_item in topic_names_value:
             write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
@@ -103,7 +104,8 @@ def _encode_DeleteTopicsRequest_v1(obj: DeleteTopicsRequest, out: bytearray) -> 
     if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 1')
     else:
-        out += INT32.pack(len(topic_names_value))
+        topic_names_count = len(topic_names_value)
+        out += INT32.pack(topic_names_count)
         for topic_names_item in topic_names_value:
             write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
@@ -116,7 +118,8 @@ def _encode_DeleteTopicsRequest_v2(obj: DeleteTopicsRequest, out: bytearray) -> 
     if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 2')
     else:
-        out += INT32.pack(len(topic_names_value))
+        topic_names_count = len(topic_names_value)
+        out += INT32.pack(topic_names_count)
         for topic_names_item in topic_names_value:
             write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
@@ -129,7 +132,8 @@ def _encode_DeleteTopicsRequest_v3(obj: DeleteTopicsRequest, out: bytearray) -> 
     if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 3')
     else:
-        out += INT32.pack(len(topic_names_value))
+        topic_names_count = len(topic_names_value)
+        out += INT32.pack(topic_names_count)
         for topic_names_item in topic_names_value:
             write_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
@@ -185,7 +189,11 @@ def _encode_DeleteTopicsRequest_v4(obj: DeleteTopicsRequest, out: bytearray) -> 
     if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 4')
     else:
-        write_uvarint(out, len(topic_names_value) + 1)
+        topic_names_count = len(topic_names_value)
+        if topic_names_count < 127:
+            out.append(topic_names_count + 1)
+        else:
+            write_uvarint(out, topic_names_count + 1)
         for topic_names_item in topic_names_value:
             write_compact_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
@@ -202,7 +210,11 @@ def _encode_DeleteTopicsRequest_v5(obj: DeleteTopicsRequest, out: bytearray) -> 
     if topic_names_value is None:
         raise EncodeError('TopicNames cannot be null in version 5')
     else:
-        write_uvarint(out, len(topic_names_value) + 1)
+        topic_names_count = len(topic_names_value)
+        if topic_names_count < 127:
+            out.append(topic_names_count + 1)
+        else:
+            write_uvarint(out, topic_names_count + 1)
         for topic_names_item in topic_names_value:
             write_compact_string(out, topic_names_item)
     out += _S_i.pack(obj.timeout_ms)
@@ -285,15 +297,16 @@ def _decode_DeleteTopicsRequest_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
     return obj, pos
 
 
-def _encode_DeleteTopicState_v6(obj: DeleteTopicState, out: bytearray) -> None:
-    write_compact_nullable_string(out, obj.name)
-    if len(obj.topic_id) != 16:
-        raise EncodeError('DeleteTopicState.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DeleteTopicState_v6(items: list[DeleteTopicState], out: bytearray) -> None:
+    for obj in items:
+        write_compact_nullable_string(out, obj.name)
+        if len(obj.topic_id) != 16:
+            raise EncodeError('DeleteTopicState.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DeleteTopicsRequest_v6(obj: DeleteTopicsRequest, out: bytearray) -> None:
@@ -301,9 +314,12 @@ def _encode_DeleteTopicsRequest_v6(obj: DeleteTopicsRequest, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_DeleteTopicState_v6(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_DeleteTopicState_v6(topics_value, out)
     out += _S_i.pack(obj.timeout_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

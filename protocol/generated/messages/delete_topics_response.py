@@ -99,9 +99,10 @@ def _decode_DeleteTopicsResponse_v0(buf: bytes, pos: int) -> tuple[DeleteTopicsR
     return obj, pos
 
 
-def _encode_DeletableTopicResult_v0(obj: DeletableTopicResult, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
+def _encode_many_DeletableTopicResult_v0(items: list[DeletableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
 
 
 def _encode_DeleteTopicsResponse_v0(obj: DeleteTopicsResponse, out: bytearray) -> None:
@@ -109,9 +110,9 @@ def _encode_DeleteTopicsResponse_v0(obj: DeleteTopicsResponse, out: bytearray) -
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_DeletableTopicResult_v0(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_DeletableTopicResult_v0(responses_value, out)
 
 
 def _decode_DeleteTopicsResponse_v1(buf: bytes, pos: int) -> tuple[DeleteTopicsResponse, int]:
@@ -139,9 +140,9 @@ def _encode_DeleteTopicsResponse_v1(obj: DeleteTopicsResponse, out: bytearray) -
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 1')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_DeletableTopicResult_v0(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_DeletableTopicResult_v0(responses_value, out)
 
 
 def _encode_DeleteTopicsResponse_v2(obj: DeleteTopicsResponse, out: bytearray) -> None:
@@ -150,9 +151,9 @@ def _encode_DeleteTopicsResponse_v2(obj: DeleteTopicsResponse, out: bytearray) -
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 2')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_DeletableTopicResult_v0(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_DeletableTopicResult_v0(responses_value, out)
 
 
 def _encode_DeleteTopicsResponse_v3(obj: DeleteTopicsResponse, out: bytearray) -> None:
@@ -161,9 +162,9 @@ def _encode_DeleteTopicsResponse_v3(obj: DeleteTopicsResponse, out: bytearray) -
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 3')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_DeletableTopicResult_v0(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_DeletableTopicResult_v0(responses_value, out)
 
 
 def _decode_many_DeletableTopicResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
@@ -240,13 +241,14 @@ def _decode_DeleteTopicsResponse_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsR
     return obj, pos
 
 
-def _encode_DeletableTopicResult_v4(obj: DeletableTopicResult, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DeletableTopicResult_v4(items: list[DeletableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DeleteTopicsResponse_v4(obj: DeleteTopicsResponse, out: bytearray) -> None:
@@ -255,9 +257,12 @@ def _encode_DeleteTopicsResponse_v4(obj: DeleteTopicsResponse, out: bytearray) -
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 4')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_DeletableTopicResult_v4(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_DeletableTopicResult_v4(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -338,14 +343,15 @@ def _decode_DeleteTopicsResponse_v5(buf: bytes, pos: int) -> tuple[DeleteTopicsR
     return obj, pos
 
 
-def _encode_DeletableTopicResult_v5(obj: DeletableTopicResult, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DeletableTopicResult_v5(items: list[DeletableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DeleteTopicsResponse_v5(obj: DeleteTopicsResponse, out: bytearray) -> None:
@@ -354,9 +360,12 @@ def _encode_DeleteTopicsResponse_v5(obj: DeleteTopicsResponse, out: bytearray) -
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 5')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_DeletableTopicResult_v5(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_DeletableTopicResult_v5(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -436,16 +445,17 @@ def _decode_DeleteTopicsResponse_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsR
     return obj, pos
 
 
-def _encode_DeletableTopicResult_v6(obj: DeletableTopicResult, out: bytearray) -> None:
-    write_compact_nullable_string(out, obj.name)
-    if len(obj.topic_id) != 16:
-        raise EncodeError('DeletableTopicResult.TopicId must be a 16-byte UUID')
-    out += _S_uh.pack(obj.topic_id, obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DeletableTopicResult_v6(items: list[DeletableTopicResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_nullable_string(out, obj.name)
+        if len(obj.topic_id) != 16:
+            raise EncodeError('DeletableTopicResult.TopicId must be a 16-byte UUID')
+        out += _S_uh.pack(obj.topic_id, obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DeleteTopicsResponse_v6(obj: DeleteTopicsResponse, out: bytearray) -> None:
@@ -454,9 +464,12 @@ def _encode_DeleteTopicsResponse_v6(obj: DeleteTopicsResponse, out: bytearray) -
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 6')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_DeletableTopicResult_v6(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_DeletableTopicResult_v6(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -153,15 +153,16 @@ def _decode_DescribeClusterResponse_v0(buf: bytes, pos: int) -> tuple[DescribeCl
     return obj, pos
 
 
-def _encode_DescribeClusterBroker_v0(obj: DescribeClusterBroker, out: bytearray) -> None:
-    out += _S_i.pack(obj.broker_id)
-    write_compact_string(out, obj.host)
-    out += _S_i.pack(obj.port)
-    write_compact_nullable_string(out, obj.rack)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DescribeClusterBroker_v0(items: list[DescribeClusterBroker], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.broker_id)
+        write_compact_string(out, obj.host)
+        out += _S_i.pack(obj.port)
+        write_compact_nullable_string(out, obj.rack)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DescribeClusterResponse_v0(obj: DescribeClusterResponse, out: bytearray) -> None:
@@ -175,9 +176,12 @@ def _encode_DescribeClusterResponse_v0(obj: DescribeClusterResponse, out: bytear
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 0')
     else:
-        write_uvarint(out, len(brokers_value) + 1)
-        for brokers_item in brokers_value:
-            _encode_DescribeClusterBroker_v0(brokers_item, out)
+        brokers_count = len(brokers_value)
+        if brokers_count < 127:
+            out.append(brokers_count + 1)
+        else:
+            write_uvarint(out, brokers_count + 1)
+        _encode_many_DescribeClusterBroker_v0(brokers_value, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -242,9 +246,12 @@ def _encode_DescribeClusterResponse_v1(obj: DescribeClusterResponse, out: bytear
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 1')
     else:
-        write_uvarint(out, len(brokers_value) + 1)
-        for brokers_item in brokers_value:
-            _encode_DescribeClusterBroker_v0(brokers_item, out)
+        brokers_count = len(brokers_value)
+        if brokers_count < 127:
+            out.append(brokers_count + 1)
+        else:
+            write_uvarint(out, brokers_count + 1)
+        _encode_many_DescribeClusterBroker_v0(brokers_value, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

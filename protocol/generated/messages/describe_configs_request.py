@@ -107,16 +107,18 @@ def _decode_DescribeConfigsRequest_v0(buf: bytes, pos: int) -> tuple[DescribeCon
     return obj, pos
 
 
-def _encode_DescribeConfigsResource_v0(obj: DescribeConfigsResource, out: bytearray) -> None:
-    out += _S_b.pack(obj.resource_type)
-    write_string(out, obj.resource_name)
-    configuration_keys_value = obj.configuration_keys
-    if configuration_keys_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(configuration_keys_value))
-        for configuration_keys_item in configuration_keys_value:
-            write_string(out, configuration_keys_item)
+def _encode_many_DescribeConfigsResource_v0(items: list[DescribeConfigsResource], out: bytearray) -> None:
+    for obj in items:
+        out += _S_b.pack(obj.resource_type)
+        write_string(out, obj.resource_name)
+        configuration_keys_value = obj.configuration_keys
+        if configuration_keys_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            configuration_keys_count = len(configuration_keys_value)
+            out += INT32.pack(configuration_keys_count)
+            for configuration_keys_item in configuration_keys_value:
+                write_string(out, configuration_keys_item)
 
 
 def _encode_DescribeConfigsRequest_v0(obj: DescribeConfigsRequest, out: bytearray) -> None:
@@ -128,9 +130,9 @@ def _encode_DescribeConfigsRequest_v0(obj: DescribeConfigsRequest, out: bytearra
     if resources_value is None:
         raise EncodeError('Resources cannot be null in version 0')
     else:
-        out += INT32.pack(len(resources_value))
-        for resources_item in resources_value:
-            _encode_DescribeConfigsResource_v0(resources_item, out)
+        resources_count = len(resources_value)
+        out += INT32.pack(resources_count)
+        _encode_many_DescribeConfigsResource_v0(resources_value, out)
 
 
 def _decode_DescribeConfigsRequest_v1(buf: bytes, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -160,9 +162,9 @@ def _encode_DescribeConfigsRequest_v1(obj: DescribeConfigsRequest, out: bytearra
     if resources_value is None:
         raise EncodeError('Resources cannot be null in version 1')
     else:
-        out += INT32.pack(len(resources_value))
-        for resources_item in resources_value:
-            _encode_DescribeConfigsResource_v0(resources_item, out)
+        resources_count = len(resources_value)
+        out += INT32.pack(resources_count)
+        _encode_many_DescribeConfigsResource_v0(resources_value, out)
     out += _S_o.pack(obj.include_synonyms)
 
 
@@ -173,9 +175,9 @@ def _encode_DescribeConfigsRequest_v2(obj: DescribeConfigsRequest, out: bytearra
     if resources_value is None:
         raise EncodeError('Resources cannot be null in version 2')
     else:
-        out += INT32.pack(len(resources_value))
-        for resources_item in resources_value:
-            _encode_DescribeConfigsResource_v0(resources_item, out)
+        resources_count = len(resources_value)
+        out += INT32.pack(resources_count)
+        _encode_many_DescribeConfigsResource_v0(resources_value, out)
     out += _S_o.pack(obj.include_synonyms)
 
 
@@ -203,9 +205,9 @@ def _encode_DescribeConfigsRequest_v3(obj: DescribeConfigsRequest, out: bytearra
     if resources_value is None:
         raise EncodeError('Resources cannot be null in version 3')
     else:
-        out += INT32.pack(len(resources_value))
-        for resources_item in resources_value:
-            _encode_DescribeConfigsResource_v0(resources_item, out)
+        resources_count = len(resources_value)
+        out += INT32.pack(resources_count)
+        _encode_many_DescribeConfigsResource_v0(resources_value, out)
     out += _S_oo.pack(obj.include_synonyms, obj.include_documentation)
 
 
@@ -296,20 +298,25 @@ def _decode_DescribeConfigsRequest_v4(buf: bytes, pos: int) -> tuple[DescribeCon
     return obj, pos
 
 
-def _encode_DescribeConfigsResource_v4(obj: DescribeConfigsResource, out: bytearray) -> None:
-    out += _S_b.pack(obj.resource_type)
-    write_compact_string(out, obj.resource_name)
-    configuration_keys_value = obj.configuration_keys
-    if configuration_keys_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(configuration_keys_value) + 1)
-        for configuration_keys_item in configuration_keys_value:
-            write_compact_string(out, configuration_keys_item)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DescribeConfigsResource_v4(items: list[DescribeConfigsResource], out: bytearray) -> None:
+    for obj in items:
+        out += _S_b.pack(obj.resource_type)
+        write_compact_string(out, obj.resource_name)
+        configuration_keys_value = obj.configuration_keys
+        if configuration_keys_value is None:
+            out.append(0)
+        else:
+            configuration_keys_count = len(configuration_keys_value)
+            if configuration_keys_count < 127:
+                out.append(configuration_keys_count + 1)
+            else:
+                write_uvarint(out, configuration_keys_count + 1)
+            for configuration_keys_item in configuration_keys_value:
+                write_compact_string(out, configuration_keys_item)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DescribeConfigsRequest_v4(obj: DescribeConfigsRequest, out: bytearray) -> None:
@@ -317,9 +324,12 @@ def _encode_DescribeConfigsRequest_v4(obj: DescribeConfigsRequest, out: bytearra
     if resources_value is None:
         raise EncodeError('Resources cannot be null in version 4')
     else:
-        write_uvarint(out, len(resources_value) + 1)
-        for resources_item in resources_value:
-            _encode_DescribeConfigsResource_v4(resources_item, out)
+        resources_count = len(resources_value)
+        if resources_count < 127:
+            out.append(resources_count + 1)
+        else:
+            write_uvarint(out, resources_count + 1)
+        _encode_many_DescribeConfigsResource_v4(resources_value, out)
     out += _S_oo.pack(obj.include_synonyms, obj.include_documentation)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -179,24 +179,26 @@ def _decode_DescribeConfigsResponse_v0(buf: bytes, pos: int) -> tuple[DescribeCo
     return obj, pos
 
 
-def _encode_DescribeConfigsResourceResult_v0(obj: DescribeConfigsResourceResult, out: bytearray) -> None:
-    write_string(out, obj.name)
-    write_nullable_string(out, obj.value)
-    out += _S_ooo.pack(obj.read_only, obj.is_default, obj.is_sensitive)
+def _encode_many_DescribeConfigsResourceResult_v0(items: list[DescribeConfigsResourceResult], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        write_nullable_string(out, obj.value)
+        out += _S_ooo.pack(obj.read_only, obj.is_default, obj.is_sensitive)
 
 
-def _encode_DescribeConfigsResult_v0(obj: DescribeConfigsResult, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_nullable_string(out, obj.error_message)
-    out += _S_b.pack(obj.resource_type)
-    write_string(out, obj.resource_name)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 0')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_DescribeConfigsResourceResult_v0(configs_item, out)
+def _encode_many_DescribeConfigsResult_v0(items: list[DescribeConfigsResult], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_nullable_string(out, obj.error_message)
+        out += _S_b.pack(obj.resource_type)
+        write_string(out, obj.resource_name)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 0')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_DescribeConfigsResourceResult_v0(configs_value, out)
 
 
 def _encode_DescribeConfigsResponse_v0(obj: DescribeConfigsResponse, out: bytearray) -> None:
@@ -205,9 +207,9 @@ def _encode_DescribeConfigsResponse_v0(obj: DescribeConfigsResponse, out: bytear
     if results_value is None:
         raise EncodeError('Results cannot be null in version 0')
     else:
-        out += INT32.pack(len(results_value))
-        for results_item in results_value:
-            _encode_DescribeConfigsResult_v0(results_item, out)
+        results_count = len(results_value)
+        out += INT32.pack(results_count)
+        _encode_many_DescribeConfigsResult_v0(results_value, out)
 
 
 def _decode_many_DescribeConfigsSynonym_v1(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsSynonym], int]:
@@ -301,39 +303,42 @@ def _decode_DescribeConfigsResponse_v1(buf: bytes, pos: int) -> tuple[DescribeCo
     return obj, pos
 
 
-def _encode_DescribeConfigsSynonym_v1(obj: DescribeConfigsSynonym, out: bytearray) -> None:
-    write_string(out, obj.name)
-    write_nullable_string(out, obj.value)
-    out += _S_b.pack(obj.source)
+def _encode_many_DescribeConfigsSynonym_v1(items: list[DescribeConfigsSynonym], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        write_nullable_string(out, obj.value)
+        out += _S_b.pack(obj.source)
 
 
-def _encode_DescribeConfigsResourceResult_v1(obj: DescribeConfigsResourceResult, out: bytearray) -> None:
-    if obj.is_default:
-        raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 1')
-    write_string(out, obj.name)
-    write_nullable_string(out, obj.value)
-    out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    synonyms_value = obj.synonyms
-    if synonyms_value is None:
-        raise EncodeError('Synonyms cannot be null in version 1')
-    else:
-        out += INT32.pack(len(synonyms_value))
-        for synonyms_item in synonyms_value:
-            _encode_DescribeConfigsSynonym_v1(synonyms_item, out)
+def _encode_many_DescribeConfigsResourceResult_v1(items: list[DescribeConfigsResourceResult], out: bytearray) -> None:
+    for obj in items:
+        if obj.is_default:
+            raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 1')
+        write_string(out, obj.name)
+        write_nullable_string(out, obj.value)
+        out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+        synonyms_value = obj.synonyms
+        if synonyms_value is None:
+            raise EncodeError('Synonyms cannot be null in version 1')
+        else:
+            synonyms_count = len(synonyms_value)
+            out += INT32.pack(synonyms_count)
+            _encode_many_DescribeConfigsSynonym_v1(synonyms_value, out)
 
 
-def _encode_DescribeConfigsResult_v1(obj: DescribeConfigsResult, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_nullable_string(out, obj.error_message)
-    out += _S_b.pack(obj.resource_type)
-    write_string(out, obj.resource_name)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 1')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_DescribeConfigsResourceResult_v1(configs_item, out)
+def _encode_many_DescribeConfigsResult_v1(items: list[DescribeConfigsResult], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_nullable_string(out, obj.error_message)
+        out += _S_b.pack(obj.resource_type)
+        write_string(out, obj.resource_name)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 1')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_DescribeConfigsResourceResult_v1(configs_value, out)
 
 
 def _encode_DescribeConfigsResponse_v1(obj: DescribeConfigsResponse, out: bytearray) -> None:
@@ -342,38 +347,40 @@ def _encode_DescribeConfigsResponse_v1(obj: DescribeConfigsResponse, out: bytear
     if results_value is None:
         raise EncodeError('Results cannot be null in version 1')
     else:
-        out += INT32.pack(len(results_value))
-        for results_item in results_value:
-            _encode_DescribeConfigsResult_v1(results_item, out)
+        results_count = len(results_value)
+        out += INT32.pack(results_count)
+        _encode_many_DescribeConfigsResult_v1(results_value, out)
 
 
-def _encode_DescribeConfigsResourceResult_v2(obj: DescribeConfigsResourceResult, out: bytearray) -> None:
-    if obj.is_default:
-        raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 2')
-    write_string(out, obj.name)
-    write_nullable_string(out, obj.value)
-    out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    synonyms_value = obj.synonyms
-    if synonyms_value is None:
-        raise EncodeError('Synonyms cannot be null in version 2')
-    else:
-        out += INT32.pack(len(synonyms_value))
-        for synonyms_item in synonyms_value:
-            _encode_DescribeConfigsSynonym_v1(synonyms_item, out)
+def _encode_many_DescribeConfigsResourceResult_v2(items: list[DescribeConfigsResourceResult], out: bytearray) -> None:
+    for obj in items:
+        if obj.is_default:
+            raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 2')
+        write_string(out, obj.name)
+        write_nullable_string(out, obj.value)
+        out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+        synonyms_value = obj.synonyms
+        if synonyms_value is None:
+            raise EncodeError('Synonyms cannot be null in version 2')
+        else:
+            synonyms_count = len(synonyms_value)
+            out += INT32.pack(synonyms_count)
+            _encode_many_DescribeConfigsSynonym_v1(synonyms_value, out)
 
 
-def _encode_DescribeConfigsResult_v2(obj: DescribeConfigsResult, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_nullable_string(out, obj.error_message)
-    out += _S_b.pack(obj.resource_type)
-    write_string(out, obj.resource_name)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 2')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_DescribeConfigsResourceResult_v2(configs_item, out)
+def _encode_many_DescribeConfigsResult_v2(items: list[DescribeConfigsResult], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_nullable_string(out, obj.error_message)
+        out += _S_b.pack(obj.resource_type)
+        write_string(out, obj.resource_name)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 2')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_DescribeConfigsResourceResult_v2(configs_value, out)
 
 
 def _encode_DescribeConfigsResponse_v2(obj: DescribeConfigsResponse, out: bytearray) -> None:
@@ -382,9 +389,9 @@ def _encode_DescribeConfigsResponse_v2(obj: DescribeConfigsResponse, out: bytear
     if results_value is None:
         raise EncodeError('Results cannot be null in version 2')
     else:
-        out += INT32.pack(len(results_value))
-        for results_item in results_value:
-            _encode_DescribeConfigsResult_v2(results_item, out)
+        results_count = len(results_value)
+        out += INT32.pack(results_count)
+        _encode_many_DescribeConfigsResult_v2(results_value, out)
 
 
 def _decode_many_DescribeConfigsResourceResult_v3(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsResourceResult], int]:
@@ -462,35 +469,37 @@ def _decode_DescribeConfigsResponse_v3(buf: bytes, pos: int) -> tuple[DescribeCo
     return obj, pos
 
 
-def _encode_DescribeConfigsResourceResult_v3(obj: DescribeConfigsResourceResult, out: bytearray) -> None:
-    if obj.is_default:
-        raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 3')
-    write_string(out, obj.name)
-    write_nullable_string(out, obj.value)
-    out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    synonyms_value = obj.synonyms
-    if synonyms_value is None:
-        raise EncodeError('Synonyms cannot be null in version 3')
-    else:
-        out += INT32.pack(len(synonyms_value))
-        for synonyms_item in synonyms_value:
-            _encode_DescribeConfigsSynonym_v1(synonyms_item, out)
-    out += _S_b.pack(obj.config_type)
-    write_nullable_string(out, obj.documentation)
+def _encode_many_DescribeConfigsResourceResult_v3(items: list[DescribeConfigsResourceResult], out: bytearray) -> None:
+    for obj in items:
+        if obj.is_default:
+            raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 3')
+        write_string(out, obj.name)
+        write_nullable_string(out, obj.value)
+        out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+        synonyms_value = obj.synonyms
+        if synonyms_value is None:
+            raise EncodeError('Synonyms cannot be null in version 3')
+        else:
+            synonyms_count = len(synonyms_value)
+            out += INT32.pack(synonyms_count)
+            _encode_many_DescribeConfigsSynonym_v1(synonyms_value, out)
+        out += _S_b.pack(obj.config_type)
+        write_nullable_string(out, obj.documentation)
 
 
-def _encode_DescribeConfigsResult_v3(obj: DescribeConfigsResult, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_nullable_string(out, obj.error_message)
-    out += _S_b.pack(obj.resource_type)
-    write_string(out, obj.resource_name)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 3')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_DescribeConfigsResourceResult_v3(configs_item, out)
+def _encode_many_DescribeConfigsResult_v3(items: list[DescribeConfigsResult], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_nullable_string(out, obj.error_message)
+        out += _S_b.pack(obj.resource_type)
+        write_string(out, obj.resource_name)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 3')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_DescribeConfigsResourceResult_v3(configs_value, out)
 
 
 def _encode_DescribeConfigsResponse_v3(obj: DescribeConfigsResponse, out: bytearray) -> None:
@@ -499,9 +508,9 @@ def _encode_DescribeConfigsResponse_v3(obj: DescribeConfigsResponse, out: bytear
     if results_value is None:
         raise EncodeError('Results cannot be null in version 3')
     else:
-        out += INT32.pack(len(results_value))
-        for results_item in results_value:
-            _encode_DescribeConfigsResult_v3(results_item, out)
+        results_count = len(results_value)
+        out += INT32.pack(results_count)
+        _encode_many_DescribeConfigsResult_v3(results_value, out)
 
 
 def _decode_many_DescribeConfigsSynonym_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsSynonym], int]:
@@ -673,53 +682,62 @@ def _decode_DescribeConfigsResponse_v4(buf: bytes, pos: int) -> tuple[DescribeCo
     return obj, pos
 
 
-def _encode_DescribeConfigsSynonym_v4(obj: DescribeConfigsSynonym, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_nullable_string(out, obj.value)
-    out += _S_b.pack(obj.source)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DescribeConfigsSynonym_v4(items: list[DescribeConfigsSynonym], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_nullable_string(out, obj.value)
+        out += _S_b.pack(obj.source)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_DescribeConfigsResourceResult_v4(obj: DescribeConfigsResourceResult, out: bytearray) -> None:
-    if obj.is_default:
-        raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 4')
-    write_compact_string(out, obj.name)
-    write_compact_nullable_string(out, obj.value)
-    out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
-    synonyms_value = obj.synonyms
-    if synonyms_value is None:
-        raise EncodeError('Synonyms cannot be null in version 4')
-    else:
-        write_uvarint(out, len(synonyms_value) + 1)
-        for synonyms_item in synonyms_value:
-            _encode_DescribeConfigsSynonym_v4(synonyms_item, out)
-    out += _S_b.pack(obj.config_type)
-    write_compact_nullable_string(out, obj.documentation)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DescribeConfigsResourceResult_v4(items: list[DescribeConfigsResourceResult], out: bytearray) -> None:
+    for obj in items:
+        if obj.is_default:
+            raise EncodeError('DescribeConfigsResourceResult.IsDefault cannot be sent in version 4')
+        write_compact_string(out, obj.name)
+        write_compact_nullable_string(out, obj.value)
+        out += _S_obo.pack(obj.read_only, obj.config_source, obj.is_sensitive)
+        synonyms_value = obj.synonyms
+        if synonyms_value is None:
+            raise EncodeError('Synonyms cannot be null in version 4')
+        else:
+            synonyms_count = len(synonyms_value)
+            if synonyms_count < 127:
+                out.append(synonyms_count + 1)
+            else:
+                write_uvarint(out, synonyms_count + 1)
+            _encode_many_DescribeConfigsSynonym_v4(synonyms_value, out)
+        out += _S_b.pack(obj.config_type)
+        write_compact_nullable_string(out, obj.documentation)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_DescribeConfigsResult_v4(obj: DescribeConfigsResult, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    out += _S_b.pack(obj.resource_type)
-    write_compact_string(out, obj.resource_name)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 4')
-    else:
-        write_uvarint(out, len(configs_value) + 1)
-        for configs_item in configs_value:
-            _encode_DescribeConfigsResourceResult_v4(configs_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DescribeConfigsResult_v4(items: list[DescribeConfigsResult], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        out += _S_b.pack(obj.resource_type)
+        write_compact_string(out, obj.resource_name)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 4')
+        else:
+            configs_count = len(configs_value)
+            if configs_count < 127:
+                out.append(configs_count + 1)
+            else:
+                write_uvarint(out, configs_count + 1)
+            _encode_many_DescribeConfigsResourceResult_v4(configs_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DescribeConfigsResponse_v4(obj: DescribeConfigsResponse, out: bytearray) -> None:
@@ -728,9 +746,12 @@ def _encode_DescribeConfigsResponse_v4(obj: DescribeConfigsResponse, out: bytear
     if results_value is None:
         raise EncodeError('Results cannot be null in version 4')
     else:
-        write_uvarint(out, len(results_value) + 1)
-        for results_item in results_value:
-            _encode_DescribeConfigsResult_v4(results_item, out)
+        results_count = len(results_value)
+        if results_count < 127:
+            out.append(results_count + 1)
+        else:
+            write_uvarint(out, results_count + 1)
+        _encode_many_DescribeConfigsResult_v4(results_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -315,51 +315,63 @@ def _decode_DescribeQuorumResponse_v0(buf: bytes, pos: int) -> tuple[DescribeQuo
     return obj, pos
 
 
-def _encode_ReplicaState_v0(obj: ReplicaState, out: bytearray) -> None:
-    if obj.replica_directory_id != ZERO_UUID:
-        raise EncodeError('ReplicaState.ReplicaDirectoryId cannot be sent in version 0')
-    out += _S_iq.pack(obj.replica_id, obj.log_end_offset)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReplicaState_v0(items: list[ReplicaState], out: bytearray) -> None:
+    for obj in items:
+        if obj.replica_directory_id != ZERO_UUID:
+            raise EncodeError('ReplicaState.ReplicaDirectoryId cannot be sent in version 0')
+        out += _S_iq.pack(obj.replica_id, obj.log_end_offset)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    current_voters_value = obj.current_voters
-    if current_voters_value is None:
-        raise EncodeError('CurrentVoters cannot be null in version 0')
-    else:
-        write_uvarint(out, len(current_voters_value) + 1)
-        for current_voters_item in current_voters_value:
-            _encode_ReplicaState_v0(current_voters_item, out)
-    observers_value = obj.observers
-    if observers_value is None:
-        raise EncodeError('Observers cannot be null in version 0')
-    else:
-        write_uvarint(out, len(observers_value) + 1)
-        for observers_item in observers_value:
-            _encode_ReplicaState_v0(observers_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
+        current_voters_value = obj.current_voters
+        if current_voters_value is None:
+            raise EncodeError('CurrentVoters cannot be null in version 0')
+        else:
+            current_voters_count = len(current_voters_value)
+            if current_voters_count < 127:
+                out.append(current_voters_count + 1)
+            else:
+                write_uvarint(out, current_voters_count + 1)
+            _encode_many_ReplicaState_v0(current_voters_value, out)
+        observers_value = obj.observers
+        if observers_value is None:
+            raise EncodeError('Observers cannot be null in version 0')
+        else:
+            observers_count = len(observers_value)
+            if observers_count < 127:
+                out.append(observers_count + 1)
+            else:
+                write_uvarint(out, observers_count + 1)
+            _encode_many_ReplicaState_v0(observers_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearray) -> None:
@@ -370,9 +382,12 @@ def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -550,51 +565,63 @@ def _decode_DescribeQuorumResponse_v1(buf: bytes, pos: int) -> tuple[DescribeQuo
     return obj, pos
 
 
-def _encode_ReplicaState_v1(obj: ReplicaState, out: bytearray) -> None:
-    if obj.replica_directory_id != ZERO_UUID:
-        raise EncodeError('ReplicaState.ReplicaDirectoryId cannot be sent in version 1')
-    out += _S_iqqq.pack(obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReplicaState_v1(items: list[ReplicaState], out: bytearray) -> None:
+    for obj in items:
+        if obj.replica_directory_id != ZERO_UUID:
+            raise EncodeError('ReplicaState.ReplicaDirectoryId cannot be sent in version 1')
+        out += _S_iqqq.pack(obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    current_voters_value = obj.current_voters
-    if current_voters_value is None:
-        raise EncodeError('CurrentVoters cannot be null in version 1')
-    else:
-        write_uvarint(out, len(current_voters_value) + 1)
-        for current_voters_item in current_voters_value:
-            _encode_ReplicaState_v1(current_voters_item, out)
-    observers_value = obj.observers
-    if observers_value is None:
-        raise EncodeError('Observers cannot be null in version 1')
-    else:
-        write_uvarint(out, len(observers_value) + 1)
-        for observers_item in observers_value:
-            _encode_ReplicaState_v1(observers_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v1(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihiiq.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.high_watermark)
+        current_voters_value = obj.current_voters
+        if current_voters_value is None:
+            raise EncodeError('CurrentVoters cannot be null in version 1')
+        else:
+            current_voters_count = len(current_voters_value)
+            if current_voters_count < 127:
+                out.append(current_voters_count + 1)
+            else:
+                write_uvarint(out, current_voters_count + 1)
+            _encode_many_ReplicaState_v1(current_voters_value, out)
+        observers_value = obj.observers
+        if observers_value is None:
+            raise EncodeError('Observers cannot be null in version 1')
+        else:
+            observers_count = len(observers_value)
+            if observers_count < 127:
+                out.append(observers_count + 1)
+            else:
+                write_uvarint(out, observers_count + 1)
+            _encode_many_ReplicaState_v1(observers_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v1(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearray) -> None:
@@ -605,9 +632,12 @@ def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v1(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -873,78 +903,95 @@ def _decode_DescribeQuorumResponse_v2(buf: bytes, pos: int) -> tuple[DescribeQuo
     return obj, pos
 
 
-def _encode_ReplicaState_v2(obj: ReplicaState, out: bytearray) -> None:
-    if len(obj.replica_directory_id) != 16:
-        raise EncodeError('ReplicaState.ReplicaDirectoryId must be a 16-byte UUID')
-    out += _S_iuqqq.pack(obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReplicaState_v2(items: list[ReplicaState], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.replica_directory_id) != 16:
+            raise EncodeError('ReplicaState.ReplicaDirectoryId must be a 16-byte UUID')
+        out += _S_iuqqq.pack(obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    out += _S_iiq.pack(obj.leader_id, obj.leader_epoch, obj.high_watermark)
-    current_voters_value = obj.current_voters
-    if current_voters_value is None:
-        raise EncodeError('CurrentVoters cannot be null in version 2')
-    else:
-        write_uvarint(out, len(current_voters_value) + 1)
-        for current_voters_item in current_voters_value:
-            _encode_ReplicaState_v2(current_voters_item, out)
-    observers_value = obj.observers
-    if observers_value is None:
-        raise EncodeError('Observers cannot be null in version 2')
-    else:
-        write_uvarint(out, len(observers_value) + 1)
-        for observers_item in observers_value:
-            _encode_ReplicaState_v2(observers_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v2(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        out += _S_iiq.pack(obj.leader_id, obj.leader_epoch, obj.high_watermark)
+        current_voters_value = obj.current_voters
+        if current_voters_value is None:
+            raise EncodeError('CurrentVoters cannot be null in version 2')
+        else:
+            current_voters_count = len(current_voters_value)
+            if current_voters_count < 127:
+                out.append(current_voters_count + 1)
+            else:
+                write_uvarint(out, current_voters_count + 1)
+            _encode_many_ReplicaState_v2(current_voters_value, out)
+        observers_value = obj.observers
+        if observers_value is None:
+            raise EncodeError('Observers cannot be null in version 2')
+        else:
+            observers_count = len(observers_value)
+            if observers_count < 127:
+                out.append(observers_count + 1)
+            else:
+                write_uvarint(out, observers_count + 1)
+            _encode_many_ReplicaState_v2(observers_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v2(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v2(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v2(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_Listener_v2(obj: Listener, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Listener_v2(items: list[Listener], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_Node_v2(obj: Node, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    listeners_value = obj.listeners
-    if listeners_value is None:
-        raise EncodeError('Listeners cannot be null in version 2')
-    else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v2(listeners_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Node_v2(items: list[Node], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        listeners_value = obj.listeners
+        if listeners_value is None:
+            raise EncodeError('Listeners cannot be null in version 2')
+        else:
+            listeners_count = len(listeners_value)
+            if listeners_count < 127:
+                out.append(listeners_count + 1)
+            else:
+                write_uvarint(out, listeners_count + 1)
+            _encode_many_Listener_v2(listeners_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_DescribeQuorumResponse_v2(obj: DescribeQuorumResponse, out: bytearray) -> None:
@@ -954,16 +1001,22 @@ def _encode_DescribeQuorumResponse_v2(obj: DescribeQuorumResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v2(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v2(topics_value, out)
     nodes_value = obj.nodes
     if nodes_value is None:
         raise EncodeError('Nodes cannot be null in version 2')
     else:
-        write_uvarint(out, len(nodes_value) + 1)
-        for nodes_item in nodes_value:
-            _encode_Node_v2(nodes_item, out)
+        nodes_count = len(nodes_value)
+        if nodes_count < 127:
+            out.append(nodes_count + 1)
+        else:
+            write_uvarint(out, nodes_count + 1)
+        _encode_many_Node_v2(nodes_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

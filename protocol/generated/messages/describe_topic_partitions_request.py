@@ -169,12 +169,13 @@ def _decode_DescribeTopicPartitionsRequest_v0(buf: bytes, pos: int) -> tuple[Des
     return obj, pos
 
 
-def _encode_TopicRequest_v0(obj: TopicRequest, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicRequest_v0(items: list[TopicRequest], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_Cursor_v0(obj: Cursor, out: bytearray) -> None:
@@ -191,9 +192,12 @@ def _encode_DescribeTopicPartitionsRequest_v0(obj: DescribeTopicPartitionsReques
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicRequest_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicRequest_v0(topics_value, out)
     out += _S_i.pack(obj.response_partition_limit)
     cursor_value = obj.cursor
     if cursor_value is None:

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     ZERO_UUID,
     read_compact_nullable_string,
@@ -343,67 +344,87 @@ def _decode_DescribeTopicPartitionsResponse_v0(buf: bytes, pos: int) -> tuple[De
     return obj, pos
 
 
-def _encode_DescribeTopicPartitionsResponsePartition_v0(obj: DescribeTopicPartitionsResponsePartition, out: bytearray) -> None:
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 0')
-    else:
-        write_uvarint(out, len(replica_nodes_value) + 1)
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 0')
-    else:
-        write_uvarint(out, len(isr_nodes_value) + 1)
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    eligible_leader_replicas_value = obj.eligible_leader_replicas
-    if eligible_leader_replicas_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(eligible_leader_replicas_value) + 1)
-        if eligible_leader_replicas_value:
-            out += INT32_ARRAYS[len(eligible_leader_replicas_value)].pack(*eligible_leader_replicas_value)
-    last_known_elr_value = obj.last_known_elr
-    if last_known_elr_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(last_known_elr_value) + 1)
-        if last_known_elr_value:
-            out += INT32_ARRAYS[len(last_known_elr_value)].pack(*last_known_elr_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 0')
-    else:
-        write_uvarint(out, len(offline_replicas_value) + 1)
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DescribeTopicPartitionsResponsePartition_v0(items: list[DescribeTopicPartitionsResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 0')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            if replica_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[replica_nodes_count].pack(replica_nodes_count + 1, *replica_nodes_value)
+            else:
+                write_uvarint(out, replica_nodes_count + 1)
+                out += INT32_ARRAYS[replica_nodes_count].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 0')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            if isr_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_nodes_count].pack(isr_nodes_count + 1, *isr_nodes_value)
+            else:
+                write_uvarint(out, isr_nodes_count + 1)
+                out += INT32_ARRAYS[isr_nodes_count].pack(*isr_nodes_value)
+        eligible_leader_replicas_value = obj.eligible_leader_replicas
+        if eligible_leader_replicas_value is None:
+            out.append(0)
+        else:
+            eligible_leader_replicas_count = len(eligible_leader_replicas_value)
+            if eligible_leader_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[eligible_leader_replicas_count].pack(eligible_leader_replicas_count + 1, *eligible_leader_replicas_value)
+            else:
+                write_uvarint(out, eligible_leader_replicas_count + 1)
+                out += INT32_ARRAYS[eligible_leader_replicas_count].pack(*eligible_leader_replicas_value)
+        last_known_elr_value = obj.last_known_elr
+        if last_known_elr_value is None:
+            out.append(0)
+        else:
+            last_known_elr_count = len(last_known_elr_value)
+            if last_known_elr_count < 127:
+                out += COUNTED_INT32_ARRAYS[last_known_elr_count].pack(last_known_elr_count + 1, *last_known_elr_value)
+            else:
+                write_uvarint(out, last_known_elr_count + 1)
+                out += INT32_ARRAYS[last_known_elr_count].pack(*last_known_elr_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 0')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            if offline_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[offline_replicas_count].pack(offline_replicas_count + 1, *offline_replicas_value)
+            else:
+                write_uvarint(out, offline_replicas_count + 1)
+                out += INT32_ARRAYS[offline_replicas_count].pack(*offline_replicas_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_DescribeTopicPartitionsResponseTopic_v0(obj: DescribeTopicPartitionsResponseTopic, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.name)
-    if len(obj.topic_id) != 16:
-        raise EncodeError('DescribeTopicPartitionsResponseTopic.TopicId must be a 16-byte UUID')
-    out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_DescribeTopicPartitionsResponsePartition_v0(partitions_item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_DescribeTopicPartitionsResponseTopic_v0(items: list[DescribeTopicPartitionsResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.name)
+        if len(obj.topic_id) != 16:
+            raise EncodeError('DescribeTopicPartitionsResponseTopic.TopicId must be a 16-byte UUID')
+        out += _S_uo.pack(obj.topic_id, obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_DescribeTopicPartitionsResponsePartition_v0(partitions_value, out)
+        out += _S_i.pack(obj.topic_authorized_operations)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_Cursor_v0(obj: Cursor, out: bytearray) -> None:
@@ -421,9 +442,12 @@ def _encode_DescribeTopicPartitionsResponse_v0(obj: DescribeTopicPartitionsRespo
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_DescribeTopicPartitionsResponseTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_DescribeTopicPartitionsResponseTopic_v0(topics_value, out)
     next_cursor_value = obj.next_cursor
     if next_cursor_value is None:
         out.append(255)

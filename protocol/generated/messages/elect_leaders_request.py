@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
     read_compact_string,
@@ -106,15 +107,17 @@ def _decode_ElectLeadersRequest_v0(buf: bytes, pos: int) -> tuple[ElectLeadersRe
     return obj, pos
 
 
-def _encode_TopicPartitions_v0(obj: TopicPartitions, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
+def _encode_many_TopicPartitions_v0(items: list[TopicPartitions], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            if partitions_value:
+                out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_ElectLeadersRequest_v0(obj: ElectLeadersRequest, out: bytearray) -> None:
@@ -124,9 +127,9 @@ def _encode_ElectLeadersRequest_v0(obj: ElectLeadersRequest, out: bytearray) -> 
     if topic_partitions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topic_partitions_value))
-        for topic_partitions_item in topic_partitions_value:
-            _encode_TopicPartitions_v0(topic_partitions_item, out)
+        topic_partitions_count = len(topic_partitions_value)
+        out += INT32.pack(topic_partitions_count)
+        _encode_many_TopicPartitions_v0(topic_partitions_value, out)
     out += _S_i.pack(obj.timeout_ms)
 
 
@@ -152,15 +155,17 @@ def _decode_ElectLeadersRequest_v1(buf: bytes, pos: int) -> tuple[ElectLeadersRe
     return obj, pos
 
 
-def _encode_TopicPartitions_v1(obj: TopicPartitions, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partitions_value))
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
+def _encode_many_TopicPartitions_v1(items: list[TopicPartitions], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            if partitions_value:
+                out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_ElectLeadersRequest_v1(obj: ElectLeadersRequest, out: bytearray) -> None:
@@ -169,9 +174,9 @@ def _encode_ElectLeadersRequest_v1(obj: ElectLeadersRequest, out: bytearray) -> 
     if topic_partitions_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topic_partitions_value))
-        for topic_partitions_item in topic_partitions_value:
-            _encode_TopicPartitions_v1(topic_partitions_item, out)
+        topic_partitions_count = len(topic_partitions_value)
+        out += INT32.pack(topic_partitions_count)
+        _encode_many_TopicPartitions_v1(topic_partitions_value, out)
     out += _S_i.pack(obj.timeout_ms)
 
 
@@ -264,19 +269,23 @@ def _decode_ElectLeadersRequest_v2(buf: bytes, pos: int) -> tuple[ElectLeadersRe
     return obj, pos
 
 
-def _encode_TopicPartitions_v2(obj: TopicPartitions, out: bytearray) -> None:
-    write_compact_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicPartitions_v2(items: list[TopicPartitions], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out += COUNTED_INT32_ARRAYS[partitions_count].pack(partitions_count + 1, *partitions_value)
+            else:
+                write_uvarint(out, partitions_count + 1)
+                out += INT32_ARRAYS[partitions_count].pack(*partitions_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ElectLeadersRequest_v2(obj: ElectLeadersRequest, out: bytearray) -> None:
@@ -285,9 +294,12 @@ def _encode_ElectLeadersRequest_v2(obj: ElectLeadersRequest, out: bytearray) -> 
     if topic_partitions_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(topic_partitions_value) + 1)
-        for topic_partitions_item in topic_partitions_value:
-            _encode_TopicPartitions_v2(topic_partitions_item, out)
+        topic_partitions_count = len(topic_partitions_value)
+        if topic_partitions_count < 127:
+            out.append(topic_partitions_count + 1)
+        else:
+            write_uvarint(out, topic_partitions_count + 1)
+        _encode_many_TopicPartitions_v2(topic_partitions_value, out)
     out += _S_i.pack(obj.timeout_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -135,20 +135,22 @@ def _decode_ElectLeadersResponse_v0(buf: bytes, pos: int) -> tuple[ElectLeadersR
     return obj, pos
 
 
-def _encode_PartitionResult_v0(obj: PartitionResult, out: bytearray) -> None:
-    out += _S_ih.pack(obj.partition_id, obj.error_code)
-    write_nullable_string(out, obj.error_message)
+def _encode_many_PartitionResult_v0(items: list[PartitionResult], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ih.pack(obj.partition_id, obj.error_code)
+        write_nullable_string(out, obj.error_message)
 
 
-def _encode_ReplicaElectionResult_v0(obj: ReplicaElectionResult, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partition_result_value = obj.partition_result
-    if partition_result_value is None:
-        raise EncodeError('PartitionResult cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partition_result_value))
-        for partition_result_item in partition_result_value:
-            _encode_PartitionResult_v0(partition_result_item, out)
+def _encode_many_ReplicaElectionResult_v0(items: list[ReplicaElectionResult], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partition_result_value = obj.partition_result
+        if partition_result_value is None:
+            raise EncodeError('PartitionResult cannot be null in version 0')
+        else:
+            partition_result_count = len(partition_result_value)
+            out += INT32.pack(partition_result_count)
+            _encode_many_PartitionResult_v0(partition_result_value, out)
 
 
 def _encode_ElectLeadersResponse_v0(obj: ElectLeadersResponse, out: bytearray) -> None:
@@ -159,9 +161,9 @@ def _encode_ElectLeadersResponse_v0(obj: ElectLeadersResponse, out: bytearray) -
     if replica_election_results_value is None:
         raise EncodeError('ReplicaElectionResults cannot be null in version 0')
     else:
-        out += INT32.pack(len(replica_election_results_value))
-        for replica_election_results_item in replica_election_results_value:
-            _encode_ReplicaElectionResult_v0(replica_election_results_item, out)
+        replica_election_results_count = len(replica_election_results_value)
+        out += INT32.pack(replica_election_results_count)
+        _encode_many_ReplicaElectionResult_v0(replica_election_results_value, out)
 
 
 def _decode_ElectLeadersResponse_v1(buf: bytes, pos: int) -> tuple[ElectLeadersResponse, int]:
@@ -183,15 +185,16 @@ def _decode_ElectLeadersResponse_v1(buf: bytes, pos: int) -> tuple[ElectLeadersR
     return obj, pos
 
 
-def _encode_ReplicaElectionResult_v1(obj: ReplicaElectionResult, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partition_result_value = obj.partition_result
-    if partition_result_value is None:
-        raise EncodeError('PartitionResult cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partition_result_value))
-        for partition_result_item in partition_result_value:
-            _encode_PartitionResult_v0(partition_result_item, out)
+def _encode_many_ReplicaElectionResult_v1(items: list[ReplicaElectionResult], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partition_result_value = obj.partition_result
+        if partition_result_value is None:
+            raise EncodeError('PartitionResult cannot be null in version 1')
+        else:
+            partition_result_count = len(partition_result_value)
+            out += INT32.pack(partition_result_count)
+            _encode_many_PartitionResult_v0(partition_result_value, out)
 
 
 def _encode_ElectLeadersResponse_v1(obj: ElectLeadersResponse, out: bytearray) -> None:
@@ -200,9 +203,9 @@ def _encode_ElectLeadersResponse_v1(obj: ElectLeadersResponse, out: bytearray) -
     if replica_election_results_value is None:
         raise EncodeError('ReplicaElectionResults cannot be null in version 1')
     else:
-        out += INT32.pack(len(replica_election_results_value))
-        for replica_election_results_item in replica_election_results_value:
-            _encode_ReplicaElectionResult_v1(replica_election_results_item, out)
+        replica_election_results_count = len(replica_election_results_value)
+        out += INT32.pack(replica_election_results_count)
+        _encode_many_ReplicaElectionResult_v1(replica_election_results_value, out)
 
 
 def _decode_many_PartitionResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionResult], int]:
@@ -319,28 +322,33 @@ def _decode_ElectLeadersResponse_v2(buf: bytes, pos: int) -> tuple[ElectLeadersR
     return obj, pos
 
 
-def _encode_PartitionResult_v2(obj: PartitionResult, out: bytearray) -> None:
-    out += _S_ih.pack(obj.partition_id, obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionResult_v2(items: list[PartitionResult], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ih.pack(obj.partition_id, obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ReplicaElectionResult_v2(obj: ReplicaElectionResult, out: bytearray) -> None:
-    write_compact_string(out, obj.topic)
-    partition_result_value = obj.partition_result
-    if partition_result_value is None:
-        raise EncodeError('PartitionResult cannot be null in version 2')
-    else:
-        write_uvarint(out, len(partition_result_value) + 1)
-        for partition_result_item in partition_result_value:
-            _encode_PartitionResult_v2(partition_result_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReplicaElectionResult_v2(items: list[ReplicaElectionResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic)
+        partition_result_value = obj.partition_result
+        if partition_result_value is None:
+            raise EncodeError('PartitionResult cannot be null in version 2')
+        else:
+            partition_result_count = len(partition_result_value)
+            if partition_result_count < 127:
+                out.append(partition_result_count + 1)
+            else:
+                write_uvarint(out, partition_result_count + 1)
+            _encode_many_PartitionResult_v2(partition_result_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ElectLeadersResponse_v2(obj: ElectLeadersResponse, out: bytearray) -> None:
@@ -349,9 +357,12 @@ def _encode_ElectLeadersResponse_v2(obj: ElectLeadersResponse, out: bytearray) -
     if replica_election_results_value is None:
         raise EncodeError('ReplicaElectionResults cannot be null in version 2')
     else:
-        write_uvarint(out, len(replica_election_results_value) + 1)
-        for replica_election_results_item in replica_election_results_value:
-            _encode_ReplicaElectionResult_v2(replica_election_results_item, out)
+        replica_election_results_count = len(replica_election_results_value)
+        if replica_election_results_count < 127:
+            out.append(replica_election_results_count + 1)
+        else:
+            write_uvarint(out, replica_election_results_count + 1)
+        _encode_many_ReplicaElectionResult_v2(replica_election_results_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

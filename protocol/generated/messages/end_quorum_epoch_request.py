@@ -184,26 +184,29 @@ def _decode_EndQuorumEpochRequest_v0(buf: bytes, pos: int) -> tuple[EndQuorumEpo
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
-    preferred_successors_value = obj.preferred_successors
-    if preferred_successors_value is None:
-        raise EncodeError('PreferredSuccessors cannot be null in version 0')
-    else:
-        out += INT32.pack(len(preferred_successors_value))
-        if preferred_successors_value:
-            out += INT32_ARRAYS[len(preferred_successors_value)].pack(*preferred_successors_value)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
+        preferred_successors_value = obj.preferred_successors
+        if preferred_successors_value is None:
+            raise EncodeError('PreferredSuccessors cannot be null in version 0')
+        else:
+            preferred_successors_count = len(preferred_successors_value)
+            out += INT32.pack(preferred_successors_count)
+            if preferred_successors_value:
+                out += INT32_ARRAYS[len(preferred_successors_value)].pack(*preferred_successors_value)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    write_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v0(partitions_value, out)
 
 
 def _encode_EndQuorumEpochRequest_v0(obj: EndQuorumEpochRequest, out: bytearray) -> None:
@@ -212,9 +215,9 @@ def _encode_EndQuorumEpochRequest_v0(obj: EndQuorumEpochRequest, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_TopicData_v0(topics_value, out)
 
 
 def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaInfo], int]:
@@ -418,54 +421,64 @@ def _decode_EndQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpo
     return obj, pos
 
 
-def _encode_ReplicaInfo_v1(obj: ReplicaInfo, out: bytearray) -> None:
-    if len(obj.candidate_directory_id) != 16:
-        raise EncodeError('ReplicaInfo.CandidateDirectoryId must be a 16-byte UUID')
-    out += _S_iu.pack(obj.candidate_id, obj.candidate_directory_id)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ReplicaInfo_v1(items: list[ReplicaInfo], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.candidate_directory_id) != 16:
+            raise EncodeError('ReplicaInfo.CandidateDirectoryId must be a 16-byte UUID')
+        out += _S_iu.pack(obj.candidate_id, obj.candidate_directory_id)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
-    preferred_candidates_value = obj.preferred_candidates
-    if preferred_candidates_value is None:
-        raise EncodeError('PreferredCandidates cannot be null in version 1')
-    else:
-        write_uvarint(out, len(preferred_candidates_value) + 1)
-        for preferred_candidates_item in preferred_candidates_value:
-            _encode_ReplicaInfo_v1(preferred_candidates_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v1(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_iii.pack(obj.partition_index, obj.leader_id, obj.leader_epoch)
+        preferred_candidates_value = obj.preferred_candidates
+        if preferred_candidates_value is None:
+            raise EncodeError('PreferredCandidates cannot be null in version 1')
+        else:
+            preferred_candidates_count = len(preferred_candidates_value)
+            if preferred_candidates_count < 127:
+                out.append(preferred_candidates_count + 1)
+            else:
+                write_uvarint(out, preferred_candidates_count + 1)
+            _encode_many_ReplicaInfo_v1(preferred_candidates_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v1(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_LeaderEndpoint_v1(obj: LeaderEndpoint, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_LeaderEndpoint_v1(items: list[LeaderEndpoint], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_EndQuorumEpochRequest_v1(obj: EndQuorumEpochRequest, out: bytearray) -> None:
@@ -474,16 +487,22 @@ def _encode_EndQuorumEpochRequest_v1(obj: EndQuorumEpochRequest, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v1(topics_value, out)
     leader_endpoints_value = obj.leader_endpoints
     if leader_endpoints_value is None:
         raise EncodeError('LeaderEndpoints cannot be null in version 1')
     else:
-        write_uvarint(out, len(leader_endpoints_value) + 1)
-        for leader_endpoints_item in leader_endpoints_value:
-            _encode_LeaderEndpoint_v1(leader_endpoints_item, out)
+        leader_endpoints_count = len(leader_endpoints_value)
+        if leader_endpoints_count < 127:
+            out.append(leader_endpoints_count + 1)
+        else:
+            write_uvarint(out, leader_endpoints_count + 1)
+        _encode_many_LeaderEndpoint_v1(leader_endpoints_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

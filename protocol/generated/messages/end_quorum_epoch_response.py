@@ -150,19 +150,21 @@ def _decode_EndQuorumEpochResponse_v0(buf: bytes, pos: int) -> tuple[EndQuorumEp
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    write_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v0(partitions_value, out)
 
 
 def _encode_EndQuorumEpochResponse_v0(obj: EndQuorumEpochResponse, out: bytearray) -> None:
@@ -173,9 +175,9 @@ def _encode_EndQuorumEpochResponse_v0(obj: EndQuorumEpochResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_TopicData_v0(topics_value, out)
 
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
@@ -342,37 +344,43 @@ def _decode_EndQuorumEpochResponse_v1(buf: bytes, pos: int) -> tuple[EndQuorumEp
     return obj, pos
 
 
-def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v1(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihii.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v1(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_NodeEndpoint_v1(obj: NodeEndpoint, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_NodeEndpoint_v1(items: list[NodeEndpoint], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_EndQuorumEpochResponse_v1(obj: EndQuorumEpochResponse, out: bytearray) -> None:
@@ -381,9 +389,12 @@ def _encode_EndQuorumEpochResponse_v1(obj: EndQuorumEpochResponse, out: bytearra
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v1(topics_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
@@ -391,9 +402,12 @@ def _encode_EndQuorumEpochResponse_v1(obj: EndQuorumEpochResponse, out: bytearra
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 1')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v1(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

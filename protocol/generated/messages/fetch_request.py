@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
     ZERO_UUID,
@@ -213,21 +214,23 @@ def _decode_FetchRequest_v0(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v0(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 0')
-    out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v0(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 0')
+        out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v0(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v0(partitions_item, out)
+def _encode_many_FetchTopic_v0(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v0(partitions_value, out)
 
 
 def _encode_FetchRequest_v0(obj: FetchRequest, out: bytearray) -> None:
@@ -240,26 +243,28 @@ def _encode_FetchRequest_v0(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v0(topics_value, out)
 
 
-def _encode_FetchPartition_v1(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 1')
-    out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v1(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 1')
+        out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v1(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v1(partitions_item, out)
+def _encode_many_FetchTopic_v1(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v1(partitions_value, out)
 
 
 def _encode_FetchRequest_v1(obj: FetchRequest, out: bytearray) -> None:
@@ -272,26 +277,28 @@ def _encode_FetchRequest_v1(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v1(topics_value, out)
 
 
-def _encode_FetchPartition_v2(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 2')
-    out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v2(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 2')
+        out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v2(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v2(partitions_item, out)
+def _encode_many_FetchTopic_v2(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v2(partitions_value, out)
 
 
 def _encode_FetchRequest_v2(obj: FetchRequest, out: bytearray) -> None:
@@ -304,9 +311,9 @@ def _encode_FetchRequest_v2(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v2(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v2(topics_value, out)
 
 
 def _decode_FetchRequest_v3(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
@@ -335,21 +342,23 @@ def _decode_FetchRequest_v3(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v3(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 3')
-    out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v3(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 3')
+        out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v3(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 3')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v3(partitions_item, out)
+def _encode_many_FetchTopic_v3(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 3')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v3(partitions_value, out)
 
 
 def _encode_FetchRequest_v3(obj: FetchRequest, out: bytearray) -> None:
@@ -362,9 +371,9 @@ def _encode_FetchRequest_v3(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v3(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v3(topics_value, out)
 
 
 def _decode_FetchRequest_v4(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
@@ -392,21 +401,23 @@ def _decode_FetchRequest_v4(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v4(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 4')
-    out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v4(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 4')
+        out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v4(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 4')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v4(partitions_item, out)
+def _encode_many_FetchTopic_v4(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 4')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v4(partitions_value, out)
 
 
 def _encode_FetchRequest_v4(obj: FetchRequest, out: bytearray) -> None:
@@ -419,9 +430,9 @@ def _encode_FetchRequest_v4(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v4(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v4(topics_value, out)
 
 
 def _decode_many_FetchPartition_v5(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
@@ -490,21 +501,23 @@ def _decode_FetchRequest_v5(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v5(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 5')
-    out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v5(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 5')
+        out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v5(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 5')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v5(partitions_item, out)
+def _encode_many_FetchTopic_v5(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 5')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v5(partitions_value, out)
 
 
 def _encode_FetchRequest_v5(obj: FetchRequest, out: bytearray) -> None:
@@ -517,26 +530,28 @@ def _encode_FetchRequest_v5(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v5(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v5(topics_value, out)
 
 
-def _encode_FetchPartition_v6(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 6')
-    out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v6(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 6')
+        out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v6(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 6')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v6(partitions_item, out)
+def _encode_many_FetchTopic_v6(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 6')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v6(partitions_value, out)
 
 
 def _encode_FetchRequest_v6(obj: FetchRequest, out: bytearray) -> None:
@@ -549,9 +564,9 @@ def _encode_FetchRequest_v6(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v6(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v6(topics_value, out)
 
 
 def _decode_many_ForgottenTopic_v7(buf: bytes, pos: int, count: int) -> tuple[list[ForgottenTopic], int]:
@@ -611,32 +626,36 @@ def _decode_FetchRequest_v7(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v7(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 7')
-    out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v7(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 7')
+        out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v7(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 7')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v7(partitions_item, out)
+def _encode_many_FetchTopic_v7(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 7')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v7(partitions_value, out)
 
 
-def _encode_ForgottenTopic_v7(obj: ForgottenTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 7')
-    else:
-        out += INT32.pack(len(partitions_value))
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
+def _encode_many_ForgottenTopic_v7(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 7')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            if partitions_value:
+                out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v7(obj: FetchRequest, out: bytearray) -> None:
@@ -647,44 +666,48 @@ def _encode_FetchRequest_v7(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v7(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v7(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 7')
     else:
-        out += INT32.pack(len(forgotten_topics_data_value))
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v7(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        out += INT32.pack(forgotten_topics_data_count)
+        _encode_many_ForgottenTopic_v7(forgotten_topics_data_value, out)
 
 
-def _encode_FetchPartition_v8(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 8')
-    out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v8(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 8')
+        out += _S_iqqi.pack(obj.partition, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v8(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 8')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v8(partitions_item, out)
+def _encode_many_FetchTopic_v8(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 8')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v8(partitions_value, out)
 
 
-def _encode_ForgottenTopic_v8(obj: ForgottenTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 8')
-    else:
-        out += INT32.pack(len(partitions_value))
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
+def _encode_many_ForgottenTopic_v8(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 8')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            if partitions_value:
+                out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v8(obj: FetchRequest, out: bytearray) -> None:
@@ -695,16 +718,16 @@ def _encode_FetchRequest_v8(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 8')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v8(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v8(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 8')
     else:
-        out += INT32.pack(len(forgotten_topics_data_value))
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v8(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        out += INT32.pack(forgotten_topics_data_count)
+        _encode_many_ForgottenTopic_v8(forgotten_topics_data_value, out)
 
 
 def _decode_many_FetchPartition_v9(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
@@ -776,32 +799,36 @@ def _decode_FetchRequest_v9(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v9(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 9')
-    out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v9(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 9')
+        out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v9(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 9')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v9(partitions_item, out)
+def _encode_many_FetchTopic_v9(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 9')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v9(partitions_value, out)
 
 
-def _encode_ForgottenTopic_v9(obj: ForgottenTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 9')
-    else:
-        out += INT32.pack(len(partitions_value))
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
+def _encode_many_ForgottenTopic_v9(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 9')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            if partitions_value:
+                out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v9(obj: FetchRequest, out: bytearray) -> None:
@@ -812,44 +839,48 @@ def _encode_FetchRequest_v9(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 9')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v9(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v9(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 9')
     else:
-        out += INT32.pack(len(forgotten_topics_data_value))
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v9(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        out += INT32.pack(forgotten_topics_data_count)
+        _encode_many_ForgottenTopic_v9(forgotten_topics_data_value, out)
 
 
-def _encode_FetchPartition_v10(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 10')
-    out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v10(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 10')
+        out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v10(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 10')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v10(partitions_item, out)
+def _encode_many_FetchTopic_v10(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 10')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v10(partitions_value, out)
 
 
-def _encode_ForgottenTopic_v10(obj: ForgottenTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 10')
-    else:
-        out += INT32.pack(len(partitions_value))
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
+def _encode_many_ForgottenTopic_v10(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 10')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            if partitions_value:
+                out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v10(obj: FetchRequest, out: bytearray) -> None:
@@ -860,16 +891,16 @@ def _encode_FetchRequest_v10(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 10')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v10(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v10(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 10')
     else:
-        out += INT32.pack(len(forgotten_topics_data_value))
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v10(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        out += INT32.pack(forgotten_topics_data_count)
+        _encode_many_ForgottenTopic_v10(forgotten_topics_data_value, out)
 
 
 def _decode_FetchRequest_v11(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
@@ -901,32 +932,36 @@ def _decode_FetchRequest_v11(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v11(obj: FetchPartition, out: bytearray) -> None:
-    if obj.last_fetched_epoch != -1:
-        raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 11')
-    out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
+def _encode_many_FetchPartition_v11(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.last_fetched_epoch != -1:
+            raise EncodeError('FetchPartition.LastFetchedEpoch cannot be sent in version 11')
+        out += _S_iiqqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.log_start_offset, obj.partition_max_bytes)
 
 
-def _encode_FetchTopic_v11(obj: FetchTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 11')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v11(partitions_item, out)
+def _encode_many_FetchTopic_v11(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 11')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_FetchPartition_v11(partitions_value, out)
 
 
-def _encode_ForgottenTopic_v11(obj: ForgottenTopic, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 11')
-    else:
-        out += INT32.pack(len(partitions_value))
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
+def _encode_many_ForgottenTopic_v11(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 11')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            if partitions_value:
+                out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
 
 
 def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
@@ -937,16 +972,16 @@ def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 11')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_FetchTopic_v11(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_FetchTopic_v11(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 11')
     else:
-        out += INT32.pack(len(forgotten_topics_data_value))
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v11(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        out += INT32.pack(forgotten_topics_data_count)
+        _encode_many_ForgottenTopic_v11(forgotten_topics_data_value, out)
     write_string(out, obj.rack_id)
 
 
@@ -1132,42 +1167,51 @@ def _decode_FetchRequest_v12(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v12(obj: FetchPartition, out: bytearray) -> None:
-    out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchPartition_v12(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_FetchTopic_v12(obj: FetchTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 12')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v12(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchTopic_v12(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 12')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_FetchPartition_v12(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ForgottenTopic_v12(obj: ForgottenTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 12')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ForgottenTopic_v12(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 12')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out += COUNTED_INT32_ARRAYS[partitions_count].pack(partitions_count + 1, *partitions_value)
+            else:
+                write_uvarint(out, partitions_count + 1)
+                out += INT32_ARRAYS[partitions_count].pack(*partitions_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchRequest_v12(obj: FetchRequest, out: bytearray) -> None:
@@ -1178,16 +1222,22 @@ def _encode_FetchRequest_v12(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 12')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_FetchTopic_v12(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_FetchTopic_v12(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 12')
     else:
-        write_uvarint(out, len(forgotten_topics_data_value) + 1)
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v12(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        if forgotten_topics_data_count < 127:
+            out.append(forgotten_topics_data_count + 1)
+        else:
+            write_uvarint(out, forgotten_topics_data_count + 1)
+        _encode_many_ForgottenTopic_v12(forgotten_topics_data_value, out)
     write_compact_string(out, obj.rack_id)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
@@ -1351,38 +1401,46 @@ def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchTopic_v13(obj: FetchTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 13')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v12(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchTopic_v13(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 13')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_FetchPartition_v12(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ForgottenTopic_v13(obj: ForgottenTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 13')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ForgottenTopic_v13(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 13')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out += COUNTED_INT32_ARRAYS[partitions_count].pack(partitions_count + 1, *partitions_value)
+            else:
+                write_uvarint(out, partitions_count + 1)
+                out += INT32_ARRAYS[partitions_count].pack(*partitions_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchRequest_v13(obj: FetchRequest, out: bytearray) -> None:
@@ -1393,16 +1451,22 @@ def _encode_FetchRequest_v13(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 13')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_FetchTopic_v13(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_FetchTopic_v13(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 13')
     else:
-        write_uvarint(out, len(forgotten_topics_data_value) + 1)
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v13(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        if forgotten_topics_data_count < 127:
+            out.append(forgotten_topics_data_count + 1)
+        else:
+            write_uvarint(out, forgotten_topics_data_count + 1)
+        _encode_many_ForgottenTopic_v13(forgotten_topics_data_value, out)
     write_compact_string(out, obj.rack_id)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
@@ -1415,38 +1479,46 @@ def _encode_FetchRequest_v13(obj: FetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_FetchTopic_v14(obj: FetchTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 14')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v12(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchTopic_v14(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 14')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_FetchPartition_v12(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ForgottenTopic_v14(obj: ForgottenTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 14')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ForgottenTopic_v14(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 14')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out += COUNTED_INT32_ARRAYS[partitions_count].pack(partitions_count + 1, *partitions_value)
+            else:
+                write_uvarint(out, partitions_count + 1)
+                out += INT32_ARRAYS[partitions_count].pack(*partitions_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchRequest_v14(obj: FetchRequest, out: bytearray) -> None:
@@ -1457,16 +1529,22 @@ def _encode_FetchRequest_v14(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 14')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_FetchTopic_v14(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_FetchTopic_v14(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 14')
     else:
-        write_uvarint(out, len(forgotten_topics_data_value) + 1)
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v14(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        if forgotten_topics_data_count < 127:
+            out.append(forgotten_topics_data_count + 1)
+        else:
+            write_uvarint(out, forgotten_topics_data_count + 1)
+        _encode_many_ForgottenTopic_v14(forgotten_topics_data_value, out)
     write_compact_string(out, obj.rack_id)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
@@ -1570,38 +1648,46 @@ def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchTopic_v15(obj: FetchTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 15')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v12(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchTopic_v15(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 15')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_FetchPartition_v12(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ForgottenTopic_v15(obj: ForgottenTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 15')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ForgottenTopic_v15(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 15')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out += COUNTED_INT32_ARRAYS[partitions_count].pack(partitions_count + 1, *partitions_value)
+            else:
+                write_uvarint(out, partitions_count + 1)
+                out += INT32_ARRAYS[partitions_count].pack(*partitions_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ReplicaState_v15(obj: ReplicaState, out: bytearray) -> None:
@@ -1620,16 +1706,22 @@ def _encode_FetchRequest_v15(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 15')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_FetchTopic_v15(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_FetchTopic_v15(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 15')
     else:
-        write_uvarint(out, len(forgotten_topics_data_value) + 1)
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v15(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        if forgotten_topics_data_count < 127:
+            out.append(forgotten_topics_data_count + 1)
+        else:
+            write_uvarint(out, forgotten_topics_data_count + 1)
+        _encode_many_ForgottenTopic_v15(forgotten_topics_data_value, out)
     write_compact_string(out, obj.rack_id)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
@@ -1650,38 +1742,46 @@ def _encode_FetchRequest_v15(obj: FetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_FetchTopic_v16(obj: FetchTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 16')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v12(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchTopic_v16(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 16')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_FetchPartition_v12(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ForgottenTopic_v16(obj: ForgottenTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 16')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ForgottenTopic_v16(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 16')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out += COUNTED_INT32_ARRAYS[partitions_count].pack(partitions_count + 1, *partitions_value)
+            else:
+                write_uvarint(out, partitions_count + 1)
+                out += INT32_ARRAYS[partitions_count].pack(*partitions_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
@@ -1692,16 +1792,22 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 16')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_FetchTopic_v16(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_FetchTopic_v16(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 16')
     else:
-        write_uvarint(out, len(forgotten_topics_data_value) + 1)
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v16(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        if forgotten_topics_data_count < 127:
+            out.append(forgotten_topics_data_count + 1)
+        else:
+            write_uvarint(out, forgotten_topics_data_count + 1)
+        _encode_many_ForgottenTopic_v16(forgotten_topics_data_value, out)
     write_compact_string(out, obj.rack_id)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
@@ -1868,53 +1974,62 @@ def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
     return obj, pos
 
 
-def _encode_FetchPartition_v17(obj: FetchPartition, out: bytearray) -> None:
-    out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.replica_directory_id != ZERO_UUID:
-        field_out = bytearray()
-        if len(obj.replica_directory_id) != 16:
-            raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
-        field_out += _S_u.pack(obj.replica_directory_id)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchPartition_v17(items: list[FetchPartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.replica_directory_id != ZERO_UUID:
+            field_out = bytearray()
+            if len(obj.replica_directory_id) != 16:
+                raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
+            field_out += _S_u.pack(obj.replica_directory_id)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_FetchTopic_v17(obj: FetchTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 17')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_FetchPartition_v17(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchTopic_v17(items: list[FetchTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 17')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_FetchPartition_v17(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ForgottenTopic_v17(obj: ForgottenTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 17')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        if partitions_value:
-            out += INT32_ARRAYS[len(partitions_value)].pack(*partitions_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ForgottenTopic_v17(items: list[ForgottenTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('ForgottenTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 17')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out += COUNTED_INT32_ARRAYS[partitions_count].pack(partitions_count + 1, *partitions_value)
+            else:
+                write_uvarint(out, partitions_count + 1)
+                out += INT32_ARRAYS[partitions_count].pack(*partitions_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchRequest_v17(obj: FetchRequest, out: bytearray) -> None:
@@ -1925,16 +2040,22 @@ def _encode_FetchRequest_v17(obj: FetchRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 17')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_FetchTopic_v17(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_FetchTopic_v17(topics_value, out)
     forgotten_topics_data_value = obj.forgotten_topics_data
     if forgotten_topics_data_value is None:
         raise EncodeError('ForgottenTopicsData cannot be null in version 17')
     else:
-        write_uvarint(out, len(forgotten_topics_data_value) + 1)
-        for forgotten_topics_data_item in forgotten_topics_data_value:
-            _encode_ForgottenTopic_v17(forgotten_topics_data_item, out)
+        forgotten_topics_data_count = len(forgotten_topics_data_value)
+        if forgotten_topics_data_count < 127:
+            out.append(forgotten_topics_data_count + 1)
+        else:
+            write_uvarint(out, forgotten_topics_data_count + 1)
+        _encode_many_ForgottenTopic_v17(forgotten_topics_data_value, out)
     write_compact_string(out, obj.rack_id)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:

@@ -251,28 +251,30 @@ def _decode_FetchResponse_v0(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 0')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 0')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 0')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 0')
-    out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 0')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 0')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 0')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 0')
+        out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v0(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v0(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v0(partitions_value, out)
 
 
 def _encode_FetchResponse_v0(obj: FetchResponse, out: bytearray) -> None:
@@ -284,9 +286,9 @@ def _encode_FetchResponse_v0(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v0(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v0(responses_value, out)
 
 
 def _decode_FetchResponse_v1(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
@@ -311,28 +313,30 @@ def _decode_FetchResponse_v1(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 1')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 1')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 1')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 1')
-    out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v1(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 1')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 1')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 1')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 1')
+        out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v1(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v1(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v1(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v1(partitions_value, out)
 
 
 def _encode_FetchResponse_v1(obj: FetchResponse, out: bytearray) -> None:
@@ -345,33 +349,35 @@ def _encode_FetchResponse_v1(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 1')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v1(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v1(responses_value, out)
 
 
-def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 2')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 2')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 2')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 2')
-    out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v2(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 2')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 2')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 2')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 2')
+        out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v2(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v2(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v2(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v2(partitions_value, out)
 
 
 def _encode_FetchResponse_v2(obj: FetchResponse, out: bytearray) -> None:
@@ -384,33 +390,35 @@ def _encode_FetchResponse_v2(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 2')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v2(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v2(responses_value, out)
 
 
-def _encode_PartitionData_v3(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 3')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 3')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 3')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 3')
-    out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v3(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 3')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 3')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 3')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 3')
+        out += _S_ihq.pack(obj.partition_index, obj.error_code, obj.high_watermark)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v3(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 3')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v3(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v3(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 3')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v3(partitions_value, out)
 
 
 def _encode_FetchResponse_v3(obj: FetchResponse, out: bytearray) -> None:
@@ -423,9 +431,9 @@ def _encode_FetchResponse_v3(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 3')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v3(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v3(responses_value, out)
 
 
 def _decode_many_AbortedTransaction_v4(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
@@ -518,39 +526,42 @@ def _decode_FetchResponse_v4(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     return obj, pos
 
 
-def _encode_AbortedTransaction_v4(obj: AbortedTransaction, out: bytearray) -> None:
-    out += _S_qq.pack(obj.producer_id, obj.first_offset)
+def _encode_many_AbortedTransaction_v4(items: list[AbortedTransaction], out: bytearray) -> None:
+    for obj in items:
+        out += _S_qq.pack(obj.producer_id, obj.first_offset)
 
 
-def _encode_PartitionData_v4(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 4')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 4')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 4')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 4')
-    out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v4(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 4')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 4')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 4')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 4')
+        out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v4(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 4')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v4(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v4(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 4')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v4(partitions_value, out)
 
 
 def _encode_FetchResponse_v4(obj: FetchResponse, out: bytearray) -> None:
@@ -563,9 +574,9 @@ def _encode_FetchResponse_v4(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 4')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v4(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v4(responses_value, out)
 
 
 def _decode_many_PartitionData_v5(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
@@ -642,35 +653,37 @@ def _decode_FetchResponse_v5(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v5(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 5')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 5')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 5')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 5')
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v5(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 5')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 5')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 5')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 5')
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v5(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 5')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v5(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v5(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 5')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v5(partitions_value, out)
 
 
 def _encode_FetchResponse_v5(obj: FetchResponse, out: bytearray) -> None:
@@ -683,40 +696,42 @@ def _encode_FetchResponse_v5(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 5')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v5(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v5(responses_value, out)
 
 
-def _encode_PartitionData_v6(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 6')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 6')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 6')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 6')
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v6(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 6')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 6')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 6')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 6')
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v6(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 6')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v6(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v6(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 6')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v6(partitions_value, out)
 
 
 def _encode_FetchResponse_v6(obj: FetchResponse, out: bytearray) -> None:
@@ -729,9 +744,9 @@ def _encode_FetchResponse_v6(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 6')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v6(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v6(responses_value, out)
 
 
 def _decode_FetchResponse_v7(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
@@ -754,35 +769,37 @@ def _decode_FetchResponse_v7(buf: bytes, pos: int) -> tuple[FetchResponse, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v7(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 7')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 7')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 7')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 7')
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v7(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 7')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 7')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 7')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 7')
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v7(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 7')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v7(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v7(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 7')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v7(partitions_value, out)
 
 
 def _encode_FetchResponse_v7(obj: FetchResponse, out: bytearray) -> None:
@@ -793,40 +810,42 @@ def _encode_FetchResponse_v7(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 7')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v7(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v7(responses_value, out)
 
 
-def _encode_PartitionData_v8(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 8')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 8')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 8')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 8')
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v8(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 8')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 8')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 8')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 8')
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v8(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 8')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v8(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v8(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 8')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v8(partitions_value, out)
 
 
 def _encode_FetchResponse_v8(obj: FetchResponse, out: bytearray) -> None:
@@ -837,40 +856,42 @@ def _encode_FetchResponse_v8(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 8')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v8(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v8(responses_value, out)
 
 
-def _encode_PartitionData_v9(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 9')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 9')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 9')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 9')
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v9(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 9')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 9')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 9')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 9')
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v9(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 9')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v9(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v9(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 9')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v9(partitions_value, out)
 
 
 def _encode_FetchResponse_v9(obj: FetchResponse, out: bytearray) -> None:
@@ -881,40 +902,42 @@ def _encode_FetchResponse_v9(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 9')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v9(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v9(responses_value, out)
 
 
-def _encode_PartitionData_v10(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 10')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 10')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 10')
-    if obj.preferred_read_replica != -1:
-        raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 10')
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v10(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 10')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 10')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 10')
+        if obj.preferred_read_replica != -1:
+            raise EncodeError('PartitionData.PreferredReadReplica cannot be sent in version 10')
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v10(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 10')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v10(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v10(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 10')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v10(partitions_value, out)
 
 
 def _encode_FetchResponse_v10(obj: FetchResponse, out: bytearray) -> None:
@@ -925,9 +948,9 @@ def _encode_FetchResponse_v10(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 10')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v10(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v10(responses_value, out)
 
 
 def _decode_many_PartitionData_v11(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
@@ -1003,34 +1026,36 @@ def _decode_FetchResponse_v11(buf: bytes, pos: int) -> tuple[FetchResponse, int]
     return obj, pos
 
 
-def _encode_PartitionData_v11(obj: PartitionData, out: bytearray) -> None:
-    if obj.diverging_epoch != EpochEndOffset():
-        raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 11')
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 11')
-    if obj.snapshot_id != SnapshotId():
-        raise EncodeError('PartitionData.SnapshotId cannot be sent in version 11')
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out += b'\xff\xff\xff\xff'
-    else:
-        out += INT32.pack(len(aborted_transactions_value))
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v4(aborted_transactions_item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionData_v11(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.diverging_epoch != EpochEndOffset():
+            raise EncodeError('PartitionData.DivergingEpoch cannot be sent in version 11')
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionData.CurrentLeader cannot be sent in version 11')
+        if obj.snapshot_id != SnapshotId():
+            raise EncodeError('PartitionData.SnapshotId cannot be sent in version 11')
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out += b'\xff\xff\xff\xff'
+        else:
+            aborted_transactions_count = len(aborted_transactions_value)
+            out += INT32.pack(aborted_transactions_count)
+            _encode_many_AbortedTransaction_v4(aborted_transactions_value, out)
+        out += _S_i.pack(obj.preferred_read_replica)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_FetchableTopicResponse_v11(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 11')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v11(partitions_item, out)
+def _encode_many_FetchableTopicResponse_v11(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 11')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_PartitionData_v11(partitions_value, out)
 
 
 def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
@@ -1041,9 +1066,9 @@ def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 11')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v11(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_FetchableTopicResponse_v11(responses_value, out)
 
 
 def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
@@ -1308,12 +1333,13 @@ def _decode_FetchResponse_v12(buf: bytes, pos: int) -> tuple[FetchResponse, int]
     return obj, pos
 
 
-def _encode_AbortedTransaction_v12(obj: AbortedTransaction, out: bytearray) -> None:
-    out += _S_qq.pack(obj.producer_id, obj.first_offset)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_AbortedTransaction_v12(items: list[AbortedTransaction], out: bytearray) -> None:
+    for obj in items:
+        out += _S_qq.pack(obj.producer_id, obj.first_offset)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_EpochEndOffset_v12(obj: EpochEndOffset, out: bytearray) -> None:
@@ -1340,61 +1366,69 @@ def _encode_SnapshotId_v12(obj: SnapshotId, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_PartitionData_v12(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(aborted_transactions_value) + 1)
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    write_compact_nullable_bytes(out, obj.records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.diverging_epoch != EpochEndOffset():
-        field_out = bytearray()
-        diverging_epoch_value = obj.diverging_epoch
-        if diverging_epoch_value is None:
-            raise EncodeError('DivergingEpoch cannot be null in version 12')
+def _encode_many_PartitionData_v12(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out.append(0)
         else:
-            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
-        tagged.append((0, field_out))
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 12')
+            aborted_transactions_count = len(aborted_transactions_value)
+            if aborted_transactions_count < 127:
+                out.append(aborted_transactions_count + 1)
+            else:
+                write_uvarint(out, aborted_transactions_count + 1)
+            _encode_many_AbortedTransaction_v12(aborted_transactions_value, out)
+        out += _S_i.pack(obj.preferred_read_replica)
+        write_compact_nullable_bytes(out, obj.records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.diverging_epoch != EpochEndOffset():
+            field_out = bytearray()
+            diverging_epoch_value = obj.diverging_epoch
+            if diverging_epoch_value is None:
+                raise EncodeError('DivergingEpoch cannot be null in version 12')
+            else:
+                _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
+            tagged.append((0, field_out))
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 12')
+            else:
+                _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
+            tagged.append((1, field_out))
+        if obj.snapshot_id != SnapshotId():
+            field_out = bytearray()
+            snapshot_id_value = obj.snapshot_id
+            if snapshot_id_value is None:
+                raise EncodeError('SnapshotId cannot be null in version 12')
+            else:
+                _encode_SnapshotId_v12(snapshot_id_value, field_out)
+            tagged.append((2, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
-        tagged.append((1, field_out))
-    if obj.snapshot_id != SnapshotId():
-        field_out = bytearray()
-        snapshot_id_value = obj.snapshot_id
-        if snapshot_id_value is None:
-            raise EncodeError('SnapshotId cannot be null in version 12')
-        else:
-            _encode_SnapshotId_v12(snapshot_id_value, field_out)
-        tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            out.append(0)
 
 
-def _encode_FetchableTopicResponse_v12(obj: FetchableTopicResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.topic)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 12')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v12(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchableTopicResponse_v12(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 12')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v12(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchResponse_v12(obj: FetchResponse, out: bytearray) -> None:
@@ -1405,9 +1439,12 @@ def _encode_FetchResponse_v12(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 12')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v12(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_FetchableTopicResponse_v12(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1498,63 +1535,71 @@ def _decode_FetchResponse_v13(buf: bytes, pos: int) -> tuple[FetchResponse, int]
     return obj, pos
 
 
-def _encode_PartitionData_v13(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(aborted_transactions_value) + 1)
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    write_compact_nullable_bytes(out, obj.records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.diverging_epoch != EpochEndOffset():
-        field_out = bytearray()
-        diverging_epoch_value = obj.diverging_epoch
-        if diverging_epoch_value is None:
-            raise EncodeError('DivergingEpoch cannot be null in version 13')
+def _encode_many_PartitionData_v13(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out.append(0)
         else:
-            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
-        tagged.append((0, field_out))
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 13')
+            aborted_transactions_count = len(aborted_transactions_value)
+            if aborted_transactions_count < 127:
+                out.append(aborted_transactions_count + 1)
+            else:
+                write_uvarint(out, aborted_transactions_count + 1)
+            _encode_many_AbortedTransaction_v12(aborted_transactions_value, out)
+        out += _S_i.pack(obj.preferred_read_replica)
+        write_compact_nullable_bytes(out, obj.records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.diverging_epoch != EpochEndOffset():
+            field_out = bytearray()
+            diverging_epoch_value = obj.diverging_epoch
+            if diverging_epoch_value is None:
+                raise EncodeError('DivergingEpoch cannot be null in version 13')
+            else:
+                _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
+            tagged.append((0, field_out))
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 13')
+            else:
+                _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
+            tagged.append((1, field_out))
+        if obj.snapshot_id != SnapshotId():
+            field_out = bytearray()
+            snapshot_id_value = obj.snapshot_id
+            if snapshot_id_value is None:
+                raise EncodeError('SnapshotId cannot be null in version 13')
+            else:
+                _encode_SnapshotId_v12(snapshot_id_value, field_out)
+            tagged.append((2, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
-        tagged.append((1, field_out))
-    if obj.snapshot_id != SnapshotId():
-        field_out = bytearray()
-        snapshot_id_value = obj.snapshot_id
-        if snapshot_id_value is None:
-            raise EncodeError('SnapshotId cannot be null in version 13')
-        else:
-            _encode_SnapshotId_v12(snapshot_id_value, field_out)
-        tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            out.append(0)
 
 
-def _encode_FetchableTopicResponse_v13(obj: FetchableTopicResponse, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 13')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v13(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchableTopicResponse_v13(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 13')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v13(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchResponse_v13(obj: FetchResponse, out: bytearray) -> None:
@@ -1565,72 +1610,83 @@ def _encode_FetchResponse_v13(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 13')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v13(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_FetchableTopicResponse_v13(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_PartitionData_v14(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(aborted_transactions_value) + 1)
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    write_compact_nullable_bytes(out, obj.records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.diverging_epoch != EpochEndOffset():
-        field_out = bytearray()
-        diverging_epoch_value = obj.diverging_epoch
-        if diverging_epoch_value is None:
-            raise EncodeError('DivergingEpoch cannot be null in version 14')
+def _encode_many_PartitionData_v14(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out.append(0)
         else:
-            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
-        tagged.append((0, field_out))
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 14')
+            aborted_transactions_count = len(aborted_transactions_value)
+            if aborted_transactions_count < 127:
+                out.append(aborted_transactions_count + 1)
+            else:
+                write_uvarint(out, aborted_transactions_count + 1)
+            _encode_many_AbortedTransaction_v12(aborted_transactions_value, out)
+        out += _S_i.pack(obj.preferred_read_replica)
+        write_compact_nullable_bytes(out, obj.records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.diverging_epoch != EpochEndOffset():
+            field_out = bytearray()
+            diverging_epoch_value = obj.diverging_epoch
+            if diverging_epoch_value is None:
+                raise EncodeError('DivergingEpoch cannot be null in version 14')
+            else:
+                _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
+            tagged.append((0, field_out))
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 14')
+            else:
+                _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
+            tagged.append((1, field_out))
+        if obj.snapshot_id != SnapshotId():
+            field_out = bytearray()
+            snapshot_id_value = obj.snapshot_id
+            if snapshot_id_value is None:
+                raise EncodeError('SnapshotId cannot be null in version 14')
+            else:
+                _encode_SnapshotId_v12(snapshot_id_value, field_out)
+            tagged.append((2, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
-        tagged.append((1, field_out))
-    if obj.snapshot_id != SnapshotId():
-        field_out = bytearray()
-        snapshot_id_value = obj.snapshot_id
-        if snapshot_id_value is None:
-            raise EncodeError('SnapshotId cannot be null in version 14')
-        else:
-            _encode_SnapshotId_v12(snapshot_id_value, field_out)
-        tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            out.append(0)
 
 
-def _encode_FetchableTopicResponse_v14(obj: FetchableTopicResponse, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 14')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v14(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchableTopicResponse_v14(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 14')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v14(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchResponse_v14(obj: FetchResponse, out: bytearray) -> None:
@@ -1641,72 +1697,83 @@ def _encode_FetchResponse_v14(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 14')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v14(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_FetchableTopicResponse_v14(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_PartitionData_v15(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(aborted_transactions_value) + 1)
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    write_compact_nullable_bytes(out, obj.records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.diverging_epoch != EpochEndOffset():
-        field_out = bytearray()
-        diverging_epoch_value = obj.diverging_epoch
-        if diverging_epoch_value is None:
-            raise EncodeError('DivergingEpoch cannot be null in version 15')
+def _encode_many_PartitionData_v15(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out.append(0)
         else:
-            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
-        tagged.append((0, field_out))
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 15')
+            aborted_transactions_count = len(aborted_transactions_value)
+            if aborted_transactions_count < 127:
+                out.append(aborted_transactions_count + 1)
+            else:
+                write_uvarint(out, aborted_transactions_count + 1)
+            _encode_many_AbortedTransaction_v12(aborted_transactions_value, out)
+        out += _S_i.pack(obj.preferred_read_replica)
+        write_compact_nullable_bytes(out, obj.records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.diverging_epoch != EpochEndOffset():
+            field_out = bytearray()
+            diverging_epoch_value = obj.diverging_epoch
+            if diverging_epoch_value is None:
+                raise EncodeError('DivergingEpoch cannot be null in version 15')
+            else:
+                _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
+            tagged.append((0, field_out))
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 15')
+            else:
+                _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
+            tagged.append((1, field_out))
+        if obj.snapshot_id != SnapshotId():
+            field_out = bytearray()
+            snapshot_id_value = obj.snapshot_id
+            if snapshot_id_value is None:
+                raise EncodeError('SnapshotId cannot be null in version 15')
+            else:
+                _encode_SnapshotId_v12(snapshot_id_value, field_out)
+            tagged.append((2, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
-        tagged.append((1, field_out))
-    if obj.snapshot_id != SnapshotId():
-        field_out = bytearray()
-        snapshot_id_value = obj.snapshot_id
-        if snapshot_id_value is None:
-            raise EncodeError('SnapshotId cannot be null in version 15')
-        else:
-            _encode_SnapshotId_v12(snapshot_id_value, field_out)
-        tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            out.append(0)
 
 
-def _encode_FetchableTopicResponse_v15(obj: FetchableTopicResponse, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 15')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v15(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchableTopicResponse_v15(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 15')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v15(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchResponse_v15(obj: FetchResponse, out: bytearray) -> None:
@@ -1717,9 +1784,12 @@ def _encode_FetchResponse_v15(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 15')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v15(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_FetchableTopicResponse_v15(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1817,74 +1887,83 @@ def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]
     return obj, pos
 
 
-def _encode_PartitionData_v16(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(aborted_transactions_value) + 1)
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    write_compact_nullable_bytes(out, obj.records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.diverging_epoch != EpochEndOffset():
-        field_out = bytearray()
-        diverging_epoch_value = obj.diverging_epoch
-        if diverging_epoch_value is None:
-            raise EncodeError('DivergingEpoch cannot be null in version 16')
+def _encode_many_PartitionData_v16(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out.append(0)
         else:
-            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
-        tagged.append((0, field_out))
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 16')
+            aborted_transactions_count = len(aborted_transactions_value)
+            if aborted_transactions_count < 127:
+                out.append(aborted_transactions_count + 1)
+            else:
+                write_uvarint(out, aborted_transactions_count + 1)
+            _encode_many_AbortedTransaction_v12(aborted_transactions_value, out)
+        out += _S_i.pack(obj.preferred_read_replica)
+        write_compact_nullable_bytes(out, obj.records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.diverging_epoch != EpochEndOffset():
+            field_out = bytearray()
+            diverging_epoch_value = obj.diverging_epoch
+            if diverging_epoch_value is None:
+                raise EncodeError('DivergingEpoch cannot be null in version 16')
+            else:
+                _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
+            tagged.append((0, field_out))
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 16')
+            else:
+                _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
+            tagged.append((1, field_out))
+        if obj.snapshot_id != SnapshotId():
+            field_out = bytearray()
+            snapshot_id_value = obj.snapshot_id
+            if snapshot_id_value is None:
+                raise EncodeError('SnapshotId cannot be null in version 16')
+            else:
+                _encode_SnapshotId_v12(snapshot_id_value, field_out)
+            tagged.append((2, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
-        tagged.append((1, field_out))
-    if obj.snapshot_id != SnapshotId():
-        field_out = bytearray()
-        snapshot_id_value = obj.snapshot_id
-        if snapshot_id_value is None:
-            raise EncodeError('SnapshotId cannot be null in version 16')
+            out.append(0)
+
+
+def _encode_many_FetchableTopicResponse_v16(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 16')
         else:
-            _encode_SnapshotId_v12(snapshot_id_value, field_out)
-        tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v16(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_FetchableTopicResponse_v16(obj: FetchableTopicResponse, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 16')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v16(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
-
-
-def _encode_NodeEndpoint_v16(obj: NodeEndpoint, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_compact_string(out, obj.host)
-    out += _S_i.pack(obj.port)
-    write_compact_nullable_string(out, obj.rack)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_NodeEndpoint_v16(items: list[NodeEndpoint], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_compact_string(out, obj.host)
+        out += _S_i.pack(obj.port)
+        write_compact_nullable_string(out, obj.rack)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
@@ -1893,9 +1972,12 @@ def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 16')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v16(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_FetchableTopicResponse_v16(responses_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
@@ -1903,9 +1985,12 @@ def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 16')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v16(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v16(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1913,63 +1998,71 @@ def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_PartitionData_v17(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
-    aborted_transactions_value = obj.aborted_transactions
-    if aborted_transactions_value is None:
-        out.append(0)
-    else:
-        write_uvarint(out, len(aborted_transactions_value) + 1)
-        for aborted_transactions_item in aborted_transactions_value:
-            _encode_AbortedTransaction_v12(aborted_transactions_item, out)
-    out += _S_i.pack(obj.preferred_read_replica)
-    write_compact_nullable_bytes(out, obj.records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.diverging_epoch != EpochEndOffset():
-        field_out = bytearray()
-        diverging_epoch_value = obj.diverging_epoch
-        if diverging_epoch_value is None:
-            raise EncodeError('DivergingEpoch cannot be null in version 17')
+def _encode_many_PartitionData_v17(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.partition_index, obj.error_code, obj.high_watermark, obj.last_stable_offset, obj.log_start_offset)
+        aborted_transactions_value = obj.aborted_transactions
+        if aborted_transactions_value is None:
+            out.append(0)
         else:
-            _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
-        tagged.append((0, field_out))
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 17')
+            aborted_transactions_count = len(aborted_transactions_value)
+            if aborted_transactions_count < 127:
+                out.append(aborted_transactions_count + 1)
+            else:
+                write_uvarint(out, aborted_transactions_count + 1)
+            _encode_many_AbortedTransaction_v12(aborted_transactions_value, out)
+        out += _S_i.pack(obj.preferred_read_replica)
+        write_compact_nullable_bytes(out, obj.records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.diverging_epoch != EpochEndOffset():
+            field_out = bytearray()
+            diverging_epoch_value = obj.diverging_epoch
+            if diverging_epoch_value is None:
+                raise EncodeError('DivergingEpoch cannot be null in version 17')
+            else:
+                _encode_EpochEndOffset_v12(diverging_epoch_value, field_out)
+            tagged.append((0, field_out))
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 17')
+            else:
+                _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
+            tagged.append((1, field_out))
+        if obj.snapshot_id != SnapshotId():
+            field_out = bytearray()
+            snapshot_id_value = obj.snapshot_id
+            if snapshot_id_value is None:
+                raise EncodeError('SnapshotId cannot be null in version 17')
+            else:
+                _encode_SnapshotId_v12(snapshot_id_value, field_out)
+            tagged.append((2, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            _encode_LeaderIdAndEpoch_v12(current_leader_value, field_out)
-        tagged.append((1, field_out))
-    if obj.snapshot_id != SnapshotId():
-        field_out = bytearray()
-        snapshot_id_value = obj.snapshot_id
-        if snapshot_id_value is None:
-            raise EncodeError('SnapshotId cannot be null in version 17')
-        else:
-            _encode_SnapshotId_v12(snapshot_id_value, field_out)
-        tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            out.append(0)
 
 
-def _encode_FetchableTopicResponse_v17(obj: FetchableTopicResponse, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 17')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v17(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FetchableTopicResponse_v17(items: list[FetchableTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('FetchableTopicResponse.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 17')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v17(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
@@ -1978,9 +2071,12 @@ def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 17')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_FetchableTopicResponse_v17(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_FetchableTopicResponse_v17(responses_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
@@ -1988,9 +2084,12 @@ def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 17')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v16(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v16(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

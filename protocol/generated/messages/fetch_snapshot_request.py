@@ -254,33 +254,38 @@ def _encode_SnapshotId_v0(obj: SnapshotId, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_PartitionSnapshot_v0(obj: PartitionSnapshot, out: bytearray) -> None:
-    out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
-    snapshot_id_value = obj.snapshot_id
-    if snapshot_id_value is None:
-        raise EncodeError('SnapshotId cannot be null in version 0')
-    else:
-        _encode_SnapshotId_v0(snapshot_id_value, out)
-    out += _S_q.pack(obj.position)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionSnapshot_v0(items: list[PartitionSnapshot], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
+            raise EncodeError('SnapshotId cannot be null in version 0')
+        else:
+            _encode_SnapshotId_v0(snapshot_id_value, out)
+        out += _S_q.pack(obj.position)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicSnapshot_v0(obj: TopicSnapshot, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionSnapshot_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicSnapshot_v0(items: list[TopicSnapshot], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionSnapshot_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchSnapshotRequest_v0(obj: FetchSnapshotRequest, out: bytearray) -> None:
@@ -289,9 +294,12 @@ def _encode_FetchSnapshotRequest_v0(obj: FetchSnapshotRequest, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicSnapshot_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicSnapshot_v0(topics_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()
@@ -432,40 +440,45 @@ def _decode_FetchSnapshotRequest_v1(buf: bytes, pos: int) -> tuple[FetchSnapshot
     return obj, pos
 
 
-def _encode_PartitionSnapshot_v1(obj: PartitionSnapshot, out: bytearray) -> None:
-    out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
-    snapshot_id_value = obj.snapshot_id
-    if snapshot_id_value is None:
-        raise EncodeError('SnapshotId cannot be null in version 1')
-    else:
-        _encode_SnapshotId_v0(snapshot_id_value, out)
-    out += _S_q.pack(obj.position)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.replica_directory_id != ZERO_UUID:
-        field_out = bytearray()
-        if len(obj.replica_directory_id) != 16:
-            raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
-        field_out += _S_u.pack(obj.replica_directory_id)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionSnapshot_v1(items: list[PartitionSnapshot], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ii.pack(obj.partition, obj.current_leader_epoch)
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
+            raise EncodeError('SnapshotId cannot be null in version 1')
+        else:
+            _encode_SnapshotId_v0(snapshot_id_value, out)
+        out += _S_q.pack(obj.position)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.replica_directory_id != ZERO_UUID:
+            field_out = bytearray()
+            if len(obj.replica_directory_id) != 16:
+                raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
+            field_out += _S_u.pack(obj.replica_directory_id)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicSnapshot_v1(obj: TopicSnapshot, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionSnapshot_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicSnapshot_v1(items: list[TopicSnapshot], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionSnapshot_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchSnapshotRequest_v1(obj: FetchSnapshotRequest, out: bytearray) -> None:
@@ -474,9 +487,12 @@ def _encode_FetchSnapshotRequest_v1(obj: FetchSnapshotRequest, out: bytearray) -
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicSnapshot_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicSnapshot_v1(topics_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.cluster_id is not None:
         field_out = bytearray()

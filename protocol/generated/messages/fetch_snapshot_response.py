@@ -326,43 +326,48 @@ def _encode_LeaderIdAndEpoch_v0(obj: LeaderIdAndEpoch, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_PartitionSnapshot_v0(obj: PartitionSnapshot, out: bytearray) -> None:
-    out += _S_ih.pack(obj.index, obj.error_code)
-    snapshot_id_value = obj.snapshot_id
-    if snapshot_id_value is None:
-        raise EncodeError('SnapshotId cannot be null in version 0')
-    else:
-        _encode_SnapshotId_v0(snapshot_id_value, out)
-    out += _S_qq.pack(obj.size, obj.position)
-    write_compact_bytes(out, obj.unaligned_records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 0')
+def _encode_many_PartitionSnapshot_v0(items: list[PartitionSnapshot], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ih.pack(obj.index, obj.error_code)
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
+            raise EncodeError('SnapshotId cannot be null in version 0')
         else:
-            _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            _encode_SnapshotId_v0(snapshot_id_value, out)
+        out += _S_qq.pack(obj.size, obj.position)
+        write_compact_bytes(out, obj.unaligned_records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 0')
+            else:
+                _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicSnapshot_v0(obj: TopicSnapshot, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionSnapshot_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicSnapshot_v0(items: list[TopicSnapshot], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionSnapshot_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchSnapshotResponse_v0(obj: FetchSnapshotResponse, out: bytearray) -> None:
@@ -373,9 +378,12 @@ def _encode_FetchSnapshotResponse_v0(obj: FetchSnapshotResponse, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicSnapshot_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicSnapshot_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -472,53 +480,59 @@ def _decode_FetchSnapshotResponse_v1(buf: bytes, pos: int) -> tuple[FetchSnapsho
     return obj, pos
 
 
-def _encode_PartitionSnapshot_v1(obj: PartitionSnapshot, out: bytearray) -> None:
-    out += _S_ih.pack(obj.index, obj.error_code)
-    snapshot_id_value = obj.snapshot_id
-    if snapshot_id_value is None:
-        raise EncodeError('SnapshotId cannot be null in version 1')
-    else:
-        _encode_SnapshotId_v0(snapshot_id_value, out)
-    out += _S_qq.pack(obj.size, obj.position)
-    write_compact_bytes(out, obj.unaligned_records)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 1')
+def _encode_many_PartitionSnapshot_v1(items: list[PartitionSnapshot], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ih.pack(obj.index, obj.error_code)
+        snapshot_id_value = obj.snapshot_id
+        if snapshot_id_value is None:
+            raise EncodeError('SnapshotId cannot be null in version 1')
         else:
-            _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            _encode_SnapshotId_v0(snapshot_id_value, out)
+        out += _S_qq.pack(obj.size, obj.position)
+        write_compact_bytes(out, obj.unaligned_records)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 1')
+            else:
+                _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicSnapshot_v1(obj: TopicSnapshot, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionSnapshot_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicSnapshot_v1(items: list[TopicSnapshot], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionSnapshot_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_NodeEndpoint_v1(obj: NodeEndpoint, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_NodeEndpoint_v1(items: list[NodeEndpoint], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FetchSnapshotResponse_v1(obj: FetchSnapshotResponse, out: bytearray) -> None:
@@ -527,9 +541,12 @@ def _encode_FetchSnapshotResponse_v1(obj: FetchSnapshotResponse, out: bytearray)
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicSnapshot_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicSnapshot_v1(topics_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
@@ -537,9 +554,12 @@ def _encode_FetchSnapshotResponse_v1(obj: FetchSnapshotResponse, out: bytearray)
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 1')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v1(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

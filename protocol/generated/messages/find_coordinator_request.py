@@ -180,7 +180,11 @@ def _encode_FindCoordinatorRequest_v4(obj: FindCoordinatorRequest, out: bytearra
     if coordinator_keys_value is None:
         raise EncodeError('CoordinatorKeys cannot be null in version 4')
     else:
-        write_uvarint(out, len(coordinator_keys_value) + 1)
+        coordinator_keys_count = len(coordinator_keys_value)
+        if coordinator_keys_count < 127:
+            out.append(coordinator_keys_count + 1)
+        else:
+            write_uvarint(out, coordinator_keys_count + 1)
         for coordinator_keys_item in coordinator_keys_value:
             write_compact_string(out, coordinator_keys_item)
     if obj.unknown_tagged_fields:
@@ -197,7 +201,11 @@ def _encode_FindCoordinatorRequest_v5(obj: FindCoordinatorRequest, out: bytearra
     if coordinator_keys_value is None:
         raise EncodeError('CoordinatorKeys cannot be null in version 5')
     else:
-        write_uvarint(out, len(coordinator_keys_value) + 1)
+        coordinator_keys_count = len(coordinator_keys_value)
+        if coordinator_keys_count < 127:
+            out.append(coordinator_keys_count + 1)
+        else:
+            write_uvarint(out, coordinator_keys_count + 1)
         for coordinator_keys_item in coordinator_keys_value:
             write_compact_string(out, coordinator_keys_item)
     if obj.unknown_tagged_fields:
@@ -214,7 +222,11 @@ def _encode_FindCoordinatorRequest_v6(obj: FindCoordinatorRequest, out: bytearra
     if coordinator_keys_value is None:
         raise EncodeError('CoordinatorKeys cannot be null in version 6')
     else:
-        write_uvarint(out, len(coordinator_keys_value) + 1)
+        coordinator_keys_count = len(coordinator_keys_value)
+        if coordinator_keys_count < 127:
+            out.append(coordinator_keys_count + 1)
+        else:
+            write_uvarint(out, coordinator_keys_count + 1)
         for coordinator_keys_item in coordinator_keys_value:
             write_compact_string(out, coordinator_keys_item)
     if obj.unknown_tagged_fields:

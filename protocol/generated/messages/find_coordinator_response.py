@@ -270,16 +270,17 @@ def _decode_FindCoordinatorResponse_v4(buf: bytes, pos: int) -> tuple[FindCoordi
     return obj, pos
 
 
-def _encode_Coordinator_v4(obj: Coordinator, out: bytearray) -> None:
-    write_compact_string(out, obj.key)
-    out += _S_i.pack(obj.node_id)
-    write_compact_string(out, obj.host)
-    out += _S_ih.pack(obj.port, obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Coordinator_v4(items: list[Coordinator], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.key)
+        out += _S_i.pack(obj.node_id)
+        write_compact_string(out, obj.host)
+        out += _S_ih.pack(obj.port, obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_FindCoordinatorResponse_v4(obj: FindCoordinatorResponse, out: bytearray) -> None:
@@ -296,9 +297,12 @@ def _encode_FindCoordinatorResponse_v4(obj: FindCoordinatorResponse, out: bytear
     if coordinators_value is None:
         raise EncodeError('Coordinators cannot be null in version 4')
     else:
-        write_uvarint(out, len(coordinators_value) + 1)
-        for coordinators_item in coordinators_value:
-            _encode_Coordinator_v4(coordinators_item, out)
+        coordinators_count = len(coordinators_value)
+        if coordinators_count < 127:
+            out.append(coordinators_count + 1)
+        else:
+            write_uvarint(out, coordinators_count + 1)
+        _encode_many_Coordinator_v4(coordinators_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -319,9 +323,12 @@ def _encode_FindCoordinatorResponse_v5(obj: FindCoordinatorResponse, out: bytear
     if coordinators_value is None:
         raise EncodeError('Coordinators cannot be null in version 5')
     else:
-        write_uvarint(out, len(coordinators_value) + 1)
-        for coordinators_item in coordinators_value:
-            _encode_Coordinator_v4(coordinators_item, out)
+        coordinators_count = len(coordinators_value)
+        if coordinators_count < 127:
+            out.append(coordinators_count + 1)
+        else:
+            write_uvarint(out, coordinators_count + 1)
+        _encode_many_Coordinator_v4(coordinators_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -342,9 +349,12 @@ def _encode_FindCoordinatorResponse_v6(obj: FindCoordinatorResponse, out: bytear
     if coordinators_value is None:
         raise EncodeError('Coordinators cannot be null in version 6')
     else:
-        write_uvarint(out, len(coordinators_value) + 1)
-        for coordinators_item in coordinators_value:
-            _encode_Coordinator_v4(coordinators_item, out)
+        coordinators_count = len(coordinators_value)
+        if coordinators_count < 127:
+            out.append(coordinators_count + 1)
+        else:
+            write_uvarint(out, coordinators_count + 1)
+        _encode_many_Coordinator_v4(coordinators_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

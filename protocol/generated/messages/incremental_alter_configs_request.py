@@ -137,22 +137,24 @@ def _decode_IncrementalAlterConfigsRequest_v0(buf: bytes, pos: int) -> tuple[Inc
     return obj, pos
 
 
-def _encode_AlterableConfig_v0(obj: AlterableConfig, out: bytearray) -> None:
-    write_string(out, obj.name)
-    out += _S_b.pack(obj.config_operation)
-    write_nullable_string(out, obj.value)
+def _encode_many_AlterableConfig_v0(items: list[AlterableConfig], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        out += _S_b.pack(obj.config_operation)
+        write_nullable_string(out, obj.value)
 
 
-def _encode_AlterConfigsResource_v0(obj: AlterConfigsResource, out: bytearray) -> None:
-    out += _S_b.pack(obj.resource_type)
-    write_string(out, obj.resource_name)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 0')
-    else:
-        out += INT32.pack(len(configs_value))
-        for configs_item in configs_value:
-            _encode_AlterableConfig_v0(configs_item, out)
+def _encode_many_AlterConfigsResource_v0(items: list[AlterConfigsResource], out: bytearray) -> None:
+    for obj in items:
+        out += _S_b.pack(obj.resource_type)
+        write_string(out, obj.resource_name)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 0')
+        else:
+            configs_count = len(configs_value)
+            out += INT32.pack(configs_count)
+            _encode_many_AlterableConfig_v0(configs_value, out)
 
 
 def _encode_IncrementalAlterConfigsRequest_v0(obj: IncrementalAlterConfigsRequest, out: bytearray) -> None:
@@ -160,9 +162,9 @@ def _encode_IncrementalAlterConfigsRequest_v0(obj: IncrementalAlterConfigsReques
     if resources_value is None:
         raise EncodeError('Resources cannot be null in version 0')
     else:
-        out += INT32.pack(len(resources_value))
-        for resources_item in resources_value:
-            _encode_AlterConfigsResource_v0(resources_item, out)
+        resources_count = len(resources_value)
+        out += INT32.pack(resources_count)
+        _encode_many_AlterConfigsResource_v0(resources_value, out)
     out += _S_o.pack(obj.validate_only)
 
 
@@ -283,30 +285,35 @@ def _decode_IncrementalAlterConfigsRequest_v1(buf: bytes, pos: int) -> tuple[Inc
     return obj, pos
 
 
-def _encode_AlterableConfig_v1(obj: AlterableConfig, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_b.pack(obj.config_operation)
-    write_compact_nullable_string(out, obj.value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_AlterableConfig_v1(items: list[AlterableConfig], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_b.pack(obj.config_operation)
+        write_compact_nullable_string(out, obj.value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_AlterConfigsResource_v1(obj: AlterConfigsResource, out: bytearray) -> None:
-    out += _S_b.pack(obj.resource_type)
-    write_compact_string(out, obj.resource_name)
-    configs_value = obj.configs
-    if configs_value is None:
-        raise EncodeError('Configs cannot be null in version 1')
-    else:
-        write_uvarint(out, len(configs_value) + 1)
-        for configs_item in configs_value:
-            _encode_AlterableConfig_v1(configs_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_AlterConfigsResource_v1(items: list[AlterConfigsResource], out: bytearray) -> None:
+    for obj in items:
+        out += _S_b.pack(obj.resource_type)
+        write_compact_string(out, obj.resource_name)
+        configs_value = obj.configs
+        if configs_value is None:
+            raise EncodeError('Configs cannot be null in version 1')
+        else:
+            configs_count = len(configs_value)
+            if configs_count < 127:
+                out.append(configs_count + 1)
+            else:
+                write_uvarint(out, configs_count + 1)
+            _encode_many_AlterableConfig_v1(configs_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_IncrementalAlterConfigsRequest_v1(obj: IncrementalAlterConfigsRequest, out: bytearray) -> None:
@@ -314,9 +321,12 @@ def _encode_IncrementalAlterConfigsRequest_v1(obj: IncrementalAlterConfigsReques
     if resources_value is None:
         raise EncodeError('Resources cannot be null in version 1')
     else:
-        write_uvarint(out, len(resources_value) + 1)
-        for resources_item in resources_value:
-            _encode_AlterConfigsResource_v1(resources_item, out)
+        resources_count = len(resources_value)
+        if resources_count < 127:
+            out.append(resources_count + 1)
+        else:
+            write_uvarint(out, resources_count + 1)
+        _encode_many_AlterConfigsResource_v1(resources_value, out)
     out += _S_o.pack(obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -102,11 +102,12 @@ def _decode_IncrementalAlterConfigsResponse_v0(buf: bytes, pos: int) -> tuple[In
     return obj, pos
 
 
-def _encode_AlterConfigsResourceResponse_v0(obj: AlterConfigsResourceResponse, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_nullable_string(out, obj.error_message)
-    out += _S_b.pack(obj.resource_type)
-    write_string(out, obj.resource_name)
+def _encode_many_AlterConfigsResourceResponse_v0(items: list[AlterConfigsResourceResponse], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_nullable_string(out, obj.error_message)
+        out += _S_b.pack(obj.resource_type)
+        write_string(out, obj.resource_name)
 
 
 def _encode_IncrementalAlterConfigsResponse_v0(obj: IncrementalAlterConfigsResponse, out: bytearray) -> None:
@@ -115,9 +116,9 @@ def _encode_IncrementalAlterConfigsResponse_v0(obj: IncrementalAlterConfigsRespo
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_AlterConfigsResourceResponse_v0(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_AlterConfigsResourceResponse_v0(responses_value, out)
 
 
 def _decode_many_AlterConfigsResourceResponse_v1(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResourceResponse], int]:
@@ -195,15 +196,16 @@ def _decode_IncrementalAlterConfigsResponse_v1(buf: bytes, pos: int) -> tuple[In
     return obj, pos
 
 
-def _encode_AlterConfigsResourceResponse_v1(obj: AlterConfigsResourceResponse, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    out += _S_b.pack(obj.resource_type)
-    write_compact_string(out, obj.resource_name)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_AlterConfigsResourceResponse_v1(items: list[AlterConfigsResourceResponse], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        out += _S_b.pack(obj.resource_type)
+        write_compact_string(out, obj.resource_name)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_IncrementalAlterConfigsResponse_v1(obj: IncrementalAlterConfigsResponse, out: bytearray) -> None:
@@ -212,9 +214,12 @@ def _encode_IncrementalAlterConfigsResponse_v1(obj: IncrementalAlterConfigsRespo
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 1')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_AlterConfigsResourceResponse_v1(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_AlterConfigsResourceResponse_v1(responses_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -121,12 +121,13 @@ def _decode_ListClientMetricsResourcesResponse_v0(buf: bytes, pos: int) -> tuple
     return obj, pos
 
 
-def _encode_ClientMetricsResource_v0(obj: ClientMetricsResource, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ClientMetricsResource_v0(items: list[ClientMetricsResource], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListClientMetricsResourcesResponse_v0(obj: ListClientMetricsResourcesResponse, out: bytearray) -> None:
@@ -135,9 +136,12 @@ def _encode_ListClientMetricsResourcesResponse_v0(obj: ListClientMetricsResource
     if client_metrics_resources_value is None:
         raise EncodeError('ClientMetricsResources cannot be null in version 0')
     else:
-        write_uvarint(out, len(client_metrics_resources_value) + 1)
-        for client_metrics_resources_item in client_metrics_resources_value:
-            _encode_ClientMetricsResource_v0(client_metrics_resources_item, out)
+        client_metrics_resources_count = len(client_metrics_resources_value)
+        if client_metrics_resources_count < 127:
+            out.append(client_metrics_resources_count + 1)
+        else:
+            write_uvarint(out, client_metrics_resources_count + 1)
+        _encode_many_ClientMetricsResource_v0(client_metrics_resources_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

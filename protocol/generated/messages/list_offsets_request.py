@@ -139,19 +139,21 @@ def _decode_ListOffsetsRequest_v0(buf: bytes, pos: int) -> tuple[ListOffsetsRequ
     return obj, pos
 
 
-def _encode_ListOffsetsPartition_v0(obj: ListOffsetsPartition, out: bytearray) -> None:
-    out += _S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets)
+def _encode_many_ListOffsetsPartition_v0(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets)
 
 
-def _encode_ListOffsetsTopic_v0(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v0(partitions_item, out)
+def _encode_many_ListOffsetsTopic_v0(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartition_v0(partitions_value, out)
 
 
 def _encode_ListOffsetsRequest_v0(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -162,9 +164,9 @@ def _encode_ListOffsetsRequest_v0(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopic_v0(topics_value, out)
 
 
 def _decode_many_ListOffsetsPartition_v1(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartition], int]:
@@ -227,21 +229,23 @@ def _decode_ListOffsetsRequest_v1(buf: bytes, pos: int) -> tuple[ListOffsetsRequ
     return obj, pos
 
 
-def _encode_ListOffsetsPartition_v1(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 1')
-    out += _S_iq.pack(obj.partition_index, obj.timestamp)
+def _encode_many_ListOffsetsPartition_v1(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 1')
+        out += _S_iq.pack(obj.partition_index, obj.timestamp)
 
 
-def _encode_ListOffsetsTopic_v1(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v1(partitions_item, out)
+def _encode_many_ListOffsetsTopic_v1(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartition_v1(partitions_value, out)
 
 
 def _encode_ListOffsetsRequest_v1(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -252,9 +256,9 @@ def _encode_ListOffsetsRequest_v1(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopic_v1(topics_value, out)
 
 
 def _decode_ListOffsetsRequest_v2(buf: bytes, pos: int) -> tuple[ListOffsetsRequest, int]:
@@ -277,21 +281,23 @@ def _decode_ListOffsetsRequest_v2(buf: bytes, pos: int) -> tuple[ListOffsetsRequ
     return obj, pos
 
 
-def _encode_ListOffsetsPartition_v2(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 2')
-    out += _S_iq.pack(obj.partition_index, obj.timestamp)
+def _encode_many_ListOffsetsPartition_v2(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 2')
+        out += _S_iq.pack(obj.partition_index, obj.timestamp)
 
 
-def _encode_ListOffsetsTopic_v2(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v2(partitions_item, out)
+def _encode_many_ListOffsetsTopic_v2(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartition_v2(partitions_value, out)
 
 
 def _encode_ListOffsetsRequest_v2(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -300,26 +306,28 @@ def _encode_ListOffsetsRequest_v2(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v2(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopic_v2(topics_value, out)
 
 
-def _encode_ListOffsetsPartition_v3(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 3')
-    out += _S_iq.pack(obj.partition_index, obj.timestamp)
+def _encode_many_ListOffsetsPartition_v3(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 3')
+        out += _S_iq.pack(obj.partition_index, obj.timestamp)
 
 
-def _encode_ListOffsetsTopic_v3(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 3')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v3(partitions_item, out)
+def _encode_many_ListOffsetsTopic_v3(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 3')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartition_v3(partitions_value, out)
 
 
 def _encode_ListOffsetsRequest_v3(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -328,9 +336,9 @@ def _encode_ListOffsetsRequest_v3(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v3(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopic_v3(topics_value, out)
 
 
 def _decode_many_ListOffsetsPartition_v4(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartition], int]:
@@ -391,21 +399,23 @@ def _decode_ListOffsetsRequest_v4(buf: bytes, pos: int) -> tuple[ListOffsetsRequ
     return obj, pos
 
 
-def _encode_ListOffsetsPartition_v4(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 4')
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+def _encode_many_ListOffsetsPartition_v4(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 4')
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
 
 
-def _encode_ListOffsetsTopic_v4(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 4')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v4(partitions_item, out)
+def _encode_many_ListOffsetsTopic_v4(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 4')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartition_v4(partitions_value, out)
 
 
 def _encode_ListOffsetsRequest_v4(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -414,26 +424,28 @@ def _encode_ListOffsetsRequest_v4(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v4(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopic_v4(topics_value, out)
 
 
-def _encode_ListOffsetsPartition_v5(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 5')
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+def _encode_many_ListOffsetsPartition_v5(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 5')
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
 
 
-def _encode_ListOffsetsTopic_v5(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 5')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v5(partitions_item, out)
+def _encode_many_ListOffsetsTopic_v5(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 5')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartition_v5(partitions_value, out)
 
 
 def _encode_ListOffsetsRequest_v5(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -442,9 +454,9 @@ def _encode_ListOffsetsRequest_v5(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v5(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopic_v5(topics_value, out)
 
 
 def _decode_many_ListOffsetsPartition_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartition], int]:
@@ -562,29 +574,34 @@ def _decode_ListOffsetsRequest_v6(buf: bytes, pos: int) -> tuple[ListOffsetsRequ
     return obj, pos
 
 
-def _encode_ListOffsetsPartition_v6(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 6')
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartition_v6(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 6')
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopic_v6(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 6')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v6(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopic_v6(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 6')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartition_v6(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsRequest_v6(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -593,38 +610,46 @@ def _encode_ListOffsetsRequest_v6(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v6(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopic_v6(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_ListOffsetsPartition_v7(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 7')
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartition_v7(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 7')
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopic_v7(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 7')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v7(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopic_v7(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 7')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartition_v7(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsRequest_v7(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -633,38 +658,46 @@ def _encode_ListOffsetsRequest_v7(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v7(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopic_v7(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_ListOffsetsPartition_v8(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 8')
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartition_v8(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 8')
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopic_v8(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 8')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v8(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopic_v8(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 8')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartition_v8(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsRequest_v8(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -673,38 +706,46 @@ def _encode_ListOffsetsRequest_v8(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 8')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v8(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopic_v8(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_ListOffsetsPartition_v9(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 9')
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartition_v9(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 9')
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopic_v9(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 9')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v9(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopic_v9(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 9')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartition_v9(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsRequest_v9(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -713,9 +754,12 @@ def _encode_ListOffsetsRequest_v9(obj: ListOffsetsRequest, out: bytearray) -> No
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 9')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v9(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopic_v9(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -763,29 +807,34 @@ def _decode_ListOffsetsRequest_v10(buf: bytes, pos: int) -> tuple[ListOffsetsReq
     return obj, pos
 
 
-def _encode_ListOffsetsPartition_v10(obj: ListOffsetsPartition, out: bytearray) -> None:
-    if obj.max_num_offsets != 1:
-        raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 10')
-    out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartition_v10(items: list[ListOffsetsPartition], out: bytearray) -> None:
+    for obj in items:
+        if obj.max_num_offsets != 1:
+            raise EncodeError('ListOffsetsPartition.MaxNumOffsets cannot be sent in version 10')
+        out += _S_iiq.pack(obj.partition_index, obj.current_leader_epoch, obj.timestamp)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopic_v10(obj: ListOffsetsTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 10')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartition_v10(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopic_v10(items: list[ListOffsetsTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 10')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartition_v10(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsRequest_v10(obj: ListOffsetsRequest, out: bytearray) -> None:
@@ -794,9 +843,12 @@ def _encode_ListOffsetsRequest_v10(obj: ListOffsetsRequest, out: bytearray) -> N
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 10')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopic_v10(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopic_v10(topics_value, out)
     out += _S_i.pack(obj.timeout_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

@@ -151,32 +151,35 @@ def _decode_ListOffsetsResponse_v0(buf: bytes, pos: int) -> tuple[ListOffsetsRes
     return obj, pos
 
 
-def _encode_ListOffsetsPartitionResponse_v0(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.timestamp != -1:
-        raise EncodeError('ListOffsetsPartitionResponse.Timestamp cannot be sent in version 0')
-    if obj.offset != -1:
-        raise EncodeError('ListOffsetsPartitionResponse.Offset cannot be sent in version 0')
-    if obj.leader_epoch != -1:
-        raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 0')
-    out += _S_ih.pack(obj.partition_index, obj.error_code)
-    old_style_offsets_value = obj.old_style_offsets
-    if old_style_offsets_value is None:
-        raise EncodeError('OldStyleOffsets cannot be null in version 0')
-    else:
-        out += INT32.pack(len(old_style_offsets_value))
-        if old_style_offsets_value:
-            out += INT64_ARRAYS[len(old_style_offsets_value)].pack(*old_style_offsets_value)
+def _encode_many_ListOffsetsPartitionResponse_v0(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.timestamp != -1:
+            raise EncodeError('ListOffsetsPartitionResponse.Timestamp cannot be sent in version 0')
+        if obj.offset != -1:
+            raise EncodeError('ListOffsetsPartitionResponse.Offset cannot be sent in version 0')
+        if obj.leader_epoch != -1:
+            raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 0')
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
+        old_style_offsets_value = obj.old_style_offsets
+        if old_style_offsets_value is None:
+            raise EncodeError('OldStyleOffsets cannot be null in version 0')
+        else:
+            old_style_offsets_count = len(old_style_offsets_value)
+            out += INT32.pack(old_style_offsets_count)
+            if old_style_offsets_value:
+                out += INT64_ARRAYS[len(old_style_offsets_value)].pack(*old_style_offsets_value)
 
 
-def _encode_ListOffsetsTopicResponse_v0(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v0(partitions_item, out)
+def _encode_many_ListOffsetsTopicResponse_v0(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartitionResponse_v0(partitions_value, out)
 
 
 def _encode_ListOffsetsResponse_v0(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -184,9 +187,9 @@ def _encode_ListOffsetsResponse_v0(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopicResponse_v0(topics_value, out)
 
 
 def _decode_many_ListOffsetsPartitionResponse_v1(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartitionResponse], int]:
@@ -246,23 +249,25 @@ def _decode_ListOffsetsResponse_v1(buf: bytes, pos: int) -> tuple[ListOffsetsRes
     return obj, pos
 
 
-def _encode_ListOffsetsPartitionResponse_v1(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 1')
-    if obj.leader_epoch != -1:
-        raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 1')
-    out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
+def _encode_many_ListOffsetsPartitionResponse_v1(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 1')
+        if obj.leader_epoch != -1:
+            raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 1')
+        out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
 
 
-def _encode_ListOffsetsTopicResponse_v1(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v1(partitions_item, out)
+def _encode_many_ListOffsetsTopicResponse_v1(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartitionResponse_v1(partitions_value, out)
 
 
 def _encode_ListOffsetsResponse_v1(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -270,9 +275,9 @@ def _encode_ListOffsetsResponse_v1(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopicResponse_v1(topics_value, out)
 
 
 def _decode_ListOffsetsResponse_v2(buf: bytes, pos: int) -> tuple[ListOffsetsResponse, int]:
@@ -294,23 +299,25 @@ def _decode_ListOffsetsResponse_v2(buf: bytes, pos: int) -> tuple[ListOffsetsRes
     return obj, pos
 
 
-def _encode_ListOffsetsPartitionResponse_v2(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 2')
-    if obj.leader_epoch != -1:
-        raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 2')
-    out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
+def _encode_many_ListOffsetsPartitionResponse_v2(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 2')
+        if obj.leader_epoch != -1:
+            raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 2')
+        out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
 
 
-def _encode_ListOffsetsTopicResponse_v2(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v2(partitions_item, out)
+def _encode_many_ListOffsetsTopicResponse_v2(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartitionResponse_v2(partitions_value, out)
 
 
 def _encode_ListOffsetsResponse_v2(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -319,28 +326,30 @@ def _encode_ListOffsetsResponse_v2(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v2(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopicResponse_v2(topics_value, out)
 
 
-def _encode_ListOffsetsPartitionResponse_v3(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 3')
-    if obj.leader_epoch != -1:
-        raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 3')
-    out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
+def _encode_many_ListOffsetsPartitionResponse_v3(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 3')
+        if obj.leader_epoch != -1:
+            raise EncodeError('ListOffsetsPartitionResponse.LeaderEpoch cannot be sent in version 3')
+        out += _S_ihqq.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset)
 
 
-def _encode_ListOffsetsTopicResponse_v3(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 3')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v3(partitions_item, out)
+def _encode_many_ListOffsetsTopicResponse_v3(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 3')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartitionResponse_v3(partitions_value, out)
 
 
 def _encode_ListOffsetsResponse_v3(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -349,9 +358,9 @@ def _encode_ListOffsetsResponse_v3(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v3(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopicResponse_v3(topics_value, out)
 
 
 def _decode_many_ListOffsetsPartitionResponse_v4(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartitionResponse], int]:
@@ -411,21 +420,23 @@ def _decode_ListOffsetsResponse_v4(buf: bytes, pos: int) -> tuple[ListOffsetsRes
     return obj, pos
 
 
-def _encode_ListOffsetsPartitionResponse_v4(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 4')
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+def _encode_many_ListOffsetsPartitionResponse_v4(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 4')
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
 
 
-def _encode_ListOffsetsTopicResponse_v4(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 4')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v4(partitions_item, out)
+def _encode_many_ListOffsetsTopicResponse_v4(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 4')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartitionResponse_v4(partitions_value, out)
 
 
 def _encode_ListOffsetsResponse_v4(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -434,26 +445,28 @@ def _encode_ListOffsetsResponse_v4(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v4(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopicResponse_v4(topics_value, out)
 
 
-def _encode_ListOffsetsPartitionResponse_v5(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 5')
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+def _encode_many_ListOffsetsPartitionResponse_v5(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 5')
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
 
 
-def _encode_ListOffsetsTopicResponse_v5(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 5')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v5(partitions_item, out)
+def _encode_many_ListOffsetsTopicResponse_v5(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 5')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_ListOffsetsPartitionResponse_v5(partitions_value, out)
 
 
 def _encode_ListOffsetsResponse_v5(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -462,9 +475,9 @@ def _encode_ListOffsetsResponse_v5(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v5(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_ListOffsetsTopicResponse_v5(topics_value, out)
 
 
 def _decode_many_ListOffsetsPartitionResponse_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartitionResponse], int]:
@@ -581,29 +594,34 @@ def _decode_ListOffsetsResponse_v6(buf: bytes, pos: int) -> tuple[ListOffsetsRes
     return obj, pos
 
 
-def _encode_ListOffsetsPartitionResponse_v6(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 6')
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartitionResponse_v6(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 6')
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopicResponse_v6(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 6')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v6(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopicResponse_v6(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 6')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartitionResponse_v6(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsResponse_v6(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -612,38 +630,46 @@ def _encode_ListOffsetsResponse_v6(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v6(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopicResponse_v6(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_ListOffsetsPartitionResponse_v7(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 7')
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartitionResponse_v7(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 7')
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopicResponse_v7(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 7')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v7(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopicResponse_v7(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 7')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartitionResponse_v7(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsResponse_v7(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -652,38 +678,46 @@ def _encode_ListOffsetsResponse_v7(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v7(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopicResponse_v7(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_ListOffsetsPartitionResponse_v8(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 8')
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartitionResponse_v8(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 8')
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopicResponse_v8(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 8')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v8(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopicResponse_v8(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 8')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartitionResponse_v8(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsResponse_v8(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -692,38 +726,46 @@ def _encode_ListOffsetsResponse_v8(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 8')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v8(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopicResponse_v8(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_ListOffsetsPartitionResponse_v9(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 9')
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartitionResponse_v9(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 9')
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopicResponse_v9(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 9')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v9(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopicResponse_v9(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 9')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartitionResponse_v9(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsResponse_v9(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -732,38 +774,46 @@ def _encode_ListOffsetsResponse_v9(obj: ListOffsetsResponse, out: bytearray) -> 
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 9')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v9(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopicResponse_v9(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_ListOffsetsPartitionResponse_v10(obj: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    if obj.old_style_offsets != []:
-        raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 10')
-    out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsPartitionResponse_v10(items: list[ListOffsetsPartitionResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.old_style_offsets != []:
+            raise EncodeError('ListOffsetsPartitionResponse.OldStyleOffsets cannot be sent in version 10')
+        out += _S_ihqqi.pack(obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ListOffsetsTopicResponse_v10(obj: ListOffsetsTopicResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 10')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_ListOffsetsPartitionResponse_v10(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListOffsetsTopicResponse_v10(items: list[ListOffsetsTopicResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 10')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_ListOffsetsPartitionResponse_v10(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListOffsetsResponse_v10(obj: ListOffsetsResponse, out: bytearray) -> None:
@@ -772,9 +822,12 @@ def _encode_ListOffsetsResponse_v10(obj: ListOffsetsResponse, out: bytearray) ->
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 10')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListOffsetsTopicResponse_v10(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListOffsetsTopicResponse_v10(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

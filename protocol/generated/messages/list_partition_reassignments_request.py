@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     read_compact_string,
     read_uvarint,
@@ -139,19 +140,23 @@ def _decode_ListPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple[
     return obj, pos
 
 
-def _encode_ListPartitionReassignmentsTopics_v0(obj: ListPartitionReassignmentsTopics, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partition_indexes_value = obj.partition_indexes
-    if partition_indexes_value is None:
-        raise EncodeError('PartitionIndexes cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partition_indexes_value) + 1)
-        if partition_indexes_value:
-            out += INT32_ARRAYS[len(partition_indexes_value)].pack(*partition_indexes_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ListPartitionReassignmentsTopics_v0(items: list[ListPartitionReassignmentsTopics], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partition_indexes_value = obj.partition_indexes
+        if partition_indexes_value is None:
+            raise EncodeError('PartitionIndexes cannot be null in version 0')
+        else:
+            partition_indexes_count = len(partition_indexes_value)
+            if partition_indexes_count < 127:
+                out += COUNTED_INT32_ARRAYS[partition_indexes_count].pack(partition_indexes_count + 1, *partition_indexes_value)
+            else:
+                write_uvarint(out, partition_indexes_count + 1)
+                out += INT32_ARRAYS[partition_indexes_count].pack(*partition_indexes_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListPartitionReassignmentsRequest_v0(obj: ListPartitionReassignmentsRequest, out: bytearray) -> None:
@@ -160,9 +165,12 @@ def _encode_ListPartitionReassignmentsRequest_v0(obj: ListPartitionReassignments
     if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_ListPartitionReassignmentsTopics_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_ListPartitionReassignmentsTopics_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

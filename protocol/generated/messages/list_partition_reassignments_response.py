@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     read_compact_nullable_string,
     read_compact_string,
@@ -239,48 +240,62 @@ def _decode_ListPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tuple
     return obj, pos
 
 
-def _encode_OngoingPartitionReassignment_v0(obj: OngoingPartitionReassignment, out: bytearray) -> None:
-    out += _S_i.pack(obj.partition_index)
-    replicas_value = obj.replicas
-    if replicas_value is None:
-        raise EncodeError('Replicas cannot be null in version 0')
-    else:
-        write_uvarint(out, len(replicas_value) + 1)
-        if replicas_value:
-            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
-    adding_replicas_value = obj.adding_replicas
-    if adding_replicas_value is None:
-        raise EncodeError('AddingReplicas cannot be null in version 0')
-    else:
-        write_uvarint(out, len(adding_replicas_value) + 1)
-        if adding_replicas_value:
-            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
-    removing_replicas_value = obj.removing_replicas
-    if removing_replicas_value is None:
-        raise EncodeError('RemovingReplicas cannot be null in version 0')
-    else:
-        write_uvarint(out, len(removing_replicas_value) + 1)
-        if removing_replicas_value:
-            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_OngoingPartitionReassignment_v0(items: list[OngoingPartitionReassignment], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.partition_index)
+        replicas_value = obj.replicas
+        if replicas_value is None:
+            raise EncodeError('Replicas cannot be null in version 0')
+        else:
+            replicas_count = len(replicas_value)
+            if replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+            else:
+                write_uvarint(out, replicas_count + 1)
+                out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
+        adding_replicas_value = obj.adding_replicas
+        if adding_replicas_value is None:
+            raise EncodeError('AddingReplicas cannot be null in version 0')
+        else:
+            adding_replicas_count = len(adding_replicas_value)
+            if adding_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[adding_replicas_count].pack(adding_replicas_count + 1, *adding_replicas_value)
+            else:
+                write_uvarint(out, adding_replicas_count + 1)
+                out += INT32_ARRAYS[adding_replicas_count].pack(*adding_replicas_value)
+        removing_replicas_value = obj.removing_replicas
+        if removing_replicas_value is None:
+            raise EncodeError('RemovingReplicas cannot be null in version 0')
+        else:
+            removing_replicas_count = len(removing_replicas_value)
+            if removing_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[removing_replicas_count].pack(removing_replicas_count + 1, *removing_replicas_value)
+            else:
+                write_uvarint(out, removing_replicas_count + 1)
+                out += INT32_ARRAYS[removing_replicas_count].pack(*removing_replicas_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_OngoingTopicReassignment_v0(obj: OngoingTopicReassignment, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_OngoingPartitionReassignment_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_OngoingTopicReassignment_v0(items: list[OngoingTopicReassignment], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_OngoingPartitionReassignment_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ListPartitionReassignmentsResponse_v0(obj: ListPartitionReassignmentsResponse, out: bytearray) -> None:
@@ -290,9 +305,12 @@ def _encode_ListPartitionReassignmentsResponse_v0(obj: ListPartitionReassignment
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_OngoingTopicReassignment_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_OngoingTopicReassignment_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -99,8 +99,9 @@ def _decode_MetadataRequest_v0(buf: bytes, pos: int) -> tuple[MetadataRequest, i
     return obj, pos
 
 
-def _encode_MetadataRequestTopic_v0(obj: MetadataRequestTopic, out: bytearray) -> None:
-    write_string(out, obj.name)
+def _encode_many_MetadataRequestTopic_v0(items: list[MetadataRequestTopic], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
 
 
 def _encode_MetadataRequest_v0(obj: MetadataRequest, out: bytearray) -> None:
@@ -114,9 +115,9 @@ def _encode_MetadataRequest_v0(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
 
 
 def _decode_MetadataRequest_v1(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
@@ -151,9 +152,9 @@ def _encode_MetadataRequest_v1(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
 
 
 def _encode_MetadataRequest_v2(obj: MetadataRequest, out: bytearray) -> None:
@@ -167,9 +168,9 @@ def _encode_MetadataRequest_v2(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
 
 
 def _encode_MetadataRequest_v3(obj: MetadataRequest, out: bytearray) -> None:
@@ -183,9 +184,9 @@ def _encode_MetadataRequest_v3(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
 
 
 def _decode_MetadataRequest_v4(buf: bytes, pos: int) -> tuple[MetadataRequest, int]:
@@ -219,9 +220,9 @@ def _encode_MetadataRequest_v4(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -234,9 +235,9 @@ def _encode_MetadataRequest_v5(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -249,9 +250,9 @@ def _encode_MetadataRequest_v6(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -264,9 +265,9 @@ def _encode_MetadataRequest_v7(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
     out += _S_o.pack(obj.allow_auto_topic_creation)
 
 
@@ -295,9 +296,9 @@ def _encode_MetadataRequest_v8(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out += b'\xff\xff\xff\xff'
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataRequestTopic_v0(topics_value, out)
     out += _S_ooo.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
 
 
@@ -373,12 +374,13 @@ def _decode_MetadataRequest_v9(buf: bytes, pos: int) -> tuple[MetadataRequest, i
     return obj, pos
 
 
-def _encode_MetadataRequestTopic_v9(obj: MetadataRequestTopic, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataRequestTopic_v9(items: list[MetadataRequestTopic], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_MetadataRequest_v9(obj: MetadataRequest, out: bytearray) -> None:
@@ -386,9 +388,12 @@ def _encode_MetadataRequest_v9(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v9(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataRequestTopic_v9(topics_value, out)
     out += _S_ooo.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -469,15 +474,16 @@ def _decode_MetadataRequest_v10(buf: bytes, pos: int) -> tuple[MetadataRequest, 
     return obj, pos
 
 
-def _encode_MetadataRequestTopic_v10(obj: MetadataRequestTopic, out: bytearray) -> None:
-    if len(obj.topic_id) != 16:
-        raise EncodeError('MetadataRequestTopic.TopicId must be a 16-byte UUID')
-    out += _S_u.pack(obj.topic_id)
-    write_compact_nullable_string(out, obj.name)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataRequestTopic_v10(items: list[MetadataRequestTopic], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.topic_id) != 16:
+            raise EncodeError('MetadataRequestTopic.TopicId must be a 16-byte UUID')
+        out += _S_u.pack(obj.topic_id)
+        write_compact_nullable_string(out, obj.name)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_MetadataRequest_v10(obj: MetadataRequest, out: bytearray) -> None:
@@ -485,9 +491,12 @@ def _encode_MetadataRequest_v10(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v10(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataRequestTopic_v10(topics_value, out)
     out += _S_ooo.pack(obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -543,9 +552,12 @@ def _encode_MetadataRequest_v11(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v10(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataRequestTopic_v10(topics_value, out)
     out += _S_oo.pack(obj.allow_auto_topic_creation, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -560,9 +572,12 @@ def _encode_MetadataRequest_v12(obj: MetadataRequest, out: bytearray) -> None:
     if topics_value is None:
         out.append(0)
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataRequestTopic_v10(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataRequestTopic_v10(topics_value, out)
     out += _S_oo.pack(obj.allow_auto_topic_creation, obj.include_topic_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

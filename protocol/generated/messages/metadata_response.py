@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
     ZERO_UUID,
@@ -239,42 +240,47 @@ def _decode_MetadataResponse_v0(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponseBroker_v0(obj: MetadataResponseBroker, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_string(out, obj.host)
-    out += _S_i.pack(obj.port)
+def _encode_many_MetadataResponseBroker_v0(items: list[MetadataResponseBroker], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_string(out, obj.host)
+        out += _S_i.pack(obj.port)
 
 
-def _encode_MetadataResponsePartition_v0(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 0')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 0')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+def _encode_many_MetadataResponsePartition_v0(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 0')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 0')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
-def _encode_MetadataResponseTopic_v0(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 0')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v0(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v0(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 0')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v0(partitions_value, out)
 
 
 def _encode_MetadataResponse_v0(obj: MetadataResponse, out: bytearray) -> None:
@@ -284,16 +290,16 @@ def _encode_MetadataResponse_v0(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 0')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v0(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v0(brokers_value, out)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v0(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v0(topics_value, out)
 
 
 def _decode_many_MetadataResponseBroker_v1(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
@@ -372,44 +378,49 @@ def _decode_MetadataResponse_v1(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponseBroker_v1(obj: MetadataResponseBroker, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_string(out, obj.host)
-    out += _S_i.pack(obj.port)
-    write_nullable_string(out, obj.rack)
+def _encode_many_MetadataResponseBroker_v1(items: list[MetadataResponseBroker], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_string(out, obj.host)
+        out += _S_i.pack(obj.port)
+        write_nullable_string(out, obj.rack)
 
 
-def _encode_MetadataResponsePartition_v1(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 1')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 1')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+def _encode_many_MetadataResponsePartition_v1(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 1')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 1')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
-def _encode_MetadataResponseTopic_v1(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 1')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v1(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v1(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 1')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v1(partitions_value, out)
 
 
 def _encode_MetadataResponse_v1(obj: MetadataResponse, out: bytearray) -> None:
@@ -419,17 +430,17 @@ def _encode_MetadataResponse_v1(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 1')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v1(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v1(topics_value, out)
 
 
 def _decode_MetadataResponse_v2(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
@@ -461,37 +472,41 @@ def _decode_MetadataResponse_v2(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v2(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 2')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 2')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+def _encode_many_MetadataResponsePartition_v2(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 2')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 2')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
-def _encode_MetadataResponseTopic_v2(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 2')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v2(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v2(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 2')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v2(partitions_value, out)
 
 
 def _encode_MetadataResponse_v2(obj: MetadataResponse, out: bytearray) -> None:
@@ -501,18 +516,18 @@ def _encode_MetadataResponse_v2(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 2')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v2(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v2(topics_value, out)
 
 
 def _decode_MetadataResponse_v3(buf: bytes, pos: int) -> tuple[MetadataResponse, int]:
@@ -545,37 +560,41 @@ def _decode_MetadataResponse_v3(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v3(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 3')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 3')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+def _encode_many_MetadataResponsePartition_v3(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 3')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 3')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
-def _encode_MetadataResponseTopic_v3(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 3')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 3')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v3(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v3(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 3')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 3')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v3(partitions_value, out)
 
 
 def _encode_MetadataResponse_v3(obj: MetadataResponse, out: bytearray) -> None:
@@ -586,51 +605,55 @@ def _encode_MetadataResponse_v3(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 3')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 3')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v3(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v3(topics_value, out)
 
 
-def _encode_MetadataResponsePartition_v4(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 4')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 4')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+def _encode_many_MetadataResponsePartition_v4(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 4')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 4')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
 
 
-def _encode_MetadataResponseTopic_v4(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 4')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 4')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v4(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v4(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 4')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 4')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v4(partitions_value, out)
 
 
 def _encode_MetadataResponse_v4(obj: MetadataResponse, out: bytearray) -> None:
@@ -641,18 +664,18 @@ def _encode_MetadataResponse_v4(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 4')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 4')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v4(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v4(topics_value, out)
 
 
 def _decode_many_MetadataResponsePartition_v5(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
@@ -766,44 +789,49 @@ def _decode_MetadataResponse_v5(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v5(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 5')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 5')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 5')
-    else:
-        out += INT32.pack(len(offline_replicas_value))
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
+def _encode_many_MetadataResponsePartition_v5(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 5')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 5')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 5')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            out += INT32.pack(offline_replicas_count)
+            if offline_replicas_value:
+                out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
-def _encode_MetadataResponseTopic_v5(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 5')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 5')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v5(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v5(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 5')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 5')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v5(partitions_value, out)
 
 
 def _encode_MetadataResponse_v5(obj: MetadataResponse, out: bytearray) -> None:
@@ -814,58 +842,63 @@ def _encode_MetadataResponse_v5(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 5')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 5')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v5(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v5(topics_value, out)
 
 
-def _encode_MetadataResponsePartition_v6(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 6')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 6')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 6')
-    else:
-        out += INT32.pack(len(offline_replicas_value))
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
+def _encode_many_MetadataResponsePartition_v6(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hii.pack(obj.error_code, obj.partition_index, obj.leader_id)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 6')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 6')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 6')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            out += INT32.pack(offline_replicas_count)
+            if offline_replicas_value:
+                out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
-def _encode_MetadataResponseTopic_v6(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 6')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 6')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v6(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v6(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 6')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 6')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v6(partitions_value, out)
 
 
 def _encode_MetadataResponse_v6(obj: MetadataResponse, out: bytearray) -> None:
@@ -876,18 +909,18 @@ def _encode_MetadataResponse_v6(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 6')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 6')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v6(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v6(topics_value, out)
 
 
 def _decode_many_MetadataResponsePartition_v7(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponsePartition], int]:
@@ -1000,44 +1033,49 @@ def _decode_MetadataResponse_v7(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v7(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 7')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 7')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 7')
-    else:
-        out += INT32.pack(len(offline_replicas_value))
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
+def _encode_many_MetadataResponsePartition_v7(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 7')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 7')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 7')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            out += INT32.pack(offline_replicas_count)
+            if offline_replicas_value:
+                out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
-def _encode_MetadataResponseTopic_v7(obj: MetadataResponseTopic, out: bytearray) -> None:
-    if obj.topic_authorized_operations != -2147483648:
-        raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 7')
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 7')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v7(partitions_item, out)
+def _encode_many_MetadataResponseTopic_v7(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        if obj.topic_authorized_operations != -2147483648:
+            raise EncodeError('MetadataResponseTopic.TopicAuthorizedOperations cannot be sent in version 7')
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 7')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v7(partitions_value, out)
 
 
 def _encode_MetadataResponse_v7(obj: MetadataResponse, out: bytearray) -> None:
@@ -1048,18 +1086,18 @@ def _encode_MetadataResponse_v7(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 7')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 7')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v7(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v7(topics_value, out)
 
 
 def _decode_many_MetadataResponseTopic_v8(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseTopic], int]:
@@ -1122,43 +1160,48 @@ def _decode_MetadataResponse_v8(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v8(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 8')
-    else:
-        out += INT32.pack(len(replica_nodes_value))
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 8')
-    else:
-        out += INT32.pack(len(isr_nodes_value))
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 8')
-    else:
-        out += INT32.pack(len(offline_replicas_value))
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
+def _encode_many_MetadataResponsePartition_v8(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 8')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            out += INT32.pack(replica_nodes_count)
+            if replica_nodes_value:
+                out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 8')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            out += INT32.pack(isr_nodes_count)
+            if isr_nodes_value:
+                out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 8')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            out += INT32.pack(offline_replicas_count)
+            if offline_replicas_value:
+                out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
 
 
-def _encode_MetadataResponseTopic_v8(obj: MetadataResponseTopic, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 8')
-    else:
-        out += INT32.pack(len(partitions_value))
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v8(partitions_item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
+def _encode_many_MetadataResponseTopic_v8(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 8')
+        else:
+            partitions_count = len(partitions_value)
+            out += INT32.pack(partitions_count)
+            _encode_many_MetadataResponsePartition_v8(partitions_value, out)
+        out += _S_i.pack(obj.topic_authorized_operations)
 
 
 def _encode_MetadataResponse_v8(obj: MetadataResponse, out: bytearray) -> None:
@@ -1167,18 +1210,18 @@ def _encode_MetadataResponse_v8(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 8')
     else:
-        out += INT32.pack(len(brokers_value))
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v1(brokers_item, out)
+        brokers_count = len(brokers_value)
+        out += INT32.pack(brokers_count)
+        _encode_many_MetadataResponseBroker_v1(brokers_value, out)
     write_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 8')
     else:
-        out += INT32.pack(len(topics_value))
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v8(topics_item, out)
+        topics_count = len(topics_value)
+        out += INT32.pack(topics_count)
+        _encode_many_MetadataResponseTopic_v8(topics_value, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
 
 
@@ -1402,62 +1445,77 @@ def _decode_MetadataResponse_v9(buf: bytes, pos: int) -> tuple[MetadataResponse,
     return obj, pos
 
 
-def _encode_MetadataResponseBroker_v9(obj: MetadataResponseBroker, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_compact_string(out, obj.host)
-    out += _S_i.pack(obj.port)
-    write_compact_nullable_string(out, obj.rack)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponseBroker_v9(items: list[MetadataResponseBroker], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_compact_string(out, obj.host)
+        out += _S_i.pack(obj.port)
+        write_compact_nullable_string(out, obj.rack)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_MetadataResponsePartition_v9(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 9')
-    else:
-        write_uvarint(out, len(replica_nodes_value) + 1)
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 9')
-    else:
-        write_uvarint(out, len(isr_nodes_value) + 1)
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 9')
-    else:
-        write_uvarint(out, len(offline_replicas_value) + 1)
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponsePartition_v9(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 9')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            if replica_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[replica_nodes_count].pack(replica_nodes_count + 1, *replica_nodes_value)
+            else:
+                write_uvarint(out, replica_nodes_count + 1)
+                out += INT32_ARRAYS[replica_nodes_count].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 9')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            if isr_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_nodes_count].pack(isr_nodes_count + 1, *isr_nodes_value)
+            else:
+                write_uvarint(out, isr_nodes_count + 1)
+                out += INT32_ARRAYS[isr_nodes_count].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 9')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            if offline_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[offline_replicas_count].pack(offline_replicas_count + 1, *offline_replicas_value)
+            else:
+                write_uvarint(out, offline_replicas_count + 1)
+                out += INT32_ARRAYS[offline_replicas_count].pack(*offline_replicas_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_MetadataResponseTopic_v9(obj: MetadataResponseTopic, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_compact_string(out, obj.name)
-    out += _S_o.pack(obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 9')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v9(partitions_item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponseTopic_v9(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_compact_string(out, obj.name)
+        out += _S_o.pack(obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 9')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_MetadataResponsePartition_v9(partitions_value, out)
+        out += _S_i.pack(obj.topic_authorized_operations)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_MetadataResponse_v9(obj: MetadataResponse, out: bytearray) -> None:
@@ -1466,18 +1524,24 @@ def _encode_MetadataResponse_v9(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 9')
     else:
-        write_uvarint(out, len(brokers_value) + 1)
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v9(brokers_item, out)
+        brokers_count = len(brokers_value)
+        if brokers_count < 127:
+            out.append(brokers_count + 1)
+        else:
+            write_uvarint(out, brokers_count + 1)
+        _encode_many_MetadataResponseBroker_v9(brokers_value, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 9')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v9(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataResponseTopic_v9(topics_value, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1588,53 +1652,67 @@ def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v10(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 10')
-    else:
-        write_uvarint(out, len(replica_nodes_value) + 1)
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 10')
-    else:
-        write_uvarint(out, len(isr_nodes_value) + 1)
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 10')
-    else:
-        write_uvarint(out, len(offline_replicas_value) + 1)
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponsePartition_v10(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 10')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            if replica_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[replica_nodes_count].pack(replica_nodes_count + 1, *replica_nodes_value)
+            else:
+                write_uvarint(out, replica_nodes_count + 1)
+                out += INT32_ARRAYS[replica_nodes_count].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 10')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            if isr_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_nodes_count].pack(isr_nodes_count + 1, *isr_nodes_value)
+            else:
+                write_uvarint(out, isr_nodes_count + 1)
+                out += INT32_ARRAYS[isr_nodes_count].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 10')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            if offline_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[offline_replicas_count].pack(offline_replicas_count + 1, *offline_replicas_value)
+            else:
+                write_uvarint(out, offline_replicas_count + 1)
+                out += INT32_ARRAYS[offline_replicas_count].pack(*offline_replicas_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_MetadataResponseTopic_v10(obj: MetadataResponseTopic, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_compact_string(out, obj.name)
-    if len(obj.topic_id) != 16:
-        raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
-    out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 10')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v10(partitions_item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponseTopic_v10(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_compact_string(out, obj.name)
+        if len(obj.topic_id) != 16:
+            raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
+        out += _S_uo.pack(obj.topic_id, obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 10')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_MetadataResponsePartition_v10(partitions_value, out)
+        out += _S_i.pack(obj.topic_authorized_operations)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_MetadataResponse_v10(obj: MetadataResponse, out: bytearray) -> None:
@@ -1643,18 +1721,24 @@ def _encode_MetadataResponse_v10(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 10')
     else:
-        write_uvarint(out, len(brokers_value) + 1)
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v9(brokers_item, out)
+        brokers_count = len(brokers_value)
+        if brokers_count < 127:
+            out.append(brokers_count + 1)
+        else:
+            write_uvarint(out, brokers_count + 1)
+        _encode_many_MetadataResponseBroker_v9(brokers_value, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 10')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v10(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataResponseTopic_v10(topics_value, out)
     out += _S_i.pack(obj.cluster_authorized_operations)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1716,53 +1800,67 @@ def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v11(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 11')
-    else:
-        write_uvarint(out, len(replica_nodes_value) + 1)
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 11')
-    else:
-        write_uvarint(out, len(isr_nodes_value) + 1)
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 11')
-    else:
-        write_uvarint(out, len(offline_replicas_value) + 1)
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponsePartition_v11(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 11')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            if replica_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[replica_nodes_count].pack(replica_nodes_count + 1, *replica_nodes_value)
+            else:
+                write_uvarint(out, replica_nodes_count + 1)
+                out += INT32_ARRAYS[replica_nodes_count].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 11')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            if isr_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_nodes_count].pack(isr_nodes_count + 1, *isr_nodes_value)
+            else:
+                write_uvarint(out, isr_nodes_count + 1)
+                out += INT32_ARRAYS[isr_nodes_count].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 11')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            if offline_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[offline_replicas_count].pack(offline_replicas_count + 1, *offline_replicas_value)
+            else:
+                write_uvarint(out, offline_replicas_count + 1)
+                out += INT32_ARRAYS[offline_replicas_count].pack(*offline_replicas_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_MetadataResponseTopic_v11(obj: MetadataResponseTopic, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_compact_string(out, obj.name)
-    if len(obj.topic_id) != 16:
-        raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
-    out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 11')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v11(partitions_item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponseTopic_v11(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_compact_string(out, obj.name)
+        if len(obj.topic_id) != 16:
+            raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
+        out += _S_uo.pack(obj.topic_id, obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 11')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_MetadataResponsePartition_v11(partitions_value, out)
+        out += _S_i.pack(obj.topic_authorized_operations)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_MetadataResponse_v11(obj: MetadataResponse, out: bytearray) -> None:
@@ -1773,18 +1871,24 @@ def _encode_MetadataResponse_v11(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 11')
     else:
-        write_uvarint(out, len(brokers_value) + 1)
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v9(brokers_item, out)
+        brokers_count = len(brokers_value)
+        if brokers_count < 127:
+            out.append(brokers_count + 1)
+        else:
+            write_uvarint(out, brokers_count + 1)
+        _encode_many_MetadataResponseBroker_v9(brokers_value, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 11')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v11(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataResponseTopic_v11(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -1893,53 +1997,67 @@ def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse
     return obj, pos
 
 
-def _encode_MetadataResponsePartition_v12(obj: MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
-    replica_nodes_value = obj.replica_nodes
-    if replica_nodes_value is None:
-        raise EncodeError('ReplicaNodes cannot be null in version 12')
-    else:
-        write_uvarint(out, len(replica_nodes_value) + 1)
-        if replica_nodes_value:
-            out += INT32_ARRAYS[len(replica_nodes_value)].pack(*replica_nodes_value)
-    isr_nodes_value = obj.isr_nodes
-    if isr_nodes_value is None:
-        raise EncodeError('IsrNodes cannot be null in version 12')
-    else:
-        write_uvarint(out, len(isr_nodes_value) + 1)
-        if isr_nodes_value:
-            out += INT32_ARRAYS[len(isr_nodes_value)].pack(*isr_nodes_value)
-    offline_replicas_value = obj.offline_replicas
-    if offline_replicas_value is None:
-        raise EncodeError('OfflineReplicas cannot be null in version 12')
-    else:
-        write_uvarint(out, len(offline_replicas_value) + 1)
-        if offline_replicas_value:
-            out += INT32_ARRAYS[len(offline_replicas_value)].pack(*offline_replicas_value)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponsePartition_v12(items: list[MetadataResponsePartition], out: bytearray) -> None:
+    for obj in items:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch)
+        replica_nodes_value = obj.replica_nodes
+        if replica_nodes_value is None:
+            raise EncodeError('ReplicaNodes cannot be null in version 12')
+        else:
+            replica_nodes_count = len(replica_nodes_value)
+            if replica_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[replica_nodes_count].pack(replica_nodes_count + 1, *replica_nodes_value)
+            else:
+                write_uvarint(out, replica_nodes_count + 1)
+                out += INT32_ARRAYS[replica_nodes_count].pack(*replica_nodes_value)
+        isr_nodes_value = obj.isr_nodes
+        if isr_nodes_value is None:
+            raise EncodeError('IsrNodes cannot be null in version 12')
+        else:
+            isr_nodes_count = len(isr_nodes_value)
+            if isr_nodes_count < 127:
+                out += COUNTED_INT32_ARRAYS[isr_nodes_count].pack(isr_nodes_count + 1, *isr_nodes_value)
+            else:
+                write_uvarint(out, isr_nodes_count + 1)
+                out += INT32_ARRAYS[isr_nodes_count].pack(*isr_nodes_value)
+        offline_replicas_value = obj.offline_replicas
+        if offline_replicas_value is None:
+            raise EncodeError('OfflineReplicas cannot be null in version 12')
+        else:
+            offline_replicas_count = len(offline_replicas_value)
+            if offline_replicas_count < 127:
+                out += COUNTED_INT32_ARRAYS[offline_replicas_count].pack(offline_replicas_count + 1, *offline_replicas_value)
+            else:
+                write_uvarint(out, offline_replicas_count + 1)
+                out += INT32_ARRAYS[offline_replicas_count].pack(*offline_replicas_value)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_MetadataResponseTopic_v12(obj: MetadataResponseTopic, out: bytearray) -> None:
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.name)
-    if len(obj.topic_id) != 16:
-        raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
-    out += _S_uo.pack(obj.topic_id, obj.is_internal)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 12')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_MetadataResponsePartition_v12(partitions_item, out)
-    out += _S_i.pack(obj.topic_authorized_operations)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_MetadataResponseTopic_v12(items: list[MetadataResponseTopic], out: bytearray) -> None:
+    for obj in items:
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.name)
+        if len(obj.topic_id) != 16:
+            raise EncodeError('MetadataResponseTopic.TopicId must be a 16-byte UUID')
+        out += _S_uo.pack(obj.topic_id, obj.is_internal)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 12')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_MetadataResponsePartition_v12(partitions_value, out)
+        out += _S_i.pack(obj.topic_authorized_operations)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_MetadataResponse_v12(obj: MetadataResponse, out: bytearray) -> None:
@@ -1950,18 +2068,24 @@ def _encode_MetadataResponse_v12(obj: MetadataResponse, out: bytearray) -> None:
     if brokers_value is None:
         raise EncodeError('Brokers cannot be null in version 12')
     else:
-        write_uvarint(out, len(brokers_value) + 1)
-        for brokers_item in brokers_value:
-            _encode_MetadataResponseBroker_v9(brokers_item, out)
+        brokers_count = len(brokers_value)
+        if brokers_count < 127:
+            out.append(brokers_count + 1)
+        else:
+            write_uvarint(out, brokers_count + 1)
+        _encode_many_MetadataResponseBroker_v9(brokers_value, out)
     write_compact_nullable_string(out, obj.cluster_id)
     out += _S_i.pack(obj.controller_id)
     topics_value = obj.topics
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 12')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_MetadataResponseTopic_v12(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_MetadataResponseTopic_v12(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -139,20 +139,22 @@ def _decode_ProduceRequest_v0(buf: bytes, pos: int) -> tuple[ProduceRequest, int
     return obj, pos
 
 
-def _encode_PartitionProduceData_v0(obj: PartitionProduceData, out: bytearray) -> None:
-    out += _S_i.pack(obj.index)
-    write_nullable_bytes(out, obj.records)
+def _encode_many_PartitionProduceData_v0(items: list[PartitionProduceData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.index)
+        write_nullable_bytes(out, obj.records)
 
 
-def _encode_TopicProduceData_v0(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v0(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 0')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v0(obj: ProduceRequest, out: bytearray) -> None:
@@ -163,20 +165,21 @@ def _encode_ProduceRequest_v0(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 0')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v0(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v0(topic_data_value, out)
 
 
-def _encode_TopicProduceData_v1(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v1(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 1')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v1(obj: ProduceRequest, out: bytearray) -> None:
@@ -187,20 +190,21 @@ def _encode_ProduceRequest_v1(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 1')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v1(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v1(topic_data_value, out)
 
 
-def _encode_TopicProduceData_v2(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 2')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v2(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 2')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v2(obj: ProduceRequest, out: bytearray) -> None:
@@ -211,9 +215,9 @@ def _encode_ProduceRequest_v2(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 2')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v2(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v2(topic_data_value, out)
 
 
 def _decode_ProduceRequest_v3(buf: bytes, pos: int) -> tuple[ProduceRequest, int]:
@@ -236,15 +240,16 @@ def _decode_ProduceRequest_v3(buf: bytes, pos: int) -> tuple[ProduceRequest, int
     return obj, pos
 
 
-def _encode_TopicProduceData_v3(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 3')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v3(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 3')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v3(obj: ProduceRequest, out: bytearray) -> None:
@@ -254,20 +259,21 @@ def _encode_ProduceRequest_v3(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 3')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v3(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v3(topic_data_value, out)
 
 
-def _encode_TopicProduceData_v4(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 4')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v4(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 4')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v4(obj: ProduceRequest, out: bytearray) -> None:
@@ -277,20 +283,21 @@ def _encode_ProduceRequest_v4(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 4')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v4(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v4(topic_data_value, out)
 
 
-def _encode_TopicProduceData_v5(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 5')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v5(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 5')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v5(obj: ProduceRequest, out: bytearray) -> None:
@@ -300,20 +307,21 @@ def _encode_ProduceRequest_v5(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 5')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v5(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v5(topic_data_value, out)
 
 
-def _encode_TopicProduceData_v6(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 6')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v6(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 6')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v6(obj: ProduceRequest, out: bytearray) -> None:
@@ -323,20 +331,21 @@ def _encode_ProduceRequest_v6(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 6')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v6(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v6(topic_data_value, out)
 
 
-def _encode_TopicProduceData_v7(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 7')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v7(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 7')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v7(obj: ProduceRequest, out: bytearray) -> None:
@@ -346,20 +355,21 @@ def _encode_ProduceRequest_v7(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 7')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v7(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v7(topic_data_value, out)
 
 
-def _encode_TopicProduceData_v8(obj: TopicProduceData, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 8')
-    else:
-        out += INT32.pack(len(partition_data_value))
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v0(partition_data_item, out)
+def _encode_many_TopicProduceData_v8(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 8')
+        else:
+            partition_data_count = len(partition_data_value)
+            out += INT32.pack(partition_data_count)
+            _encode_many_PartitionProduceData_v0(partition_data_value, out)
 
 
 def _encode_ProduceRequest_v8(obj: ProduceRequest, out: bytearray) -> None:
@@ -369,9 +379,9 @@ def _encode_ProduceRequest_v8(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 8')
     else:
-        out += INT32.pack(len(topic_data_value))
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v8(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        out += INT32.pack(topic_data_count)
+        _encode_many_TopicProduceData_v8(topic_data_value, out)
 
 
 def _decode_many_PartitionProduceData_v9(buf: bytes, pos: int, count: int) -> tuple[list[PartitionProduceData], int]:
@@ -489,28 +499,33 @@ def _decode_ProduceRequest_v9(buf: bytes, pos: int) -> tuple[ProduceRequest, int
     return obj, pos
 
 
-def _encode_PartitionProduceData_v9(obj: PartitionProduceData, out: bytearray) -> None:
-    out += _S_i.pack(obj.index)
-    write_compact_nullable_bytes(out, obj.records)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionProduceData_v9(items: list[PartitionProduceData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.index)
+        write_compact_nullable_bytes(out, obj.records)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicProduceData_v9(obj: TopicProduceData, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 9')
-    else:
-        write_uvarint(out, len(partition_data_value) + 1)
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v9(partition_data_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicProduceData_v9(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 9')
+        else:
+            partition_data_count = len(partition_data_value)
+            if partition_data_count < 127:
+                out.append(partition_data_count + 1)
+            else:
+                write_uvarint(out, partition_data_count + 1)
+            _encode_many_PartitionProduceData_v9(partition_data_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ProduceRequest_v9(obj: ProduceRequest, out: bytearray) -> None:
@@ -520,28 +535,35 @@ def _encode_ProduceRequest_v9(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 9')
     else:
-        write_uvarint(out, len(topic_data_value) + 1)
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v9(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        if topic_data_count < 127:
+            out.append(topic_data_count + 1)
+        else:
+            write_uvarint(out, topic_data_count + 1)
+        _encode_many_TopicProduceData_v9(topic_data_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_TopicProduceData_v10(obj: TopicProduceData, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 10')
-    else:
-        write_uvarint(out, len(partition_data_value) + 1)
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v9(partition_data_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicProduceData_v10(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 10')
+        else:
+            partition_data_count = len(partition_data_value)
+            if partition_data_count < 127:
+                out.append(partition_data_count + 1)
+            else:
+                write_uvarint(out, partition_data_count + 1)
+            _encode_many_PartitionProduceData_v9(partition_data_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ProduceRequest_v10(obj: ProduceRequest, out: bytearray) -> None:
@@ -551,28 +573,35 @@ def _encode_ProduceRequest_v10(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 10')
     else:
-        write_uvarint(out, len(topic_data_value) + 1)
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v10(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        if topic_data_count < 127:
+            out.append(topic_data_count + 1)
+        else:
+            write_uvarint(out, topic_data_count + 1)
+        _encode_many_TopicProduceData_v10(topic_data_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
         out.append(0)
 
 
-def _encode_TopicProduceData_v11(obj: TopicProduceData, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partition_data_value = obj.partition_data
-    if partition_data_value is None:
-        raise EncodeError('PartitionData cannot be null in version 11')
-    else:
-        write_uvarint(out, len(partition_data_value) + 1)
-        for partition_data_item in partition_data_value:
-            _encode_PartitionProduceData_v9(partition_data_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicProduceData_v11(items: list[TopicProduceData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partition_data_value = obj.partition_data
+        if partition_data_value is None:
+            raise EncodeError('PartitionData cannot be null in version 11')
+        else:
+            partition_data_count = len(partition_data_value)
+            if partition_data_count < 127:
+                out.append(partition_data_count + 1)
+            else:
+                write_uvarint(out, partition_data_count + 1)
+            _encode_many_PartitionProduceData_v9(partition_data_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ProduceRequest_v11(obj: ProduceRequest, out: bytearray) -> None:
@@ -582,9 +611,12 @@ def _encode_ProduceRequest_v11(obj: ProduceRequest, out: bytearray) -> None:
     if topic_data_value is None:
         raise EncodeError('TopicData cannot be null in version 11')
     else:
-        write_uvarint(out, len(topic_data_value) + 1)
-        for topic_data_item in topic_data_value:
-            _encode_TopicProduceData_v11(topic_data_item, out)
+        topic_data_count = len(topic_data_value)
+        if topic_data_count < 127:
+            out.append(topic_data_count + 1)
+        else:
+            write_uvarint(out, topic_data_count + 1)
+        _encode_many_TopicProduceData_v11(topic_data_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

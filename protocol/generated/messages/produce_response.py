@@ -197,21 +197,23 @@ def _decode_ProduceResponse_v0(buf: bytes, pos: int) -> tuple[ProduceResponse, i
     return obj, pos
 
 
-def _encode_PartitionProduceResponse_v0(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 0')
-    out += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
+def _encode_many_PartitionProduceResponse_v0(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 0')
+        out += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
 
 
-def _encode_TopicProduceResponse_v0(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 0')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v0(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v0(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 0')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v0(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v0(obj: ProduceResponse, out: bytearray) -> None:
@@ -221,9 +223,9 @@ def _encode_ProduceResponse_v0(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 0')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v0(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v0(responses_value, out)
 
 
 def _decode_ProduceResponse_v1(buf: bytes, pos: int) -> tuple[ProduceResponse, int]:
@@ -246,21 +248,23 @@ def _decode_ProduceResponse_v1(buf: bytes, pos: int) -> tuple[ProduceResponse, i
     return obj, pos
 
 
-def _encode_PartitionProduceResponse_v1(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 1')
-    out += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
+def _encode_many_PartitionProduceResponse_v1(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 1')
+        out += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
 
 
-def _encode_TopicProduceResponse_v1(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 1')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v1(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v1(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 1')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v1(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v1(obj: ProduceResponse, out: bytearray) -> None:
@@ -270,9 +274,9 @@ def _encode_ProduceResponse_v1(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 1')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v1(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v1(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
@@ -337,21 +341,23 @@ def _decode_ProduceResponse_v2(buf: bytes, pos: int) -> tuple[ProduceResponse, i
     return obj, pos
 
 
-def _encode_PartitionProduceResponse_v2(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 2')
-    out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
+def _encode_many_PartitionProduceResponse_v2(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 2')
+        out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
 
 
-def _encode_TopicProduceResponse_v2(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 2')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v2(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v2(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 2')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v2(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v2(obj: ProduceResponse, out: bytearray) -> None:
@@ -361,27 +367,29 @@ def _encode_ProduceResponse_v2(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 2')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v2(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v2(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
-def _encode_PartitionProduceResponse_v3(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 3')
-    out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
+def _encode_many_PartitionProduceResponse_v3(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 3')
+        out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
 
 
-def _encode_TopicProduceResponse_v3(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 3')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v3(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v3(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 3')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v3(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v3(obj: ProduceResponse, out: bytearray) -> None:
@@ -391,27 +399,29 @@ def _encode_ProduceResponse_v3(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 3')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v3(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v3(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
-def _encode_PartitionProduceResponse_v4(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 4')
-    out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
+def _encode_many_PartitionProduceResponse_v4(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 4')
+        out += _S_ihqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms)
 
 
-def _encode_TopicProduceResponse_v4(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 4')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v4(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v4(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 4')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v4(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v4(obj: ProduceResponse, out: bytearray) -> None:
@@ -421,9 +431,9 @@ def _encode_ProduceResponse_v4(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 4')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v4(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v4(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
@@ -487,21 +497,23 @@ def _decode_ProduceResponse_v5(buf: bytes, pos: int) -> tuple[ProduceResponse, i
     return obj, pos
 
 
-def _encode_PartitionProduceResponse_v5(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 5')
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+def _encode_many_PartitionProduceResponse_v5(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 5')
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
 
 
-def _encode_TopicProduceResponse_v5(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 5')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v5(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v5(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 5')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v5(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v5(obj: ProduceResponse, out: bytearray) -> None:
@@ -511,27 +523,29 @@ def _encode_ProduceResponse_v5(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 5')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v5(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v5(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
-def _encode_PartitionProduceResponse_v6(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 6')
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+def _encode_many_PartitionProduceResponse_v6(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 6')
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
 
 
-def _encode_TopicProduceResponse_v6(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 6')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v6(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v6(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 6')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v6(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v6(obj: ProduceResponse, out: bytearray) -> None:
@@ -541,27 +555,29 @@ def _encode_ProduceResponse_v6(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 6')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v6(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v6(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
-def _encode_PartitionProduceResponse_v7(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 7')
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+def _encode_many_PartitionProduceResponse_v7(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 7')
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
 
 
-def _encode_TopicProduceResponse_v7(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 7')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v7(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v7(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 7')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v7(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v7(obj: ProduceResponse, out: bytearray) -> None:
@@ -571,9 +587,9 @@ def _encode_ProduceResponse_v7(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 7')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v7(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v7(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
@@ -660,34 +676,37 @@ def _decode_ProduceResponse_v8(buf: bytes, pos: int) -> tuple[ProduceResponse, i
     return obj, pos
 
 
-def _encode_BatchIndexAndErrorMessage_v8(obj: BatchIndexAndErrorMessage, out: bytearray) -> None:
-    out += _S_i.pack(obj.batch_index)
-    write_nullable_string(out, obj.batch_index_error_message)
+def _encode_many_BatchIndexAndErrorMessage_v8(items: list[BatchIndexAndErrorMessage], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.batch_index)
+        write_nullable_string(out, obj.batch_index_error_message)
 
 
-def _encode_PartitionProduceResponse_v8(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 8')
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
-    record_errors_value = obj.record_errors
-    if record_errors_value is None:
-        raise EncodeError('RecordErrors cannot be null in version 8')
-    else:
-        out += INT32.pack(len(record_errors_value))
-        for record_errors_item in record_errors_value:
-            _encode_BatchIndexAndErrorMessage_v8(record_errors_item, out)
-    write_nullable_string(out, obj.error_message)
+def _encode_many_PartitionProduceResponse_v8(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 8')
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+        record_errors_value = obj.record_errors
+        if record_errors_value is None:
+            raise EncodeError('RecordErrors cannot be null in version 8')
+        else:
+            record_errors_count = len(record_errors_value)
+            out += INT32.pack(record_errors_count)
+            _encode_many_BatchIndexAndErrorMessage_v8(record_errors_value, out)
+        write_nullable_string(out, obj.error_message)
 
 
-def _encode_TopicProduceResponse_v8(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 8')
-    else:
-        out += INT32.pack(len(partition_responses_value))
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v8(partition_responses_item, out)
+def _encode_many_TopicProduceResponse_v8(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 8')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            out += INT32.pack(partition_responses_count)
+            _encode_many_PartitionProduceResponse_v8(partition_responses_value, out)
 
 
 def _encode_ProduceResponse_v8(obj: ProduceResponse, out: bytearray) -> None:
@@ -697,9 +716,9 @@ def _encode_ProduceResponse_v8(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 8')
     else:
-        out += INT32.pack(len(responses_value))
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v8(responses_item, out)
+        responses_count = len(responses_value)
+        out += INT32.pack(responses_count)
+        _encode_many_TopicProduceResponse_v8(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
 
 
@@ -863,46 +882,55 @@ def _decode_ProduceResponse_v9(buf: bytes, pos: int) -> tuple[ProduceResponse, i
     return obj, pos
 
 
-def _encode_BatchIndexAndErrorMessage_v9(obj: BatchIndexAndErrorMessage, out: bytearray) -> None:
-    out += _S_i.pack(obj.batch_index)
-    write_compact_nullable_string(out, obj.batch_index_error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_BatchIndexAndErrorMessage_v9(items: list[BatchIndexAndErrorMessage], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.batch_index)
+        write_compact_nullable_string(out, obj.batch_index_error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_PartitionProduceResponse_v9(obj: PartitionProduceResponse, out: bytearray) -> None:
-    if obj.current_leader != LeaderIdAndEpoch():
-        raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 9')
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
-    record_errors_value = obj.record_errors
-    if record_errors_value is None:
-        raise EncodeError('RecordErrors cannot be null in version 9')
-    else:
-        write_uvarint(out, len(record_errors_value) + 1)
-        for record_errors_item in record_errors_value:
-            _encode_BatchIndexAndErrorMessage_v9(record_errors_item, out)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionProduceResponse_v9(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        if obj.current_leader != LeaderIdAndEpoch():
+            raise EncodeError('PartitionProduceResponse.CurrentLeader cannot be sent in version 9')
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+        record_errors_value = obj.record_errors
+        if record_errors_value is None:
+            raise EncodeError('RecordErrors cannot be null in version 9')
+        else:
+            record_errors_count = len(record_errors_value)
+            if record_errors_count < 127:
+                out.append(record_errors_count + 1)
+            else:
+                write_uvarint(out, record_errors_count + 1)
+            _encode_many_BatchIndexAndErrorMessage_v9(record_errors_value, out)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicProduceResponse_v9(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 9')
-    else:
-        write_uvarint(out, len(partition_responses_value) + 1)
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v9(partition_responses_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicProduceResponse_v9(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 9')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            if partition_responses_count < 127:
+                out.append(partition_responses_count + 1)
+            else:
+                write_uvarint(out, partition_responses_count + 1)
+            _encode_many_PartitionProduceResponse_v9(partition_responses_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ProduceResponse_v9(obj: ProduceResponse, out: bytearray) -> None:
@@ -912,9 +940,12 @@ def _encode_ProduceResponse_v9(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 9')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v9(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_TopicProduceResponse_v9(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -1141,55 +1172,64 @@ def _encode_LeaderIdAndEpoch_v10(obj: LeaderIdAndEpoch, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_PartitionProduceResponse_v10(obj: PartitionProduceResponse, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
-    record_errors_value = obj.record_errors
-    if record_errors_value is None:
-        raise EncodeError('RecordErrors cannot be null in version 10')
-    else:
-        write_uvarint(out, len(record_errors_value) + 1)
-        for record_errors_item in record_errors_value:
-            _encode_BatchIndexAndErrorMessage_v9(record_errors_item, out)
-    write_compact_nullable_string(out, obj.error_message)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 10')
+def _encode_many_PartitionProduceResponse_v10(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+        record_errors_value = obj.record_errors
+        if record_errors_value is None:
+            raise EncodeError('RecordErrors cannot be null in version 10')
         else:
-            _encode_LeaderIdAndEpoch_v10(current_leader_value, field_out)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            record_errors_count = len(record_errors_value)
+            if record_errors_count < 127:
+                out.append(record_errors_count + 1)
+            else:
+                write_uvarint(out, record_errors_count + 1)
+            _encode_many_BatchIndexAndErrorMessage_v9(record_errors_value, out)
+        write_compact_nullable_string(out, obj.error_message)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 10')
+            else:
+                _encode_LeaderIdAndEpoch_v10(current_leader_value, field_out)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicProduceResponse_v10(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 10')
-    else:
-        write_uvarint(out, len(partition_responses_value) + 1)
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v10(partition_responses_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicProduceResponse_v10(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 10')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            if partition_responses_count < 127:
+                out.append(partition_responses_count + 1)
+            else:
+                write_uvarint(out, partition_responses_count + 1)
+            _encode_many_PartitionProduceResponse_v10(partition_responses_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_NodeEndpoint_v10(obj: NodeEndpoint, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_compact_string(out, obj.host)
-    out += _S_i.pack(obj.port)
-    write_compact_nullable_string(out, obj.rack)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_NodeEndpoint_v10(items: list[NodeEndpoint], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_compact_string(out, obj.host)
+        out += _S_i.pack(obj.port)
+        write_compact_nullable_string(out, obj.rack)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ProduceResponse_v10(obj: ProduceResponse, out: bytearray) -> None:
@@ -1197,9 +1237,12 @@ def _encode_ProduceResponse_v10(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 10')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v10(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_TopicProduceResponse_v10(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
@@ -1208,9 +1251,12 @@ def _encode_ProduceResponse_v10(obj: ProduceResponse, out: bytearray) -> None:
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 10')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v10(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v10(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -1218,44 +1264,52 @@ def _encode_ProduceResponse_v10(obj: ProduceResponse, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_PartitionProduceResponse_v11(obj: PartitionProduceResponse, out: bytearray) -> None:
-    out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
-    record_errors_value = obj.record_errors
-    if record_errors_value is None:
-        raise EncodeError('RecordErrors cannot be null in version 11')
-    else:
-        write_uvarint(out, len(record_errors_value) + 1)
-        for record_errors_item in record_errors_value:
-            _encode_BatchIndexAndErrorMessage_v9(record_errors_item, out)
-    write_compact_nullable_string(out, obj.error_message)
-    tagged: list[tuple[int, bytearray]] = []
-    if obj.current_leader != LeaderIdAndEpoch():
-        field_out = bytearray()
-        current_leader_value = obj.current_leader
-        if current_leader_value is None:
-            raise EncodeError('CurrentLeader cannot be null in version 11')
+def _encode_many_PartitionProduceResponse_v11(items: list[PartitionProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihqqq.pack(obj.index, obj.error_code, obj.base_offset, obj.log_append_time_ms, obj.log_start_offset)
+        record_errors_value = obj.record_errors
+        if record_errors_value is None:
+            raise EncodeError('RecordErrors cannot be null in version 11')
         else:
-            _encode_LeaderIdAndEpoch_v10(current_leader_value, field_out)
-        tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
-        write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+            record_errors_count = len(record_errors_value)
+            if record_errors_count < 127:
+                out.append(record_errors_count + 1)
+            else:
+                write_uvarint(out, record_errors_count + 1)
+            _encode_many_BatchIndexAndErrorMessage_v9(record_errors_value, out)
+        write_compact_nullable_string(out, obj.error_message)
+        tagged: list[tuple[int, bytearray]] = []
+        if obj.current_leader != LeaderIdAndEpoch():
+            field_out = bytearray()
+            current_leader_value = obj.current_leader
+            if current_leader_value is None:
+                raise EncodeError('CurrentLeader cannot be null in version 11')
+            else:
+                _encode_LeaderIdAndEpoch_v10(current_leader_value, field_out)
+            tagged.append((0, field_out))
+        if tagged or obj.unknown_tagged_fields:
+            write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicProduceResponse_v11(obj: TopicProduceResponse, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    partition_responses_value = obj.partition_responses
-    if partition_responses_value is None:
-        raise EncodeError('PartitionResponses cannot be null in version 11')
-    else:
-        write_uvarint(out, len(partition_responses_value) + 1)
-        for partition_responses_item in partition_responses_value:
-            _encode_PartitionProduceResponse_v11(partition_responses_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicProduceResponse_v11(items: list[TopicProduceResponse], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        partition_responses_value = obj.partition_responses
+        if partition_responses_value is None:
+            raise EncodeError('PartitionResponses cannot be null in version 11')
+        else:
+            partition_responses_count = len(partition_responses_value)
+            if partition_responses_count < 127:
+                out.append(partition_responses_count + 1)
+            else:
+                write_uvarint(out, partition_responses_count + 1)
+            _encode_many_PartitionProduceResponse_v11(partition_responses_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ProduceResponse_v11(obj: ProduceResponse, out: bytearray) -> None:
@@ -1263,9 +1317,12 @@ def _encode_ProduceResponse_v11(obj: ProduceResponse, out: bytearray) -> None:
     if responses_value is None:
         raise EncodeError('Responses cannot be null in version 11')
     else:
-        write_uvarint(out, len(responses_value) + 1)
-        for responses_item in responses_value:
-            _encode_TopicProduceResponse_v11(responses_item, out)
+        responses_count = len(responses_value)
+        if responses_count < 127:
+            out.append(responses_count + 1)
+        else:
+            write_uvarint(out, responses_count + 1)
+        _encode_many_TopicProduceResponse_v11(responses_value, out)
     out += _S_i.pack(obj.throttle_time_ms)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
@@ -1274,9 +1331,12 @@ def _encode_ProduceResponse_v11(obj: ProduceResponse, out: bytearray) -> None:
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 11')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v10(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v10(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -62,7 +62,8 @@ def _encode_SaslHandshakeResponse_v0(obj: SaslHandshakeResponse, out: bytearray)
     if mechanisms_value is None:
         raise EncodeError('Mechanisms cannot be null in version 0')
     else:
-        out += INT32.pack(len(mechanisms_value))
+        mechanisms_count = len(mechanisms_value)
+        out += INT32.pack(mechanisms_count)
         for mechanisms_item in mechanisms_value:
             write_string(out, mechanisms_item)
 
@@ -73,7 +74,8 @@ def _encode_SaslHandshakeResponse_v1(obj: SaslHandshakeResponse, out: bytearray)
     if mechanisms_value is None:
         raise EncodeError('Mechanisms cannot be null in version 1')
     else:
-        out += INT32.pack(len(mechanisms_value))
+        mechanisms_count = len(mechanisms_value)
+        out += INT32.pack(mechanisms_count)
         for mechanisms_item in mechanisms_value:
             write_string(out, mechanisms_item)
 

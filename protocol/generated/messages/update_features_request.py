@@ -134,15 +134,16 @@ def _decode_UpdateFeaturesRequest_v0(buf: bytes, pos: int) -> tuple[UpdateFeatur
     return obj, pos
 
 
-def _encode_FeatureUpdateKey_v0(obj: FeatureUpdateKey, out: bytearray) -> None:
-    if obj.upgrade_type != 1:
-        raise EncodeError('FeatureUpdateKey.UpgradeType cannot be sent in version 0')
-    write_compact_string(out, obj.feature)
-    out += _S_ho.pack(obj.max_version_level, obj.allow_downgrade)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FeatureUpdateKey_v0(items: list[FeatureUpdateKey], out: bytearray) -> None:
+    for obj in items:
+        if obj.upgrade_type != 1:
+            raise EncodeError('FeatureUpdateKey.UpgradeType cannot be sent in version 0')
+        write_compact_string(out, obj.feature)
+        out += _S_ho.pack(obj.max_version_level, obj.allow_downgrade)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_UpdateFeaturesRequest_v0(obj: UpdateFeaturesRequest, out: bytearray) -> None:
@@ -153,9 +154,12 @@ def _encode_UpdateFeaturesRequest_v0(obj: UpdateFeaturesRequest, out: bytearray)
     if feature_updates_value is None:
         raise EncodeError('FeatureUpdates cannot be null in version 0')
     else:
-        write_uvarint(out, len(feature_updates_value) + 1)
-        for feature_updates_item in feature_updates_value:
-            _encode_FeatureUpdateKey_v0(feature_updates_item, out)
+        feature_updates_count = len(feature_updates_value)
+        if feature_updates_count < 127:
+            out.append(feature_updates_count + 1)
+        else:
+            write_uvarint(out, feature_updates_count + 1)
+        _encode_many_FeatureUpdateKey_v0(feature_updates_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -237,15 +241,16 @@ def _decode_UpdateFeaturesRequest_v1(buf: bytes, pos: int) -> tuple[UpdateFeatur
     return obj, pos
 
 
-def _encode_FeatureUpdateKey_v1(obj: FeatureUpdateKey, out: bytearray) -> None:
-    if obj.allow_downgrade:
-        raise EncodeError('FeatureUpdateKey.AllowDowngrade cannot be sent in version 1')
-    write_compact_string(out, obj.feature)
-    out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FeatureUpdateKey_v1(items: list[FeatureUpdateKey], out: bytearray) -> None:
+    for obj in items:
+        if obj.allow_downgrade:
+            raise EncodeError('FeatureUpdateKey.AllowDowngrade cannot be sent in version 1')
+        write_compact_string(out, obj.feature)
+        out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_UpdateFeaturesRequest_v1(obj: UpdateFeaturesRequest, out: bytearray) -> None:
@@ -254,9 +259,12 @@ def _encode_UpdateFeaturesRequest_v1(obj: UpdateFeaturesRequest, out: bytearray)
     if feature_updates_value is None:
         raise EncodeError('FeatureUpdates cannot be null in version 1')
     else:
-        write_uvarint(out, len(feature_updates_value) + 1)
-        for feature_updates_item in feature_updates_value:
-            _encode_FeatureUpdateKey_v1(feature_updates_item, out)
+        feature_updates_count = len(feature_updates_value)
+        if feature_updates_count < 127:
+            out.append(feature_updates_count + 1)
+        else:
+            write_uvarint(out, feature_updates_count + 1)
+        _encode_many_FeatureUpdateKey_v1(feature_updates_value, out)
     out += _S_o.pack(obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
@@ -264,15 +272,16 @@ def _encode_UpdateFeaturesRequest_v1(obj: UpdateFeaturesRequest, out: bytearray)
         out.append(0)
 
 
-def _encode_FeatureUpdateKey_v2(obj: FeatureUpdateKey, out: bytearray) -> None:
-    if obj.allow_downgrade:
-        raise EncodeError('FeatureUpdateKey.AllowDowngrade cannot be sent in version 2')
-    write_compact_string(out, obj.feature)
-    out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_FeatureUpdateKey_v2(items: list[FeatureUpdateKey], out: bytearray) -> None:
+    for obj in items:
+        if obj.allow_downgrade:
+            raise EncodeError('FeatureUpdateKey.AllowDowngrade cannot be sent in version 2')
+        write_compact_string(out, obj.feature)
+        out += _S_hb.pack(obj.max_version_level, obj.upgrade_type)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_UpdateFeaturesRequest_v2(obj: UpdateFeaturesRequest, out: bytearray) -> None:
@@ -281,9 +290,12 @@ def _encode_UpdateFeaturesRequest_v2(obj: UpdateFeaturesRequest, out: bytearray)
     if feature_updates_value is None:
         raise EncodeError('FeatureUpdates cannot be null in version 2')
     else:
-        write_uvarint(out, len(feature_updates_value) + 1)
-        for feature_updates_item in feature_updates_value:
-            _encode_FeatureUpdateKey_v2(feature_updates_item, out)
+        feature_updates_count = len(feature_updates_value)
+        if feature_updates_count < 127:
+            out.append(feature_updates_count + 1)
+        else:
+            write_uvarint(out, feature_updates_count + 1)
+        _encode_many_FeatureUpdateKey_v2(feature_updates_value, out)
     out += _S_o.pack(obj.validate_only)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)

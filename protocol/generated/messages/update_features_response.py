@@ -134,14 +134,15 @@ def _decode_UpdateFeaturesResponse_v0(buf: bytes, pos: int) -> tuple[UpdateFeatu
     return obj, pos
 
 
-def _encode_UpdatableFeatureResult_v0(obj: UpdatableFeatureResult, out: bytearray) -> None:
-    write_compact_string(out, obj.feature)
-    out += _S_h.pack(obj.error_code)
-    write_compact_nullable_string(out, obj.error_message)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_UpdatableFeatureResult_v0(items: list[UpdatableFeatureResult], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.feature)
+        out += _S_h.pack(obj.error_code)
+        write_compact_nullable_string(out, obj.error_message)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_UpdateFeaturesResponse_v0(obj: UpdateFeaturesResponse, out: bytearray) -> None:
@@ -151,9 +152,12 @@ def _encode_UpdateFeaturesResponse_v0(obj: UpdateFeaturesResponse, out: bytearra
     if results_value is None:
         raise EncodeError('Results cannot be null in version 0')
     else:
-        write_uvarint(out, len(results_value) + 1)
-        for results_item in results_value:
-            _encode_UpdatableFeatureResult_v0(results_item, out)
+        results_count = len(results_value)
+        if results_count < 127:
+            out.append(results_count + 1)
+        else:
+            write_uvarint(out, results_count + 1)
+        _encode_many_UpdatableFeatureResult_v0(results_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -167,9 +171,12 @@ def _encode_UpdateFeaturesResponse_v1(obj: UpdateFeaturesResponse, out: bytearra
     if results_value is None:
         raise EncodeError('Results cannot be null in version 1')
     else:
-        write_uvarint(out, len(results_value) + 1)
-        for results_item in results_value:
-            _encode_UpdatableFeatureResult_v0(results_item, out)
+        results_count = len(results_value)
+        if results_count < 127:
+            out.append(results_count + 1)
+        else:
+            write_uvarint(out, results_count + 1)
+        _encode_many_UpdatableFeatureResult_v0(results_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -183,14 +183,15 @@ def _decode_UpdateRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[UpdateRaftV
     return obj, pos
 
 
-def _encode_Listener_v0(obj: Listener, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Listener_v0(items: list[Listener], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_KRaftVersionFeature_v0(obj: KRaftVersionFeature, out: bytearray) -> None:
@@ -210,9 +211,12 @@ def _encode_UpdateRaftVoterRequest_v0(obj: UpdateRaftVoterRequest, out: bytearra
     if listeners_value is None:
         raise EncodeError('Listeners cannot be null in version 0')
     else:
-        write_uvarint(out, len(listeners_value) + 1)
-        for listeners_item in listeners_value:
-            _encode_Listener_v0(listeners_item, out)
+        listeners_count = len(listeners_value)
+        if listeners_count < 127:
+            out.append(listeners_count + 1)
+        else:
+            write_uvarint(out, listeners_count + 1)
+        _encode_many_Listener_v0(listeners_value, out)
     k_raft_version_feature_value = obj.k_raft_version_feature
     if k_raft_version_feature_value is None:
         raise EncodeError('KRaftVersionFeature cannot be null in version 0')

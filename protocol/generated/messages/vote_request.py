@@ -201,29 +201,34 @@ def _decode_VoteRequest_v0(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    if obj.pre_vote:
-        raise EncodeError('PartitionData.PreVote cannot be sent in version 0')
-    out += _S_iiiiq.pack(obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.pre_vote:
+            raise EncodeError('PartitionData.PreVote cannot be sent in version 0')
+        out += _S_iiiiq.pack(obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
@@ -232,9 +237,12 @@ def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -356,33 +364,38 @@ def _decode_VoteRequest_v1(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v1(obj: PartitionData, out: bytearray) -> None:
-    if obj.pre_vote:
-        raise EncodeError('PartitionData.PreVote cannot be sent in version 1')
-    if len(obj.candidate_directory_id) != 16:
-        raise EncodeError('PartitionData.CandidateDirectoryId must be a 16-byte UUID')
-    if len(obj.voter_directory_id) != 16:
-        raise EncodeError('PartitionData.VoterDirectoryId must be a 16-byte UUID')
-    out += _S_iiiuuiq.pack(obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v1(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if obj.pre_vote:
+            raise EncodeError('PartitionData.PreVote cannot be sent in version 1')
+        if len(obj.candidate_directory_id) != 16:
+            raise EncodeError('PartitionData.CandidateDirectoryId must be a 16-byte UUID')
+        if len(obj.voter_directory_id) != 16:
+            raise EncodeError('PartitionData.VoterDirectoryId must be a 16-byte UUID')
+        out += _S_iiiuuiq.pack(obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v1(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v1(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v1(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_VoteRequest_v1(obj: VoteRequest, out: bytearray) -> None:
@@ -392,9 +405,12 @@ def _encode_VoteRequest_v1(obj: VoteRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v1(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -515,31 +531,36 @@ def _decode_VoteRequest_v2(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v2(obj: PartitionData, out: bytearray) -> None:
-    if len(obj.candidate_directory_id) != 16:
-        raise EncodeError('PartitionData.CandidateDirectoryId must be a 16-byte UUID')
-    if len(obj.voter_directory_id) != 16:
-        raise EncodeError('PartitionData.VoterDirectoryId must be a 16-byte UUID')
-    out += _S_iiiuuiqo.pack(obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v2(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.candidate_directory_id) != 16:
+            raise EncodeError('PartitionData.CandidateDirectoryId must be a 16-byte UUID')
+        if len(obj.voter_directory_id) != 16:
+            raise EncodeError('PartitionData.VoterDirectoryId must be a 16-byte UUID')
+        out += _S_iiiuuiqo.pack(obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v2(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v2(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v2(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_VoteRequest_v2(obj: VoteRequest, out: bytearray) -> None:
@@ -549,9 +570,12 @@ def _encode_VoteRequest_v2(obj: VoteRequest, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v2(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v2(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

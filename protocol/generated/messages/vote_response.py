@@ -206,27 +206,32 @@ def _decode_VoteResponse_v0(buf: bytes, pos: int) -> tuple[VoteResponse, int]:
     return obj, pos
 
 
-def _encode_PartitionData_v0(obj: PartitionData, out: bytearray) -> None:
-    out += _S_ihiio.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_PartitionData_v0(items: list[PartitionData], out: bytearray) -> None:
+    for obj in items:
+        out += _S_ihiio.pack(obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_TopicData_v0(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 0')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v0(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 0')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_VoteResponse_v0(obj: VoteResponse, out: bytearray) -> None:
@@ -237,9 +242,12 @@ def _encode_VoteResponse_v0(obj: VoteResponse, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 0')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v0(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v0(topics_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -336,29 +344,34 @@ def _decode_VoteResponse_v1(buf: bytes, pos: int) -> tuple[VoteResponse, int]:
     return obj, pos
 
 
-def _encode_TopicData_v1(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 1')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v1(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 1')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_NodeEndpoint_v1(obj: NodeEndpoint, out: bytearray) -> None:
-    out += _S_i.pack(obj.node_id)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_NodeEndpoint_v1(items: list[NodeEndpoint], out: bytearray) -> None:
+    for obj in items:
+        out += _S_i.pack(obj.node_id)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_VoteResponse_v1(obj: VoteResponse, out: bytearray) -> None:
@@ -367,9 +380,12 @@ def _encode_VoteResponse_v1(obj: VoteResponse, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 1')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v1(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v1(topics_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
@@ -377,9 +393,12 @@ def _encode_VoteResponse_v1(obj: VoteResponse, out: bytearray) -> None:
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 1')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v1(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
@@ -387,19 +406,23 @@ def _encode_VoteResponse_v1(obj: VoteResponse, out: bytearray) -> None:
         out.append(0)
 
 
-def _encode_TopicData_v2(obj: TopicData, out: bytearray) -> None:
-    write_compact_string(out, obj.topic_name)
-    partitions_value = obj.partitions
-    if partitions_value is None:
-        raise EncodeError('Partitions cannot be null in version 2')
-    else:
-        write_uvarint(out, len(partitions_value) + 1)
-        for partitions_item in partitions_value:
-            _encode_PartitionData_v0(partitions_item, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_TopicData_v2(items: list[TopicData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.topic_name)
+        partitions_value = obj.partitions
+        if partitions_value is None:
+            raise EncodeError('Partitions cannot be null in version 2')
+        else:
+            partitions_count = len(partitions_value)
+            if partitions_count < 127:
+                out.append(partitions_count + 1)
+            else:
+                write_uvarint(out, partitions_count + 1)
+            _encode_many_PartitionData_v0(partitions_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_VoteResponse_v2(obj: VoteResponse, out: bytearray) -> None:
@@ -408,9 +431,12 @@ def _encode_VoteResponse_v2(obj: VoteResponse, out: bytearray) -> None:
     if topics_value is None:
         raise EncodeError('Topics cannot be null in version 2')
     else:
-        write_uvarint(out, len(topics_value) + 1)
-        for topics_item in topics_value:
-            _encode_TopicData_v2(topics_item, out)
+        topics_count = len(topics_value)
+        if topics_count < 127:
+            out.append(topics_count + 1)
+        else:
+            write_uvarint(out, topics_count + 1)
+        _encode_many_TopicData_v2(topics_value, out)
     tagged: list[tuple[int, bytearray]] = []
     if obj.node_endpoints != []:
         field_out = bytearray()
@@ -418,9 +444,12 @@ def _encode_VoteResponse_v2(obj: VoteResponse, out: bytearray) -> None:
         if node_endpoints_value is None:
             raise EncodeError('NodeEndpoints cannot be null in version 2')
         else:
-            write_uvarint(field_out, len(node_endpoints_value) + 1)
-            for node_endpoints_item in node_endpoints_value:
-                _encode_NodeEndpoint_v1(node_endpoints_item, field_out)
+            node_endpoints_count = len(node_endpoints_value)
+            if node_endpoints_count < 127:
+                field_out.append(node_endpoints_count + 1)
+            else:
+                write_uvarint(field_out, node_endpoints_count + 1)
+            _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

@@ -234,7 +234,11 @@ def _encode_BrokerRegistrationChangeRecord_v2(obj: BrokerRegistrationChangeRecor
         if log_dirs_value is None:
             raise EncodeError('LogDirs cannot be null in version 2')
         else:
-            write_uvarint(field_out, len(log_dirs_value) + 1)
+            log_dirs_count = len(log_dirs_value)
+            if log_dirs_count < 127:
+                field_out.append(log_dirs_count + 1)
+            else:
+                write_uvarint(field_out, log_dirs_count + 1)
             for log_dirs_item in log_dirs_value:
                 if len(log_dirs_item) != 16:
                     raise EncodeError('LogDirs holds a UUID that is not 16 bytes')

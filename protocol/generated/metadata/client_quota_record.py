@@ -129,13 +129,14 @@ def _decode_ClientQuotaRecord_v0(buf: bytes, pos: int) -> tuple[ClientQuotaRecor
     return obj, pos
 
 
-def _encode_EntityData_v0(obj: EntityData, out: bytearray) -> None:
-    write_compact_string(out, obj.entity_type)
-    write_compact_nullable_string(out, obj.entity_name)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_EntityData_v0(items: list[EntityData], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.entity_type)
+        write_compact_nullable_string(out, obj.entity_name)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_ClientQuotaRecord_v0(obj: ClientQuotaRecord, out: bytearray) -> None:
@@ -143,9 +144,12 @@ def _encode_ClientQuotaRecord_v0(obj: ClientQuotaRecord, out: bytearray) -> None
     if entity_value is None:
         raise EncodeError('Entity cannot be null in version 0')
     else:
-        write_uvarint(out, len(entity_value) + 1)
-        for entity_item in entity_value:
-            _encode_EntityData_v0(entity_item, out)
+        entity_count = len(entity_value)
+        if entity_count < 127:
+            out.append(entity_count + 1)
+        else:
+            write_uvarint(out, entity_count + 1)
+        _encode_many_EntityData_v0(entity_value, out)
     write_compact_string(out, obj.key)
     out += _S_do.pack(obj.value, obj.remove)
     if obj.unknown_tagged_fields:

@@ -99,7 +99,11 @@ def _encode_DelegationTokenRecord_v0(obj: DelegationTokenRecord, out: bytearray)
     if renewers_value is None:
         raise EncodeError('Renewers cannot be null in version 0')
     else:
-        write_uvarint(out, len(renewers_value) + 1)
+        renewers_count = len(renewers_value)
+        if renewers_count < 127:
+            out.append(renewers_count + 1)
+        else:
+            write_uvarint(out, renewers_count + 1)
         for renewers_item in renewers_value:
             write_compact_string(out, renewers_item)
     out += _S_qqq.pack(obj.issue_timestamp, obj.max_timestamp, obj.expiration_timestamp)

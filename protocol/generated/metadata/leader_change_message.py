@@ -137,14 +137,15 @@ def _decode_LeaderChangeMessage_v0(buf: bytes, pos: int) -> tuple[LeaderChangeMe
     return obj, pos
 
 
-def _encode_Voter_v0(obj: Voter, out: bytearray) -> None:
-    if obj.voter_directory_id != ZERO_UUID:
-        raise EncodeError('Voter.VoterDirectoryId cannot be sent in version 0')
-    out += _S_i.pack(obj.voter_id)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Voter_v0(items: list[Voter], out: bytearray) -> None:
+    for obj in items:
+        if obj.voter_directory_id != ZERO_UUID:
+            raise EncodeError('Voter.VoterDirectoryId cannot be sent in version 0')
+        out += _S_i.pack(obj.voter_id)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> None:
@@ -153,16 +154,22 @@ def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> 
     if voters_value is None:
         raise EncodeError('Voters cannot be null in version 0')
     else:
-        write_uvarint(out, len(voters_value) + 1)
-        for voters_item in voters_value:
-            _encode_Voter_v0(voters_item, out)
+        voters_count = len(voters_value)
+        if voters_count < 127:
+            out.append(voters_count + 1)
+        else:
+            write_uvarint(out, voters_count + 1)
+        _encode_many_Voter_v0(voters_value, out)
     granting_voters_value = obj.granting_voters
     if granting_voters_value is None:
         raise EncodeError('GrantingVoters cannot be null in version 0')
     else:
-        write_uvarint(out, len(granting_voters_value) + 1)
-        for granting_voters_item in granting_voters_value:
-            _encode_Voter_v0(granting_voters_item, out)
+        granting_voters_count = len(granting_voters_value)
+        if granting_voters_count < 127:
+            out.append(granting_voters_count + 1)
+        else:
+            write_uvarint(out, granting_voters_count + 1)
+        _encode_many_Voter_v0(granting_voters_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
@@ -251,14 +258,15 @@ def _decode_LeaderChangeMessage_v1(buf: bytes, pos: int) -> tuple[LeaderChangeMe
     return obj, pos
 
 
-def _encode_Voter_v1(obj: Voter, out: bytearray) -> None:
-    if len(obj.voter_directory_id) != 16:
-        raise EncodeError('Voter.VoterDirectoryId must be a 16-byte UUID')
-    out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Voter_v1(items: list[Voter], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.voter_directory_id) != 16:
+            raise EncodeError('Voter.VoterDirectoryId must be a 16-byte UUID')
+        out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_LeaderChangeMessage_v1(obj: LeaderChangeMessage, out: bytearray) -> None:
@@ -267,16 +275,22 @@ def _encode_LeaderChangeMessage_v1(obj: LeaderChangeMessage, out: bytearray) -> 
     if voters_value is None:
         raise EncodeError('Voters cannot be null in version 1')
     else:
-        write_uvarint(out, len(voters_value) + 1)
-        for voters_item in voters_value:
-            _encode_Voter_v1(voters_item, out)
+        voters_count = len(voters_value)
+        if voters_count < 127:
+            out.append(voters_count + 1)
+        else:
+            write_uvarint(out, voters_count + 1)
+        _encode_many_Voter_v1(voters_value, out)
     granting_voters_value = obj.granting_voters
     if granting_voters_value is None:
         raise EncodeError('GrantingVoters cannot be null in version 1')
     else:
-        write_uvarint(out, len(granting_voters_value) + 1)
-        for granting_voters_item in granting_voters_value:
-            _encode_Voter_v1(granting_voters_item, out)
+        granting_voters_count = len(granting_voters_value)
+        if granting_voters_count < 127:
+            out.append(granting_voters_count + 1)
+        else:
+            write_uvarint(out, granting_voters_count + 1)
+        _encode_many_Voter_v1(granting_voters_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     ZERO_UUID,
     read_uvarint,
@@ -198,9 +199,12 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
         if isr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(isr_value) + 1)
-            if isr_value:
-                field_out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+            isr_count = len(isr_value)
+            if isr_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+            else:
+                write_uvarint(field_out, isr_count + 1)
+                field_out += INT32_ARRAYS[isr_count].pack(*isr_value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -212,9 +216,12 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
         if replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(replicas_value) + 1)
-            if replicas_value:
-                field_out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+            replicas_count = len(replicas_value)
+            if replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+            else:
+                write_uvarint(field_out, replicas_count + 1)
+                field_out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
@@ -222,9 +229,12 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
         if removing_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(removing_replicas_value) + 1)
-            if removing_replicas_value:
-                field_out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+            removing_replicas_count = len(removing_replicas_value)
+            if removing_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[removing_replicas_count].pack(removing_replicas_count + 1, *removing_replicas_value)
+            else:
+                write_uvarint(field_out, removing_replicas_count + 1)
+                field_out += INT32_ARRAYS[removing_replicas_count].pack(*removing_replicas_value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
@@ -232,9 +242,12 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
         if adding_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(adding_replicas_value) + 1)
-            if adding_replicas_value:
-                field_out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
+            adding_replicas_count = len(adding_replicas_value)
+            if adding_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[adding_replicas_count].pack(adding_replicas_count + 1, *adding_replicas_value)
+            else:
+                write_uvarint(field_out, adding_replicas_count + 1)
+                field_out += INT32_ARRAYS[adding_replicas_count].pack(*adding_replicas_value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -404,9 +417,12 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         if isr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(isr_value) + 1)
-            if isr_value:
-                field_out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+            isr_count = len(isr_value)
+            if isr_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+            else:
+                write_uvarint(field_out, isr_count + 1)
+                field_out += INT32_ARRAYS[isr_count].pack(*isr_value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -418,9 +434,12 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         if replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(replicas_value) + 1)
-            if replicas_value:
-                field_out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+            replicas_count = len(replicas_value)
+            if replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+            else:
+                write_uvarint(field_out, replicas_count + 1)
+                field_out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
@@ -428,9 +447,12 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         if removing_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(removing_replicas_value) + 1)
-            if removing_replicas_value:
-                field_out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+            removing_replicas_count = len(removing_replicas_value)
+            if removing_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[removing_replicas_count].pack(removing_replicas_count + 1, *removing_replicas_value)
+            else:
+                write_uvarint(field_out, removing_replicas_count + 1)
+                field_out += INT32_ARRAYS[removing_replicas_count].pack(*removing_replicas_value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
@@ -438,9 +460,12 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         if adding_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(adding_replicas_value) + 1)
-            if adding_replicas_value:
-                field_out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
+            adding_replicas_count = len(adding_replicas_value)
+            if adding_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[adding_replicas_count].pack(adding_replicas_count + 1, *adding_replicas_value)
+            else:
+                write_uvarint(field_out, adding_replicas_count + 1)
+                field_out += INT32_ARRAYS[adding_replicas_count].pack(*adding_replicas_value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -452,7 +477,11 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
         if directories_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(directories_value) + 1)
+            directories_count = len(directories_value)
+            if directories_count < 127:
+                field_out.append(directories_count + 1)
+            else:
+                write_uvarint(field_out, directories_count + 1)
             for directories_item in directories_value:
                 if len(directories_item) != 16:
                     raise EncodeError('Directories holds a UUID that is not 16 bytes')
@@ -656,9 +685,12 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         if isr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(isr_value) + 1)
-            if isr_value:
-                field_out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+            isr_count = len(isr_value)
+            if isr_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+            else:
+                write_uvarint(field_out, isr_count + 1)
+                field_out += INT32_ARRAYS[isr_count].pack(*isr_value)
         tagged.append((0, field_out))
     if obj.leader != -2:
         field_out = bytearray()
@@ -670,9 +702,12 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         if replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(replicas_value) + 1)
-            if replicas_value:
-                field_out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+            replicas_count = len(replicas_value)
+            if replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+            else:
+                write_uvarint(field_out, replicas_count + 1)
+                field_out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
         tagged.append((2, field_out))
     if obj.removing_replicas is not None:
         field_out = bytearray()
@@ -680,9 +715,12 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         if removing_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(removing_replicas_value) + 1)
-            if removing_replicas_value:
-                field_out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+            removing_replicas_count = len(removing_replicas_value)
+            if removing_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[removing_replicas_count].pack(removing_replicas_count + 1, *removing_replicas_value)
+            else:
+                write_uvarint(field_out, removing_replicas_count + 1)
+                field_out += INT32_ARRAYS[removing_replicas_count].pack(*removing_replicas_value)
         tagged.append((3, field_out))
     if obj.adding_replicas is not None:
         field_out = bytearray()
@@ -690,9 +728,12 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         if adding_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(adding_replicas_value) + 1)
-            if adding_replicas_value:
-                field_out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
+            adding_replicas_count = len(adding_replicas_value)
+            if adding_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[adding_replicas_count].pack(adding_replicas_count + 1, *adding_replicas_value)
+            else:
+                write_uvarint(field_out, adding_replicas_count + 1)
+                field_out += INT32_ARRAYS[adding_replicas_count].pack(*adding_replicas_value)
         tagged.append((4, field_out))
     if obj.leader_recovery_state != -1:
         field_out = bytearray()
@@ -704,9 +745,12 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         if eligible_leader_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(eligible_leader_replicas_value) + 1)
-            if eligible_leader_replicas_value:
-                field_out += INT32_ARRAYS[len(eligible_leader_replicas_value)].pack(*eligible_leader_replicas_value)
+            eligible_leader_replicas_count = len(eligible_leader_replicas_value)
+            if eligible_leader_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[eligible_leader_replicas_count].pack(eligible_leader_replicas_count + 1, *eligible_leader_replicas_value)
+            else:
+                write_uvarint(field_out, eligible_leader_replicas_count + 1)
+                field_out += INT32_ARRAYS[eligible_leader_replicas_count].pack(*eligible_leader_replicas_value)
         tagged.append((6, field_out))
     if obj.last_known_elr is not None:
         field_out = bytearray()
@@ -714,9 +758,12 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         if last_known_elr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(last_known_elr_value) + 1)
-            if last_known_elr_value:
-                field_out += INT32_ARRAYS[len(last_known_elr_value)].pack(*last_known_elr_value)
+            last_known_elr_count = len(last_known_elr_value)
+            if last_known_elr_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[last_known_elr_count].pack(last_known_elr_count + 1, *last_known_elr_value)
+            else:
+                write_uvarint(field_out, last_known_elr_count + 1)
+                field_out += INT32_ARRAYS[last_known_elr_count].pack(*last_known_elr_value)
         tagged.append((7, field_out))
     if obj.directories is not None:
         field_out = bytearray()
@@ -724,7 +771,11 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         if directories_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(directories_value) + 1)
+            directories_count = len(directories_value)
+            if directories_count < 127:
+                field_out.append(directories_count + 1)
+            else:
+                write_uvarint(field_out, directories_count + 1)
             for directories_item in directories_value:
                 if len(directories_item) != 16:
                     raise EncodeError('Directories holds a UUID that is not 16 bytes')

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
     ZERO_UUID,
     read_uvarint,
@@ -179,30 +180,42 @@ def _encode_PartitionRecord_v0(obj: PartitionRecord, out: bytearray) -> None:
     if replicas_value is None:
         raise EncodeError('Replicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(replicas_value) + 1)
-        if replicas_value:
-            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+        replicas_count = len(replicas_value)
+        if replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+        else:
+            write_uvarint(out, replicas_count + 1)
+            out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
     isr_value = obj.isr
     if isr_value is None:
         raise EncodeError('Isr cannot be null in version 0')
     else:
-        write_uvarint(out, len(isr_value) + 1)
-        if isr_value:
-            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+        isr_count = len(isr_value)
+        if isr_count < 127:
+            out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+        else:
+            write_uvarint(out, isr_count + 1)
+            out += INT32_ARRAYS[isr_count].pack(*isr_value)
     removing_replicas_value = obj.removing_replicas
     if removing_replicas_value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(removing_replicas_value) + 1)
-        if removing_replicas_value:
-            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+        removing_replicas_count = len(removing_replicas_value)
+        if removing_replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[removing_replicas_count].pack(removing_replicas_count + 1, *removing_replicas_value)
+        else:
+            write_uvarint(out, removing_replicas_count + 1)
+            out += INT32_ARRAYS[removing_replicas_count].pack(*removing_replicas_value)
     adding_replicas_value = obj.adding_replicas
     if adding_replicas_value is None:
         raise EncodeError('AddingReplicas cannot be null in version 0')
     else:
-        write_uvarint(out, len(adding_replicas_value) + 1)
-        if adding_replicas_value:
-            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
+        adding_replicas_count = len(adding_replicas_value)
+        if adding_replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[adding_replicas_count].pack(adding_replicas_count + 1, *adding_replicas_value)
+        else:
+            write_uvarint(out, adding_replicas_count + 1)
+            out += INT32_ARRAYS[adding_replicas_count].pack(*adding_replicas_value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
     tagged: list[tuple[int, bytearray]] = []
     if obj.leader_recovery_state != 0:
@@ -345,36 +358,52 @@ def _encode_PartitionRecord_v1(obj: PartitionRecord, out: bytearray) -> None:
     if replicas_value is None:
         raise EncodeError('Replicas cannot be null in version 1')
     else:
-        write_uvarint(out, len(replicas_value) + 1)
-        if replicas_value:
-            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+        replicas_count = len(replicas_value)
+        if replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+        else:
+            write_uvarint(out, replicas_count + 1)
+            out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
     isr_value = obj.isr
     if isr_value is None:
         raise EncodeError('Isr cannot be null in version 1')
     else:
-        write_uvarint(out, len(isr_value) + 1)
-        if isr_value:
-            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+        isr_count = len(isr_value)
+        if isr_count < 127:
+            out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+        else:
+            write_uvarint(out, isr_count + 1)
+            out += INT32_ARRAYS[isr_count].pack(*isr_value)
     removing_replicas_value = obj.removing_replicas
     if removing_replicas_value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 1')
     else:
-        write_uvarint(out, len(removing_replicas_value) + 1)
-        if removing_replicas_value:
-            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+        removing_replicas_count = len(removing_replicas_value)
+        if removing_replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[removing_replicas_count].pack(removing_replicas_count + 1, *removing_replicas_value)
+        else:
+            write_uvarint(out, removing_replicas_count + 1)
+            out += INT32_ARRAYS[removing_replicas_count].pack(*removing_replicas_value)
     adding_replicas_value = obj.adding_replicas
     if adding_replicas_value is None:
         raise EncodeError('AddingReplicas cannot be null in version 1')
     else:
-        write_uvarint(out, len(adding_replicas_value) + 1)
-        if adding_replicas_value:
-            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
+        adding_replicas_count = len(adding_replicas_value)
+        if adding_replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[adding_replicas_count].pack(adding_replicas_count + 1, *adding_replicas_value)
+        else:
+            write_uvarint(out, adding_replicas_count + 1)
+            out += INT32_ARRAYS[adding_replicas_count].pack(*adding_replicas_value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
     directories_value = obj.directories
     if directories_value is None:
         raise EncodeError('Directories cannot be null in version 1')
     else:
-        write_uvarint(out, len(directories_value) + 1)
+        directories_count = len(directories_value)
+        if directories_count < 127:
+            out.append(directories_count + 1)
+        else:
+            write_uvarint(out, directories_count + 1)
         for directories_item in directories_value:
             if len(directories_item) != 16:
                 raise EncodeError('Directories holds a UUID that is not 16 bytes')
@@ -554,36 +583,52 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
     if replicas_value is None:
         raise EncodeError('Replicas cannot be null in version 2')
     else:
-        write_uvarint(out, len(replicas_value) + 1)
-        if replicas_value:
-            out += INT32_ARRAYS[len(replicas_value)].pack(*replicas_value)
+        replicas_count = len(replicas_value)
+        if replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[replicas_count].pack(replicas_count + 1, *replicas_value)
+        else:
+            write_uvarint(out, replicas_count + 1)
+            out += INT32_ARRAYS[replicas_count].pack(*replicas_value)
     isr_value = obj.isr
     if isr_value is None:
         raise EncodeError('Isr cannot be null in version 2')
     else:
-        write_uvarint(out, len(isr_value) + 1)
-        if isr_value:
-            out += INT32_ARRAYS[len(isr_value)].pack(*isr_value)
+        isr_count = len(isr_value)
+        if isr_count < 127:
+            out += COUNTED_INT32_ARRAYS[isr_count].pack(isr_count + 1, *isr_value)
+        else:
+            write_uvarint(out, isr_count + 1)
+            out += INT32_ARRAYS[isr_count].pack(*isr_value)
     removing_replicas_value = obj.removing_replicas
     if removing_replicas_value is None:
         raise EncodeError('RemovingReplicas cannot be null in version 2')
     else:
-        write_uvarint(out, len(removing_replicas_value) + 1)
-        if removing_replicas_value:
-            out += INT32_ARRAYS[len(removing_replicas_value)].pack(*removing_replicas_value)
+        removing_replicas_count = len(removing_replicas_value)
+        if removing_replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[removing_replicas_count].pack(removing_replicas_count + 1, *removing_replicas_value)
+        else:
+            write_uvarint(out, removing_replicas_count + 1)
+            out += INT32_ARRAYS[removing_replicas_count].pack(*removing_replicas_value)
     adding_replicas_value = obj.adding_replicas
     if adding_replicas_value is None:
         raise EncodeError('AddingReplicas cannot be null in version 2')
     else:
-        write_uvarint(out, len(adding_replicas_value) + 1)
-        if adding_replicas_value:
-            out += INT32_ARRAYS[len(adding_replicas_value)].pack(*adding_replicas_value)
+        adding_replicas_count = len(adding_replicas_value)
+        if adding_replicas_count < 127:
+            out += COUNTED_INT32_ARRAYS[adding_replicas_count].pack(adding_replicas_count + 1, *adding_replicas_value)
+        else:
+            write_uvarint(out, adding_replicas_count + 1)
+            out += INT32_ARRAYS[adding_replicas_count].pack(*adding_replicas_value)
     out += _S_iii.pack(obj.leader, obj.leader_epoch, obj.partition_epoch)
     directories_value = obj.directories
     if directories_value is None:
         raise EncodeError('Directories cannot be null in version 2')
     else:
-        write_uvarint(out, len(directories_value) + 1)
+        directories_count = len(directories_value)
+        if directories_count < 127:
+            out.append(directories_count + 1)
+        else:
+            write_uvarint(out, directories_count + 1)
         for directories_item in directories_value:
             if len(directories_item) != 16:
                 raise EncodeError('Directories holds a UUID that is not 16 bytes')
@@ -599,9 +644,12 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
         if eligible_leader_replicas_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(eligible_leader_replicas_value) + 1)
-            if eligible_leader_replicas_value:
-                field_out += INT32_ARRAYS[len(eligible_leader_replicas_value)].pack(*eligible_leader_replicas_value)
+            eligible_leader_replicas_count = len(eligible_leader_replicas_value)
+            if eligible_leader_replicas_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[eligible_leader_replicas_count].pack(eligible_leader_replicas_count + 1, *eligible_leader_replicas_value)
+            else:
+                write_uvarint(field_out, eligible_leader_replicas_count + 1)
+                field_out += INT32_ARRAYS[eligible_leader_replicas_count].pack(*eligible_leader_replicas_value)
         tagged.append((1, field_out))
     if obj.last_known_elr is not None:
         field_out = bytearray()
@@ -609,9 +657,12 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
         if last_known_elr_value is None:
             field_out.append(0)
         else:
-            write_uvarint(field_out, len(last_known_elr_value) + 1)
-            if last_known_elr_value:
-                field_out += INT32_ARRAYS[len(last_known_elr_value)].pack(*last_known_elr_value)
+            last_known_elr_count = len(last_known_elr_value)
+            if last_known_elr_count < 127:
+                field_out += COUNTED_INT32_ARRAYS[last_known_elr_count].pack(last_known_elr_count + 1, *last_known_elr_value)
+            else:
+                write_uvarint(field_out, last_known_elr_count + 1)
+                field_out += INT32_ARRAYS[last_known_elr_count].pack(*last_known_elr_value)
         tagged.append((2, field_out))
     if tagged or obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)

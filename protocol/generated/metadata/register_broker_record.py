@@ -218,23 +218,25 @@ def _decode_RegisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterBroke
     return obj, pos
 
 
-def _encode_BrokerEndpoint_v0(obj: BrokerEndpoint, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_Hh.pack(obj.port, obj.security_protocol)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_BrokerEndpoint_v0(items: list[BrokerEndpoint], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_Hh.pack(obj.port, obj.security_protocol)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_BrokerFeature_v0(obj: BrokerFeature, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_BrokerFeature_v0(items: list[BrokerFeature], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_RegisterBrokerRecord_v0(obj: RegisterBrokerRecord, out: bytearray) -> None:
@@ -251,16 +253,22 @@ def _encode_RegisterBrokerRecord_v0(obj: RegisterBrokerRecord, out: bytearray) -
     if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 0')
     else:
-        write_uvarint(out, len(end_points_value) + 1)
-        for end_points_item in end_points_value:
-            _encode_BrokerEndpoint_v0(end_points_item, out)
+        end_points_count = len(end_points_value)
+        if end_points_count < 127:
+            out.append(end_points_count + 1)
+        else:
+            write_uvarint(out, end_points_count + 1)
+        _encode_many_BrokerEndpoint_v0(end_points_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_BrokerFeature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_BrokerFeature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_o.pack(obj.fenced)
     if obj.unknown_tagged_fields:
@@ -336,16 +344,22 @@ def _encode_RegisterBrokerRecord_v1(obj: RegisterBrokerRecord, out: bytearray) -
     if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 1')
     else:
-        write_uvarint(out, len(end_points_value) + 1)
-        for end_points_item in end_points_value:
-            _encode_BrokerEndpoint_v0(end_points_item, out)
+        end_points_count = len(end_points_value)
+        if end_points_count < 127:
+            out.append(end_points_count + 1)
+        else:
+            write_uvarint(out, end_points_count + 1)
+        _encode_many_BrokerEndpoint_v0(end_points_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 1')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_BrokerFeature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_BrokerFeature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_oo.pack(obj.fenced, obj.in_controlled_shutdown)
     if obj.unknown_tagged_fields:
@@ -418,16 +432,22 @@ def _encode_RegisterBrokerRecord_v2(obj: RegisterBrokerRecord, out: bytearray) -
     if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 2')
     else:
-        write_uvarint(out, len(end_points_value) + 1)
-        for end_points_item in end_points_value:
-            _encode_BrokerEndpoint_v0(end_points_item, out)
+        end_points_count = len(end_points_value)
+        if end_points_count < 127:
+            out.append(end_points_count + 1)
+        else:
+            write_uvarint(out, end_points_count + 1)
+        _encode_many_BrokerEndpoint_v0(end_points_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 2')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_BrokerFeature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_BrokerFeature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_oo.pack(obj.fenced, obj.in_controlled_shutdown)
     if obj.unknown_tagged_fields:
@@ -517,16 +537,22 @@ def _encode_RegisterBrokerRecord_v3(obj: RegisterBrokerRecord, out: bytearray) -
     if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 3')
     else:
-        write_uvarint(out, len(end_points_value) + 1)
-        for end_points_item in end_points_value:
-            _encode_BrokerEndpoint_v0(end_points_item, out)
+        end_points_count = len(end_points_value)
+        if end_points_count < 127:
+            out.append(end_points_count + 1)
+        else:
+            write_uvarint(out, end_points_count + 1)
+        _encode_many_BrokerEndpoint_v0(end_points_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 3')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_BrokerFeature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_BrokerFeature_v0(features_value, out)
     write_compact_nullable_string(out, obj.rack)
     out += _S_oo.pack(obj.fenced, obj.in_controlled_shutdown)
     tagged: list[tuple[int, bytearray]] = []
@@ -536,7 +562,11 @@ def _encode_RegisterBrokerRecord_v3(obj: RegisterBrokerRecord, out: bytearray) -
         if log_dirs_value is None:
             raise EncodeError('LogDirs cannot be null in version 3')
         else:
-            write_uvarint(field_out, len(log_dirs_value) + 1)
+            log_dirs_count = len(log_dirs_value)
+            if log_dirs_count < 127:
+                field_out.append(log_dirs_count + 1)
+            else:
+                write_uvarint(field_out, log_dirs_count + 1)
             for log_dirs_item in log_dirs_value:
                 if len(log_dirs_item) != 16:
                     raise EncodeError('LogDirs holds a UUID that is not 16 bytes')

@@ -197,23 +197,25 @@ def _decode_RegisterControllerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterC
     return obj, pos
 
 
-def _encode_ControllerEndpoint_v0(obj: ControllerEndpoint, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_Hh.pack(obj.port, obj.security_protocol)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ControllerEndpoint_v0(items: list[ControllerEndpoint], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_Hh.pack(obj.port, obj.security_protocol)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
-def _encode_ControllerFeature_v0(obj: ControllerFeature, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_ControllerFeature_v0(items: list[ControllerFeature], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        out += _S_hh.pack(obj.min_supported_version, obj.max_supported_version)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_RegisterControllerRecord_v0(obj: RegisterControllerRecord, out: bytearray) -> None:
@@ -224,16 +226,22 @@ def _encode_RegisterControllerRecord_v0(obj: RegisterControllerRecord, out: byte
     if end_points_value is None:
         raise EncodeError('EndPoints cannot be null in version 0')
     else:
-        write_uvarint(out, len(end_points_value) + 1)
-        for end_points_item in end_points_value:
-            _encode_ControllerEndpoint_v0(end_points_item, out)
+        end_points_count = len(end_points_value)
+        if end_points_count < 127:
+            out.append(end_points_count + 1)
+        else:
+            write_uvarint(out, end_points_count + 1)
+        _encode_many_ControllerEndpoint_v0(end_points_value, out)
     features_value = obj.features
     if features_value is None:
         raise EncodeError('Features cannot be null in version 0')
     else:
-        write_uvarint(out, len(features_value) + 1)
-        for features_item in features_value:
-            _encode_ControllerFeature_v0(features_item, out)
+        features_count = len(features_value)
+        if features_count < 127:
+            out.append(features_count + 1)
+        else:
+            write_uvarint(out, features_count + 1)
+        _encode_many_ControllerFeature_v0(features_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:

@@ -232,14 +232,15 @@ def _decode_VotersRecord_v0(buf: bytes, pos: int) -> tuple[VotersRecord, int]:
     return obj, pos
 
 
-def _encode_Endpoint_v0(obj: Endpoint, out: bytearray) -> None:
-    write_compact_string(out, obj.name)
-    write_compact_string(out, obj.host)
-    out += _S_H.pack(obj.port)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Endpoint_v0(items: list[Endpoint], out: bytearray) -> None:
+    for obj in items:
+        write_compact_string(out, obj.name)
+        write_compact_string(out, obj.host)
+        out += _S_H.pack(obj.port)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_KRaftVersionFeature_v0(obj: KRaftVersionFeature, out: bytearray) -> None:
@@ -250,26 +251,30 @@ def _encode_KRaftVersionFeature_v0(obj: KRaftVersionFeature, out: bytearray) -> 
         out.append(0)
 
 
-def _encode_Voter_v0(obj: Voter, out: bytearray) -> None:
-    if len(obj.voter_directory_id) != 16:
-        raise EncodeError('Voter.VoterDirectoryId must be a 16-byte UUID')
-    out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
-    endpoints_value = obj.endpoints
-    if endpoints_value is None:
-        raise EncodeError('Endpoints cannot be null in version 0')
-    else:
-        write_uvarint(out, len(endpoints_value) + 1)
-        for endpoints_item in endpoints_value:
-            _encode_Endpoint_v0(endpoints_item, out)
-    k_raft_version_feature_value = obj.k_raft_version_feature
-    if k_raft_version_feature_value is None:
-        raise EncodeError('KRaftVersionFeature cannot be null in version 0')
-    else:
-        _encode_KRaftVersionFeature_v0(k_raft_version_feature_value, out)
-    if obj.unknown_tagged_fields:
-        write_tagged_fields(out, (), obj.unknown_tagged_fields)
-    else:
-        out.append(0)
+def _encode_many_Voter_v0(items: list[Voter], out: bytearray) -> None:
+    for obj in items:
+        if len(obj.voter_directory_id) != 16:
+            raise EncodeError('Voter.VoterDirectoryId must be a 16-byte UUID')
+        out += _S_iu.pack(obj.voter_id, obj.voter_directory_id)
+        endpoints_value = obj.endpoints
+        if endpoints_value is None:
+            raise EncodeError('Endpoints cannot be null in version 0')
+        else:
+            endpoints_count = len(endpoints_value)
+            if endpoints_count < 127:
+                out.append(endpoints_count + 1)
+            else:
+                write_uvarint(out, endpoints_count + 1)
+            _encode_many_Endpoint_v0(endpoints_value, out)
+        k_raft_version_feature_value = obj.k_raft_version_feature
+        if k_raft_version_feature_value is None:
+            raise EncodeError('KRaftVersionFeature cannot be null in version 0')
+        else:
+            _encode_KRaftVersionFeature_v0(k_raft_version_feature_value, out)
+        if obj.unknown_tagged_fields:
+            write_tagged_fields(out, (), obj.unknown_tagged_fields)
+        else:
+            out.append(0)
 
 
 def _encode_VotersRecord_v0(obj: VotersRecord, out: bytearray) -> None:
@@ -278,9 +283,12 @@ def _encode_VotersRecord_v0(obj: VotersRecord, out: bytearray) -> None:
     if voters_value is None:
         raise EncodeError('Voters cannot be null in version 0')
     else:
-        write_uvarint(out, len(voters_value) + 1)
-        for voters_item in voters_value:
-            _encode_Voter_v0(voters_item, out)
+        voters_count = len(voters_value)
+        if voters_count < 127:
+            out.append(voters_count + 1)
+        else:
+            write_uvarint(out, voters_count + 1)
+        _encode_many_Voter_v0(voters_value, out)
     if obj.unknown_tagged_fields:
         write_tagged_fields(out, (), obj.unknown_tagged_fields)
     else:
