@@ -72,7 +72,7 @@ class ControllerServer:
         self.epoch = -1  # chosen once the log is loaded: above every epoch in it
         self.controller = self._load_without_collector()
         self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
-        self.router = Router(self.controller, self.committer)
+        self.router = Router(self.controller, self.committer, config.security)
         advertised = config.advertised_controller_listener
         self.fetch_server = MetadataFetchServer(
             self.log, self.committer, self.cluster_id, config.node_id, self.epoch,
@@ -97,7 +97,8 @@ class ControllerServer:
 
             self.capture = ServerCapture(capture_file)
         self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes,
-                                 self.capture.connection if self.capture is not None else None)
+                                 self.capture.connection if self.capture is not None else None,
+                                 config.security, self.router.sasl_session)
         self.address: tuple[str, int] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._no_op_timer: asyncio.TimerHandle | None = None

@@ -69,6 +69,13 @@ _KNOWN_KEYS = frozenset({
     "metadata.max.idle.interval.ms", "num.partitions", "default.replication.factor",
     "min.insync.replicas", "unclean.leader.election.enable", "eligible.leader.replicas.enabled",
     "max.request.partition.size.limit", "kraftwire.metadata.nodes",
+}) | frozenset({
+    # security (server/security/settings.py)
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "super.users",
+    "allow.everyone.if.no.acl.found", "authorizer.class.name", "queued.max.request.bytes",
+    "connections.max.idle.ms", "connections.max.reauth.ms",
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -107,13 +114,6 @@ IGNORED_KEYS = frozenset({
     "share.coordinator.state.topic.min.isr",
     "inter.broker.listener.name",
     "auto.create.topics.enable",
-}) | frozenset({
-    # security (server/security/settings.py)
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
-    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
-    "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "super.users",
-    "allow.everyone.if.no.acl.found", "authorizer.class.name", "queued.max.request.bytes",
-    "connections.max.idle.ms", "connections.max.reauth.ms",
 })
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable
+from typing import Iterable, Protocol
 
 
 class ResourceType(IntEnum):
@@ -64,15 +64,23 @@ _IMPLIED_BY = {
 }
 
 
-@dataclass(frozen=True)
-class Acl:
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str  # "User:alice"
-    host: str
-    operation: int
-    permission: int
+class Acl(Protocol):
+    """An access control entry: AccessControlEntryRecord's fields."""
+
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+    @property
+    def pattern_type(self) -> int: ...
+    @property
+    def principal(self) -> str: ...  # "User:alice"
+    @property
+    def host(self) -> str: ...
+    @property
+    def operation(self) -> int: ...
+    @property
+    def permission_type(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def _resource_matches(acl: Acl, resource_type: int, name: str) -> bool:
 def _operation_matches(acl: Acl, operation: int) -> bool:
     if acl.operation in (Operation.ALL, operation):
         return True
-    return acl.permission == Permission.ALLOW and acl.operation in _IMPLIED_BY.get(Operation(operation), ())
+    return acl.permission_type == Permission.ALLOW and acl.operation in _IMPLIED_BY.get(Operation(operation), ())
 
 
 def authorize(principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str,
@@ -117,7 +125,7 @@ def authorize(principal: str, host: str, operation: Operation, resource_type: Re
             continue
         if not _operation_matches(acl, operation):
             continue
-        if acl.permission == Permission.DENY:
+        if acl.permission_type == Permission.DENY:
             return False
         allowed = True
     return allowed or (not any_for_resource and config.allow_everyone_if_no_acl_found)
@@ -143,4 +151,4 @@ def filter_matches(acl: Acl, resource_type: int, name: str | None, pattern_type:
     return ((principal is None or acl.principal == principal)
             and (host is None or acl.host == host)
             and (operation == Operation.ANY or acl.operation == operation)
-            and (permission == Permission.ANY or acl.permission == permission))
+            and (permission == Permission.ANY or acl.permission_type == permission))

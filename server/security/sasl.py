@@ -27,6 +27,7 @@ class State(Enum):
     HANDSHAKE = "handshake"
     AUTHENTICATE = "authenticate"
     AUTHENTICATED = "authenticated"
+    FAILED = "failed"
 
 
 class SaslSession:
@@ -41,12 +42,23 @@ class SaslSession:
         self.expires_at: float | None = None  # monotonic seconds
         self._server: Mechanism | None = None
 
+    @property
+    def authenticated(self) -> bool:
+        return self.state is State.AUTHENTICATED
+
+    def fail(self) -> None:
+        """Authentication failed: nothing more is accepted on this connection."""
+        self.state = State.FAILED
+        self._server = None
+
     def allows(self, api_key: int, now: float) -> str | None:
         """Why a request may not be sent now (the connection is then closed), or None."""
         if self.state is State.AUTHENTICATED:
             if self.expires_at is not None and now >= self.expires_at and api_key not in BEFORE_AUTHENTICATION:
                 return "its SASL session expired without re-authentication (connections.max.reauth.ms)"
             return None
+        if self.state is State.FAILED:
+            return "request after failed SASL authentication"
         if api_key not in BEFORE_AUTHENTICATION:
             return f"API key {api_key} sent before SASL authentication"
         return None
