@@ -178,6 +178,9 @@ WRITES = {
     ApiKey.ALTER_CONFIGS: "alter_configs",
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: "assign_replicas_to_dirs",
     ApiKey.ALLOCATE_PRODUCER_IDS: "allocate_producer_ids",
+    ApiKey.CREATE_ACLS: "create_acls",
+    ApiKey.DELETE_ACLS: "delete_acls",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "alter_user_scram_credentials",
 }
 READS = {
     ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
@@ -185,6 +188,8 @@ READS = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: "describe_topic_partitions",
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_reassignments",
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
+    ApiKey.DESCRIBE_ACLS: "describe_acls",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "describe_user_scram_credentials",
 }
 
 
