@@ -160,6 +160,8 @@ FORWARDABLE = {
     67: "AllocateProducerIds", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
 }
 
+ACL_APIS = frozenset({ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS})
+
 # API key -> the QuorumController method that serves it. Writes append records and wait for
 # them; reads wait only for what they could have seen.
 WRITES = {
@@ -283,6 +285,9 @@ class Router:
         """The response, or a future of it when it must wait for a commit or a long poll."""
         self.context = context
         add_refusals = None
+        if self.authorizer is None and route.api.key in ACL_APIS:
+            # As Kafka: ACLs mean nothing without an authorizer, so they are not kept.
+            return with_error(route.api.response(), Error.SECURITY_DISABLED)
         if self.authorizer is not None:
             refusal = self.authorizer.refusal(route.api.key, context)
             if refusal is not None:
