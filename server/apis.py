@@ -44,7 +44,7 @@ from server.controller.result import accepting
 from server.metalog.committer import Committer
 from server.network import Connection, RequestRejected
 from server.security.errors import AuthenticationFailed
-from server.security.requests import RequestAuthorizer
+from server.security.requests import RequestAuthorizer, refused_items
 from server.security.sasl import SaslSession
 from server.security.scram import MECHANISMS, ScramCredential
 from server.security.settings import SecurityConfig
@@ -287,11 +287,15 @@ class Router:
         add_refusals = None
         if self.authorizer is None and route.api.key in ACL_APIS:
             # As Kafka: ACLs mean nothing without an authorizer, so they are not kept.
-            return with_error(route.api.response(), Error.SECURITY_DISABLED)
+            disabled = with_error(route.api.response(), Error.SECURITY_DISABLED)
+            refused_items(request, disabled, Error.SECURITY_DISABLED)
+            return disabled
         if self.authorizer is not None:
             refusal = self.authorizer.refusal(route.api.key, context)
             if refusal is not None:
-                return with_error(route.api.response(), refusal)
+                refused = with_error(route.api.response(), refusal)
+                refused_items(request, refused, refusal)
+                return refused
             add_refusals = self.authorizer.narrow(route.api.key, request, route.version, context)
         deduplicate(route.api.key, request)
         response, visible = route.handler(request, route.version)

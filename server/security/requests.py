@@ -14,6 +14,13 @@ from typing import Any, Callable, Iterable
 
 from protocol.error_codes import Error
 from protocol.generated.messages import ApiKey
+from protocol.generated.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from protocol.generated.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult)
+from protocol.generated.messages.create_acls_request import CreateAclsRequest
+from protocol.generated.messages.create_acls_response import AclCreationResult, CreateAclsResponse
+from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
+from protocol.generated.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
 from protocol.generated.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyAlterResult
 from protocol.generated.messages.create_partitions_response import CreatePartitionsTopicResult
 from protocol.generated.messages.create_topics_response import CreatableTopicResult
@@ -114,6 +121,18 @@ PER_ITEM: dict[int, PerItem] = {
         "topics", "topics", _topic(Operation.DESCRIBE),
         lambda item, v: MetadataResponseTopic(name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
 }
+
+
+def refused_items(request: Message, response: Message, code: int) -> None:
+    """Give a refused request's response one failed result per item, where its answer has no
+    error code of its own (Kafka's error responses for these APIs do the same)."""
+    if isinstance(request, CreateAclsRequest) and isinstance(response, CreateAclsResponse):
+        response.results = [AclCreationResult(error_code=code) for _ in request.creations]
+    elif isinstance(request, DeleteAclsRequest) and isinstance(response, DeleteAclsResponse):
+        response.filter_results = [DeleteAclsFilterResult(error_code=code) for _ in request.filters]
+    elif isinstance(request, AlterUserScramCredentialsRequest) and isinstance(response, AlterUserScramCredentialsResponse):
+        names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        response.results = [AlterUserScramCredentialsResult(user=n, error_code=code) for n in dict.fromkeys(names)]
 
 
 class RequestAuthorizer:
