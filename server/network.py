@@ -8,8 +8,8 @@ malformed closes that one connection with one log line; other clients never noti
 A TLS listener authenticates clients by certificate; a SASL listener gives each connection a
 SASL session that the router drives. Connections idle for ``connections.max.idle.ms`` are
 closed, and the bytes received but not yet handled, over all connections, are bounded by
-``queued.max.request.bytes``: a connection that would go past it is not read from until
-others' requests are handled.
+``queued.max.request.bytes``: past it, a connection in the middle of a request is not read
+from until bytes are released, while whole requests are still handled (they release theirs).
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ class Connection(asyncio.Protocol):
         if self.capture is not None:
             self.capture.connected(peer, transport.get_extra_info("sockname"))
 
+
     def _certificate_principal(self, transport: asyncio.BaseTransport) -> Principal:
         """User:<mapped subject> for a client that presented a certificate, else ANONYMOUS (on a
         SASL listener the principal comes from SASL instead)."""
@@ -134,12 +135,14 @@ class Connection(asyncio.Protocol):
         except FrameTooLarge as exc:
             self.reject(str(exc))
             return
+        if self.listener is not None and self.reader.pending and self.listener.over_limit():
+            # A request still arriving while the total is over the bound: this connection
+            # waits, the others (whose requests are whole) go on.
+            self.listener.waiting.add(self)
+            self._set_reading(False)
         if frames:
             self._backlog.extend(frames)
             self._handle_frames()
-        elif self.listener is not None and self.listener.over_limit():
-            self._set_reading(False)
-            self.listener.waiting.add(self)
 
     def _account(self, change: int) -> None:
         self.buffered += change
@@ -192,10 +195,8 @@ class Connection(asyncio.Protocol):
         if backlog and not self._write_paused and not self._turn_pending:
             self._turn_pending = True
             asyncio.get_running_loop().call_soon(self._handle_frames)
-        over = self.listener is not None and self.listener.over_limit()
-        if over and self.listener is not None:
-            self.listener.waiting.add(self)
-        self._set_reading(not backlog and not self._write_paused and not over)
+        waiting = self.listener is not None and self in self.listener.waiting
+        self._set_reading(not backlog and not self._write_paused and not waiting)
 
     def resume_if_idle(self) -> None:
         """Read again once the total of buffered bytes dropped below the bound."""
