@@ -70,17 +70,17 @@ class PerItem:
     items: str  # the request's list
     results: str  # the response's list
     # Items are the generated classes of each API's request; they share field names only.
-    target: Callable[[Any], tuple[ResourceType, Operation, str] | None]
+    target: Callable[[Any], tuple[ResourceType, Operation, str | None] | None]
     refused: Callable[[Any, int], Message]
     cluster_wide: Operation | None = None  # this on CLUSTER allows every item
 
 
-def _topic(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str] | None]:
+def _topic(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str | None] | None]:
     return lambda item: (ResourceType.TOPIC, operation, getattr(item, "name"))
 
 
-def _config(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str] | None]:
-    def target(item: Any) -> tuple[ResourceType, Operation, str] | None:
+def _config(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str | None] | None]:
+    def target(item: Any) -> tuple[ResourceType, Operation, str | None] | None:
         if item.resource_type == CONFIG_TOPIC:
             return ResourceType.TOPIC, operation, item.resource_name
         if item.resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
@@ -119,7 +119,8 @@ PER_ITEM: dict[int, PerItem] = {
             name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
     ApiKey.METADATA: PerItem(
         "topics", "topics", _topic(Operation.DESCRIBE),
-        lambda item, v: MetadataResponseTopic(name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
+        lambda item, v: MetadataResponseTopic(name=item.name, topic_id=item.topic_id,
+                                              error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
 }
 
 
@@ -173,7 +174,11 @@ class RequestAuthorizer:
         kept, refused = [], []
         for item in items:
             target = rule.target(item)
-            if target is None or self.allowed(context, target[1], target[0], target[2]):
+            name = target[2] if target is not None else None
+            if target is not None and name is None:
+                # A topic named by id (Metadata v10+): judged by the name the id has now.
+                name = self.topic_name(getattr(item, "topic_id", b""))
+            if target is None or name is None or self.allowed(context, target[1], target[0], name):
                 kept.append(item)
             else:
                 refused.append(item)

@@ -262,6 +262,8 @@ def test_listing_every_topic_shows_only_those_described(secured, admin) -> None:
         assert created.topics[0].error_code == 0
         assert "listed" in {t.name for t in admin.request(MetadataRequest(topics=None), 12).topics}
         assert client.request(MetadataRequest(topics=None), 12).topics == []
+        by_id = client.request(MetadataRequest(topics=[MetadataRequestTopic(topic_id=created.topics[0].topic_id)]), 12)
+        assert [t.error_code for t in by_id.topics] == [TOPIC_DENIED]
         set_acls(admin, acl(Operation.DESCRIBE, TOPIC, "listed"))
         assert [t.name for t in client.request(MetadataRequest(topics=None), 12).topics] == ["listed"]
     finally:
