@@ -47,6 +47,13 @@ CLUSTER_OPERATIONS: dict[int, Operation] = {
     ApiKey.FETCH: Operation.CLUSTER_ACTION,
     ApiKey.FETCH_SNAPSHOT: Operation.CLUSTER_ACTION,
     ApiKey.ENVELOPE: Operation.CLUSTER_ACTION,
+    # The quorum's own RPCs, between controllers.
+    ApiKey.VOTE: Operation.CLUSTER_ACTION,
+    ApiKey.BEGIN_QUORUM_EPOCH: Operation.CLUSTER_ACTION,
+    ApiKey.END_QUORUM_EPOCH: Operation.CLUSTER_ACTION,
+    ApiKey.UPDATE_RAFT_VOTER: Operation.CLUSTER_ACTION,
+    ApiKey.ADD_RAFT_VOTER: Operation.ALTER,
+    ApiKey.REMOVE_RAFT_VOTER: Operation.ALTER,
     ApiKey.UNREGISTER_BROKER: Operation.ALTER,
     ApiKey.UPDATE_FEATURES: Operation.ALTER,
     ApiKey.ELECT_LEADERS: Operation.ALTER,
