@@ -7,6 +7,10 @@ same call.
 
 A request a broker forwards in an Envelope is unwrapped and served through the same routes,
 and its answer goes back inside the EnvelopeResponse, with its own response header.
+
+With security configured, a SASL listener's connections authenticate first (SaslHandshake,
+SaslAuthenticate), and with an authorizer every request is checked against the ACLs before
+the controller sees it (server/security/requests.py says what each API needs).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
@@ -22,16 +27,27 @@ from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
 from protocol.generated.messages.envelope_request import EnvelopeRequest
 from protocol.generated.messages.envelope_response import EnvelopeResponse
+from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.request_header import RequestHeader
+from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
+from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
 from protocol.message import Message
 from protocol.primitives import INT16, INT32
-from server.context import ANONYMOUS, RequestContext, forwarded_address, forwarded_principal
+from server.context import ANONYMOUS, Principal, RequestContext, forwarded_address, forwarded_principal
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting
 from server.metalog.committer import CommitPath
 from server.network import Connection, RequestRejected
+from server.security.errors import AuthenticationFailed
+from server.security.requests import RequestAuthorizer, refused_items
+from server.security.sasl import SaslSession
+from server.security.scram import MECHANISMS, ScramCredential
+from server.security.settings import SecurityConfig
 
 log = logging.getLogger("kraftwire.apis")
 
@@ -107,6 +123,17 @@ def _then(result: T | asyncio.Future[T], then: Callable[[T], U]) -> U | asyncio.
     return out
 
 
+def deduplicate(key: int, request: Message) -> None:
+    """Serve a topic or config resource named many times in one Metadata or DescribeConfigs
+    once: the answer lists it once, as Kafka's does, and a request repeating one name
+    thousands of times costs no more than naming it once."""
+    if isinstance(request, MetadataRequest) and request.topics:
+        request.topics = list({(t.name, t.topic_id): t for t in reversed(request.topics)}.values())[::-1]
+    elif isinstance(request, DescribeConfigsRequest):
+        request.resources = list({(r.resource_type, r.resource_name): r
+                                  for r in reversed(request.resources)}.values())[::-1]
+
+
 def carries_error(response: Message, code: int) -> bool:
     """Whether ``code`` is among a response's error codes, at the top level or in any item."""
     for name, _ in response.FIELDS:
@@ -133,6 +160,8 @@ FORWARDABLE = {
     67: "AllocateProducerIds", 80: "AddRaftVoter", 81: "RemoveRaftVoter",
 }
 
+ACL_APIS = frozenset({ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS})
+
 # API key -> the QuorumController method that serves it. Writes append records and wait for
 # them; reads wait only for what they could have seen.
 WRITES = {
@@ -151,6 +180,9 @@ WRITES = {
     ApiKey.ALTER_CONFIGS: "alter_configs",
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: "assign_replicas_to_dirs",
     ApiKey.ALLOCATE_PRODUCER_IDS: "allocate_producer_ids",
+    ApiKey.CREATE_ACLS: "create_acls",
+    ApiKey.DELETE_ACLS: "delete_acls",
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "alter_user_scram_credentials",
 }
 READS = {
     ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
@@ -159,6 +191,8 @@ READS = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_reassignments",
     ApiKey.DESCRIBE_CONFIGS: "describe_configs",
     ApiKey.FIND_COORDINATOR: "find_coordinator",
+    ApiKey.DESCRIBE_ACLS: "describe_acls",
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "describe_user_scram_credentials",
 }
 # Reads every voter answers from its committed state; they name the active controller, so a
 # client that asked a standby finds its way.
@@ -166,12 +200,19 @@ SERVED_BY_STANDBYS = frozenset({"metadata", "describe_cluster"})
 
 
 class Router:
-    def __init__(self, controller: QuorumController, committer: CommitPath) -> None:
+    def __init__(self, controller: QuorumController, committer: CommitPath,
+                 security: SecurityConfig | None = None) -> None:
         self.controller = controller
         self.committer = committer
         # A voter of a quorum that is not the active controller: it refuses what only the
         # active controller serves with NOT_CONTROLLER, as Kafka's standbys do.
         self.standby = False
+        self.security = security or SecurityConfig()
+        self.authorizer: RequestAuthorizer | None = None
+        if self.security.authorizer is not None:
+            self.authorizer = RequestAuthorizer(
+                self.security.authorizer, lambda: self.controller.acls.acls.entries.values(), self._topic_name)
+        self.connection: Connection | None = None  # whose request is being handled
         self.handlers: dict[int, Handler] = {}
         self._routes: dict[tuple[int, int], Route] = {}
         # Narrower version ranges than the schema's, for APIs only partly served.
@@ -186,6 +227,12 @@ class Router:
         self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
         self.register(ApiKey.ENVELOPE, accepting(
             EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
+        if self.security.uses_sasl:
+            # Version 0 of SaslHandshake sends the SASL tokens unframed; Kafka's clients use v1.
+            self.register(ApiKey.SASL_HANDSHAKE, accepting(
+                SaslHandshakeRequest, lambda request, version: (self._sasl_handshake(request), NO_WAIT)), (1, 1))
+            self.register(ApiKey.SASL_AUTHENTICATE, accepting(
+                SaslAuthenticateRequest, lambda request, version: (self._sasl_authenticate(request), NO_WAIT)))
 
     def _writer(self, name: str) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:
@@ -227,6 +274,11 @@ class Router:
         if len(frame) < _PREFIX.size:
             raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
         key, version, correlation_id = _PREFIX.unpack_from(frame)
+        if conn.sasl is not None:
+            refusal = conn.sasl.allows(key, time.monotonic())
+            if refusal is not None:
+                raise RequestRejected(refusal)
+        self.connection = conn
         route = self._routes.get((key, version)) or self._route(key, version)
         if route is None:
             if key == ApiKey.API_VERSIONS:
@@ -251,7 +303,23 @@ class Router:
     def _serve(self, route: Route, request: Message, context: RequestContext) -> Reply:
         """The response, or a future of it when it must wait for a commit or a long poll."""
         self.context = context
+        add_refusals = None
+        if self.authorizer is None and route.api.key in ACL_APIS:
+            # As Kafka: ACLs mean nothing without an authorizer, so they are not kept.
+            disabled = with_error(route.api.response(), Error.SECURITY_DISABLED)
+            refused_items(request, disabled, Error.SECURITY_DISABLED)
+            return disabled
+        if self.authorizer is not None:
+            refusal = self.authorizer.refusal(route.api.key, context)
+            if refusal is not None:
+                refused = with_error(route.api.response(), refusal)
+                refused_items(request, refused, refusal)
+                return refused
+            add_refusals = self.authorizer.narrow(route.api.key, request, route.version, context)
+        deduplicate(route.api.key, request)
         response, visible = route.handler(request, route.version)
+        if add_refusals is not None:
+            response = _then(response, add_refusals)
         if isinstance(response, asyncio.Future):
             return response  # a long poll: the handler answers later by itself
         waiter = self.committer.wait(visible)
@@ -293,6 +361,50 @@ class Router:
             return f"unknown or unserved API key {key}"
         lo, hi = self.served_versions(api)
         return f"{api.name} v{version} is not supported (v{lo}-v{hi})"
+
+    # --- SASL -------------------------------------------------------------------------------
+    def sasl_session(self) -> SaslSession:
+        """A new connection's SASL state, looking credentials up in the current metadata."""
+        s = self.security
+        return SaslSession(s.sasl_mechanisms, s.plain_users, self._scram_credential, s.connections_max_reauth_ms)
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        record = self.controller.scram.credentials.entries.get((user, MECHANISMS[mechanism][0]))
+        if record is None:
+            return None
+        return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+
+    def _sasl_handshake(self, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
+        session = self._session()
+        enabled = list(self.security.sasl_mechanisms)
+        if not session.handshake(request.mechanism):
+            return SaslHandshakeResponse(error_code=Error.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
+        return SaslHandshakeResponse(mechanisms=enabled)
+
+    def _sasl_authenticate(self, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+        session = self._session()
+        conn = self.connection
+        assert conn is not None  # set by dispatch
+        try:
+            token, lifetime_ms = session.authenticate(request.auth_bytes, time.monotonic())
+        except AuthenticationFailed as exc:
+            session.fail()
+            # The answer goes out first; then the connection closes, as Kafka closes it.
+            asyncio.get_running_loop().call_soon(conn.abort, f"SASL authentication failed: {exc}")
+            return SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
+        if session.authenticated and session.username is not None:
+            conn.authenticated(Principal("User", session.username))
+        return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
+
+    def _session(self) -> SaslSession:
+        conn = self.connection
+        if conn is None or conn.sasl is None:
+            raise RequestRejected("SASL request on a listener without SASL")
+        return conn.sasl
+
+    def _topic_name(self, topic_id: bytes) -> str | None:
+        topic = self.controller.replication.topics.get(topic_id)
+        return topic.name if topic is not None else None
 
     # --- Envelope ---------------------------------------------------------------------------
     def _unwrap(self, envelope: EnvelopeRequest, context: RequestContext) -> Reply:

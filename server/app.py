@@ -99,7 +99,7 @@ class ControllerServer:
             self.committer = self.replication
         else:
             self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
-        self.router = Router(self.controller, self.committer)
+        self.router = Router(self.controller, self.committer, config.security)
         # Not active until it leads: alone, once start-up has written its epoch; in a quorum,
         # once elected.
         self.router.standby = True
@@ -133,7 +133,8 @@ class ControllerServer:
 
             self.capture = ServerCapture(capture_file)
         self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes,
-                                 self.capture.connection if self.capture is not None else None)
+                                 self.capture.connection if self.capture is not None else None,
+                                 config.security, self.router.sasl_session)
         self.address: tuple[str, int] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._no_op_timer: asyncio.TimerHandle | None = None

@@ -30,7 +30,8 @@ controller.quorum.retry.backoff.ms               20           >= 0
 controller.quorum.append.linger.ms               25           >= 0
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
-the controller listeners use PLAINTEXT. Only PLAINTEXT listeners are served.
+the controller listeners use PLAINTEXT. PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
+listeners are served; the security keys are described in server/security/settings.py.
 
 The endpoint kraftwire reports for itself (DescribeCluster for controllers, Metadata, the node
 endpoints of Fetch, FetchSnapshot and DescribeQuorum) is the advertised listener, else the
@@ -38,7 +39,8 @@ listener; an empty host there is reported as 127.0.0.1.
 
 Keys Kafka has and kraftwire does not implement are refused with an error that names them:
 controller.quorum.bootstrap.servers (kraftwire's quorum is the static controller.quorum.voters),
-listener.name.<listener>.<key> overrides (no TLS or SASL), a second listener. Keys in
+listener.name.<listener>.<key> overrides other than the SASL JAAS configuration, a second
+listener. Keys in
 IGNORED_KEYS, settings of Kafka's broker or of machinery kraftwire does not have, are accepted
 so that stock files work unchanged, and logged at start-up from ``ControllerConfig.ignored``;
 any other key is an error, so that a typo never silently leaves a default in place.
@@ -51,10 +53,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from server.security.acl import AuthorizerConfig
+from server.security.plain import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
+from server.security.settings import (
+    SASL_PROTOCOLS, STANDARD_AUTHORIZER, SUPPORTED_MECHANISMS, TLS_PROTOCOLS, SecurityConfig)
+from server.security.tls import TlsSettings, parse_mapping_rules
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 KAFKA_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 METADATA_NODES = ("controller", "brokers")
 
@@ -70,6 +78,13 @@ _KNOWN_KEYS = frozenset({
     *(f"controller.quorum.{name}" for name in (
         "election.timeout.ms", "election.backoff.max.ms", "fetch.timeout.ms", "request.timeout.ms",
         "retry.backoff.ms", "append.linger.ms")),
+}) | frozenset({
+    # security (server/security/settings.py)
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "super.users",
+    "allow.everyone.if.no.acl.found", "authorizer.class.name", "queued.max.request.bytes",
+    "connections.max.idle.ms", "connections.max.reauth.ms",
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -128,9 +143,11 @@ _UNSUPPORTED_KEYS = {
 }
 _UNSUPPORTED_PREFIXES = {
     "listener.name.":
-        "is not supported: kraftwire has no per-listener settings (its listener speaks PLAINTEXT, "
-        "without TLS or SASL)",
+        "is not supported: of the per-listener settings kraftwire reads only "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config",
 }
+# The per-listener key that is read: a SASL mechanism's JAAS configuration.
+_JAAS_KEY = re.compile(r"listener\.name\.([^.]+)\.([a-z0-9-]+)\.sasl\.jaas\.config")
 
 
 class Listener(NamedTuple):
@@ -169,6 +186,7 @@ class ControllerConfig:
     quorum_request_timeout_ms: int = 2000
     quorum_retry_backoff_ms: int = 20
     quorum_append_linger_ms: int = 25
+    security: SecurityConfig = field(default_factory=SecurityConfig)
     ignored: list[str] = field(default_factory=list)
 
     @property
@@ -410,9 +428,6 @@ def _security_map(reader: _Reader, listeners: list[Listener],
         security = given.get(lsn.name)
         if security is None:
             raise ConfigError(key, f"no security protocol for listener {lsn.name}")
-        if security not in SUPPORTED_PROTOCOLS:
-            raise ConfigError(key, f"listener {lsn.name} uses {security}; kraftwire serves "
-                                   f"only {', '.join(sorted(SUPPORTED_PROTOCOLS))} (it has no TLS or SASL)")
         effective[lsn.name] = security
     return effective
 
@@ -437,9 +452,9 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         if key in _UNSUPPORTED_KEYS:
             raise ConfigError(key, _UNSUPPORTED_KEYS[key])
         prefix = next((p for p in _UNSUPPORTED_PREFIXES if key.startswith(p)), None)
-        if prefix is not None:
+        if prefix is not None and not _JAAS_KEY.fullmatch(key):
             raise ConfigError(key, _UNSUPPORTED_PREFIXES[prefix])
-        if key not in _KNOWN_KEYS and key not in IGNORED_KEYS:
+        if key not in _KNOWN_KEYS and key not in IGNORED_KEYS and not _JAAS_KEY.fullmatch(key):
             raise ConfigError(key, "unknown configuration key")
 
     roles = _process_roles(reader)
@@ -467,6 +482,12 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
                               f"{lsn.name} cannot be advertised at the non-routable address {lsn.host}; "
                               f"set advertised.listeners to a routable host")
     security_map = _security_map(reader, listeners, controller_names)
+    if len(voters) > 1 and security_map[listeners[0].name] != "PLAINTEXT":
+        # The voters' own connections to each other speak PLAINTEXT only, so they could not
+        # reach each other: refuse rather than start a quorum that never elects a leader.
+        raise ConfigError("listener.security.protocol.map",
+                          f"a quorum of {len(voters)} voters needs a PLAINTEXT controller listener; "
+                          f"{listeners[0].name} is {security_map[listeners[0].name]}")
 
     metadata_dir, log_dirs = _log_dirs(reader)
 
@@ -505,8 +526,79 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         quorum_request_timeout_ms=reader.int("controller.quorum.request.timeout.ms", 2000, 1),
         quorum_retry_backoff_ms=reader.int("controller.quorum.retry.backoff.ms", 20, 0),
         quorum_append_linger_ms=reader.int("controller.quorum.append.linger.ms", 25, 0),
+        security=_security(reader, listeners[0].name, security_map[listeners[0].name]),
         ignored=sorted(key for key in props if key in IGNORED_KEYS),
     )
+
+
+# --- security -------------------------------------------------------------------------------
+
+def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
+    """TLS, SASL, authorization and connection limits, with Kafka's keys and defaults."""
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        kind = (reader.get(key) or "PEM").upper()
+        if kind != "PEM":
+            raise ConfigError(key, f"only PEM stores are supported, got {kind}")
+    client_auth = (reader.get("ssl.client.auth") or "none").lower()
+    if client_auth not in ("required", "requested", "none"):
+        raise ConfigError("ssl.client.auth", f"expected required, requested or none, got {client_auth!r}")
+    tls = TlsSettings(reader.get("ssl.keystore.location"), reader.get("ssl.keystore.key"),
+                      reader.get("ssl.keystore.certificate.chain"), reader.get("ssl.key.password"),
+                      reader.get("ssl.truststore.location"), reader.get("ssl.truststore.certificates"),
+                      client_auth)
+    if protocol in TLS_PROTOCOLS and tls.keystore_location is None and (
+            tls.keystore_key is None or tls.keystore_certificate_chain is None):
+        raise ConfigError("ssl.keystore.location", f"listener {listener} uses {protocol} and needs a keystore "
+                                                   f"(or ssl.keystore.key and ssl.keystore.certificate.chain)")
+    try:
+        rules = tuple(parse_mapping_rules(reader.get("ssl.principal.mapping.rules") or "DEFAULT"))
+    except ValueError as exc:
+        raise ConfigError("ssl.principal.mapping.rules", str(exc)) from None
+
+    mechanisms: tuple[str, ...] = ()
+    users: dict[str, str] = {}
+    if protocol in SASL_PROTOCOLS:
+        mechanisms = tuple(m.upper() for m in reader.list("sasl.enabled.mechanisms")) or ("GSSAPI",)
+        for mechanism in mechanisms:
+            if mechanism not in SUPPORTED_MECHANISMS:
+                raise ConfigError("sasl.enabled.mechanisms", f"{mechanism} is not supported; "
+                                  f"kraftwire offers {', '.join(SUPPORTED_MECHANISMS)}")
+    for key in reader.raw:
+        match = _JAAS_KEY.fullmatch(key)
+        if match is None:
+            continue
+        if match[1].upper() != listener or match[2].upper() not in mechanisms:
+            raise ConfigError(key, f"names no SASL mechanism enabled on listener {listener}")
+        try:
+            module, options = parse_jaas(reader.raw[key])
+        except ValueError as exc:
+            raise ConfigError(key, str(exc)) from None
+        if match[2].upper() == "PLAIN":
+            if module != PLAIN_LOGIN_MODULE:
+                raise ConfigError(key, f"expected {PLAIN_LOGIN_MODULE}, got {module}")
+            users = plain_users(options)
+    if "PLAIN" in mechanisms and not users:
+        raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config",
+                          'is required for PLAIN: it lists the users as user_<name>="<password>"')
+
+    authorizer = None
+    name = reader.get("authorizer.class.name") or ""
+    if name:
+        if name != STANDARD_AUTHORIZER:
+            raise ConfigError("authorizer.class.name", f"only {STANDARD_AUTHORIZER} is supported, got {name}")
+        super_users = frozenset(u.strip() for u in (reader.get("super.users") or "").split(";") if u.strip())
+        for user in super_users:
+            if ":" not in user:
+                raise ConfigError("super.users", f"expected principals as Type:name separated by ';', got {user!r}")
+        authorizer = AuthorizerConfig(super_users, reader.bool("allow.everyone.if.no.acl.found", False))
+    queued = reader.int("queued.max.request.bytes", -1, -1)
+    if queued == 0:
+        raise ConfigError("queued.max.request.bytes", "must be positive, or -1 for no bound")
+    return SecurityConfig(
+        protocol=protocol, tls=tls, principal_rules=rules, sasl_mechanisms=mechanisms, plain_users=users,
+        authorizer=authorizer, queued_max_request_bytes=queued,
+        connections_max_idle_ms=reader.int("connections.max.idle.ms", 600000, -1),
+        connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1))
 
 
 def load_config(path: str | Path) -> ControllerConfig:

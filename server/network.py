@@ -4,6 +4,12 @@ Each connection splits its byte stream into frames, hands every frame to the rou
 writes the responses back in request order, even when a later request is answered first
 (a heartbeat that needs no commit overtaking a registration that waits for fsync). Anything
 malformed closes that one connection with one log line; other clients never notice.
+
+A TLS listener authenticates clients by certificate; a SASL listener gives each connection a
+SASL session that the router drives. Connections idle for ``connections.max.idle.ms`` are
+closed, and the bytes received but not yet handled, over all connections, are bounded by
+``queued.max.request.bytes``: past it, a connection in the middle of a request is not read
+from until bytes are released, while whole requests are still handled (they release theirs).
 """
 
 from __future__ import annotations
@@ -11,12 +17,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
+import time
 from collections import deque
 from typing import Callable, Protocol
 
 from protocol.errors import DecodeError
 from protocol.framing import FrameReader, FrameTooLarge
-from server.context import ANONYMOUS, RequestContext
+from server.context import ANONYMOUS, Principal, RequestContext
+from server.security.sasl import SaslSession
+from server.security.settings import SecurityConfig
+from server.security.tls import distinguished_name, map_principal_name, server_context
 
 log = logging.getLogger("kraftwire.network")
 
@@ -44,9 +55,11 @@ Dispatch = Callable[["Connection", bytes], "bytes | Pending | None"]
 
 class Connection(asyncio.Protocol):
     __slots__ = ("dispatch", "reader", "transport", "peer", "context", "_queue", "_closed", "on_close", "capture",
-                 "_backlog", "_write_paused", "_read_paused", "_turn_pending")
+                 "_backlog", "_write_paused", "_read_paused", "_turn_pending", "sasl", "last_active",
+                 "buffered", "listener")
 
-    def __init__(self, dispatch: Dispatch, max_frame: int, on_close: Callable[["Connection"], None]) -> None:
+    def __init__(self, dispatch: Dispatch, max_frame: int, on_close: Callable[["Connection"], None],
+                 listener: "Listener | None" = None) -> None:
         self.dispatch = dispatch
         self.reader = FrameReader(max_frame)
         self.transport: asyncio.Transport | None = None
@@ -63,6 +76,10 @@ class Connection(asyncio.Protocol):
         self._turn_pending = False
         self.on_close = on_close
         self.capture = None  # set by the server when traffic is being captured
+        self.listener = listener
+        self.sasl: SaslSession | None = None  # on a SASL listener, set by the listener
+        self.last_active = time.monotonic()
+        self.buffered = 0  # bytes received and not yet handled: a partial frame and the backlog
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream listener always passes a Transport; asyncio.Protocol declares the base class.
@@ -70,12 +87,30 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         if peer:
-            self.context = RequestContext(ANONYMOUS, peer[0])
+            self.context = RequestContext(self._certificate_principal(transport), peer[0])
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.capture is not None:
             self.capture.connected(peer, transport.get_extra_info("sockname"))
+
+
+    def _certificate_principal(self, transport: asyncio.BaseTransport) -> Principal:
+        """User:<mapped subject> for a client that presented a certificate, else ANONYMOUS (on a
+        SASL listener the principal comes from SASL instead)."""
+        ssl_object = transport.get_extra_info("ssl_object")
+        listener = self.listener
+        if ssl_object is None or listener is None or listener.security.uses_sasl:
+            return ANONYMOUS
+        certificate = ssl_object.getpeercert()
+        if not certificate:
+            return ANONYMOUS
+        rules = list(listener.security.principal_rules)
+        return Principal("User", map_principal_name(distinguished_name(certificate), rules))
+
+    def authenticated(self, principal: Principal) -> None:
+        """SASL authentication succeeded: later requests are the user's."""
+        self.context = RequestContext(principal, self.context.client_address)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._closed and self.reader.pending:
@@ -85,6 +120,7 @@ class Connection(asyncio.Protocol):
         self._closed = True
         self._queue.clear()
         self._backlog.clear()
+        self._account(-self.buffered)
         if self.capture is not None:
             self.capture.close()
         self.on_close(self)
@@ -92,14 +128,28 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.capture is not None:
             self.capture.client_to_server(data)
+        self.last_active = time.monotonic()
+        self._account(len(data))
         try:
             frames = self.reader.feed(data)
         except FrameTooLarge as exc:
             self.reject(str(exc))
             return
+        if self.listener is not None and self.reader.pending and self.listener.over_limit():
+            # A request still arriving while the total is over the bound: this connection
+            # waits, the others (whose requests are whole) go on.
+            self.listener.waiting.add(self)
+            self._set_reading(False)
         if frames:
             self._backlog.extend(frames)
             self._handle_frames()
+
+    def _account(self, change: int) -> None:
+        self.buffered += change
+        if self.listener is not None:
+            self.listener.buffered += change
+            if change < 0:
+                self.listener.release()
 
     def _handle_frames(self) -> None:
         """Handle up to FRAMES_PER_TURN frames of the backlog, in order.
@@ -117,6 +167,7 @@ class Connection(asyncio.Protocol):
         while backlog and budget and not self._closed and not self._write_paused:
             budget -= 1
             frame = backlog.popleft()
+            self._account(-4 - len(frame))
             try:
                 result = self.dispatch(self, frame)
             except (DecodeError, RequestRejected) as exc:
@@ -144,7 +195,13 @@ class Connection(asyncio.Protocol):
         if backlog and not self._write_paused and not self._turn_pending:
             self._turn_pending = True
             asyncio.get_running_loop().call_soon(self._handle_frames)
-        self._set_reading(not backlog and not self._write_paused)
+        waiting = self.listener is not None and self in self.listener.waiting
+        self._set_reading(not backlog and not self._write_paused and not waiting)
+
+    def resume_if_idle(self) -> None:
+        """Read again once the total of buffered bytes dropped below the bound."""
+        if not self._closed and not self._backlog and not self._write_paused:
+            self._set_reading(True)
 
     def _set_reading(self, reading: bool) -> None:
         if reading == self._read_paused and self.transport is not None:
@@ -207,31 +264,82 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self, reason: str) -> None:
+        """Drop this connection at once: it may not send another byte (failed authentication)."""
+        if not self._closed:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+            self._closed = True
+            self._queue.clear()
+            self._backlog.clear()
+            if self.transport is not None:
+                self.transport.close()
+
 
 class Listener:
     """Accepts connections on one endpoint and tracks them for shutdown."""
 
-    def __init__(self, dispatch: Dispatch, max_frame: int, capture_factory: Callable | None = None) -> None:
+    def __init__(self, dispatch: Dispatch, max_frame: int, capture_factory: Callable | None = None,
+                 security: SecurityConfig | None = None,
+                 sasl_factory: Callable[[], SaslSession] | None = None) -> None:
         self.dispatch = dispatch
         self.max_frame = max_frame
         self.connections: set[Connection] = set()
         self.server: asyncio.base_events.Server | None = None
         self.capture_factory = capture_factory
+        self.security = security or SecurityConfig()
+        self.sasl_factory = sasl_factory
+        self.buffered = 0  # bytes received and not yet handled, over all connections
+        self.waiting: set[Connection] = set()  # not read from until the total drops
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     def _new_connection(self) -> Connection:
-        conn = Connection(self.dispatch, self.max_frame, self.connections.discard)
+        conn = Connection(self.dispatch, self.max_frame, self._closed, self)
         self.connections.add(conn)
         if self.capture_factory is not None:
             conn.capture = self.capture_factory()
+        if self.security.uses_sasl:
+            if self.sasl_factory is None:
+                raise ValueError("a SASL listener needs the SASL sessions' factory")
+            conn.sasl = self.sasl_factory()
         return conn
+
+    def _closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        self.waiting.discard(conn)
+
+    def over_limit(self) -> bool:
+        limit = self.security.queued_max_request_bytes
+        return limit > 0 and self.buffered > limit
+
+    def release(self) -> None:
+        if self.waiting and not self.over_limit():
+            waiting, self.waiting = self.waiting, set()
+            for conn in waiting:
+                conn.resume_if_idle()
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
+        context: ssl.SSLContext | None = server_context(self.security.tls) if self.security.uses_tls else None
         self.server = await loop.create_server(self._new_connection, host or None, port,
-                                               reuse_address=True, backlog=4096)
+                                               reuse_address=True, backlog=4096, ssl=context)
+        self._schedule_idle_check()
         return self.server.sockets[0].getsockname()[:2]
 
+    def _schedule_idle_check(self) -> None:
+        idle_ms = self.security.connections_max_idle_ms
+        if idle_ms > 0:
+            interval = max(0.05, min(idle_ms / 4000, 30.0))
+            self._idle_timer = asyncio.get_running_loop().call_later(interval, self._close_idle)
+
+    def _close_idle(self) -> None:
+        cutoff = time.monotonic() - self.security.connections_max_idle_ms / 1000
+        for conn in [c for c in self.connections if c.last_active < cutoff]:
+            conn.reject(f"idle for longer than connections.max.idle.ms={self.security.connections_max_idle_ms}")
+        self._schedule_idle_check()
+
     async def stop(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         if self.server is not None:
             self.server.close()
             for conn in list(self.connections):

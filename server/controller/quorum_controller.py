@@ -19,18 +19,23 @@ from protocol.generated.messages.allocate_producer_ids_request import AllocatePr
 from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
 from protocol.generated.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from protocol.generated.messages.alter_partition_request import AlterPartitionRequest
+from protocol.generated.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from protocol.generated.messages.api_versions_response import FinalizedFeatureKey, SupportedFeatureKey
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
 from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
+from protocol.generated.messages.create_acls_request import CreateAclsRequest
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
 from protocol.generated.messages.create_topics_request import CreateTopicsRequest
+from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
 from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
+from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
 from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
@@ -298,6 +303,22 @@ class QuorumController:
     def update_features(self, req: UpdateFeaturesRequest, version: int) -> Applied:
         ranges = [b.features for b in self.cluster.brokers.values()]
         return self.apply(self.features.update_features(req, version, ranges))
+
+    # --- ACLs and SCRAM credentials -----------------------------------------------------------
+    def create_acls(self, req: CreateAclsRequest, version: int) -> Applied:
+        return self.apply(self.acls.create_acls(req))
+
+    def delete_acls(self, req: DeleteAclsRequest, version: int) -> Applied:
+        return self.apply(self.acls.delete_acls(req))
+
+    def describe_acls(self, req: DescribeAclsRequest, version: int) -> Message:
+        return self.acls.describe_acls(req)
+
+    def alter_user_scram_credentials(self, req: AlterUserScramCredentialsRequest, version: int) -> Applied:
+        return self.apply(self.scram.alter(req))
+
+    def describe_user_scram_credentials(self, req: DescribeUserScramCredentialsRequest, version: int) -> Message:
+        return self.scram.describe(req)
 
     # --- topics, partitions, configs ----------------------------------------------------------
     def create_topics(self, req: CreateTopicsRequest, version: int) -> Applied:

@@ -24,11 +24,15 @@ from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.primitives import ZERO_UUID, random_uuid
 from server.controller.partitions import PartitionState
 from server.controller.replication import ReplicationControl
-from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord
 from server.controller.topic_names import topic_name_problem
 
 METADATA_TOPIC = "__cluster_metadata"
 DUPLICATE_NAME = "Duplicate topic name."
+# Kafka bounds the records one request may produce, so that one client cannot make the
+# controller build (and every broker replay) an unbounded batch while others wait.
+MAX_RECORDS_PER_USER_OP = MAX_RECORDS_PER_BATCH
+TOO_LARGE = "Unable to perform excessively large batch operation."
 # CreateTopics' NumPartitions and ReplicationFactor: the broker defaults apply (in a request),
 # or not known (in a failed result).
 UNSET_COUNT = -1
@@ -127,6 +131,13 @@ class TopicAdmin:
         INVALID_REQUEST result, after the results of the other topics."""
         records: list[VersionedRecord] = []
         response = CreateTopicsResponse()
+        if self._records_needed(req) > MAX_RECORDS_PER_USER_OP:
+            # Judged before any record is built: building them is the cost being refused.
+            for name in dict.fromkeys(t.name for t in req.topics):
+                result = CreatableTopicResult(name=name)
+                _refuse(result, Error.POLICY_VIOLATION, TOO_LARGE, version)
+                response.topics.append(result)
+            return ControllerResult([], response)
         counts = Counter(t.name for t in req.topics)
         placed = 0
         refused: list[tuple[str, str]] = []
@@ -160,6 +171,12 @@ class TopicAdmin:
             _refuse(result, Error.INVALID_REQUEST, message, version)
             response.topics.append(result)
         return ControllerResult(records, response)
+
+    @staticmethod
+    def _records_needed(req: CreateTopicsRequest) -> int:
+        """At least the records the request would produce: a TopicRecord, its configs and a
+        PartitionRecord per partition (a topic taking the default count counts one)."""
+        return sum(1 + len(t.configs) + (len(t.assignments) or max(t.num_partitions, 1)) for t in req.topics)
 
     def _create_one(self, topic: CreatableTopic, version: int,
                     placed_before: int) -> tuple[list[VersionedRecord], bytes, list[list[int]]]:
@@ -281,6 +298,11 @@ class TopicAdmin:
         INVALID_REQUEST result, before the results of the other topics."""
         records: list[VersionedRecord] = []
         response = CreatePartitionsResponse()
+        if self._partitions_added(req) > MAX_RECORDS_PER_USER_OP:
+            response.results = [CreatePartitionsTopicResult(name=n, error_code=Error.POLICY_VIOLATION,
+                                                            error_message=TOO_LARGE)
+                                for n in dict.fromkeys(t.name for t in req.topics)]
+            return ControllerResult([], response)
         counts = Counter(t.name for t in req.topics)
         for name in dict.fromkeys(t.name for t in req.topics if counts[t.name] > 1):
             response.results.append(CreatePartitionsTopicResult(
@@ -299,6 +321,14 @@ class TopicAdmin:
             if not req.validate_only:
                 records += recs
         return ControllerResult(records, response)
+
+    def _partitions_added(self, req: CreatePartitionsRequest) -> int:
+        added = 0
+        for t in req.topics:
+            topic_id = self.r.names.get(t.name)
+            topic = self.r.topics.get(topic_id) if topic_id is not None else None
+            added += max(t.count - (len(topic.partitions) if topic is not None else 0), 0)
+        return added
 
     def _add_partitions(self, t: CreatePartitionsTopic) -> list[VersionedRecord]:
         topic_id = self.r.names.get(t.name)

@@ -181,17 +181,17 @@ def test_every_ignored_key_is_accepted_and_reported() -> None:
     ({**BASE, "listener.name.controller.ssl.keystore.location": "/k.jks"},
      "listener.name.controller.ssl.keystore.location", "not supported"),
     ({**BASE, "listener.name.controller.plain.sasl.jaas.config": "x required;"},
-     "listener.name.controller.plain.sasl.jaas.config", "not supported"),
+     "listener.name.controller.plain.sasl.jaas.config", "no SASL mechanism enabled"),
     ({**BASE, "listener.security.protocol.map": "CONTROLLER:SSL"},
-     "listener.security.protocol.map", "SSL"),
+     "ssl.keystore.location", "needs a keystore"),
     ({**BASE, "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT"},
-     "listener.security.protocol.map", "serves only PLAINTEXT"),
+     "sasl.enabled.mechanisms", "GSSAPI is not supported"),
     ({**BASE, "listener.security.protocol.map": "CONTROLLER:NOPE"},
      "listener.security.protocol.map", "NOPE"),
     ({**BASE, "listener.security.protocol.map": "OTHER:PLAINTEXT"},
      "listener.security.protocol.map", "CONTROLLER"),
     ({**BASE, "listeners": "SSL://:9094", "controller.listener.names": "SSL"},
-     "listener.security.protocol.map", "SSL"),
+     "ssl.keystore.location", "SSL"),
     (with_(metadata_log_dir=None), "metadata.log.dir", "required"),
     ({**BASE, "broker.session.timeout.ms": "0"}, "broker.session.timeout.ms", "at least 1"),
     ({**BASE, "socket.request.max.bytes": "1023"}, "socket.request.max.bytes", "at least 1024"),
@@ -287,3 +287,10 @@ def test_a_three_voter_quorum_and_its_timing_come_from_server_properties():
     assert cfg.voters == {1: ("127.0.0.1", 9093), 2: ("::1", 9094), 3: ("h3", 9095)}
     assert (cfg.quorum_election_timeout_ms, cfg.quorum_fetch_timeout_ms) == (500, 900)
     assert (cfg.quorum_election_backoff_max_ms, cfg.quorum_append_linger_ms) == (1000, 25)
+
+
+def test_a_quorum_of_several_voters_is_refused_on_a_secured_controller_listener():
+    with pytest.raises(ConfigError) as err:
+        config_from_properties({**BASE, "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094",
+                                "listener.security.protocol.map": "CONTROLLER:SSL"})
+    assert err.value.key == "listener.security.protocol.map" and "PLAINTEXT" in str(err.value)

@@ -41,6 +41,7 @@ class HeldCommitter:
 
 class Client:
     context = RequestContext(Principal("User", "broker-1"), "127.0.0.1")
+    sasl = None  # a listener without SASL
 
 
 def forwarded_create(outcome: BaseException | None):

@@ -15,6 +15,8 @@ from .alter_partition_reassignments_request import AlterPartitionReassignmentsRe
 from .alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 from .alter_partition_request import AlterPartitionRequest
 from .alter_partition_response import AlterPartitionResponse
+from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from .api_versions_request import ApiVersionsRequest
 from .api_versions_response import ApiVersionsResponse
 from .assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
@@ -27,13 +29,19 @@ from .broker_registration_request import BrokerRegistrationRequest
 from .broker_registration_response import BrokerRegistrationResponse
 from .controller_registration_request import ControllerRegistrationRequest
 from .controller_registration_response import ControllerRegistrationResponse
+from .create_acls_request import CreateAclsRequest
+from .create_acls_response import CreateAclsResponse
 from .create_partitions_request import CreatePartitionsRequest
 from .create_partitions_response import CreatePartitionsResponse
 from .create_topics_request import CreateTopicsRequest
 from .create_topics_response import CreateTopicsResponse
 from .default_principal_data import DefaultPrincipalData
+from .delete_acls_request import DeleteAclsRequest
+from .delete_acls_response import DeleteAclsResponse
 from .delete_topics_request import DeleteTopicsRequest
 from .delete_topics_response import DeleteTopicsResponse
+from .describe_acls_request import DescribeAclsRequest
+from .describe_acls_response import DescribeAclsResponse
 from .describe_cluster_request import DescribeClusterRequest
 from .describe_cluster_response import DescribeClusterResponse
 from .describe_configs_request import DescribeConfigsRequest
@@ -42,6 +50,8 @@ from .describe_quorum_request import DescribeQuorumRequest
 from .describe_quorum_response import DescribeQuorumResponse
 from .describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from .describe_topic_partitions_response import DescribeTopicPartitionsResponse
+from .describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
 from .elect_leaders_request import ElectLeadersRequest
 from .elect_leaders_response import ElectLeadersResponse
 from .end_quorum_epoch_request import EndQuorumEpochRequest
@@ -96,6 +106,8 @@ BY_NAME: dict[str, type[Message]] = {
     'AlterPartitionReassignmentsResponse': AlterPartitionReassignmentsResponse,
     'AlterPartitionRequest': AlterPartitionRequest,
     'AlterPartitionResponse': AlterPartitionResponse,
+    'AlterUserScramCredentialsRequest': AlterUserScramCredentialsRequest,
+    'AlterUserScramCredentialsResponse': AlterUserScramCredentialsResponse,
     'ApiVersionsRequest': ApiVersionsRequest,
     'ApiVersionsResponse': ApiVersionsResponse,
     'AssignReplicasToDirsRequest': AssignReplicasToDirsRequest,
@@ -108,13 +120,19 @@ BY_NAME: dict[str, type[Message]] = {
     'BrokerRegistrationResponse': BrokerRegistrationResponse,
     'ControllerRegistrationRequest': ControllerRegistrationRequest,
     'ControllerRegistrationResponse': ControllerRegistrationResponse,
+    'CreateAclsRequest': CreateAclsRequest,
+    'CreateAclsResponse': CreateAclsResponse,
     'CreatePartitionsRequest': CreatePartitionsRequest,
     'CreatePartitionsResponse': CreatePartitionsResponse,
     'CreateTopicsRequest': CreateTopicsRequest,
     'CreateTopicsResponse': CreateTopicsResponse,
     'DefaultPrincipalData': DefaultPrincipalData,
+    'DeleteAclsRequest': DeleteAclsRequest,
+    'DeleteAclsResponse': DeleteAclsResponse,
     'DeleteTopicsRequest': DeleteTopicsRequest,
     'DeleteTopicsResponse': DeleteTopicsResponse,
+    'DescribeAclsRequest': DescribeAclsRequest,
+    'DescribeAclsResponse': DescribeAclsResponse,
     'DescribeClusterRequest': DescribeClusterRequest,
     'DescribeClusterResponse': DescribeClusterResponse,
     'DescribeConfigsRequest': DescribeConfigsRequest,
@@ -123,6 +141,8 @@ BY_NAME: dict[str, type[Message]] = {
     'DescribeQuorumResponse': DescribeQuorumResponse,
     'DescribeTopicPartitionsRequest': DescribeTopicPartitionsRequest,
     'DescribeTopicPartitionsResponse': DescribeTopicPartitionsResponse,
+    'DescribeUserScramCredentialsRequest': DescribeUserScramCredentialsRequest,
+    'DescribeUserScramCredentialsResponse': DescribeUserScramCredentialsResponse,
     'ElectLeadersRequest': ElectLeadersRequest,
     'ElectLeadersResponse': ElectLeadersResponse,
     'EndQuorumEpochRequest': EndQuorumEpochRequest,
@@ -178,6 +198,8 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 45): AlterPartitionReassignmentsResponse,
     ('request', 56): AlterPartitionRequest,
     ('response', 56): AlterPartitionResponse,
+    ('request', 51): AlterUserScramCredentialsRequest,
+    ('response', 51): AlterUserScramCredentialsResponse,
     ('request', 18): ApiVersionsRequest,
     ('response', 18): ApiVersionsResponse,
     ('request', 73): AssignReplicasToDirsRequest,
@@ -190,12 +212,18 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 62): BrokerRegistrationResponse,
     ('request', 70): ControllerRegistrationRequest,
     ('response', 70): ControllerRegistrationResponse,
+    ('request', 30): CreateAclsRequest,
+    ('response', 30): CreateAclsResponse,
     ('request', 37): CreatePartitionsRequest,
     ('response', 37): CreatePartitionsResponse,
     ('request', 19): CreateTopicsRequest,
     ('response', 19): CreateTopicsResponse,
+    ('request', 31): DeleteAclsRequest,
+    ('response', 31): DeleteAclsResponse,
     ('request', 20): DeleteTopicsRequest,
     ('response', 20): DeleteTopicsResponse,
+    ('request', 29): DescribeAclsRequest,
+    ('response', 29): DescribeAclsResponse,
     ('request', 60): DescribeClusterRequest,
     ('response', 60): DescribeClusterResponse,
     ('request', 32): DescribeConfigsRequest,
@@ -204,6 +232,8 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 55): DescribeQuorumResponse,
     ('request', 75): DescribeTopicPartitionsRequest,
     ('response', 75): DescribeTopicPartitionsResponse,
+    ('request', 50): DescribeUserScramCredentialsRequest,
+    ('response', 50): DescribeUserScramCredentialsResponse,
     ('request', 43): ElectLeadersRequest,
     ('response', 43): ElectLeadersResponse,
     ('request', 54): EndQuorumEpochRequest,

@@ -1,0 +1,231 @@
+"""Which ACL each request needs, as Kafka's controller checks it, and what a refusal answers.
+
+Cluster-wide APIs need one operation on the CLUSTER resource and are refused whole with
+CLUSTER_AUTHORIZATION_FAILED. APIs that name topics or config resources are judged item by
+item: refused items are taken out of the request before the controller sees it (so nothing is
+written for them) and answered with TOPIC_AUTHORIZATION_FAILED (or CLUSTER_ for broker
+configs), while the others are served. Listing every topic shows only those described.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from protocol.error_codes import Error
+from protocol.generated.messages import ApiKey
+from protocol.generated.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from protocol.generated.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult)
+from protocol.generated.messages.create_acls_request import CreateAclsRequest
+from protocol.generated.messages.create_acls_response import AclCreationResult, CreateAclsResponse
+from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
+from protocol.generated.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
+from protocol.generated.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyAlterResult
+from protocol.generated.messages.create_partitions_response import CreatePartitionsTopicResult
+from protocol.generated.messages.create_topics_response import CreatableTopicResult
+from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
+from protocol.generated.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+from protocol.generated.messages.describe_configs_response import DescribeConfigsResult
+from protocol.generated.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponseTopic
+from protocol.generated.messages.incremental_alter_configs_response import AlterConfigsResourceResponse
+from protocol.generated.messages.metadata_response import MetadataResponseTopic
+from protocol.message import Message
+from server.context import RequestContext
+from server.security.acl import CLUSTER_NAME, Acl, AuthorizerConfig, Operation, ResourceType, authorize
+
+# Kafka's ConfigResource types.
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
+
+CLUSTER_OPERATIONS: dict[int, Operation] = {
+    ApiKey.BROKER_REGISTRATION: Operation.CLUSTER_ACTION,
+    ApiKey.BROKER_HEARTBEAT: Operation.CLUSTER_ACTION,
+    ApiKey.ALTER_PARTITION: Operation.CLUSTER_ACTION,
+    ApiKey.ALLOCATE_PRODUCER_IDS: Operation.CLUSTER_ACTION,
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: Operation.CLUSTER_ACTION,
+    ApiKey.CONTROLLER_REGISTRATION: Operation.CLUSTER_ACTION,
+    ApiKey.FETCH: Operation.CLUSTER_ACTION,
+    ApiKey.FETCH_SNAPSHOT: Operation.CLUSTER_ACTION,
+    ApiKey.ENVELOPE: Operation.CLUSTER_ACTION,
+    # The quorum's own RPCs, between controllers.
+    ApiKey.VOTE: Operation.CLUSTER_ACTION,
+    ApiKey.BEGIN_QUORUM_EPOCH: Operation.CLUSTER_ACTION,
+    ApiKey.END_QUORUM_EPOCH: Operation.CLUSTER_ACTION,
+    ApiKey.UPDATE_RAFT_VOTER: Operation.CLUSTER_ACTION,
+    ApiKey.ADD_RAFT_VOTER: Operation.ALTER,
+    ApiKey.REMOVE_RAFT_VOTER: Operation.ALTER,
+    ApiKey.UNREGISTER_BROKER: Operation.ALTER,
+    ApiKey.UPDATE_FEATURES: Operation.ALTER,
+    ApiKey.ELECT_LEADERS: Operation.ALTER,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Operation.ALTER,
+    ApiKey.CREATE_ACLS: Operation.ALTER,
+    ApiKey.DELETE_ACLS: Operation.ALTER,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Operation.ALTER,
+    # Unlike a broker, Kafka's controller wants ALTER for DescribeCluster.
+    ApiKey.DESCRIBE_CLUSTER: Operation.ALTER,
+    ApiKey.DESCRIBE_QUORUM: Operation.DESCRIBE,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Operation.DESCRIBE,
+    ApiKey.DESCRIBE_ACLS: Operation.DESCRIBE,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Operation.DESCRIBE,
+}
+
+
+@dataclass(frozen=True)
+class PerItem:
+    """An API judged per item: where the items are, what each needs, what a refusal says."""
+
+    items: str  # the request's list
+    results: str  # the response's list
+    # Items are the generated classes of each API's request; they share field names only.
+    target: Callable[[Any], tuple[ResourceType, Operation, str | None] | None]
+    refused: Callable[[Any, int], Message]
+    cluster_wide: Operation | None = None  # this on CLUSTER allows every item
+
+
+def _topic(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str | None] | None]:
+    return lambda item: (ResourceType.TOPIC, operation, getattr(item, "name"))
+
+
+def _config(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str | None] | None]:
+    def target(item: Any) -> tuple[ResourceType, Operation, str | None] | None:
+        if item.resource_type == CONFIG_TOPIC:
+            return ResourceType.TOPIC, operation, item.resource_name
+        if item.resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
+            return ResourceType.CLUSTER, operation, CLUSTER_NAME
+        return None  # the controller answers unknown types itself
+    return target
+
+
+def _config_error(item: Any) -> int:
+    return Error.TOPIC_AUTHORIZATION_FAILED if item.resource_type == CONFIG_TOPIC else Error.CLUSTER_AUTHORIZATION_FAILED
+
+
+PER_ITEM: dict[int, PerItem] = {
+    ApiKey.CREATE_TOPICS: PerItem(
+        "topics", "topics", _topic(Operation.CREATE),
+        lambda item, v: CreatableTopicResult(name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED),
+        Operation.CREATE),
+    ApiKey.CREATE_PARTITIONS: PerItem(
+        "topics", "results", _topic(Operation.ALTER),
+        lambda item, v: CreatePartitionsTopicResult(name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: PerItem(
+        "resources", "responses", _config(Operation.ALTER_CONFIGS),
+        lambda item, v: AlterConfigsResourceResponse(
+            error_code=_config_error(item), resource_type=item.resource_type, resource_name=item.resource_name)),
+    ApiKey.ALTER_CONFIGS: PerItem(
+        "resources", "responses", _config(Operation.ALTER_CONFIGS),
+        lambda item, v: LegacyAlterResult(
+            error_code=_config_error(item), resource_type=item.resource_type, resource_name=item.resource_name)),
+    ApiKey.DESCRIBE_CONFIGS: PerItem(
+        "resources", "results", _config(Operation.DESCRIBE_CONFIGS),
+        lambda item, v: DescribeConfigsResult(
+            error_code=_config_error(item), resource_type=item.resource_type, resource_name=item.resource_name)),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: PerItem(
+        "topics", "topics", _topic(Operation.DESCRIBE),
+        lambda item, v: DescribeTopicPartitionsResponseTopic(
+            name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
+    ApiKey.METADATA: PerItem(
+        "topics", "topics", _topic(Operation.DESCRIBE),
+        lambda item, v: MetadataResponseTopic(name=item.name, topic_id=item.topic_id,
+                                              error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
+}
+
+
+def refused_items(request: Message, response: Message, code: int) -> None:
+    """Give a refused request's response one failed result per item, where its answer has no
+    error code of its own (Kafka's error responses for these APIs do the same)."""
+    if isinstance(request, CreateAclsRequest) and isinstance(response, CreateAclsResponse):
+        response.results = [AclCreationResult(error_code=code) for _ in request.creations]
+    elif isinstance(request, DeleteAclsRequest) and isinstance(response, DeleteAclsResponse):
+        response.filter_results = [DeleteAclsFilterResult(error_code=code) for _ in request.filters]
+    elif isinstance(request, AlterUserScramCredentialsRequest) and isinstance(response, AlterUserScramCredentialsResponse):
+        names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        response.results = [AlterUserScramCredentialsResult(user=n, error_code=code) for n in dict.fromkeys(names)]
+
+
+class RequestAuthorizer:
+    def __init__(self, config: AuthorizerConfig, acls: Callable[[], Iterable[Acl]],
+                 topic_name: Callable[[bytes], str | None]) -> None:
+        self.config = config
+        self.acls = acls
+        self.topic_name = topic_name
+
+    def allowed(self, context: RequestContext, operation: Operation, resource_type: ResourceType,
+                name: str) -> bool:
+        principal = f"{context.principal.type}:{context.principal.name}"
+        return authorize(principal, context.client_address, operation, resource_type, name,
+                         self.acls(), self.config)
+
+    def refusal(self, key: int, context: RequestContext) -> int | None:
+        """The error that refuses a cluster-wide request whole, or None."""
+        operation = CLUSTER_OPERATIONS.get(key)
+        if operation is None or self.allowed(context, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            return None
+        return Error.CLUSTER_AUTHORIZATION_FAILED
+
+    def narrow(self, key: int, request: Message, version: int,
+               context: RequestContext) -> Callable[[Message], Message] | None:
+        """Take the refused items out of ``request``; returns what puts their refusals into the
+        response (None when every item is allowed)."""
+        if isinstance(request, DeleteTopicsRequest):
+            return self._narrow_deletions(request, context)
+        rule = PER_ITEM.get(key)
+        if rule is None:
+            return None
+        if rule.cluster_wide is not None and self.allowed(context, rule.cluster_wide, ResourceType.CLUSTER,
+                                                          CLUSTER_NAME):
+            return None
+        items = getattr(request, rule.items)
+        if items is None or (key == ApiKey.DESCRIBE_TOPIC_PARTITIONS and not items):
+            return self._hide_undescribed(rule.results, context)  # every topic was asked for
+        kept, refused = [], []
+        for item in items:
+            target = rule.target(item)
+            name = target[2] if target is not None else None
+            if target is not None and name is None:
+                # A topic named by id (Metadata v10+): judged by the name the id has now.
+                name = self.topic_name(getattr(item, "topic_id", b""))
+            if target is None or name is None or self.allowed(context, target[1], target[0], name):
+                kept.append(item)
+            else:
+                refused.append(item)
+        if not refused:
+            return None
+        setattr(request, rule.items, kept)
+
+        def add_refusals(response: Message) -> Message:
+            getattr(response, rule.results).extend(rule.refused(item, version) for item in refused)
+            return response
+        return add_refusals
+
+    def _hide_undescribed(self, results: str, context: RequestContext) -> Callable[[Message], Message]:
+        def hide(response: Message) -> Message:
+            setattr(response, results, [t for t in getattr(response, results)
+                                        if self.allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, getattr(t, "name"))])
+            return response
+        return hide
+
+    def _narrow_deletions(self, request: DeleteTopicsRequest, context: RequestContext) -> Callable[[Message], Message] | None:
+        """DeleteTopics names topics by name (v0-5) or by name or id (v6+)."""
+        if self.allowed(context, Operation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return None
+        refused: list[DeletableTopicResult] = []
+
+        def permitted(name: str | None, topic_id: bytes) -> bool:
+            resolved = name if name is not None else self.topic_name(topic_id)
+            if resolved is None or self.allowed(context, Operation.DELETE, ResourceType.TOPIC, resolved):
+                return True  # an unknown id is the controller's to answer
+            refused.append(DeletableTopicResult(name=name, topic_id=topic_id,
+                                                error_code=Error.TOPIC_AUTHORIZATION_FAILED))
+            return False
+
+        request.topic_names = [n for n in request.topic_names if permitted(n, bytes(16))]
+        request.topics = [t for t in request.topics if permitted(t.name, t.topic_id)]
+        if not refused:
+            return None
+
+        def add_refusals(response: Message) -> Message:
+            if isinstance(response, DeleteTopicsResponse):
+                response.responses.extend(refused)
+            return response
+        return add_refusals

@@ -1,0 +1,34 @@
+"""The security part of a controller's configuration, once validated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from server.security.acl import AuthorizerConfig
+from server.security.tls import MappingRule, TlsSettings
+
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    protocol: str = "PLAINTEXT"  # of the controller listener
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    principal_rules: tuple[MappingRule, ...] = (MappingRule(None),)
+    sasl_mechanisms: tuple[str, ...] = ()
+    plain_users: dict[str, str] = field(default_factory=dict)  # from the listener's PLAIN JAAS
+    authorizer: AuthorizerConfig | None = None  # None: no authorizer, every request is allowed
+    queued_max_request_bytes: int = -1  # -1: no bound on the bytes buffered in total
+    connections_max_idle_ms: int = 600000
+    connections_max_reauth_ms: int = 0
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in TLS_PROTOCOLS
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in SASL_PROTOCOLS

@@ -1,0 +1,65 @@
+"""Raw protocol clients over TLS and SASL, for requests no stock client sends to a controller."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+from protocol.client import KafkaClient
+from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
+from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
+
+HANDSHAKE_V = 1
+AUTHENTICATE_V = 2
+ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+              'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" '
+              'user_broker="broker-secret";')
+
+
+def tls_client(host: str, port: int, ca: Path, cert: Path | None = None, key: Path | None = None) -> KafkaClient:
+    client = KafkaClient(host, port)
+    context = ssl.create_default_context(cafile=str(ca))
+    if cert is not None:
+        context.load_cert_chain(str(cert), str(key) if key else None)
+    client.sock = context.wrap_socket(client.sock, server_hostname=host)
+    return client
+
+
+def plain_login(client: KafkaClient, user: str, password: str) -> SaslAuthenticateResponse:
+    handshake = client.request(SaslHandshakeRequest(mechanism="PLAIN"), HANDSHAKE_V)
+    assert isinstance(handshake, SaslHandshakeResponse) and handshake.error_code == 0, handshake
+    response = client.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()),
+                              AUTHENTICATE_V)
+    assert isinstance(response, SaslAuthenticateResponse)
+    return response
+
+
+def sasl_client(host: str, port: int, user: str, password: str) -> KafkaClient:
+    """A SASL_PLAINTEXT connection logged in with PLAIN."""
+    client = KafkaClient(host, port)
+    response = plain_login(client, user, password)
+    assert response.error_code == 0, response.error_message
+    return client
+
+
+def scram_login(client: KafkaClient, mechanism: str, user: str, password: str) -> SaslAuthenticateResponse:
+    """Both SCRAM rounds with kafka-python's own SCRAM client; the first failing (or the last)
+    SaslAuthenticate response. The server's signature is checked when the login succeeds."""
+    from kafka.net.sasl.scram import ScramClient
+
+    scram = ScramClient(user, password, mechanism)
+    handshake = client.request(SaslHandshakeRequest(mechanism=mechanism), HANDSHAKE_V)
+    assert isinstance(handshake, SaslHandshakeResponse) and handshake.error_code == 0, handshake
+    first = client.request(SaslAuthenticateRequest(auth_bytes=scram.first_message()), AUTHENTICATE_V)
+    assert isinstance(first, SaslAuthenticateResponse)
+    if first.error_code:
+        return first
+    scram.process_server_first_message(first.auth_bytes)
+    final = client.request(SaslAuthenticateRequest(auth_bytes=scram.final_message()), AUTHENTICATE_V)
+    assert isinstance(final, SaslAuthenticateResponse)
+    if final.error_code == 0:
+        scram.process_server_final_message(final.auth_bytes)  # raises on a wrong server signature
+    return final

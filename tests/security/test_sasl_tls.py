@@ -1,0 +1,257 @@
+"""Real clients over real TLS and SASL against a controller process.
+
+kafka-python and confluent-kafka (librdkafka) log in with SCRAM-SHA-512 and PLAIN over
+SASL_SSL; kcat lists metadata over TLS with a client certificate. The failures a client must
+see are checked too: a wrong password, an unknown user, a session past connections.max.reauth.ms,
+a plaintext client on a TLS port, and a TLS client whose certificate nobody trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from protocol.client import ConnectionClosed, KafkaClient
+from protocol.error_codes import Error
+from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
+from protocol.generated.messages.metadata_request import MetadataRequest
+from tests.security.certs import Pki, make_pki
+from tests.security.clients import (
+    ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, plain_login, sasl_client, scram_login, tls_client)
+
+kafka = pytest.importorskip("kafka")
+from kafka import KafkaAdminClient  # noqa: E402
+from kafka.admin import ScramMechanism, UserScramCredentialUpsertion  # noqa: E402
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def sasl_ssl_props(pki: Pki, **extra: str) -> dict[str, str]:
+    return {
+        "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin;User:carol",
+        **extra,
+    }
+
+
+def admin(controller, pki: Pki, mechanism: str, user: str, password: str) -> KafkaAdminClient:
+    return KafkaAdminClient(
+        bootstrap_servers=f"{controller.host}:{controller.port}", security_protocol="SASL_SSL",
+        ssl_cafile=str(pki.ca), sasl_mechanism=mechanism, sasl_plain_username=user,
+        sasl_plain_password=password, request_timeout_ms=10000)
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_controller(pki: Pki, tmp_path_factory: pytest.TempPathFactory):
+    from tests.conftest import ControllerProcess
+    proc = ControllerProcess(tmp_path_factory.mktemp("sasl-ssl"), sasl_ssl_props(pki))
+    try:
+        yield proc.start()
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def scram_user(sasl_ssl_controller, pki: Pki) -> tuple[str, str]:
+    """carol (a super user) gets a SCRAM-SHA-512 credential, set by the PLAIN admin."""
+    client = admin(sasl_ssl_controller, pki, "PLAIN", ADMIN, ADMIN_PASSWORD)
+    try:
+        result = client.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("carol", ScramMechanism.SCRAM_SHA_512, "carol-secret", iterations=8192)])
+        assert result == {"carol": None}
+        described = client.describe_user_scram_credentials(["carol"])
+        assert described["carol"]["error"] is None
+        assert [(i["mechanism"], i["iterations"]) for i in described["carol"]["credential_infos"]] == [
+            (ScramMechanism.SCRAM_SHA_512, 8192)]
+    finally:
+        client.close()
+    return "carol", "carol-secret"
+
+
+def test_kafka_python_scram_sha_512_over_tls(sasl_ssl_controller, pki: Pki, scram_user) -> None:
+    client = admin(sasl_ssl_controller, pki, "SCRAM-SHA-512", *scram_user)
+    try:
+        cluster = client.describe_cluster()
+        assert cluster["cluster_id"] == sasl_ssl_controller.cluster_id
+        assert set(client.describe_user_scram_credentials()) == {"carol"}
+    finally:
+        client.close()
+
+
+def test_kafka_python_plain_over_tls(sasl_ssl_controller, pki: Pki) -> None:
+    client = admin(sasl_ssl_controller, pki, "PLAIN", ADMIN, ADMIN_PASSWORD)
+    try:
+        assert client.describe_cluster()["cluster_id"] == sasl_ssl_controller.cluster_id
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("mechanism,user,password,message", [
+    ("SCRAM-SHA-512", "carol", "carol-secret", None),
+    ("SCRAM-SHA-512", "carol", "wrong", "Invalid user credentials"),
+    ("SCRAM-SHA-256", "carol", "carol-secret", "Invalid user credentials"),  # no SHA-256 credential
+    ("SCRAM-SHA-512", "nobody", "x", "Invalid user credentials"),
+    ("PLAIN", ADMIN, ADMIN_PASSWORD, None),
+    ("PLAIN", ADMIN, "wrong", "Invalid username or password"),
+    ("PLAIN", "nobody", "x", "Invalid username or password"),
+])
+def test_logins_with_wrong_password_or_unknown_user_fail(sasl_ssl_controller, pki: Pki, scram_user, mechanism: str,
+                                                         user: str, password: str, message: str | None) -> None:
+    client = tls_client(sasl_ssl_controller.host, sasl_ssl_controller.port, pki.ca)
+    try:
+        if mechanism == "PLAIN":
+            response = plain_login(client, user, password)
+        else:
+            response = scram_login(client, mechanism, user, password)
+        if message is None:
+            assert response.error_code == 0
+            assert client.request(DescribeClusterRequest(), 1).error_code == 0  # a super user
+        else:
+            assert response.error_code == Error.SASL_AUTHENTICATION_FAILED
+            assert message in response.error_message
+    finally:
+        client.close()
+
+
+def test_failed_login_answers_the_error_then_closes(sasl_ssl_controller, pki: Pki) -> None:
+    client = tls_client(sasl_ssl_controller.host, sasl_ssl_controller.port, pki.ca)
+    try:
+        response = plain_login(client, ADMIN, "wrong")
+        assert response.error_code == Error.SASL_AUTHENTICATION_FAILED
+        assert "Invalid username or password" in response.error_message
+        with pytest.raises((ConnectionClosed, OSError)):
+            client.request(ApiVersionsRequest(), 3)
+    finally:
+        client.close()
+
+
+def test_requests_before_authentication_close_the_connection(sasl_ssl_controller, pki: Pki) -> None:
+    client = tls_client(sasl_ssl_controller.host, sasl_ssl_controller.port, pki.ca)
+    try:
+        assert client.request(ApiVersionsRequest(), 3).error_code == 0  # allowed first
+        with pytest.raises((ConnectionClosed, OSError)):
+            client.request(DescribeClusterRequest(), 1)
+    finally:
+        client.close()
+
+
+def test_plaintext_client_on_a_tls_port_gets_nothing(sasl_ssl_controller) -> None:
+    client = KafkaClient(sasl_ssl_controller.host, sasl_ssl_controller.port, timeout=5)
+    try:
+        with pytest.raises((ConnectionClosed, OSError)):
+            client.request(ApiVersionsRequest(), 3)
+    finally:
+        client.close()
+
+
+def test_confluent_kafka_scram_sha_512_and_plain(sasl_ssl_controller, pki: Pki, scram_user) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    import confluent_kafka.admin as confluent
+    for mechanism, (user, password) in (("SCRAM-SHA-512", scram_user), ("PLAIN", (ADMIN, ADMIN_PASSWORD)),
+                                        ("PLAIN", (ADMIN, "wrong"))):
+        errors: list = []
+        client = confluent.AdminClient({
+            "bootstrap.servers": f"{sasl_ssl_controller.host}:{sasl_ssl_controller.port}",
+            "security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca),
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
+            "error_cb": errors.append, "log_level": 0})
+        if password == "wrong":
+            with pytest.raises(confluent_kafka.KafkaException):
+                client.list_topics(timeout=3)
+            client.poll(0.5)  # delivers the errors librdkafka reported meanwhile
+            assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors), errors
+            continue
+        metadata = client.list_topics(timeout=10)
+        assert metadata.cluster_id == sasl_ssl_controller.cluster_id
+
+
+def test_session_past_reauth_time_is_closed(controller_factory) -> None:
+    controller = controller_factory({
+        "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS, "connections.max.reauth.ms": "1000"})
+    client = KafkaClient(controller.host, controller.port)
+    try:
+        response = plain_login(client, ADMIN, ADMIN_PASSWORD)
+        assert response.error_code == 0 and response.session_lifetime_ms == 1000
+        assert client.request(MetadataRequest(topics=[]), 12).cluster_id == controller.cluster_id
+        time.sleep(1.2)
+        with pytest.raises((ConnectionClosed, OSError)):
+            client.request(MetadataRequest(topics=[]), 12)
+    finally:
+        client.close()
+    # Re-authenticating in time keeps the session.
+    client = sasl_client(controller.host, controller.port, ADMIN, ADMIN_PASSWORD)
+    try:
+        time.sleep(0.6)
+        assert plain_login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
+        time.sleep(0.6)
+        assert client.request(MetadataRequest(topics=[]), 12).cluster_id == controller.cluster_id
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def mtls_controller(pki: Pki, tmp_path_factory: pytest.TempPathFactory):
+    from tests.conftest import ControllerProcess
+    proc = ControllerProcess(tmp_path_factory.mktemp("mtls"), {
+        "listener.security.protocol.map": "CONTROLLER:SSL",
+        "ssl.keystore.key": pki.server_key.read_text().replace("\n", "\\n"),
+        "ssl.keystore.certificate.chain": pki.server_cert.read_text().replace("\n", "\\n"),
+        "ssl.truststore.location": str(pki.ca), "ssl.client.auth": "required",
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:CN=broker-1,O=kraftwire-test",
+    })
+    try:
+        yield proc.start()
+    finally:
+        proc.stop()
+
+
+def test_client_certificate_is_the_principal(mtls_controller, pki: Pki) -> None:
+    client = tls_client(mtls_controller.host, mtls_controller.port, pki.ca, pki.client_cert, pki.client_key)
+    try:
+        # DescribeCluster needs ALTER on CLUSTER: only the super user has it.
+        assert client.request(DescribeClusterRequest(), 1).error_code == 0
+    finally:
+        client.close()
+
+
+def test_tls_client_without_a_trusted_certificate_is_refused(mtls_controller, pki: Pki) -> None:
+    for cert, key in ((None, None), (pki.stranger_cert, pki.stranger_key)):
+        with pytest.raises((ssl.SSLError, ConnectionClosed, OSError)):
+            client = tls_client(mtls_controller.host, mtls_controller.port, pki.ca, cert, key)
+            try:
+                client.request(ApiVersionsRequest(), 3)
+            finally:
+                client.close()
+
+
+def test_kcat_lists_metadata_over_tls(mtls_controller, pki: Pki) -> None:
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (apt-get install kcat)")
+    out = subprocess.run(
+        [kcat, "-b", f"{mtls_controller.host}:{mtls_controller.port}", "-L", "-J",
+         "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}",
+         "-X", f"ssl.certificate.location={pki.client_cert}", "-X", f"ssl.key.location={pki.client_key}",
+         "-m", "10"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    listing = json.loads(out.stdout)
+    assert listing["brokers"] == [{"id": 3000, "name": f"127.0.0.1:{mtls_controller.port}"}]

@@ -1,0 +1,212 @@
+"""The security pieces on their own: the authorizer (StandardAuthorizerTest's scenarios), the
+SCRAM and PLAIN servers against kafka-python's SCRAM client, JAAS entries, certificate names
+and mapping rules, and the configuration errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from server.config import ConfigError, config_from_properties
+from server.security.acl import AuthorizerConfig, Operation, PatternType, Permission, ResourceType, authorize
+from server.security.errors import AuthenticationFailed
+from server.security.plain import PlainServer, parse_jaas, plain_users
+from server.security.sasl import SaslSession
+from server.security.scram import ScramCredential, credential_from_salted_password, salted_password, ScramServer
+from server.security.tls import distinguished_name, map_principal_name, parse_mapping_rules
+
+TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
+ALLOW, DENY = Permission.ALLOW, Permission.DENY
+LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
+
+
+@dataclass(frozen=True)
+class Entry:
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+def entry(name: str, op: Operation, permission: Permission = ALLOW, principal: str = "User:alice",
+          pattern: PatternType = LITERAL, host: str = "*", rtype: ResourceType = TOPIC) -> Entry:
+    return Entry(rtype, name, pattern, principal, host, op, permission)
+
+
+def allowed(acls: list[Entry], op: Operation, name: str = "foo", principal: str = "User:alice",
+            host: str = "10.0.0.1", config: AuthorizerConfig = AuthorizerConfig(),
+            rtype: ResourceType = TOPIC) -> bool:
+    return authorize(principal, host, op, rtype, name, acls, config)
+
+
+def test_super_users_may_do_anything() -> None:
+    config = AuthorizerConfig(frozenset({"User:admin"}))
+    assert allowed([entry("foo", Operation.READ, DENY, "User:admin")], Operation.ALTER, principal="User:admin",
+                   config=config)
+
+
+def test_nothing_without_an_acl_unless_everyone_is_allowed() -> None:
+    assert not allowed([], Operation.READ)
+    assert allowed([], Operation.READ, config=AuthorizerConfig(allow_everyone_if_no_acl_found=True))
+    # An ACL on the resource for someone else: the "no ACL found" rule no longer applies.
+    assert not allowed([entry("foo", Operation.READ, principal="User:bob")], Operation.READ,
+                       config=AuthorizerConfig(allow_everyone_if_no_acl_found=True))
+
+
+def test_deny_wins_over_allow() -> None:
+    acls = [entry("foo", Operation.ALL), entry("fo", Operation.WRITE, DENY, pattern=PREFIXED)]
+    assert allowed(acls, Operation.READ)
+    assert not allowed(acls, Operation.WRITE)
+
+
+def test_prefixed_literal_and_wildcard_resources() -> None:
+    assert allowed([entry("fo", Operation.READ, pattern=PREFIXED)], Operation.READ, "foobar")
+    assert not allowed([entry("foobar", Operation.READ, pattern=PREFIXED)], Operation.READ, "foo")
+    assert allowed([entry("*", Operation.READ)], Operation.READ, "anything")
+    assert not allowed([entry("foo", Operation.READ)], Operation.READ, "foobar")
+
+
+def test_principals_and_hosts() -> None:
+    assert allowed([entry("foo", Operation.READ, principal="User:*")], Operation.READ, principal="User:zed")
+    assert not allowed([entry("foo", Operation.READ, host="10.0.0.2")], Operation.READ)
+    assert allowed([entry("foo", Operation.READ, host="10.0.0.1")], Operation.READ)
+
+
+def test_implied_operations() -> None:
+    for op in (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER):
+        assert allowed([entry("foo", op)], Operation.DESCRIBE)
+    assert allowed([entry("foo", Operation.ALTER_CONFIGS)], Operation.DESCRIBE_CONFIGS)
+    assert not allowed([entry("foo", Operation.DESCRIBE)], Operation.READ)
+    # A DENY of READ does not deny DESCRIBE.
+    assert allowed([entry("foo", Operation.DESCRIBE), entry("foo", Operation.READ, DENY)], Operation.DESCRIBE)
+
+
+def scram_exchange(server: ScramServer, user: str, password: str, mechanism: str) -> None:
+    from kafka.net.sasl.scram import ScramClient
+
+    client = ScramClient(user, password, mechanism)
+    client.process_server_first_message(server.respond(client.first_message()))
+    client.process_server_final_message(server.respond(client.final_message()))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_against_kafka_pythons_client(mechanism: str) -> None:
+    pytest.importorskip("kafka")
+    salt = b"0123456789abcdef"
+    credential = credential_from_salted_password(mechanism, salt, salted_password(mechanism, "pencil", salt, 4096), 4096)
+    store = {("user", mechanism): credential}
+    server = ScramServer(mechanism, lambda u, m: store.get((u, m)))
+    scram_exchange(server, "user", "pencil", mechanism)
+    assert server.complete and server.username == "user"
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
+        scram_exchange(ScramServer(mechanism, lambda u, m: store.get((u, m))), "user", "wrong", mechanism)
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
+        scram_exchange(ScramServer(mechanism, lambda u, m: store.get((u, m))), "nobody", "pencil", mechanism)
+
+
+@pytest.mark.parametrize("token", [b"", b"junk", b"n,,", b"p=tls-unique,,n=user,r=abc", "n,,n=ü".encode("latin-1")])
+def test_malformed_scram_messages_fail_cleanly(token: bytes) -> None:
+    server = ScramServer("SCRAM-SHA-256", lambda u, m: ScramCredential(b"s", b"k", b"k", 4096))
+    with pytest.raises(AuthenticationFailed):
+        server.respond(token)
+
+
+def test_plain() -> None:
+    assert PlainServer({"alice": "secret"}).respond(b"\0alice\0secret") == b""
+    for token, message in [(b"\0alice\0nope", "Invalid username or password"), (b"alice", "expected 3 tokens"),
+                           (b"bob\0alice\0secret", "authorization id"), (b"\0\0", "not specified")]:
+        with pytest.raises(AuthenticationFailed, match=message):
+            PlainServer({"alice": "secret"}).respond(token)
+
+
+def test_sasl_session_states() -> None:
+    session = SaslSession(("PLAIN",), {"alice": "secret"}, lambda u, m: None, reauth_ms=1000)
+    assert session.allows(3, now=0.0) is not None  # Metadata before authentication
+    assert session.allows(18, now=0.0) is None  # ApiVersions
+    assert not session.handshake("SCRAM-SHA-512")
+    assert session.handshake("PLAIN")
+    assert session.authenticate(b"\0alice\0secret", now=10.0) == (b"", 1000)
+    assert session.allows(3, now=10.5) is None
+    assert "expired" in (session.allows(3, now=11.0) or "")
+    # Re-authenticating as someone else is refused.
+    session = SaslSession(("PLAIN",), {"alice": "a", "bob": "b"}, lambda u, m: None, reauth_ms=0)
+    session.handshake("PLAIN")
+    session.authenticate(b"\0alice\0a", now=0.0)
+    session.handshake("PLAIN")
+    with pytest.raises(AuthenticationFailed, match="same principal"):
+        session.authenticate(b"\0bob\0b", now=1.0)
+
+
+def test_jaas_entries() -> None:
+    module, options = parse_jaas('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                 'username="admin" password="a \\"quoted\\" one" user_admin="x" user_bob=y;')
+    assert module == "org.apache.kafka.common.security.plain.PlainLoginModule"
+    assert options["password"] == 'a "quoted" one'
+    assert plain_users(options) == {"admin": "x", "bob": "y"}
+    for bad in ("", "Module required", "Module maybe x=1;", 'Module required x="open;'):
+        with pytest.raises(ValueError):
+            parse_jaas(bad)
+
+
+def test_certificate_names_and_mapping_rules() -> None:
+    subject = ((("countryName", "US"),), (("organizationName", "Acme, Inc."),), (("commonName", "broker-1"),))
+    dn = distinguished_name({"subject": subject})
+    assert dn == "CN=broker-1,O=Acme\\, Inc.,C=US"
+    rules = parse_mapping_rules("RULE:^CN=(.*?),O=.*$/$1/U, DEFAULT")
+    assert map_principal_name(dn, rules) == "BROKER-1"
+    assert map_principal_name("OU=x", rules) == "OU=x"
+    with pytest.raises(ValueError):
+        parse_mapping_rules("RULE:[/x/")
+
+
+BASE = {"process.roles": "controller", "node.id": "1", "listeners": "CONTROLLER://127.0.0.1:9093",
+        "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@127.0.0.1:9093",
+        "metadata.log.dir": "/tmp/kraftwire-unused"}
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'
+
+
+@pytest.mark.parametrize("props,key,words", [
+    ({"listener.security.protocol.map": "CONTROLLER:SASL_SSL", "sasl.enabled.mechanisms": "PLAIN",
+      "listener.name.controller.plain.sasl.jaas.config": JAAS}, "ssl.keystore.location", "keystore"),
+    ({"listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN"},
+     "listener.name.controller.plain.sasl.jaas.config", "is required"),
+    ({"listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "OAUTHBEARER"},
+     "sasl.enabled.mechanisms", "OAUTHBEARER is not supported"),
+    ({"listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+      "listener.name.controller.plain.sasl.jaas.config": "nonsense"},
+     "listener.name.controller.plain.sasl.jaas.config", "expected one entry"),
+    ({"ssl.keystore.type": "JKS"}, "ssl.keystore.type", "only PEM"),
+    ({"ssl.client.auth": "sometimes"}, "ssl.client.auth", "required, requested or none"),
+    ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "authorizer.class.name", "StandardAuthorizer"),
+    ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "super.users": "admin"},
+     "super.users", "Type:name"),
+    ({"queued.max.request.bytes": "0"}, "queued.max.request.bytes", "positive"),
+    ({"ssl.principal.mapping.rules": "RULE:oops"}, "ssl.principal.mapping.rules", "cannot read"),
+    ({"listener.name.controller.ssl.keystore.location": "/k"}, "listener.name.controller.ssl.keystore.location",
+     "sasl.jaas.config"),
+])
+def test_security_config_errors_name_their_key(props: dict[str, str], key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        config_from_properties({**BASE, **props})
+    assert excinfo.value.key == key and words in excinfo.value.message
+
+
+def test_idle_connections_are_closed(controller_factory) -> None:
+    import time
+
+    from protocol.client import ConnectionClosed, KafkaClient
+    from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+
+    controller = controller_factory({"connections.max.idle.ms": "300"})
+    client = KafkaClient(controller.host, controller.port)
+    try:
+        assert client.request(ApiVersionsRequest(), 3).error_code == 0
+        time.sleep(0.8)
+        with pytest.raises((ConnectionClosed, OSError)):
+            client.request(ApiVersionsRequest(), 3)
+    finally:
+        client.close()
