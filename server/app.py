@@ -34,6 +34,7 @@ from server.metalog.quorum_state import QuorumState, read_quorum_state, write_qu
 from server.metalog.snapshots import (
     SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot)
 from server.metalog.segments import MetadataLog
+from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
 from server.raft.fetch import MetadataFetchServer
 from server.raft.replication import leader_change_batch
@@ -99,6 +100,9 @@ class ControllerServer:
         self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes,
                                  self.capture.connection if self.capture is not None else None)
         self.address: tuple[str, int] | None = None
+        self.metrics = ControllerMetrics(self)
+        self.router.observers.append(self.metrics.observe_request)
+        self.metrics_port: int | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._no_op_timer: asyncio.TimerHandle | None = None
 
@@ -260,6 +264,8 @@ class ControllerServer:
     async def start(self) -> tuple[str, int]:
         listener = self.config.controller_listener
         self.address = await self.listener.start(listener.host, listener.port)
+        if self.config.metrics_port is not None:
+            self.metrics_port = self.metrics.start(listener.host, self.config.metrics_port)
         self._schedule_lease_check()
         self._schedule_no_op()
         return self.address
@@ -293,6 +299,7 @@ class ControllerServer:
             if timer is not None:
                 timer.cancel()
         await self.listener.stop()
+        self.metrics.stop()
         if self.capture is not None:
             self.capture.close()
         await self.committer.drain()

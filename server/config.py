@@ -22,6 +22,8 @@ unclean.leader.election.enable                   false        true or false
 eligible.leader.replicas.enabled                 false        true or false
 max.request.partition.size.limit                 2000         >= 1
 kraftwire.metadata.nodes                         controller   "controller" or "brokers"
+kraftwire.metrics.port                           (off)        0..65535: Prometheus endpoint (0 = any free port)
+kraftwire.log.format                             text         "text" or "json" (one JSON object a line)
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
 the controller listeners use PLAINTEXT. Only PLAINTEXT listeners are served.
@@ -51,6 +53,7 @@ INT64_MAX = 2**63 - 1
 SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
 KAFKA_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 METADATA_NODES = ("controller", "brokers")
+LOG_FORMATS = ("text", "json")
 
 _KNOWN_KEYS = frozenset({
     "process.roles", "node.id", "controller.quorum.voters",
@@ -61,6 +64,7 @@ _KNOWN_KEYS = frozenset({
     "metadata.max.idle.interval.ms", "num.partitions", "default.replication.factor",
     "min.insync.replicas", "unclean.leader.election.enable", "eligible.leader.replicas.enabled",
     "max.request.partition.size.limit", "kraftwire.metadata.nodes",
+    "kraftwire.metrics.port", "kraftwire.log.format",
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -153,6 +157,8 @@ class ControllerConfig:
     eligible_leader_replicas_enabled: bool = False
     max_request_partition_size_limit: int = 2000
     metadata_nodes: str = "controller"
+    metrics_port: int | None = None  # None: no metrics endpoint
+    log_format: str = "text"
     ignored: list[str] = field(default_factory=list)
 
     @property
@@ -464,6 +470,12 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         raise ConfigError("kraftwire.metadata.nodes",
                           f"expected one of {', '.join(METADATA_NODES)}, got {metadata_nodes!r}")
 
+    log_format = reader.get("kraftwire.log.format") or "text"
+    if log_format not in LOG_FORMATS:
+        raise ConfigError("kraftwire.log.format",
+                          f"expected one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
+    metrics_port = reader.int("kraftwire.metrics.port", None, 0, 65535) if reader.get("kraftwire.metrics.port") else None
+
     return ControllerConfig(
         process_roles=roles,
         node_id=node_id,
@@ -488,6 +500,8 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         eligible_leader_replicas_enabled=reader.bool("eligible.leader.replicas.enabled", False),
         max_request_partition_size_limit=reader.int("max.request.partition.size.limit", 2000, 1),
         metadata_nodes=metadata_nodes,
+        metrics_port=metrics_port,
+        log_format=log_format,
         ignored=sorted(key for key in props if key in IGNORED_KEYS),
     )
 
