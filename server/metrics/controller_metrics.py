@@ -111,7 +111,10 @@ class ControllerMetrics:
     def start(self, host: str, port: int) -> int:
         """Serve the metrics over HTTP on a thread of their own, so a scrape never waits for
         the event loop; start the loop probe. Returns the port bound (``port`` 0: any free)."""
-        self._http, self._thread = start_http_server(port, host or "0.0.0.0", registry=self.registry)
+        try:
+            self._http, self._thread = start_http_server(port, host or "0.0.0.0", registry=self.registry)
+        except OSError as exc:
+            raise OSError(exc.errno, f"metrics endpoint on {host or '0.0.0.0'}:{port}: {exc.strerror}") from None
         self._start_probe()
         return int(self._http.server_port)
 
