@@ -149,21 +149,22 @@ def test_snapshot_ls_cat_find(snapshot: Path, run: Run) -> None:
         "metadataQuorum", "producerIds", "scram", "topicIds", "topics"]
     assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/leader")) == ["1"]
     assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/isr", "/topics/t/1/replicas")) == [
-        "[1, 2]", "[1, 2]"]
+        "/topics/t/0/isr: [1, 2]", "/topics/t/1/replicas: [1, 2]"]
     assert lines(run("--snapshot", snapshot, "find", "/brokers")) == [
         "/brokers", "/brokers/1", *[f"/brokers/1/{n}" for n in sorted(BROKER_NODES)],
         "/brokers/2", *[f"/brokers/2/{n}" for n in sorted(BROKER_NODES)]]
     assert lines(run("--snapshot", snapshot, "cat", "/brokers/1/isFenced", "/brokers/2/isFenced")) == [
-        "false", "true"]
+        "/brokers/1/isFenced: false", "/brokers/2/isFenced: true"]
     registration = json.loads(lines(run("--snapshot", snapshot, "cat", "/brokers/2/registration"))[0])
     assert registration["listeners"] == [
         {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092, "securityProtocol": 0}]
     assert (registration["epoch"], registration["incarnationId"]) == (12, uuid_to_str(INCARNATION))
     assert lines(run("--snapshot", snapshot, "cat", f"/topicIds/{uuid_to_str(T_ID)}", "/topics/other/id")) == [
-        "t", uuid_to_str(OTHER_ID)]
+        f"/topicIds/{uuid_to_str(T_ID)}: t", f"/topics/other/id: {uuid_to_str(OTHER_ID)}"]
     assert lines(run("--snapshot", snapshot, "cat", "/features/metadata.version")) == [str(metadata_level("3.7"))]
     assert lines(run("--snapshot", snapshot, "cat", "/configs/topic/t/cleanup.policy",
-                     "/configs/broker/<default>/min.insync.replicas")) == ["compact", "2"]
+                     "/configs/broker/<default>/min.insync.replicas")) == [
+        "/configs/topic/t/cleanup.policy: compact", "/configs/broker/<default>/min.insync.replicas: 2"]
     # A snapshot ending before offset 11 holds everything up to offset 10.
     assert lines(run("--snapshot", snapshot, "cat", "/metadataQuorum/offset")) == ["10"]
 
@@ -176,7 +177,8 @@ PARTITION_NODES = ["leader", "isr", "replicas", "leaderEpoch", "partitionEpoch",
 def test_partition_nodes(snapshot: Path, run: Run) -> None:
     assert sorted(lines(run("--snapshot", snapshot, "ls", "/topics/t/1"))) == sorted(PARTITION_NODES)
     values = lines(run("--snapshot", snapshot, "cat", *[f"/topics/t/1/{n}" for n in PARTITION_NODES]))
-    assert values == ["2", "[2]", "[1, 2]", "0", "0", "[]", "[]", "[]", "[]", "RECOVERED"]
+    expected = ["2", "[2]", "[1, 2]", "0", "0", "[]", "[]", "[]", "[]", "RECOVERED"]
+    assert values == [f"/topics/t/1/{n}: {v}" for n, v in zip(PARTITION_NODES, expected)]
 
 
 def test_errors_for_missing_paths_and_wrong_kinds(snapshot: Path, run: Run) -> None:
@@ -193,7 +195,8 @@ def test_errors_for_missing_paths_and_wrong_kinds(snapshot: Path, run: Run) -> N
 
 
 def test_globs(snapshot: Path, run: Run) -> None:
-    assert lines(run("--snapshot", snapshot, "cat", "/topics/*/0/leader")) == ["2", "1"]
+    assert lines(run("--snapshot", snapshot, "cat", "/topics/*/0/leader")) == [
+        "/topics/other/0/leader: 2", "/topics/t/0/leader: 1"]
     assert lines(run("--snapshot", snapshot, "ls", "/topics/t/[0-9]")) == [
         "/topics/t/0:", *sorted(PARTITION_NODES), "", "/topics/t/1:", *sorted(PARTITION_NODES)]
 
@@ -216,7 +219,8 @@ def test_log_dir_is_the_newest_snapshot_then_the_log(log_dir: Path, nested: bool
     assert result.stderr == ""
     assert lines(run("--directory", where, "cat", "/producerIds/nextProducerId")) == ["1000"]
     assert lines(run("--directory", where, "cat", "/topics/t/0/leader", "/topics/t/0/isr",
-                     "/topics/t/0/leaderEpoch", "/topics/late/0/leader")) == ["2", "[2]", "1", "1"]
+                     "/topics/t/0/leaderEpoch", "/topics/late/0/leader")) == [
+        "/topics/t/0/leader: 2", "/topics/t/0/isr: [2]", "/topics/t/0/leaderEpoch: 1", "/topics/late/0/leader: 1"]
     # Only the snapshot has this config: the snapshot was loaded, not the log prefix.
     assert lines(run("--directory", where, "cat", "/configs/topic/t/retention.ms")) == ["1000"]
     assert lines(run("--directory", where, "cat", "/metadataQuorum/offset")) == ["10"]
@@ -256,7 +260,7 @@ def test_interactive_through_a_pipe(log_dir: Path) -> None:
     result = shell("--directory", log_dir, stdin="\n".join(commands) + "\n")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
-        "/topics/t", "0", "id", "name", "2", "[2]", "/topics",
+        "/topics/t", "0", "id", "name", "/topics/t/0/leader: 2", "/topics/t/0/isr: [2]", "/topics",
         "    7  cd ../..", "    8  pwd", "    9  history 3"]
     assert result.stderr.splitlines()[-1] == "ls: /nowhere: no such node"
 
@@ -300,7 +304,7 @@ def test_live_controller_lists_a_registered_broker(controller, run: Run) -> None
     address = f"{controller.host}:{controller.port}"
     assert lines(shell("--controllers", address, "ls", "/brokers")) == ["7"]
     assert lines(run("--controllers", address, "cat", "/brokers/7/epoch", "/brokers/7/isFenced")) == [
-        str(epoch), "true"]
+        f"/brokers/7/epoch: {epoch}", "/brokers/7/isFenced: true"]
     assert lines(run("--controllers", f"1@{address}", "cat", "/features/metadata.version")) == ["25"]
     leader = json.loads(lines(run("--controllers", address, "cat", "/metadataQuorum/leader"))[0])
     assert leader["leaderId"] == EMBEDDED_NODE_ID
@@ -318,7 +322,7 @@ def test_live_controller_behind_a_snapshot_is_read_with_fetch_snapshot(controlle
     address = f"{controller.host}:{controller.port}"
     assert lines(shell("--controllers", address, "ls", "/brokers")) == [*map(str, epochs), "99"]
     assert lines(run("--controllers", address, "cat", "/brokers/1/epoch", "/brokers/99/epoch")) == [
-        str(epochs[1]), str(last)]
+        f"/brokers/1/epoch: {epochs[1]}", f"/brokers/99/epoch: {last}"]
 
 
 def test_unreachable_controller(tmp_path: Path, run: Run) -> None:
