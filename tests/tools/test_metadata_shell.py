@@ -332,3 +332,46 @@ def test_unreachable_controller(tmp_path: Path, run: Run) -> None:
     assert result.stderr.startswith(f"error: could not read the metadata log: 127.0.0.1:{port}: ")
     result = run("--controllers", "nonsense", "ls")
     assert (result.returncode, result.stderr) == (1, "error: --controllers: 'nonsense' is not HOST:PORT\n")
+
+
+def test_ls_long_and_cat_of_a_multi_line_value() -> None:
+    root = {"topics": {"t": {"0": {"leader": "1"}, "id": "abc"}}, "note": "two\nlines"}
+    out = io.StringIO()
+    sh = Shell(root, out, io.StringIO())
+    assert sh.run_line("ls -l /topics/t") and sh.run_line("ls -l /note")
+    assert out.getvalue().splitlines() == ["d        1  0", "-        3  id", "-        9  note"]
+    out.truncate(0), out.seek(0)
+    assert sh.run_line("cat /note /topics/t/id")
+    assert out.getvalue().splitlines() == ["/note:", "two", "lines", "/topics/t/id: abc"]
+
+
+def test_refresh_without_a_source_is_an_error() -> None:
+    err = io.StringIO()
+    sh = Shell({}, io.StringIO(), err)
+    assert not sh.run_line("refresh")
+    assert err.getvalue() == "refresh: this shell has no source to read again\n"
+
+
+def test_refresh_follows_a_live_controller(controller) -> None:
+    """The interactive shell on --controllers sees a broker registered after it started once
+    told to refresh, and stays in its directory."""
+    address = f"{controller.host}:{controller.port}"
+    proc = subprocess.Popen([sys.executable, "-m", "tools.metadata_shell", "--controllers", address],
+                            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("ls /brokers\ncat /metadataQuorum/offset\n")
+        proc.stdin.flush()
+        before = int(proc.stdout.readline())
+        register(controller, 5)
+        out, err = proc.communicate("cd /brokers\nrefresh\npwd\nls\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    refreshed, pwd, listed = out.splitlines()
+    after = int(refreshed.split()[4])
+    assert refreshed == f"read up to offset {after} (was {before})" and after > before
+    assert (pwd, listed) == ("/brokers", "5")
