@@ -8,6 +8,7 @@ more parts (the Raft quorum's metrics) can register their own collectors beside 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from wsgiref.simple_server import WSGIServer
@@ -28,6 +29,8 @@ from server.metrics.names import controller, event_manager, request_metrics
 MS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 # How often the event-loop probe measures how long a ready callback waits for its turn.
 PROBE_INTERVAL_S = 0.25
+# How long a scrape waits for the event loop to read the controller's state.
+SCRAPE_TIMEOUT_S = 10.0
 
 
 class Observed(Protocol):
@@ -70,7 +73,8 @@ class ControllerMetrics:
         self.processing_time = Histogram(event_manager("EventQueueProcessingTimeMs"),
                                          "Time the event loop spends handling one request (ms)",
                                          buckets=MS_BUCKETS, registry=r)
-        r.register(_StateCollector(observed))
+        self._state = _StateCollector(observed)
+        r.register(self._state)
         self._committed = observed.committer.committed_offset
         observed.committer.listeners.append(self._on_commit)
         self._probe: asyncio.TimerHandle | None = None
@@ -111,6 +115,7 @@ class ControllerMetrics:
     def start(self, host: str, port: int) -> int:
         """Serve the metrics over HTTP on a thread of their own, so a scrape never waits for
         the event loop; start the loop probe. Returns the port bound (``port`` 0: any free)."""
+        self._state.loop = asyncio.get_running_loop()
         try:
             self._http, self._thread = start_http_server(port, host or "0.0.0.0", registry=self.registry)
         except OSError as exc:
@@ -130,12 +135,23 @@ class ControllerMetrics:
 
 
 class _StateCollector(Collector):
-    """Gauges computed from the controller's state when Prometheus scrapes."""
+    """Gauges computed from the controller's state when Prometheus scrapes. The scrape runs on
+    the HTTP thread while the event loop changes that state, so the values are read on the
+    loop, between two of its callbacks."""
 
     def __init__(self, observed: Observed) -> None:
         self.observed = observed
+        self.loop: asyncio.AbstractEventLoop | None = None  # set once the server runs
 
     def collect(self) -> Iterable[Metric]:
+        if self.loop is None:
+            return
+        answer: concurrent.futures.Future[dict[str, tuple[str, int]]] = concurrent.futures.Future()
+        self.loop.call_soon_threadsafe(lambda: answer.set_result(self._values()))
+        for name, (help_text, value) in answer.result(timeout=SCRAPE_TIMEOUT_S).items():
+            yield GaugeMetricFamily(controller(name), help_text, value=value)
+
+    def _values(self) -> dict[str, tuple[str, int]]:
         c = self.observed.controller
         committer = self.observed.committer
         snapshot = self.observed.snapshot
@@ -145,7 +161,7 @@ class _StateCollector(Collector):
         committed = committer.committed_offset
         lowest_broker = c.cluster.lowest_active_offset()
         stamp = committer.last_batch_timestamp_ms
-        values = {
+        return {
             # A single voter is the active controller for as long as it serves.
             "ActiveControllerCount": ("Whether this controller is the active one", 1),
             "ActiveBrokerCount": ("Registered brokers that are not fenced", len(brokers) - fenced),
@@ -169,6 +185,4 @@ class _StateCollector(Collector):
             "MetadataSnapshotLag": ("Committed records after the latest snapshot",
                                     committed + 1 - (snapshot.end_offset if snapshot is not None else 0)),
         }
-        for name, (help_text, value) in values.items():
-            yield GaugeMetricFamily(controller(name), help_text, value=value)
 
