@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import resource
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from protocol.primitives import random_uuid, uuid_to_str
 from server.config import ConfigError, ControllerConfig, embedded_config, load_config
 from server.image.loader import LoadError
+from server.log_setup import configure_logging
+from server.metalog.lock import DirectoryLocks
 from server.metalog.meta_properties import META_PROPERTIES, StorageError
 from server.metalog.segments import LogCorruption
 
@@ -25,16 +29,36 @@ log = logging.getLogger("kraftwire")
 EMBEDDED_DIR = Path("data/controller")
 
 
-def _embedded(data_dir: Path, port: int) -> ControllerConfig:
+def _format_embedded(config: ControllerConfig) -> None:
     from server.metalog.formatting import format_dirs
     from server.metalog.bootstrap import DEFAULT_RELEASE
 
-    config = embedded_config(data_dir, port)
+    data_dir = config.metadata_log_dir
     if not (data_dir / META_PROPERTIES).exists():
         cluster_id = uuid_to_str(random_uuid())
         format_dirs(config, cluster_id, DEFAULT_RELEASE)
         log.info("formatted %s for new cluster %s", data_dir, cluster_id)
+
+
+def _with_flags(config: ControllerConfig, args: argparse.Namespace) -> ControllerConfig:
+    """Flags given on the command line win over the config file's keys."""
+    if args.metrics_port is not None:
+        config = replace(config, metrics_port=args.metrics_port)
+    if args.log_format is not None:
+        config = replace(config, log_format=args.log_format)
     return config
+
+
+def os_error_line(exc: OSError) -> str:
+    """An operating-system failure at start-up as one line that says what to fix."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno == errno.EADDRINUSE:
+        return f"cannot listen: {exc.strerror or exc}; is another process using the port?"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"disk full{where}: free space on the data directory's file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied{where}: the controller cannot read or write it"
+    return f"{exc.strerror or exc}{where}"
 
 
 def _raise_fd_limit() -> None:
@@ -63,6 +87,8 @@ async def serve(config: ControllerConfig, capture_file: Path | None = None, take
               f"{host}:{port}\n  point brokers at: controller.quorum.bootstrap.servers={host}:{port}"
               f" (controller.listener.names={config.controller_listener.name})\n"
               f"  point admin clients at: bootstrap_servers={host}:{port}", flush=True)
+    if server.metrics_port is not None:
+        print(f"  Prometheus metrics at: http://{host}:{server.metrics_port}/metrics", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -79,16 +105,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=EMBEDDED_DIR,
                         help="data directory of the embedded default (without --config)")
     parser.add_argument("--port", type=int, default=9093, help="port of the embedded default")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", type=str.upper,
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    parser.add_argument("--log-format", choices=["text", "json"],
+                        help="log lines as text or as JSON objects (default: kraftwire.log.format, else text)")
+    parser.add_argument("--metrics-port", type=int,
+                        help="serve Prometheus metrics on this port (default: kraftwire.metrics.port, else off)")
     parser.add_argument("--capture-file", type=Path,
                         help="write the server's own traffic to this pcapng file (read it with tools.replay)")
     parser.add_argument("--take-over-quorum", action="store_true",
                         help="start on a directory whose quorum had other voters, as its only voter "
                              "(stop the other voters first)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        parser.error(f"--metrics-port must be 0..65535, got {args.metrics_port}")
+    locks = DirectoryLocks()
     try:
-        config = load_config(args.config) if args.config else _embedded(args.data_dir, args.port)
+        config = _with_flags(load_config(args.config) if args.config else embedded_config(args.data_dir, args.port),
+                             args)
+        configure_logging(args.log_level, config.log_format)
+        if not args.config:
+            config.metadata_log_dir.mkdir(parents=True, exist_ok=True)
+        locks.acquire([d for d in [config.metadata_log_dir, *config.log_dirs] if d.is_dir()])
+        if not args.config:
+            _format_embedded(config)
         if config.ignored:
             log.warning("ignoring settings kraftwire has no use for: %s", ", ".join(config.ignored))
         _raise_fd_limit()
@@ -101,8 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     except (StorageError, LogCorruption, LoadError) as exc:
         print(f"storage error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        print(f"cannot start: {os_error_line(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         pass
+    finally:
+        locks.release()
     return 0
 
 

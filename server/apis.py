@@ -219,6 +219,8 @@ class Router:
         self.version_limits: dict[int, tuple[int, int]] = {}
         # Who sent the request being handled; set before every handler call, so a handler
         # (and, later, authorization) reads the client's even for a forwarded request.
+        # Told of every request dispatched: its API key, when dispatch began, and the reply.
+        self.observers: list[Callable[[int, float, bytes | asyncio.Future[bytes]], None]] = []
         self.context = RequestContext(ANONYMOUS, "")
         for key, name in WRITES.items():
             self.register(key, self._writer(name))
@@ -271,6 +273,7 @@ class Router:
 
     # --- dispatch ---------------------------------------------------------------------------
     def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future[bytes]:
+        started = time.perf_counter()
         if len(frame) < _PREFIX.size:
             raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
         key, version, correlation_id = _PREFIX.unpack_from(frame)
@@ -297,8 +300,11 @@ class Router:
             request, _ = route.decode_request(frame, pos)
         except DecodeError as exc:
             raise exc.within(route.api.request.NAME, version) from None
-        return _then(self._serve(route, request, conn.context),
-                     lambda response: self._encode(route, correlation_id, response))
+        reply = _then(self._serve(route, request, conn.context),
+                      lambda response: self._encode(route, correlation_id, response))
+        for observe in self.observers:
+            observe(key, started, reply)
+        return reply
 
     def _serve(self, route: Route, request: Message, context: RequestContext) -> Reply:
         """The response, or a future of it when it must wait for a commit or a long poll."""

@@ -42,6 +42,7 @@ from server.metalog.raft_log import DiskRaftLog
 from server.metalog.snapshots import (
     SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot)
 from server.metalog.segments import MetadataLog
+from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
 from server.quorum import QuorumEvents, QuorumReplication
 from server.raft.fetch import MetadataFetchServer
@@ -136,6 +137,9 @@ class ControllerServer:
                                  self.capture.connection if self.capture is not None else None,
                                  config.security, self.router.sasl_session)
         self.address: tuple[str, int] | None = None
+        self.metrics = ControllerMetrics(self)
+        self.router.observers.append(self.metrics.observe_request)
+        self.metrics_port: int | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._no_op_timer: asyncio.TimerHandle | None = None
 
@@ -368,6 +372,8 @@ class ControllerServer:
             self.replication.start()
         else:
             self._lead_alone()
+        if self.config.metrics_port is not None:
+            self.metrics_port = self.metrics.start(listener.host, self.config.metrics_port)
         self._schedule_lease_check()
         self._schedule_no_op()
         return self.address
@@ -408,6 +414,7 @@ class ControllerServer:
             # Hand leadership over (EndQuorumEpoch) while still answering the other voters.
             await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)
         await self.listener.stop()
+        self.metrics.stop()
         if self.capture is not None:
             self.capture.close()
         await self.committer.drain()

@@ -28,6 +28,8 @@ controller.quorum.fetch.timeout.ms               2000         >= 1
 controller.quorum.request.timeout.ms             2000         >= 1
 controller.quorum.retry.backoff.ms               20           >= 0
 controller.quorum.append.linger.ms               25           >= 0
+kraftwire.metrics.port                           (off)        0..65535: Prometheus endpoint (0 = any free port)
+kraftwire.log.format                             text         "text" or "json" (one JSON object a line)
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
 the controller listeners use PLAINTEXT. PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
@@ -65,6 +67,7 @@ INT64_MAX = 2**63 - 1
 SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 KAFKA_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 METADATA_NODES = ("controller", "brokers")
+LOG_FORMATS = ("text", "json")
 
 _KNOWN_KEYS = frozenset({
     "process.roles", "node.id", "controller.quorum.voters",
@@ -78,6 +81,7 @@ _KNOWN_KEYS = frozenset({
     *(f"controller.quorum.{name}" for name in (
         "election.timeout.ms", "election.backoff.max.ms", "fetch.timeout.ms", "request.timeout.ms",
         "retry.backoff.ms", "append.linger.ms")),
+    "kraftwire.metrics.port", "kraftwire.log.format",
 }) | frozenset({
     # security (server/security/settings.py)
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
@@ -187,6 +191,8 @@ class ControllerConfig:
     quorum_retry_backoff_ms: int = 20
     quorum_append_linger_ms: int = 25
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    metrics_port: int | None = None  # None: no metrics endpoint
+    log_format: str = "text"
     ignored: list[str] = field(default_factory=list)
 
     @property
@@ -496,6 +502,12 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         raise ConfigError("kraftwire.metadata.nodes",
                           f"expected one of {', '.join(METADATA_NODES)}, got {metadata_nodes!r}")
 
+    log_format = reader.get("kraftwire.log.format") or "text"
+    if log_format not in LOG_FORMATS:
+        raise ConfigError("kraftwire.log.format",
+                          f"expected one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
+    metrics_port = reader.int("kraftwire.metrics.port", None, 0, 65535) if reader.get("kraftwire.metrics.port") else None
+
     return ControllerConfig(
         process_roles=roles,
         node_id=node_id,
@@ -527,6 +539,8 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         quorum_retry_backoff_ms=reader.int("controller.quorum.retry.backoff.ms", 20, 0),
         quorum_append_linger_ms=reader.int("controller.quorum.append.linger.ms", 25, 0),
         security=_security(reader, listeners[0].name, security_map[listeners[0].name]),
+        metrics_port=metrics_port,
+        log_format=log_format,
         ignored=sorted(key for key in props if key in IGNORED_KEYS),
     )
 

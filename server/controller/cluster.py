@@ -59,7 +59,7 @@ class BrokerRegistration:
 
 log = logging.getLogger("kraftwire.cluster")
 
-_NO_ACTIVE_BROKER = 2**63 - 1
+NO_ACTIVE_BROKER = 2**63 - 1
 _MINIMUM_KRAFT_VERSION = 1  # metadata.version 3.0-IV1
 _RESERVED_DIR_IDS = 100  # directory ids 0..99 are reserved (unassigned, lost, migrating, ...)
 
@@ -135,7 +135,7 @@ class ClusterControl:
         as -1. Without active brokers nothing needs to catch up."""
         active = [self._metadata_offset.get(b.broker_id, -1) for b in self.brokers.values()
                   if not b.fenced and not b.in_controlled_shutdown]
-        return min(active, default=_NO_ACTIVE_BROKER)
+        return min(active, default=NO_ACTIVE_BROKER)
 
     def default_dir(self, broker_id: int) -> bytes:
         """The directory a new replica on ``broker_id`` is placed in, as Kafka chooses it:

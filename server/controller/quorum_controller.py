@@ -97,6 +97,7 @@ class QuorumController:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
+        self.timed_out_heartbeats = 0  # brokers fenced because their sessions expired
         self.offsets = OffsetControl()
         self.features = FeatureControl(offsets=self.offsets)
         self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features, self.offsets,
@@ -257,7 +258,9 @@ class QuorumController:
 
     def fence_expired_brokers(self) -> Applied:
         steps: list[Callable[[], ControllerResult]] = []
-        for broker_id in self.cluster.expired_brokers(self.clock.now_ms()):
+        expired = self.cluster.expired_brokers(self.clock.now_ms())
+        self.timed_out_heartbeats += len(expired)
+        for broker_id in expired:
             steps.append(partial(self._move_leadership_away, broker_id))
             steps.append(partial(self.cluster.fence, broker_id))
         return self._steps(steps)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Protocol
@@ -72,6 +73,10 @@ class Committer:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metalog-writer")
         self._flushing = False
         self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
+        # For the metrics: the last write's duration, the last batch's timestamp, failed writes.
+        self.last_flush_ms = 0.0
+        self.last_batch_timestamp_ms = -1
+        self.failures = 0
 
     def caught_up(self, epoch: int) -> None:
         """Start-up wrote to the log directly, before anything was submitted: all of it is
@@ -82,7 +87,8 @@ class Committer:
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
         if not records:
             return
-        self._queue.extend(encode_batches(records, base_offset, self.epoch, self.wall_clock_ms()))
+        self.last_batch_timestamp_ms = self.wall_clock_ms()
+        self._queue.extend(encode_batches(records, base_offset, self.epoch, self.last_batch_timestamp_ms))
         self._queued_last = base_offset + len(records) - 1
         if not self._flushing:
             self._flushing = True
@@ -103,10 +109,12 @@ class Committer:
             self._flushing = False
             return
         loop = asyncio.get_running_loop()
+        started = time.perf_counter()
         task = loop.run_in_executor(self._writer, self.log.append, batches)
-        task.add_done_callback(lambda f: self._flushed(f, last))
+        task.add_done_callback(lambda f: self._flushed(f, last, started))
 
-    def _flushed(self, task: asyncio.Future[None], last: int) -> None:
+    def _flushed(self, task: asyncio.Future[None], last: int, started: float) -> None:
+        self.last_flush_ms = (time.perf_counter() - started) * 1000
         exc = task.exception()
         if exc is not None:
             log.error("metadata log write failed; failing %d waiting responses: %s", len(self._waiters), exc)
@@ -123,6 +131,7 @@ class Committer:
         self._start_flush()
 
     def _fail_all(self, exc: BaseException) -> None:
+        self.failures += 1
         self._queue = []
         self._queued_last = self.committed_offset
         self._flushing = False

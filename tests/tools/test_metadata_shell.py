@@ -149,21 +149,22 @@ def test_snapshot_ls_cat_find(snapshot: Path, run: Run) -> None:
         "metadataQuorum", "producerIds", "scram", "topicIds", "topics"]
     assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/leader")) == ["1"]
     assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/isr", "/topics/t/1/replicas")) == [
-        "[1, 2]", "[1, 2]"]
+        "/topics/t/0/isr: [1, 2]", "/topics/t/1/replicas: [1, 2]"]
     assert lines(run("--snapshot", snapshot, "find", "/brokers")) == [
         "/brokers", "/brokers/1", *[f"/brokers/1/{n}" for n in sorted(BROKER_NODES)],
         "/brokers/2", *[f"/brokers/2/{n}" for n in sorted(BROKER_NODES)]]
     assert lines(run("--snapshot", snapshot, "cat", "/brokers/1/isFenced", "/brokers/2/isFenced")) == [
-        "false", "true"]
+        "/brokers/1/isFenced: false", "/brokers/2/isFenced: true"]
     registration = json.loads(lines(run("--snapshot", snapshot, "cat", "/brokers/2/registration"))[0])
     assert registration["listeners"] == [
         {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092, "securityProtocol": 0}]
     assert (registration["epoch"], registration["incarnationId"]) == (12, uuid_to_str(INCARNATION))
     assert lines(run("--snapshot", snapshot, "cat", f"/topicIds/{uuid_to_str(T_ID)}", "/topics/other/id")) == [
-        "t", uuid_to_str(OTHER_ID)]
+        f"/topicIds/{uuid_to_str(T_ID)}: t", f"/topics/other/id: {uuid_to_str(OTHER_ID)}"]
     assert lines(run("--snapshot", snapshot, "cat", "/features/metadata.version")) == [str(metadata_level("3.7"))]
     assert lines(run("--snapshot", snapshot, "cat", "/configs/topic/t/cleanup.policy",
-                     "/configs/broker/<default>/min.insync.replicas")) == ["compact", "2"]
+                     "/configs/broker/<default>/min.insync.replicas")) == [
+        "/configs/topic/t/cleanup.policy: compact", "/configs/broker/<default>/min.insync.replicas: 2"]
     # A snapshot ending before offset 11 holds everything up to offset 10.
     assert lines(run("--snapshot", snapshot, "cat", "/metadataQuorum/offset")) == ["10"]
 
@@ -176,7 +177,8 @@ PARTITION_NODES = ["leader", "isr", "replicas", "leaderEpoch", "partitionEpoch",
 def test_partition_nodes(snapshot: Path, run: Run) -> None:
     assert sorted(lines(run("--snapshot", snapshot, "ls", "/topics/t/1"))) == sorted(PARTITION_NODES)
     values = lines(run("--snapshot", snapshot, "cat", *[f"/topics/t/1/{n}" for n in PARTITION_NODES]))
-    assert values == ["2", "[2]", "[1, 2]", "0", "0", "[]", "[]", "[]", "[]", "RECOVERED"]
+    expected = ["2", "[2]", "[1, 2]", "0", "0", "[]", "[]", "[]", "[]", "RECOVERED"]
+    assert values == [f"/topics/t/1/{n}: {v}" for n, v in zip(PARTITION_NODES, expected)]
 
 
 def test_errors_for_missing_paths_and_wrong_kinds(snapshot: Path, run: Run) -> None:
@@ -193,7 +195,8 @@ def test_errors_for_missing_paths_and_wrong_kinds(snapshot: Path, run: Run) -> N
 
 
 def test_globs(snapshot: Path, run: Run) -> None:
-    assert lines(run("--snapshot", snapshot, "cat", "/topics/*/0/leader")) == ["2", "1"]
+    assert lines(run("--snapshot", snapshot, "cat", "/topics/*/0/leader")) == [
+        "/topics/other/0/leader: 2", "/topics/t/0/leader: 1"]
     assert lines(run("--snapshot", snapshot, "ls", "/topics/t/[0-9]")) == [
         "/topics/t/0:", *sorted(PARTITION_NODES), "", "/topics/t/1:", *sorted(PARTITION_NODES)]
 
@@ -216,7 +219,8 @@ def test_log_dir_is_the_newest_snapshot_then_the_log(log_dir: Path, nested: bool
     assert result.stderr == ""
     assert lines(run("--directory", where, "cat", "/producerIds/nextProducerId")) == ["1000"]
     assert lines(run("--directory", where, "cat", "/topics/t/0/leader", "/topics/t/0/isr",
-                     "/topics/t/0/leaderEpoch", "/topics/late/0/leader")) == ["2", "[2]", "1", "1"]
+                     "/topics/t/0/leaderEpoch", "/topics/late/0/leader")) == [
+        "/topics/t/0/leader: 2", "/topics/t/0/isr: [2]", "/topics/t/0/leaderEpoch: 1", "/topics/late/0/leader: 1"]
     # Only the snapshot has this config: the snapshot was loaded, not the log prefix.
     assert lines(run("--directory", where, "cat", "/configs/topic/t/retention.ms")) == ["1000"]
     assert lines(run("--directory", where, "cat", "/metadataQuorum/offset")) == ["10"]
@@ -256,7 +260,7 @@ def test_interactive_through_a_pipe(log_dir: Path) -> None:
     result = shell("--directory", log_dir, stdin="\n".join(commands) + "\n")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
-        "/topics/t", "0", "id", "name", "2", "[2]", "/topics",
+        "/topics/t", "0", "id", "name", "/topics/t/0/leader: 2", "/topics/t/0/isr: [2]", "/topics",
         "    7  cd ../..", "    8  pwd", "    9  history 3"]
     assert result.stderr.splitlines()[-1] == "ls: /nowhere: no such node"
 
@@ -300,7 +304,7 @@ def test_live_controller_lists_a_registered_broker(controller, run: Run) -> None
     address = f"{controller.host}:{controller.port}"
     assert lines(shell("--controllers", address, "ls", "/brokers")) == ["7"]
     assert lines(run("--controllers", address, "cat", "/brokers/7/epoch", "/brokers/7/isFenced")) == [
-        str(epoch), "true"]
+        f"/brokers/7/epoch: {epoch}", "/brokers/7/isFenced: true"]
     assert lines(run("--controllers", f"1@{address}", "cat", "/features/metadata.version")) == ["25"]
     leader = json.loads(lines(run("--controllers", address, "cat", "/metadataQuorum/leader"))[0])
     assert leader["leaderId"] == EMBEDDED_NODE_ID
@@ -318,7 +322,7 @@ def test_live_controller_behind_a_snapshot_is_read_with_fetch_snapshot(controlle
     address = f"{controller.host}:{controller.port}"
     assert lines(shell("--controllers", address, "ls", "/brokers")) == [*map(str, epochs), "99"]
     assert lines(run("--controllers", address, "cat", "/brokers/1/epoch", "/brokers/99/epoch")) == [
-        str(epochs[1]), str(last)]
+        f"/brokers/1/epoch: {epochs[1]}", f"/brokers/99/epoch: {last}"]
 
 
 def test_unreachable_controller(tmp_path: Path, run: Run) -> None:
@@ -328,3 +332,46 @@ def test_unreachable_controller(tmp_path: Path, run: Run) -> None:
     assert result.stderr.startswith(f"error: could not read the metadata log: 127.0.0.1:{port}: ")
     result = run("--controllers", "nonsense", "ls")
     assert (result.returncode, result.stderr) == (1, "error: --controllers: 'nonsense' is not HOST:PORT\n")
+
+
+def test_ls_long_and_cat_of_a_multi_line_value() -> None:
+    root = {"topics": {"t": {"0": {"leader": "1"}, "id": "abc"}}, "note": "two\nlines"}
+    out = io.StringIO()
+    sh = Shell(root, out, io.StringIO())
+    assert sh.run_line("ls -l /topics/t") and sh.run_line("ls -l /note")
+    assert out.getvalue().splitlines() == ["d        1  0", "-        3  id", "-        9  note"]
+    out.truncate(0), out.seek(0)
+    assert sh.run_line("cat /note /topics/t/id")
+    assert out.getvalue().splitlines() == ["/note:", "two", "lines", "/topics/t/id: abc"]
+
+
+def test_refresh_without_a_source_is_an_error() -> None:
+    err = io.StringIO()
+    sh = Shell({}, io.StringIO(), err)
+    assert not sh.run_line("refresh")
+    assert err.getvalue() == "refresh: this shell has no source to read again\n"
+
+
+def test_refresh_follows_a_live_controller(controller) -> None:
+    """The interactive shell on --controllers sees a broker registered after it started once
+    told to refresh, and stays in its directory."""
+    address = f"{controller.host}:{controller.port}"
+    proc = subprocess.Popen([sys.executable, "-m", "tools.metadata_shell", "--controllers", address],
+                            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("ls /brokers\ncat /metadataQuorum/offset\n")
+        proc.stdin.flush()
+        before = int(proc.stdout.readline())
+        register(controller, 5)
+        out, err = proc.communicate("cd /brokers\nrefresh\npwd\nls\n", timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    refreshed, pwd, listed = out.splitlines()
+    after = int(refreshed.split()[4])
+    assert refreshed == f"read up to offset {after} (was {before})" and after > before
+    assert (pwd, listed) == ("/brokers", "5")

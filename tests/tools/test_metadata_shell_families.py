@@ -39,5 +39,6 @@ def test_every_family_has_its_node(tmp_path: Path) -> None:
     assert run(shell, "ls /delegationToken") == ["t1"]
     assert json.loads(run(shell, "cat /delegationToken/t1")[0])["expiration_timestamp"] == 90
     assert run(shell, "cat /producerIds/nextProducerId") == ["2000"]
-    assert run(shell, "cat /metadataQuorum/kraftVersion /metadataQuorum/zkMigrationState") == ["1", "NONE"]
+    assert run(shell, "cat /metadataQuorum/kraftVersion /metadataQuorum/zkMigrationState") == [
+        "/metadataQuorum/kraftVersion: 1", "/metadataQuorum/zkMigrationState: NONE"]
     assert [v["voter_id"] for v in json.loads(run(shell, "cat /metadataQuorum/voters")[0])] == [1]

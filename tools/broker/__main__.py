@@ -22,9 +22,9 @@ from typing import Callable
 
 from tools.broker.broker import default_client_port
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
+from tools.broker.state_dir import default_state_root
 from protocol.client import parse_addresses
 
-DEFAULT_STATE_ROOT = Path("data")
 FORCE_AFTER_S = 0.5
 
 
@@ -38,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rack", help="rack, or a comma-separated list given out round robin in a fleet")
     p.add_argument("--cluster-id", help="expected cluster id (default: asked of the controller)")
     p.add_argument("--state-dir", type=Path,
-                   help="where the clean-shutdown epoch is kept (default data/broker-ID; "
+                   help="where the clean-shutdown epoch is kept (default $XDG_STATE_HOME/kraftwire/broker-ID, "
+                        "else ~/.local/state/kraftwire/broker-ID; "
                         "a fleet uses DIR/broker-ID)")
     p.add_argument("--heartbeat-interval-ms", type=int, default=2000)
     p.add_argument("--request-timeout-ms", type=int, default=5000)
@@ -111,7 +112,7 @@ def _client_ports(first: int | None, first_id: int) -> Callable[[int], int]:
 def _state_dirs(given: Path | None, single: bool) -> Callable[[int], Path]:
     def state_dir(node_id: int) -> Path:
         if given is None:
-            return DEFAULT_STATE_ROOT / f"broker-{node_id}"
+            return default_state_root() / f"broker-{node_id}"
         return given if single else given / f"broker-{node_id}"
     return state_dir
 

@@ -16,6 +16,14 @@ from pathlib import Path
 MARKER = ".kafka_cleanshutdown"
 
 
+def default_state_root() -> Path:
+    """Where brokers keep their state without --state-dir: the user's state directory
+    (XDG_STATE_HOME, else ~/.local/state), never the working directory, which is often the
+    checkout."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "kraftwire"
+
+
 class StateDir:
     def __init__(self, directory: Path) -> None:
         self.directory = directory

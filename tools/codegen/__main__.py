@@ -22,10 +22,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "protocol" / "generated")
     parser.add_argument("--check", action="store_true", help="fail if the output is stale")
     args = parser.parse_args(argv)
+    # Checked before anything is generated: an empty tree would count every generated file
+    # as "not generated from any schema" and delete it.
+    if not args.schemas.is_dir():
+        print(f"codegen: --schemas {args.schemas} is not a directory", file=sys.stderr)
+        return 2
     try:
         files = render_tree(args.schemas, label_root=ROOT)
     except SchemaError as exc:
         print(f"codegen: {exc}", file=sys.stderr)
+        return 2
+    if not files:
+        print(f"codegen: no schemas (*.json) under {args.schemas}", file=sys.stderr)
         return 2
     existing = {p.relative_to(args.out) for p in args.out.rglob("*.py")} if args.out.exists() else set()
     stale = sorted(str(p) for p, text in files.items()

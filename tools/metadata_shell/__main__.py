@@ -11,8 +11,8 @@ from server.image.image import MetadataImage
 from server.image.loader import LoadError
 from tools.metadata_shell.interactive import interact
 from tools.metadata_shell.remote import load_controllers
-from tools.metadata_shell.shell import Shell
-from tools.metadata_shell.tree import build_tree
+from tools.metadata_shell.shell import CommandError, Shell
+from tools.metadata_shell.tree import Dir, build_tree
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,13 +47,21 @@ def main(argv: list[str] | None = None) -> int:
     except LoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    shell = Shell(build_tree(image), sys.stdout, sys.stderr)
+    shell = Shell(build_tree(image), sys.stdout, sys.stderr, lambda: _reload(args), image.offset)
     if args.command:
         shell.history.append(" ".join(args.command))
         return 0 if shell.run(args.command) else 1
     interact(shell, f"kraftwire metadata shell: {source} up to offset {image.offset}. "
-                    f"Type help for the commands.")
+                    f"Type refresh to read what was written since, help for the commands.")
     return 0
+
+
+def _reload(args: argparse.Namespace) -> tuple[Dir, int]:
+    try:
+        image, _ = _load(args)
+    except LoadError as exc:
+        raise CommandError(str(exc)) from None
+    return build_tree(image), image.offset
 
 
 if __name__ == "__main__":

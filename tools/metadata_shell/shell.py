@@ -25,9 +25,16 @@ class Command:
     run: Callable[["Shell", list[str]], None]
 
 
+# Reads the source again: the new tree and the offset it reflects.
+Reload = Callable[[], tuple[Dir, int]]
+
+
 class Shell:
-    def __init__(self, root: Dir, out: TextIO, err: TextIO) -> None:
+    def __init__(self, root: Dir, out: TextIO, err: TextIO, reload: Reload | None = None,
+                 offset: int = -1) -> None:
         self.root = root
+        self.reload = reload
+        self.offset = offset
         self.out = out
         self.err = err
         self.cwd: list[str] = []
@@ -76,16 +83,27 @@ class Shell:
 # --- the commands ---------------------------------------------------------------------------------
 
 def _ls(shell: Shell, args: list[str]) -> None:
+    long = "-l" in args
+    args = [a for a in args if a != "-l"]
+    show: Callable[[str, Node], str] = _long_entry if long else (lambda name, node: name)
     matches = [m for text in args or ["."] for m in shell.expand(text)]
-    files = [parts for parts, node in matches if not isinstance(node, dict)]
+    files = [(parts, node) for parts, node in matches if not isinstance(node, dict)]
     dirs = [(parts, node) for parts, node in matches if isinstance(node, dict)]
-    for parts in files:
-        shell.print(parts[-1] if parts else "/")
-    for i, (parts, node) in enumerate(dirs):
+    for parts, value in files:
+        shell.print(show(parts[-1] if parts else "/", value))
+    for i, (parts, folder) in enumerate(dirs):
         if len(matches) > 1:
             shell.print(("\n" if i or files else "") + f"{to_text(parts)}:")
-        for name in sorted_names(node):
-            shell.print(name)
+        for name in sorted_names(folder):
+            shell.print(show(name, folder[name]))
+
+
+def _long_entry(name: str, node: Node) -> str:
+    """``ls -l``: d for a directory and how many nodes it holds, - for a value and its length
+    in characters."""
+    if isinstance(node, dict):
+        return f"d {len(node):>8}  {name}"
+    return f"- {len(node):>8}  {name}"
 
 
 def _cd(shell: Shell, args: list[str]) -> None:
@@ -105,6 +123,7 @@ def _cat(shell: Shell, args: list[str]) -> None:
     if not args:
         raise CommandError("which node? usage: " + COMMANDS["cat"].usage)
     problems = []
+    found: list[tuple[list[str], str]] = []
     for text in args:
         try:
             matches = shell.expand(text)
@@ -115,7 +134,13 @@ def _cat(shell: Shell, args: list[str]) -> None:
             if isinstance(node, dict):
                 problems.append(f"{to_text(parts)}: is a directory")
             else:
-                shell.print(node)
+                found.append((parts, node))
+    # Several values are told apart by their paths; a value of several lines starts on its own.
+    for parts, value in found:
+        if len(found) == 1:
+            shell.print(value)
+        else:
+            shell.print(f"{to_text(parts)}:{chr(10) if chr(10) in value else ' '}{value}")
     if problems:
         raise CommandError("; ".join(problems))
 
@@ -168,6 +193,21 @@ def _man(shell: Shell, args: list[str]) -> None:
     shell.print(f"usage: {command.usage}\n  {command.summary}")
 
 
+def _refresh(shell: Shell, args: list[str]) -> None:
+    if args:
+        raise CommandError("takes no arguments")
+    if shell.reload is None:
+        raise CommandError("this shell has no source to read again")
+    before = shell.offset
+    shell.root, shell.offset = shell.reload()
+    # Stay where we were if that node is still there (a deleted topic takes its path with it).
+    try:
+        expand(shell.root, [], shell.pwd)
+    except NoSuchNode:
+        shell.cwd = []
+    shell.print(f"read up to offset {shell.offset} (was {before})")
+
+
 def _exit(shell: Shell, args: list[str]) -> None:
     shell.done = True
 
@@ -179,8 +219,11 @@ COMMANDS: dict[str, Command] = {
     "find": Command("find [PATH...]", "Print the paths of nodes and everything under them.", _find),
     "help": Command("help [COMMAND]", "Display this help message, or a command's.", _help),
     "history": Command("history [N]", "Print the command history (the last N commands).", _history),
-    "ls": Command("ls [PATH...]", "List metadata nodes.", _ls),
+    "ls": Command("ls [-l] [PATH...]", "List metadata nodes; -l: kind (d or -) and size (entries or "
+                  "characters) of each.", _ls),
     "man": Command("man COMMAND", "Show the help text for a specific command.", _man),
     "pwd": Command("pwd", "Print the current working directory.", _pwd),
+    "refresh": Command("refresh", "Read the metadata again from the source, with what was written since.",
+                       _refresh),
 }
 

@@ -1,0 +1,20 @@
+"""Kafka's metric names and their Prometheus form (see the package docstring)."""
+
+from __future__ import annotations
+
+
+def prometheus_name(domain: str, type_: str, name: str) -> str:
+    """``kafka.<domain>:type=<type_>,name=<name>`` as a Prometheus metric name."""
+    return f"kafka_{domain}_{type_}_{name}"
+
+
+def controller(name: str) -> str:
+    return prometheus_name("controller", "KafkaController", name)
+
+
+def event_manager(name: str) -> str:
+    return prometheus_name("controller", "ControllerEventManager", name)
+
+
+def request_metrics(name: str) -> str:
+    return prometheus_name("network", "RequestMetrics", name)

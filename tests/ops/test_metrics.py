@@ -1,0 +1,92 @@
+"""The Prometheus endpoint, scraped over HTTP while brokers register, a topic is created and the
+brokers die: the values follow what happens."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import free_port, poll
+
+kafka = pytest.importorskip("kafka")
+from kafka import KafkaAdminClient  # noqa: E402
+from kafka.admin import NewTopic  # noqa: E402
+
+METRICS_PORT = free_port()
+pytestmark = pytest.mark.controller_properties({
+    "broker.session.timeout.ms": "2000", "kraftwire.metrics.port": str(METRICS_PORT)})
+
+KC = "kafka_controller_KafkaController_"
+
+
+def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def gauge(samples: dict, name: str) -> float:
+    return samples[(KC + name, ())]
+
+
+def requests(samples: dict, api: str) -> float:
+    return samples.get(("kafka_network_RequestMetrics_RequestsPerSec_total", (("request", api),)), 0.0)
+
+
+def wait_for(name: str, value: float, timeout: float = 20.0) -> dict:
+    poll(lambda: gauge(scrape(), name) == value, timeout,
+         message=f"{name} to be {value}; it is {gauge(scrape(), name)}")
+    return scrape()
+
+
+def test_metrics_follow_a_walkthrough(controller, broker_factory, tmp_path):
+    first = scrape()
+    assert gauge(first, "ActiveControllerCount") == 1
+    assert gauge(first, "ActiveBrokerCount") == 0
+    assert gauge(first, "GlobalTopicCount") == 0
+    assert gauge(first, "LastCommittedRecordOffset") >= 0
+    assert gauge(first, "LastAppliedRecordOffset") >= gauge(first, "LastCommittedRecordOffset")
+
+    fleet = broker_factory("--fleet", "3", "--state-dir", str(tmp_path / "brokers"),
+                           "--heartbeat-interval-ms", "300")
+    registered = wait_for("ActiveBrokerCount", 3)
+    assert gauge(registered, "FencedBrokerCount") == 0
+    assert requests(registered, "BrokerRegistration") == 3
+    assert requests(registered, "BrokerHeartbeat") >= 3
+    assert gauge(registered, "LastCommittedRecordOffset") > gauge(first, "LastCommittedRecordOffset")
+    assert registered[(KC + "MetadataCommitRate_total", ())] > first[(KC + "MetadataCommitRate_total", ())]
+    # The brokers report how far they replayed: none is more than a few no-op records behind.
+    assert 0 <= gauge(registered, "MetadataLag") < 50
+
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{controller.port}", client_id="metrics-test",
+                             request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic("walk", num_partitions=4, replication_factor=2)])
+    finally:
+        admin.close()
+    created = wait_for("GlobalTopicCount", 1)
+    assert gauge(created, "GlobalPartitionCount") == 4
+    assert gauge(created, "OfflinePartitionsCount") == 0
+    assert gauge(created, "PreferredReplicaImbalanceCount") == 0
+    assert requests(created, "CreateTopics") == 1
+    total_time = created[("kafka_network_RequestMetrics_TotalTimeMs_count", (("request", "CreateTopics"),))]
+    assert total_time == 1
+    assert gauge(created, "LastAppliedRecordTimestamp") > 0
+    assert 0 <= gauge(created, "LastAppliedRecordLagMs") < 60_000
+    assert gauge(created, "MetadataSnapshotLag") == gauge(created, "LastCommittedRecordOffset") + 1
+    latency = created[(KC + "MetadataCommitLatencyMs_count", ())]
+    assert latency > 0 and created[(KC + "MetadataCommitLatencyMs_sum", ())] > 0
+    assert created[("kafka_controller_ControllerEventManager_EventQueueProcessingTimeMs_count", ())] \
+        >= requests(created, "BrokerHeartbeat")
+
+    fleet.kill9()
+    fenced = wait_for("FencedBrokerCount", 3)
+    assert gauge(fenced, "ActiveBrokerCount") == 0
+    assert gauge(fenced, "TimedOutBrokerHeartbeatCount") == 3
+    # Every replica is gone, so no partition has a leader any more.
+    assert gauge(fenced, "OfflinePartitionsCount") == 4
+    assert gauge(fenced, "MetadataErrorCount") == 0
