@@ -143,6 +143,11 @@ class ControllerServer:
         self._timer: asyncio.TimerHandle | None = None
         self._no_op_timer: asyncio.TimerHandle | None = None
 
+    @property
+    def active(self) -> bool:
+        """Whether this node is the active controller (a single voter, once started)."""
+        return not self.router.standby
+
     # --- loading ------------------------------------------------------------------------------
     def _check_voters(self, found: tuple[int, ...] | list[int], source: str) -> None:
         """A directory whose quorum had other voters than configured (a node of a

@@ -82,6 +82,12 @@ class QuorumReplication:
         self._deadline = -1  # when the timer is set to tick
         self._proposals: list[bytes] = []
         self._proposing = False
+        # For the metrics, as the Committer keeps them: how long the last commit took (from
+        # its proposal), when the last batch was proposed, and writes that failed.
+        self.last_flush_ms = 0.0
+        self.last_batch_timestamp_ms = -1
+        self.failures = 0
+        self._proposed_at: deque[tuple[int, float]] = deque()  # (last offset, monotonic s)
         self._closed = False
 
     # --- the core's view of things -------------------------------------------------------------
@@ -148,7 +154,9 @@ class QuorumReplication:
         if not batches or self._closed:
             return
         try:
-            self.core.propose_batches(batches, monotonic_ms())
+            last = self.core.propose_batches(batches, monotonic_ms())
+            self.last_batch_timestamp_ms = self.wall_clock_ms()
+            self._proposed_at.append((last, time.monotonic()))
         except NotLeader:
             # Leadership went between the command and its records: their waiters have failed
             # with it, and the controller has gone back to the committed state.
@@ -156,6 +164,7 @@ class QuorumReplication:
         except OSError as exc:
             # The log cannot take them: step down, so that the waiters fail (NOT_CONTROLLER),
             # the state goes back to what is committed and a healthy voter takes over.
+            self.failures += 1
             log.error("metadata log write failed; resigning the leadership: %s", exc)
             self.core.resign(monotonic_ms())
         self._run()
@@ -239,6 +248,7 @@ class QuorumReplication:
         elif isinstance(output, LostLeadership):
             log.info("no longer leading epoch %d", output.epoch)
             self._proposals = []  # records of the lost epoch that never reached the log
+            self._proposed_at.clear()
             self._fail_waiters(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
             self.events.lost_leadership(output.epoch)
         elif isinstance(output, LeaderChanged):
@@ -252,6 +262,11 @@ class QuorumReplication:
         if last_offset <= self.committed_offset:
             return
         self.committed_offset = last_offset
+        proposed = self._proposed_at
+        if proposed and proposed[0][0] <= last_offset:
+            while proposed and proposed[0][0] <= last_offset:
+                _, began = proposed.popleft()
+            self.last_flush_ms = (time.monotonic() - began) * 1000
         self.events.committed(last_offset)
         waiters = self._waiters
         while waiters and waiters[0][0] <= last_offset:

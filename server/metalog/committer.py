@@ -47,6 +47,9 @@ class CommitPath(Protocol):
 
     committed_offset: int
     listeners: list[Callable[[int], None]]  # told of every new committed offset
+    last_flush_ms: float  # how long the last commit took
+    last_batch_timestamp_ms: int  # append time of the last batch written; -1 before any
+    failures: int  # writes that failed
 
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None: ...
 

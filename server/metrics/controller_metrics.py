@@ -21,9 +21,10 @@ from prometheus_client.registry import Collector
 from protocol.api_keys import APIS
 from server.controller.cluster import NO_ACTIVE_BROKER
 from server.controller.quorum_controller import QuorumController
-from server.metalog.committer import Committer
+from server.metalog.committer import CommitPath
 from server.metalog.snapshots import SnapshotId
-from server.metrics.names import controller, event_manager, request_metrics
+from server.metrics.names import controller, event_manager, raft, request_metrics
+from server.quorum import QuorumReplication
 
 # Milliseconds, from a fast in-memory request to a long-polling Fetch.
 MS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
@@ -40,7 +41,15 @@ class Observed(Protocol):
     def controller(self) -> QuorumController: ...
 
     @property
-    def committer(self) -> Committer: ...
+    def committer(self) -> CommitPath: ...
+
+    @property
+    def active(self) -> bool:
+        """Whether this controller is the active one (a quorum's standbys are not)."""
+
+    @property
+    def replication(self) -> QuorumReplication | None:
+        """The quorum this controller votes in, if it is one of several voters."""
 
     @property
     def snapshot(self) -> SnapshotId | None: ...
@@ -63,7 +72,7 @@ class ControllerMetrics:
         self.controller_requests = Counter(controller("ControllerRequestsRate"),
                                            "Requests the controller processed", registry=r)
         self.commit_latency = Histogram(controller("MetadataCommitLatencyMs"),
-                                        "Time to write and fsync a group of metadata batches (ms)",
+                                        "Time to commit a group of metadata batches: write and fsync, or a majority of voters (ms)",
                                         buckets=MS_BUCKETS, registry=r)
         self.commits = Counter(controller("MetadataCommitRate"),
                                "Metadata records committed to the log", registry=r)
@@ -149,9 +158,25 @@ class _StateCollector(Collector):
         answer: concurrent.futures.Future[dict[str, tuple[str, int]]] = concurrent.futures.Future()
         self.loop.call_soon_threadsafe(lambda: answer.set_result(self._values()))
         for name, (help_text, value) in answer.result(timeout=SCRAPE_TIMEOUT_S).items():
-            yield GaugeMetricFamily(controller(name), help_text, value=value)
+            full = raft(name.removeprefix("raft:")) if name.startswith("raft:") else controller(name)
+            yield GaugeMetricFamily(full, help_text, value=value)
 
     def _values(self) -> dict[str, tuple[str, int]]:
+        values = self._controller_values()
+        quorum = self.observed.replication
+        if quorum is not None:
+            # Kafka's raft-metrics, for a voter of a quorum ("raft:" names them apart).
+            core = quorum.core
+            values.update({
+                "raft:current-leader": ("The quorum's leader as this voter knows it, -1 if none", core.leader_id),
+                "raft:current-epoch": ("The quorum's current leader epoch", core.epoch),
+                "raft:high-watermark": ("The high watermark this voter knows", core.high_watermark),
+                "raft:log-end-offset": ("This voter's metadata log end offset", core.log.end_offset),
+                "raft:log-end-epoch": ("The leader epoch of this voter's last batch", core.log.last_epoch),
+            })
+        return values
+
+    def _controller_values(self) -> dict[str, tuple[str, int]]:
         c = self.observed.controller
         committer = self.observed.committer
         snapshot = self.observed.snapshot
@@ -162,8 +187,7 @@ class _StateCollector(Collector):
         lowest_broker = c.cluster.lowest_active_offset()
         stamp = committer.last_batch_timestamp_ms
         return {
-            # A single voter is the active controller for as long as it serves.
-            "ActiveControllerCount": ("Whether this controller is the active one", 1),
+            "ActiveControllerCount": ("Whether this controller is the active one", int(self.observed.active)),
             "ActiveBrokerCount": ("Registered brokers that are not fenced", len(brokers) - fenced),
             "FencedBrokerCount": ("Registered brokers that are fenced", fenced),
             "GlobalTopicCount": ("Topics in the cluster", len(c.replication.topics)),

@@ -18,3 +18,9 @@ def event_manager(name: str) -> str:
 
 def request_metrics(name: str) -> str:
     return prometheus_name("network", "RequestMetrics", name)
+
+
+def raft(name: str) -> str:
+    """``kafka.server:type=raft-metrics``'s attributes (``current-leader``, ...), with the
+    dashes Prometheus names cannot hold turned into underscores."""
+    return prometheus_name("server", "raft_metrics", name.replace("-", "_"))

@@ -160,3 +160,27 @@ def test_a_voter_behind_the_leaders_log_start_catches_up_from_its_snapshot(tmp_p
     finally:
         fleet.signal_and_wait(signal.SIGTERM)
         q.stop()
+
+
+def _scrape(member) -> dict[str, float]:
+    import re
+    import urllib.request
+
+    url = re.search(r"Prometheus metrics at: (\S+)", member.stdout_path.read_text())[1]
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {m[1]: float(m[2]) for m in re.finditer(r"^(\w+) (\S+)$", text, re.M)}
+
+
+def test_metrics_tell_the_active_controller_and_the_quorums_leader(tmp_path):
+    q = QuorumProcesses(tmp_path / "quorum", 3, {**QUORUM_TIMING, "kraftwire.metrics.port": "0"},
+                        lifetime_s=120).start()
+    try:
+        leader = wait_for_leader(q)
+        for node, member in q.members.items():
+            values = poll(lambda: (v := _scrape(member))["kafka_server_raft_metrics_current_leader"] == leader
+                          and v or None, 10, message=f"voter {node}'s metrics to name the leader")
+            assert values["kafka_controller_KafkaController_ActiveControllerCount"] == (node == leader)
+            assert values["kafka_server_raft_metrics_current_epoch"] >= 1
+            assert values["kafka_server_raft_metrics_high_watermark"] > 0
+    finally:
+        q.stop()
