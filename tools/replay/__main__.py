@@ -3,8 +3,10 @@
     validate CAPTURES... --out DIR [--master URL] [--ports 9092,9093]
         Decode every Kafka frame of the captures with Spark and judge it by the rules
         (tools.replay.rules); writes Parquet tables frames/, violations/, flows/ and
-        report.html under DIR, and prints a summary. Exit status 0 when no rule of severity
-        "error" was broken, 1 otherwise.
+        report.html under DIR, and prints a summary and the report's path; Spark's own log
+        goes to DIR/spark.log. Exit status: 0 when no rule of severity "error" was broken,
+        1 when one was, 2 for a capture that does not exist (checked before Spark starts),
+        3 when no Kafka flow was found.
     send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...]
         Re-send each flow's requests, in order, on a fresh connection per flow, and report
         the responses that differ from the captured ones.
@@ -17,7 +19,10 @@ the capture paths must be readable by them):
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+NO_KAFKA = 3
 
 
 def _ports(text: str) -> list[int]:
@@ -46,9 +51,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "validate":
+        problem = _unusable(args.captures, args.out)
+        if problem:
+            print(f"python -m tools.replay validate: {problem}", file=sys.stderr)
+            return 2
         from tools.replay import job
 
         figures = job.validate(args.captures, args.out, args.master, args.ports)
+        print(f"report: {os.path.join(args.out, 'report.html')}")
+        if not figures["totals"]["kafka_flows"]:
+            print("no Kafka flow found: is the server's port among --ports, and is the capture of its traffic?",
+                  file=sys.stderr)
+            return NO_KAFKA
         return 1 if figures["totals"].get("error") else 0
     from tools.replay import send as resend
 
@@ -56,6 +70,26 @@ def main(argv: list[str] | None = None) -> int:
     report = resend.send(args.capture, host or "127.0.0.1", int(port), args.ports, args.ignore, args.timeout)
     print(resend.render(report))
     return 1 if report.differences or report.failures else 0
+
+
+def _unusable(captures: list[str], out: str) -> str | None:
+    """Why the job cannot start, found before Spark does: a missing capture or output folder
+    in the way. Paths with another scheme than file: are the executors' filesystem's business."""
+    from tools.replay.job import local_path
+
+    for path in captures:
+        local = local_path(path)
+        if "://" in local:
+            continue
+        if not os.path.exists(local):
+            return f"no such capture file: {path}"
+        if not os.path.isfile(local):
+            return f"not a capture file: {path}"
+        if not os.access(local, os.R_OK):
+            return f"cannot read the capture file: {path}"
+    if os.path.exists(out) and not os.path.isdir(out):
+        return f"--out {out} is a file, not a folder"
+    return None
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
     """(tag, row) for one share of one capture. A file that cannot be read, or a decoder
     failure, becomes a violation: one bad capture never stops the job."""
     try:
-        for item in decode_capture(_local_path(task.path), task.capture, task.ports or None, task.part, task.parts):
+        for item in decode_capture(local_path(task.path), task.capture, task.ports or None, task.part, task.parts):
             yield _TAGS[type(item)], tuple(item)
     except OSError as exc:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "unreadable_file", None, str(exc)))
@@ -65,7 +65,7 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
 
 
-def _local_path(path: str) -> str:
+def local_path(path: str) -> str:
     """A capture path as the executor opens it: `file:` URIs name a (shared) local file."""
     return path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
 
@@ -114,7 +114,7 @@ def plan(captures: Iterable[str], ports: Iterable[int], parallelism: int) -> lis
     tasks = []
     for path in captures:
         try:
-            size = os.path.getsize(path)
+            size = os.path.getsize(local_path(path))
         except OSError:
             size = 0  # the task reports why it cannot read it
         parts = max(1, min(parallelism, math.ceil(size / SHARE_BYTES)))
@@ -133,7 +133,9 @@ def code_zip(directory: str) -> str:
     return path
 
 
-def spark_session(master: str | None, app_name: str = "kraftwire-replay") -> SparkSession:
+def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: str | None = None) -> SparkSession:
+    """A session for the job; with `log`, the JVM's console output (its log, warnings and
+    those of the Python workers it starts) goes to that file instead of the terminal."""
     from pyspark.sql import SparkSession
 
     local = master is None or master.startswith("local")
@@ -152,9 +154,21 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay") -> Spa
         # The decoding is Python's work; the JVM only moves rows, and its full JIT's warm-up
         # would double the time of a small run.
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-    # Spark's own console progress bar is the job's progress bar; the web UI is not needed.
-    builder = builder.config("spark.ui.showConsoleProgress", "true").config("spark.ui.enabled", "false")
-    spark = builder.getOrCreate()
+    # The job's notes say how far it is; the web UI is not needed.
+    builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
+    if log is None:
+        spark = builder.getOrCreate()
+    else:
+        # The JVM inherits the standard error it is started with and keeps it for its life.
+        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+        terminal = os.dup(2)
+        try:
+            with open(log, "ab") as sink:
+                os.dup2(sink.fileno(), 2)
+            spark = builder.getOrCreate()
+        finally:
+            os.dup2(terminal, 2)
+            os.close(terminal)
     spark.sparkContext.setLogLevel("WARN")
     # Every shuffle of this job aggregates down to a handful of rows per API: Spark's default of
     # 200 partitions would only add tasks.
@@ -210,7 +224,7 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
     own_session = spark is None
     with tempfile.TemporaryDirectory(prefix="kraftwire-replay-") as scratch:
         if spark is None:
-            spark = spark_session(master)
+            spark = spark_session(master, log=os.path.join(out, "spark.log"))
         try:
             running_on = spark.sparkContext.master
             if running_on is None or not running_on.startswith("local"):
