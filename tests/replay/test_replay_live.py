@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import collections
 import re
+import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import ControllerProcess
+from tests.conftest import ROOT, ControllerProcess, free_port
 from tests.replay import browser, tshark
 from tests.server.wire import WireBroker, api_versions, connect
 from tools.replay import job, report, send
@@ -169,3 +171,28 @@ def test_send_replays_the_capture_and_reports_what_changed(live, tmp_path):
     assert ("CreateTopics v7", "topics[0].error_code") in changed  # TOPIC_ALREADY_EXISTS now
     # The same server advertises the same versions; only state (the features' epoch) moved on.
     assert {path for api, path in changed if api.startswith("ApiVersions")} <= {"finalized_features_epoch"}
+
+
+def test_clean_send_to_a_fresh_cluster_finds_no_difference(live, tmp_path):
+    # Another controller, another data directory: another cluster id, other broker epochs.
+    fresh = ControllerProcess(tmp_path / "fresh")
+    fresh.start()
+    try:
+        assert fresh.cluster_id != live.cluster_id
+        result = subprocess.run([sys.executable, "-m", "tools.replay", "send", str(live.capture_file),
+                                 "--target", f"{fresh.host}:{fresh.port}", "--clean"],
+                                cwd=ROOT, capture_output=True, timeout=120)
+    finally:
+        assert fresh.stop() == 0
+    out = result.stdout.decode()
+    assert result.returncode == 0, out + result.stderr.decode()
+    assert re.match(r"\d+ flows, (\d+) requests sent, \1 answers compared, 0 differences, 0 failed flows", out), out
+
+
+def test_send_to_nothing_says_so_in_one_line(live):
+    result = subprocess.run([sys.executable, "-m", "tools.replay", "send", str(live.capture_file),
+                             "--target", f"127.0.0.1:{free_port()}", "--clean"], cwd=ROOT, capture_output=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == b"" and len(result.stderr.decode().strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr.decode()

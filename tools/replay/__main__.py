@@ -7,9 +7,12 @@
         goes to DIR/spark.log. Exit status: 0 when no rule of severity "error" was broken,
         1 when one was, 2 for a capture that does not exist (checked before Spark starts),
         3 when no Kafka flow was found.
-    send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...]
+    send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...] [--clean]
         Re-send each flow's requests, in order, on a fresh connection per flow, and report
-        the responses that differ from the captured ones.
+        the responses that differ from the captured ones; --clean replays against another
+        cluster: time order across flows, the target's cluster id and broker epochs mapped
+        in, and the fields a fresh cluster answers differently not compared. Exit status 0
+        without differences, 1 with some, 2 when the target cannot be reached.
 
 On a cluster, the same job through spark-submit (the packages are shipped to the executors;
 the capture paths must be readable by them):
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     send.add_argument("--ignore", action="append", default=[],
                       help="a field name whose values may differ (repeatable); throttle_time_ms always may")
     send.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each response")
+    send.add_argument("--clean", action="store_true",
+                      help="compare against another cluster: map cluster id and broker epochs, skip fields that differ")
     args = parser.parse_args(argv)
 
     if args.command == "validate":
@@ -67,12 +72,24 @@ def main(argv: list[str] | None = None) -> int:
     from tools.replay import send as resend
 
     host, _, port = args.target.rpartition(":")
-    report = resend.send(args.capture, host or "127.0.0.1", int(port), args.ports, args.ignore, args.timeout)
+    if not port.isdigit():
+        print(f"python -m tools.replay send: --target must be HOST:PORT, not {args.target!r}", file=sys.stderr)
+        return 2
+    problem = _unusable([args.capture], None)
+    if problem:
+        print(f"python -m tools.replay send: {problem}", file=sys.stderr)
+        return 2
+    try:
+        report = resend.send(args.capture, host or "127.0.0.1", int(port), args.ports, args.ignore, args.timeout,
+                             args.clean)
+    except OSError as exc:  # the target itself: refused, unreachable, closed while asked its cluster id
+        print(f"python -m tools.replay send: {args.target}: {exc}", file=sys.stderr)
+        return 2
     print(resend.render(report))
     return 1 if report.differences or report.failures else 0
 
 
-def _unusable(captures: list[str], out: str) -> str | None:
+def _unusable(captures: list[str], out: str | None) -> str | None:
     """Why the job cannot start, found before Spark does: a missing capture or output folder
     in the way. Paths with another scheme than file: are the executors' filesystem's business."""
     from tools.replay.job import local_path
@@ -87,7 +104,7 @@ def _unusable(captures: list[str], out: str) -> str | None:
             return f"not a capture file: {path}"
         if not os.access(local, os.R_OK):
             return f"cannot read the capture file: {path}"
-    if os.path.exists(out) and not os.path.isdir(out):
+    if out is not None and os.path.exists(out) and not os.path.isdir(out):
         return f"--out {out} is a file, not a folder"
     return None
 
