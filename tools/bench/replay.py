@@ -22,7 +22,8 @@ controller does not listen on Kafka's registered port). Without tshark the ancho
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,8 @@ from typing import Any
 
 from tools.bench.report import emit, note
 from tools.controller_process import ControllerProcess
+from tools.processes import bounded_child
+from tools.replay.job import ROOT
 
 SIZE_MB = 200
 BROKERS = 12
@@ -181,19 +184,24 @@ def grow(session: Path, path: Path, size_bytes: int) -> int:
 # --- the readers -------------------------------------------------------------------------------------
 
 def time_spark(path: Path, workdir: Path) -> tuple[float, float, dict[str, Any]]:
-    """(seconds from nothing to the report, Spark session start included, as a user waits;
-    seconds of that spent starting the session; the job's figures)."""
-    from tools.replay import job
-
+    """(seconds from the command to its exit, as a user waits for `python -m tools.replay
+    validate`, JVM and session start included; seconds of that before the job started; the
+    job's figures). A child process each time: a JVM this process already started would make
+    every later start look free."""
+    out = workdir / "out"
     started = time.monotonic()
-    spark = job.spark_session(f"local[{CORES}]", "kraftwire-replay-bench", log=str(workdir / "spark.log"))
-    session_s = time.monotonic() - started
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # stdout is for the JSON lines only
-            figures = job.validate([str(path)], str(workdir / "out"), spark=spark)
-        return time.monotonic() - started, session_s, figures
-    finally:
-        spark.stop()
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.replay", "validate", str(path), "--out", str(out), "--master", f"local[{CORES}]",
+         "--figures", str(workdir / "figures.json")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=TSHARK_TIMEOUT_S,
+        preexec_fn=bounded_child(TSHARK_TIMEOUT_S))
+    elapsed = time.monotonic() - started
+    if result.returncode not in (0, 1):
+        raise RuntimeError(f"the replay job failed: {result.stderr[-2000:]}")
+    # The job's first note comes once the session is up.
+    first = re.search(r"replay \[\s*([\d.]+) s\]: reading", result.stderr)
+    session_s = float(first.group(1)) if first else float("nan")
+    return elapsed, session_s, json.loads((workdir / "figures.json").read_text())
 
 
 def time_tshark(path: Path, port: int) -> tuple[float, int] | None:

@@ -6,7 +6,7 @@
         report.html under DIR, and prints a summary and the report's path; Spark's own log
         goes to DIR/spark.log. Exit status: 0 when no rule of severity "error" was broken,
         1 when one was, 2 for a capture that does not exist (checked before Spark starts),
-        3 when no Kafka flow was found.
+        3 when no Kafka flow was found. --figures FILE also writes the summary as JSON.
     send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...] [--clean]
         Re-send each flow's requests, in order, on a fresh connection per flow, and report
         the responses that differ from the captured ones; --clean replays against another
@@ -22,6 +22,7 @@ the capture paths must be readable by them):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     validate.add_argument("--ports", type=_ports, default=[],
                           help="Kafka server ports; without them any flow with a frame that parses as a request")
+    validate.add_argument("--figures", help="also write the summary's figures to this file, as JSON")
     send = commands.add_parser("send", help="re-send captured requests and compare the responses")
     send.add_argument("capture")
     send.add_argument("--target", required=True, help="HOST:PORT of the server to send to")
@@ -64,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
         figures = job.validate(args.captures, args.out, args.master, args.ports)
         print(f"report: {os.path.join(args.out, 'report.html')}")
+        if args.figures:
+            with open(args.figures, "w", encoding="utf-8") as out:
+                json.dump(figures, out)
         if not figures["totals"]["kafka_flows"]:
             print("no Kafka flow found: is the server's port among --ports, and is the capture of its traffic?",
                   file=sys.stderr)
