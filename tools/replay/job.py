@@ -3,7 +3,9 @@
 Each capture is read by one or more Spark tasks: a large file is split into shares of its
 connections (`flows.connection_share`), each task reading the whole file but reassembling and
 decoding only its share, so one big capture still keeps every core busy. Tasks ship nothing
-but a path; the pure-Python decoder runs inside them and returns plain tuples.
+but a path; the pure-Python decoder runs inside the executors, which hand their rows to the JVM
+as Arrow batches. The driver sees paths going out and aggregates coming back (`summary`), never
+a capture's bytes or rows, so no capture is too big for its memory.
 
 The job runs the same in local mode (the default, `local[*]`), with `--master URL`, and under
 spark-submit. Local workers import the project from its tree; on a cluster the `protocol` and
