@@ -23,8 +23,16 @@ SUITES = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench")
     parser.add_argument("suites", nargs="*", choices=[*SUITES, "all"], default=["all"])
-    args = parser.parse_args(argv)
+    args, options = parser.parse_known_args(argv)
     names = list(SUITES) if "all" in args.suites else args.suites
+    if options:
+        # A suite's own options (replay --sizes ...) go to that one suite's command line.
+        if len(names) != 1:
+            parser.error(f"options {' '.join(options)} need exactly one suite")
+        suite = importlib.import_module(SUITES[names[0]])
+        if not hasattr(suite, "main"):
+            parser.error(f"{names[0]} takes no options")
+        return int(suite.main(options))
     for name in names:
         importlib.import_module(SUITES[name]).run()
     return 0

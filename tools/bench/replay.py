@@ -9,20 +9,21 @@ connections of a round interleaved by time) until the file holds SIZE_MB: drivin
 controller for the whole size would take far longer than reading it. Both readers then take
 the same file in the same run:
 
-    {"name": "replay.validate", "ours": MB/s, "anchor": MB/s, "unit": "MB/s", "ratio": ...}
+    {"name": "replay.validate 200 MB capture (...)", "ours": MB/s, "anchor": MB/s, "unit": "MB/s", ...}
 
-``ours`` is the Spark job (local[2]: decode, rules, Parquet tables, summary and report) once
-its session is up; the session's start-up is reported apart. ``anchor`` is
+``ours`` is the Spark job (local[2], 2 cores: session start, decode, rules, Parquet tables,
+summary and report), from nothing to the report as a user waits for it. ``anchor`` is
 ``tshark -r FILE -Y kafka -T fields -e kafka.api_key`` (with ``-d tcp.port==PORT,kafka``: the
 controller does not listen on Kafka's registered port). Without tshark the anchor is null.
 
     python -m tools.bench replay
-    python -m tools.bench.replay --size-mb 50
+    python -m tools.bench replay --sizes 50,200,1000
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,8 @@ from typing import Any
 
 from tools.bench.report import emit, note
 from tools.controller_process import ControllerProcess
+from tools.processes import bounded_child
+from tools.replay.job import ROOT
 
 SIZE_MB = 200
 BROKERS = 12
@@ -181,19 +184,24 @@ def grow(session: Path, path: Path, size_bytes: int) -> int:
 # --- the readers -------------------------------------------------------------------------------------
 
 def time_spark(path: Path, workdir: Path) -> tuple[float, float, dict[str, Any]]:
-    """(seconds of the job, seconds to start the session, the job's figures)."""
-    from tools.replay import job
-
+    """(seconds from the command to its exit, as a user waits for `python -m tools.replay
+    validate`, JVM and session start included; seconds of that before the job started; the
+    job's figures). A child process each time: a JVM this process already started would make
+    every later start look free."""
+    out = workdir / "out"
     started = time.monotonic()
-    spark = job.spark_session(f"local[{CORES}]", "kraftwire-replay-bench")
-    session_s = time.monotonic() - started
-    try:
-        started = time.monotonic()
-        with contextlib.redirect_stdout(sys.stderr):  # stdout is for the JSON lines only
-            figures = job.validate([str(path)], str(workdir / "out"), spark=spark)
-        return time.monotonic() - started, session_s, figures
-    finally:
-        spark.stop()
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.replay", "validate", str(path), "--out", str(out), "--master", f"local[{CORES}]",
+         "--figures", str(workdir / "figures.json")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=TSHARK_TIMEOUT_S,
+        preexec_fn=bounded_child(TSHARK_TIMEOUT_S))
+    elapsed = time.monotonic() - started
+    if result.returncode not in (0, 1):
+        raise RuntimeError(f"the replay job failed: {result.stderr[-2000:]}")
+    # The job's first note comes once the session is up.
+    first = re.search(r"replay \[\s*([\d.]+) s\]: reading", result.stderr)
+    session_s = float(first.group(1)) if first else float("nan")
+    return elapsed, session_s, json.loads((workdir / "figures.json").read_text())
 
 
 def time_tshark(path: Path, port: int) -> tuple[float, int] | None:
@@ -209,36 +217,53 @@ def time_tshark(path: Path, port: int) -> tuple[float, int] | None:
     return elapsed, sum(len(line.split(b",")) for line in result.stdout.splitlines())
 
 
-def run(size_mb: float = SIZE_MB) -> None:
+def run(sizes_mb: list[float] | None = None) -> None:
+    """One line per capture size; past the first, how much longer the job took than in
+    proportion to the size (1.0: linear)."""
     with tempfile.TemporaryDirectory(prefix="kraftwire-bench-replay-") as tmp:
         workdir = Path(tmp)
-        started = time.monotonic()
         session, port = record_session(workdir)
-        path = workdir / "controller-traffic.pcapng"
-        rounds = grow(session, path, int(size_mb * 1e6))
-        mb = path.stat().st_size / 1e6
-        note(f"replay: {mb:.1f} MB capture ({rounds} rounds of a {session.stat().st_size / 1e6:.2f} MB session) "
-             f"in {time.monotonic() - started:.1f} s")
-        job_s, session_s, figures = time_spark(path, workdir)
-        note(f"replay: Spark job {job_s:.1f} s (+{session_s:.1f} s session start), "
-             f"{figures['totals']['frames']} frames, {figures['totals']['violations']} violations")
-        theirs = time_tshark(path, port)
-        extra = dict(capture_mb=round(mb, 1), frames=figures["totals"]["frames"],
-                     violations=figures["totals"]["violations"], job_s=round(job_s, 2),
-                     session_start_s=round(session_s, 2), cores=CORES)
-        if theirs is None:
-            emit("replay.validate", mb / job_s, None, "MB/s", note="tshark is not installed", **extra)
-        else:
-            tshark_s, messages = theirs
-            emit("replay.validate", mb / job_s, mb / tshark_s, "MB/s", tshark_s=round(tshark_s, 2),
-                 tshark_messages=messages, **extra)
+        first: tuple[float, float] | None = None
+        for size_mb in sizes_mb or [SIZE_MB]:
+            started = time.monotonic()
+            path = workdir / "controller-traffic.pcapng"
+            rounds = grow(session, path, int(size_mb * 1e6))
+            mb = path.stat().st_size / 1e6
+            note(f"replay: {mb:.1f} MB capture ({rounds} rounds of a {session.stat().st_size / 1e6:.2f} MB session) "
+                 f"in {time.monotonic() - started:.1f} s")
+            job_s, session_s, figures = time_spark(path, workdir)
+            note(f"replay: Spark {job_s:.1f} s with {session_s:.1f} s of session start, "
+                 f"{figures['totals']['frames']} frames, {figures['totals']['violations']} violations")
+            theirs = time_tshark(path, port)
+            first = first or (mb, job_s)
+            extra = dict(capture_mb=round(mb, 1), frames=figures["totals"]["frames"],
+                         violations=figures["totals"]["violations"], job_s=round(job_s, 2),
+                         session_start_s=round(session_s, 2), ours_cores=CORES, anchor_cores=1,
+                         s_per_gb=round(job_s / mb * 1000, 1),
+                         growth_vs_linear=round((job_s / first[1]) / (mb / first[0]), 3))
+            name = f"replay.validate {size_mb:g} MB capture (Spark local[{CORES}], session start included)"
+            anchor_is = "tshark -Y kafka -T fields (1 core) on the same file"
+            if theirs is None:
+                emit(name, mb / job_s, None, "MB/s", anchor_is=anchor_is, note="tshark is not installed", **extra)
+            else:
+                tshark_s, messages = theirs
+                emit(name, mb / job_s, mb / tshark_s, "MB/s", anchor_is=anchor_is, tshark_s=round(tshark_s, 2),
+                     tshark_s_per_gb=round(tshark_s / mb * 1000, 1), tshark_messages=messages, **extra)
+            path.unlink()
+
+
+def _sizes(text: str) -> list[float]:
+    try:
+        return [float(size) for size in text.split(",") if size]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be comma-separated megabytes, not {text!r}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.bench.replay")
-    parser.add_argument("--size-mb", type=float, default=SIZE_MB)
+    parser = argparse.ArgumentParser(prog="python -m tools.bench replay")
+    parser.add_argument("--sizes", type=_sizes, default=[SIZE_MB], help="capture sizes in MB, e.g. 50,200,1000")
     args = parser.parse_args(argv)
-    run(args.size_mb)
+    run(args.sizes)
     return 0
 
 

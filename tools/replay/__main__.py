@@ -3,11 +3,16 @@
     validate CAPTURES... --out DIR [--master URL] [--ports 9092,9093]
         Decode every Kafka frame of the captures with Spark and judge it by the rules
         (tools.replay.rules); writes Parquet tables frames/, violations/, flows/ and
-        report.html under DIR, and prints a summary. Exit status 0 when no rule of severity
-        "error" was broken, 1 otherwise.
-    send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...]
+        report.html under DIR, and prints a summary and the report's path; Spark's own log
+        goes to DIR/spark.log. Exit status: 0 when no rule of severity "error" was broken,
+        1 when one was, 2 for a capture that does not exist (checked before Spark starts),
+        3 when no Kafka flow was found. --figures FILE also writes the summary as JSON.
+    send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...] [--clean]
         Re-send each flow's requests, in order, on a fresh connection per flow, and report
-        the responses that differ from the captured ones.
+        the responses that differ from the captured ones; --clean replays against another
+        cluster: time order across flows, the target's cluster id and broker epochs mapped
+        in, and the fields a fresh cluster answers differently not compared. Exit status 0
+        without differences, 1 with some, 2 when the target cannot be reached.
 
 On a cluster, the same job through spark-submit (the packages are shipped to the executors;
 the capture paths must be readable by them):
@@ -17,7 +22,11 @@ the capture paths must be readable by them):
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+
+NO_KAFKA = 3
 
 
 def _ports(text: str) -> list[int]:
@@ -36,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     validate.add_argument("--ports", type=_ports, default=[],
                           help="Kafka server ports; without them any flow with a frame that parses as a request")
+    validate.add_argument("--figures", help="also write the summary's figures to this file, as JSON")
     send = commands.add_parser("send", help="re-send captured requests and compare the responses")
     send.add_argument("capture")
     send.add_argument("--target", required=True, help="HOST:PORT of the server to send to")
@@ -43,19 +53,65 @@ def main(argv: list[str] | None = None) -> int:
     send.add_argument("--ignore", action="append", default=[],
                       help="a field name whose values may differ (repeatable); throttle_time_ms always may")
     send.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each response")
+    send.add_argument("--clean", action="store_true",
+                      help="compare against another cluster: map cluster id and broker epochs, skip fields that differ")
     args = parser.parse_args(argv)
 
     if args.command == "validate":
+        problem = _unusable(args.captures, args.out)
+        if problem:
+            print(f"python -m tools.replay validate: {problem}", file=sys.stderr)
+            return 2
         from tools.replay import job
 
         figures = job.validate(args.captures, args.out, args.master, args.ports)
+        print(f"report: {os.path.join(args.out, 'report.html')}")
+        if args.figures:
+            with open(args.figures, "w", encoding="utf-8") as out:
+                json.dump(figures, out)
+        if not figures["totals"]["kafka_flows"]:
+            print("no Kafka flow found: is the server's port among --ports, and is the capture of its traffic?",
+                  file=sys.stderr)
+            return NO_KAFKA
         return 1 if figures["totals"].get("error") else 0
     from tools.replay import send as resend
 
     host, _, port = args.target.rpartition(":")
-    report = resend.send(args.capture, host or "127.0.0.1", int(port), args.ports, args.ignore, args.timeout)
+    if not port.isdigit():
+        print(f"python -m tools.replay send: --target must be HOST:PORT, not {args.target!r}", file=sys.stderr)
+        return 2
+    problem = _unusable([args.capture], None)
+    if problem:
+        print(f"python -m tools.replay send: {problem}", file=sys.stderr)
+        return 2
+    try:
+        report = resend.send(args.capture, host or "127.0.0.1", int(port), args.ports, args.ignore, args.timeout,
+                             args.clean)
+    except OSError as exc:  # the target itself: refused, unreachable, closed while asked its cluster id
+        print(f"python -m tools.replay send: {args.target}: {exc}", file=sys.stderr)
+        return 2
     print(resend.render(report))
     return 1 if report.differences or report.failures else 0
+
+
+def _unusable(captures: list[str], out: str | None) -> str | None:
+    """Why the job cannot start, found before Spark does: a missing capture or output folder
+    in the way. Paths with another scheme than file: are the executors' filesystem's business."""
+    from tools.replay.job import local_path
+
+    for path in captures:
+        local = local_path(path)
+        if "://" in local:
+            continue
+        if not os.path.exists(local):
+            return f"no such capture file: {path}"
+        if not os.path.isfile(local):
+            return f"not a capture file: {path}"
+        if not os.access(local, os.R_OK):
+            return f"cannot read the capture file: {path}"
+    if out is not None and os.path.exists(out) and not os.path.isdir(out):
+        return f"--out {out} is a file, not a folder"
+    return None
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Each capture is read by one or more Spark tasks: a large file is split into shares of its
 connections (`flows.connection_share`), each task reading the whole file but reassembling and
 decoding only its share, so one big capture still keeps every core busy. Tasks ship nothing
-but a path; the pure-Python decoder runs inside them and returns plain tuples.
+but a path; the pure-Python decoder runs inside the executors, which hand their rows to the JVM
+as Arrow batches. The driver sees paths going out and aggregates coming back (`summary`), never
+a capture's bytes or rows, so no capture is too big for its memory.
 
 The job runs the same in local mode (the default, `local[*]`), with `--master URL`, and under
 spark-submit. Local workers import the project from its tree; on a cluster the `protocol` and
@@ -26,11 +28,15 @@ from tools.replay.decode import FlowRow, FrameRow, decode_capture
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 ROOT = Path(__file__).resolve().parents[2]
 # A capture is split into shares of its connections when it is at least this large per share.
 SHARE_BYTES = 16 << 20
+# Rows per Arrow batch handed from an executor's Python to the JVM.
+ARROW_BATCH_ROWS = 8192
 _FRAME, _VIOLATION, _FLOW, _EVENT = 0, 1, 2, 3  # the tags of schema.TAGGED
 _TAGS = {FrameRow: _FRAME, Violation: _VIOLATION, FlowRow: _FLOW, ControllerEvent: _EVENT}
 
@@ -51,7 +57,7 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
     """(tag, row) for one share of one capture. A file that cannot be read, or a decoder
     failure, becomes a violation: one bad capture never stops the job."""
     try:
-        for item in decode_capture(task.path, task.capture, task.ports or None, task.part, task.parts):
+        for item in decode_capture(local_path(task.path), task.capture, task.ports or None, task.part, task.parts):
             yield _TAGS[type(item)], tuple(item)
     except OSError as exc:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "unreadable_file", None, str(exc)))
@@ -59,6 +65,46 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         detail = f"{type(exc).__name__}: {exc} at {Path(where.filename).name}:{where.lineno}; rest of the share skipped"
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
+
+
+def local_path(path: str) -> str:
+    """A capture path as the executor opens it: `file:` URIs name a (shared) local file."""
+    return path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
+
+
+def arrow_tasks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The executors' side of the job: decode the tasks named in `batches` and hand the rows
+    to the JVM as Arrow record batches of the TAGGED schema, one kind of row per batch."""
+    import pyarrow as pa
+
+    from tools.replay import schema
+
+    target = to_arrow_schema(schema.TAGGED)
+    kinds = [target.field(i).type for i in range(1, len(target))]
+    pending: list[list[RowTuple]] = [[] for _ in kinds]
+
+    def flush(tag: int) -> pa.RecordBatch:
+        rows, pending[tag] = pending[tag], []
+        columns = [pa.nulls(len(rows), kind) for kind in kinds]
+        columns[tag] = pa.array(rows, type=kinds[tag])
+        return pa.RecordBatch.from_arrays([pa.array([tag] * len(rows), pa.int32()), *columns], schema=target)
+
+    for batch in batches:
+        for task in batch.to_pylist():
+            for tag, row in run_task(Task(task["path"], task["capture"], task["part"], task["parts"],
+                                          tuple(task["ports"]))):
+                pending[tag].append(row)
+                if len(pending[tag]) >= ARROW_BATCH_ROWS:
+                    yield flush(tag)
+    for tag, rows in enumerate(pending):
+        if rows:
+            yield flush(tag)
+
+
+def to_arrow_schema(spark_schema: StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema as convert
+
+    return convert(spark_schema)
 
 
 def controller_task(events: Iterable[RowTuple]) -> Iterator[RowTuple]:
@@ -70,7 +116,7 @@ def plan(captures: Iterable[str], ports: Iterable[int], parallelism: int) -> lis
     tasks = []
     for path in captures:
         try:
-            size = os.path.getsize(path)
+            size = os.path.getsize(local_path(path))
         except OSError:
             size = 0  # the task reports why it cannot read it
         parts = max(1, min(parallelism, math.ceil(size / SHARE_BYTES)))
@@ -89,7 +135,9 @@ def code_zip(directory: str) -> str:
     return path
 
 
-def spark_session(master: str | None, app_name: str = "kraftwire-replay") -> SparkSession:
+def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: str | None = None) -> SparkSession:
+    """A session for the job; with `log`, the JVM's console output (its log, warnings and
+    those of the Python workers it starts) goes to that file instead of the terminal."""
     from pyspark.sql import SparkSession
 
     local = master is None or master.startswith("local")
@@ -108,9 +156,21 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay") -> Spa
         # The decoding is Python's work; the JVM only moves rows, and its full JIT's warm-up
         # would double the time of a small run.
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-    # Spark's own console progress bar is the job's progress bar; the web UI is not needed.
-    builder = builder.config("spark.ui.showConsoleProgress", "true").config("spark.ui.enabled", "false")
-    spark = builder.getOrCreate()
+    # The job's notes say how far it is; the web UI is not needed.
+    builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
+    if log is None:
+        spark = builder.getOrCreate()
+    else:
+        # The JVM inherits the standard error it is started with and keeps it for its life.
+        os.makedirs(os.path.dirname(log) or ".", exist_ok=True)
+        terminal = os.dup(2)
+        try:
+            with open(log, "ab") as sink:
+                os.dup2(sink.fileno(), 2)
+            spark = builder.getOrCreate()
+        finally:
+            os.dup2(terminal, 2)
+            os.close(terminal)
     spark.sparkContext.setLogLevel("WARN")
     # Every shuffle of this job aggregates down to a handful of rows per API: Spark's default of
     # 200 partitions would only add tasks.
@@ -133,10 +193,11 @@ def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] 
     sc = spark.sparkContext
     tasks = plan(captures, ports, sc.defaultParallelism)
     _note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
-    # One pass of Python -> JVM conversion: every kind of row in one cached table, one struct
-    # column per kind, split apart by the JVM.
-    tagged = sc.parallelize(tasks, len(tasks)).flatMap(run_task).map(_spread)
-    rows = spark.createDataFrame(tagged, schema.TAGGED, verifySchema=False).persist()
+    # The executors decode their tasks and hand every kind of row to the JVM in Arrow batches
+    # of one cached table, one struct column per kind, split apart by the JVM; the driver
+    # sends nothing but the tasks' paths.
+    named = spark.createDataFrame(sc.parallelize([tuple(t) for t in tasks], len(tasks)), schema.TASKS)
+    rows = named.mapInArrow(arrow_tasks, schema.TAGGED).persist()
     # Decode once, now: the jobs below would otherwise each decode before the cache is filled
     # (the broadcast of the cross-flow violations runs beside the frames' own job).
     _note(f"decoded {rows.count()} rows")
@@ -155,14 +216,6 @@ def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] 
     return Tables(frames, violations, flows)
 
 
-def _spread(tagged: tuple[int, RowTuple]) -> RowTuple:
-    """(tag, row) -> (tag, frame, violation, flow, event) with the row in its kind's column."""
-    tag, row = tagged
-    out: list[int | RowTuple | None] = [tag, None, None, None, None]
-    out[tag + 1] = row
-    return tuple(out)
-
-
 def validate(captures: list[str], out: str, master: str | None = None, ports: Iterable[int] = (),
              spark: SparkSession | None = None) -> dict[str, Any]:
     """Run the job: write the tables and report.html under `out`, print the summary, and
@@ -173,7 +226,7 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
     own_session = spark is None
     with tempfile.TemporaryDirectory(prefix="kraftwire-replay-") as scratch:
         if spark is None:
-            spark = spark_session(master)
+            spark = spark_session(master, log=os.path.join(out, "spark.log"))
         try:
             running_on = spark.sparkContext.master
             if running_on is None or not running_on.startswith("local"):

@@ -1,15 +1,19 @@
 """The summary of a validation run: plain-text tables for the terminal, and a self-contained
-HTML page whose plots are inline SVG (it opens offline, nothing is fetched)."""
+HTML page whose charts are drawn by Plotly, its script inlined (it opens offline, nothing is
+fetched; the charts zoom and say their values on hover)."""
 from __future__ import annotations
 
 import datetime
 import html
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tools.replay.rules import RULES
 
-_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-            "#17becf")
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+# The charts, in page order, with the id of the element each is drawn in.
+CHARTS = ("rates", "latency")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -44,9 +48,11 @@ def terminal(figures: dict[str, Any]) -> str:
         + (f", {t['gap_bytes']} bytes in gaps" if t["gap_bytes"] else "")
         + (f"; {figures['seconds']:.1f} s" if "seconds" in figures else ""),
         "",
+        "Per capture",
+        table(_CAPTURE_HEADERS, _capture_rows(figures)),
+        "",
         "Frames per API and version",
-        table(["api", "key", "version", "requests", "responses"],
-              [(a["api_name"], a["api_key"], a["api_version"], a["requests"], a["responses"]) for a in figures["apis"]]),
+        table(_API_HEADERS, _api_rows(figures)),
         "",
         "Violations per rule",
         table(["rule", "severity", "count", "example"],
@@ -79,6 +85,20 @@ def _clip(text: str | None, width: int) -> str | None:
     return text if text is None or len(text) <= width else text[: width - 1] + "…"
 
 
+_CAPTURE_HEADERS = ["capture", "MB", "flows", "kafka flows", "frames", "requests", "unanswered", "errors", "warnings"]
+_API_HEADERS = ["api", "key", "version", "requests", "responses", "unanswered"]
+
+
+def _capture_rows(figures: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(c["capture"], None if c["bytes"] is None else round(c["bytes"] / 1e6, 1), c["flows"], c["kafka_flows"],
+             c["frames"], c["requests"], c["unanswered"], c["errors"], c["warnings"]) for c in figures["captures"]]
+
+
+def _api_rows(figures: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(a["api_name"], a["api_key"], a["api_version"], a["requests"], a["responses"], a["unanswered"])
+            for a in figures["apis"]]
+
+
 # --- HTML ------------------------------------------------------------------------------------------
 
 
@@ -89,26 +109,18 @@ def write_html(figures: dict[str, Any], path: str) -> None:
 
 def html_page(figures: dict[str, Any]) -> str:
     t = figures["totals"]
-    timeline = figures["timeline"]
-    start = datetime.datetime.fromtimestamp(timeline["start_ns"] / 1e9, datetime.timezone.utc) if timeline["series"] else None
-    bin_s = timeline["bin_ns"] / 1e9
-    hist = figures["latency_histogram"]
-    edges = hist["edges_ms"]
     sections = [
         f"<h1>Kafka capture validation</h1><p>{html.escape(_summary_line(t))}</p>",
-        "<h2>Captures</h2>" + _html_table(["capture", "bytes"], [(c["capture"], c["bytes"]) for c in figures["captures"]]),
-        "<h2>Requests over time per API</h2>"
-        + (f"<p>from {start:%Y-%m-%d %H:%M:%S.%f} UTC, {bin_s:.3g} s per point</p>" if start else "")
-        + line_chart(timeline["series"], [f"{i * bin_s:.3g}s" for i in range(len(next(iter(timeline["series"].values()), [])))],
-                     "requests per interval"),
+        "<h2>Per capture</h2>" + _html_table(_CAPTURE_HEADERS, _capture_rows(figures)),
+        "<h2>Requests per second per API</h2>" + _chart("rates", rates_chart(figures["timeline"])),
         "<h2>Latency distribution per API</h2>"
-        + line_chart(hist["series"], [_ms(e) for e in edges[:-1]], "responses", log_x_labels=True),
+        "<p>Fetch answers wait up to the request's max_wait_ms when there is nothing new (a long poll): "
+        "the latency axis is logarithmic so they sit apart from the quick answers.</p>"
+        + _chart("latency", latency_chart(figures["latency_histogram"])),
         "<h2>Latency per API (ms)</h2>"
         + _html_table(["api", "responses", "p50", "p90", "p99", "max"],
                       [(r["api_name"], r["count"], r["p50"], r["p90"], r["p99"], r["max"]) for r in figures["latency"]]),
-        "<h2>Frames per API and version</h2>"
-        + _html_table(["api", "key", "version", "requests", "responses"],
-                      [(a["api_name"], a["api_key"], a["api_version"], a["requests"], a["responses"]) for a in figures["apis"]]),
+        "<h2>Frames per API and version</h2>" + _html_table(_API_HEADERS, _api_rows(figures)),
         "<h2>Violations per rule</h2>"
         + _html_table(["rule", "severity", "count", "meaning", "example"],
                       [(r["rule"], r["severity"], r["count"], RULES[r["rule"]].summary if r["rule"] in RULES else "",
@@ -120,20 +132,59 @@ def html_page(figures: dict[str, Any]) -> str:
                       [(p["capture"], p["flow"], p["rule"], p["severity"], p["detail"]) for p in figures["problems"]]),
     ]
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:.5em 0}"
-             "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px}td.n{text-align:right}"
-             "svg text{font-size:11px;font-family:sans-serif}")
+             "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px}td.n{text-align:right}")
+    from plotly.offline import get_plotlyjs
+
+    # The library once, inline, ahead of the charts that use it.
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Kafka capture validation</title>"
-            f"<style>{style}</style></head><body>{''.join(sections)}</body></html>\n")
+            f"<style>{style}</style><script>{get_plotlyjs()}</script></head><body>{''.join(sections)}</body></html>\n")
+
+
+def rates_chart(timeline: dict[str, Any]) -> go.Figure | None:
+    """Requests per second per API against the capture's clock (UTC)."""
+    import plotly.graph_objects as go
+
+    if not timeline["series"]:
+        return None
+    bin_s = timeline["bin_ns"] / 1e9
+    start = datetime.datetime.fromtimestamp(timeline["start_ns"] / 1e9, datetime.timezone.utc)
+    figure = go.Figure()
+    for name, rates in timeline["series"].items():
+        times = [start + datetime.timedelta(seconds=i * bin_s) for i in range(len(rates))]
+        figure.add_trace(go.Scatter(x=times, y=rates, mode="lines", name=name, line_shape="hv"))
+    figure.update_layout(xaxis_title=f"capture time (UTC), {bin_s:g} s bins",
+                         yaxis_title="requests per second", hovermode="x unified")
+    return figure
+
+
+def latency_chart(histogram: dict[str, Any]) -> go.Figure | None:
+    """Responses per API in logarithmic latency bins, drawn at each bin's geometric middle."""
+    import plotly.graph_objects as go
+
+    if not histogram["series"]:
+        return None
+    edges = histogram["edges_ms"]
+    middles = [(lo * hi) ** 0.5 for lo, hi in zip(edges, edges[1:])]
+    figure = go.Figure()
+    for name, counts in histogram["series"].items():
+        figure.add_trace(go.Scatter(x=middles, y=counts, mode="lines+markers", name=name,
+                                    hovertemplate="%{x:.3g} ms: %{y} responses"))
+    figure.update_layout(xaxis_title="latency (ms, log scale)", yaxis_title="responses per bin")
+    figure.update_xaxes(type="log")
+    return figure
+
+
+def _chart(element_id: str, figure: go.Figure | None) -> str:
+    if figure is None:
+        return f"<p id='{element_id}'>no data</p>"
+    figure.update_layout(height=380, margin=dict(l=60, r=20, t=20, b=50))
+    return str(figure.to_html(full_html=False, include_plotlyjs=False, div_id=element_id))
 
 
 def _summary_line(t: dict[str, Any]) -> str:
     return (f"{t['captures']} capture(s), {t['bytes']} bytes; {t['flows']} TCP flows, {t['kafka_flows']} Kafka; "
-            f"{t['frames']} frames, {t['requests']} requests; {t['violations']} violations "
+            f"{t['frames']} frames, {t['requests']} requests, {t['unanswered']} unanswered; {t['violations']} violations "
             f"({t.get('error', 0)} errors, {t.get('warning', 0)} warnings, {t.get('info', 0)} info)")
-
-
-def _ms(value: float) -> str:
-    return f"{value * 1000:.3g}µs" if value < 1 else f"{value:.3g}ms" if value < 1000 else f"{value / 1000:.3g}s"
 
 
 def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -146,39 +197,3 @@ def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
             for v in row) + "</tr>"
         for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def line_chart(series: dict[str, list[int]], labels: list[str], y_title: str, width: int = 900, height: int = 300,
-               log_x_labels: bool = False) -> str:
-    """One polyline per series over shared x positions, with a legend; inline SVG."""
-    if not series or not labels:
-        return "<p>no data</p>"
-    left, right, top, bottom = 60, 170, 10, 40
-    plot_w, plot_h = width - left - right, height - top - bottom
-    n = len(labels)
-    peak = max(max(values) for values in series.values()) or 1
-
-    def x(i: int) -> float:
-        return left + (plot_w * i / (n - 1) if n > 1 else plot_w / 2)
-
-    def y(v: float) -> float:
-        return top + plot_h - plot_h * v / peak
-
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}'>",
-             f"<rect x='{left}' y='{top}' width='{plot_w}' height='{plot_h}' fill='none' stroke='#999'/>"]
-    for frac in (0, 0.5, 1):
-        parts.append(f"<text x='{left - 5}' y='{y(peak * frac) + 4:.1f}' text-anchor='end'>{peak * frac:.4g}</text>")
-    step = max(1, n // (8 if log_x_labels else 10))
-    for i in range(0, n, step):
-        parts.append(f"<text x='{x(i):.1f}' y='{height - bottom + 15}' text-anchor='middle'>{html.escape(labels[i])}</text>")
-    parts.append(f"<text x='12' y='{top + plot_h / 2}' transform='rotate(-90 12 {top + plot_h / 2})' "
-                 f"text-anchor='middle'>{html.escape(y_title)}</text>")
-    for k, (name, values) in enumerate(series.items()):
-        color = _PALETTE[k % len(_PALETTE)]
-        points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
-        parts.append(f"<polyline fill='none' stroke='{color}' stroke-width='1.5' points='{points}'/>")
-        ly = top + 14 * k + 8
-        parts.append(f"<rect x='{width - right + 10}' y='{ly - 8}' width='10' height='10' fill='{color}'/>"
-                     f"<text x='{width - right + 25}' y='{ly + 1}'>{html.escape(name)}</text>")
-    parts.append("</svg>")
-    return "".join(parts)

@@ -33,7 +33,9 @@ RULES: dict[str, Rule] = {
         Rule("unsupported_version", WARNING, "an API version outside the codec's range: not decoded"),
         Rule("version_not_advertised", ERROR, "a version outside what the server advertised in ApiVersions"),
         Rule("decode_error", ERROR, "the bytes are not a valid encoding of the message"),
-        Rule("trailing_bytes", ERROR, "bytes left in the frame after the message"),
+        # Kafka parses a message from the front of its frame and never looks at what follows
+        # (RequestContext.parseRequest, and the clients' response parsing alike): legal, noted.
+        Rule("trailing_bytes", INFO, "bytes left in the frame after the message, which Kafka ignores"),
         Rule("unknown_tagged_fields", INFO, "tagged fields the schema does not name"),
         Rule("response_without_request", ERROR, "a response whose correlation id no request used"),
         Rule("correlation_id_out_of_order", ERROR, "a response overtaking an earlier request's"),

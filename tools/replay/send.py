@@ -9,6 +9,14 @@ never the meaning of the answer. Everything else that differs is reported, inclu
 depends on the server's state (broker epochs, topic ids, the cluster id, leader epochs):
 when replaying against another server that is exactly what one wants to see; `ignore` names
 more fields to skip.
+
+`clean=True` replays a capture against another, fresh, cluster so that only real differences
+remain: the requests of all flows go out in their captured time order (brokers register
+before they heartbeat, as they did), the captured cluster id is swapped for the target's in
+requests and captured answers alike, each broker epoch the target grants at registration
+stands in for the captured one, and the fields a fresh cluster legitimately answers with
+other values (`CLEAN_IGNORED`: generated topic ids, metadata log offsets and records, the
+features' epoch) are not compared.
 """
 from __future__ import annotations
 
@@ -20,15 +28,20 @@ from protocol.api_keys import APIS
 from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages import ApiKey
+from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.response_header import ResponseHeader
+from protocol.message import Message
 from tools.replay.flows import FlowFrame, FlowStart, kafka_flows
 from tools.replay.framing import REQUEST
 from tools.replay.report import table
 from tools.replay.streams import Source
 
 DEFAULT_IGNORED = frozenset({"throttle_time_ms"})
+CLEAN_IGNORED = frozenset({"topic_id", "records", "high_watermark", "last_stable_offset", "log_start_offset",
+                           "finalized_features_epoch", "leader_epoch", "current_leader"})
 _PREFIX = struct.Struct(">hhi")
 _INT32 = struct.Struct(">i")
+_INT64_MAX = (1 << 63) - 1
 
 
 class Exchange(NamedTuple):
@@ -39,6 +52,7 @@ class Exchange(NamedTuple):
     correlation_id: int
     request: bytes
     response: bytes | None
+    timestamp_ns: int
 
 
 class Difference(NamedTuple):
@@ -71,7 +85,7 @@ def exchanges(source: Source, ports: Iterable[int] | None = None) -> dict[str, l
             if item.direction == REQUEST:
                 key, version, correlation_id = _PREFIX.unpack_from(item.data)
                 pending[correlation_id] = len(exchanges_)
-                exchanges_.append(Exchange(key, version, correlation_id, item.data, None))
+                exchanges_.append(Exchange(key, version, correlation_id, item.data, None, item.timestamp_ns))
             else:
                 index = pending.pop(_INT32.unpack_from(item.data)[0], None)
                 if index is not None:
@@ -80,35 +94,144 @@ def exchanges(source: Source, ports: Iterable[int] | None = None) -> dict[str, l
 
 
 def send(source: Source, host: str, port: int, ports: Iterable[int] | None = None, ignore: Iterable[str] = (),
-         timeout: float = 10.0) -> Report:
-    ignored = DEFAULT_IGNORED | set(ignore)
+         timeout: float = 10.0, clean: bool = False) -> Report:
+    ignored = DEFAULT_IGNORED | set(ignore) | (CLEAN_IGNORED if clean else set())
     captured = exchanges(source, ports)
     differences: list[Difference] = []
-    failures: list[tuple[str, str]] = []
+    failures: dict[str, str] = {}
     sent = compared = 0
-    for flow, flow_exchanges in captured.items():
+    mapping = _Mapping(_cluster_id(host, port, timeout) if clean else None)
+    # Flow by flow, or (clean) every flow's requests in captured time order over connections
+    # held open side by side.
+    order = sorted(((e.timestamp_ns, flow, i) for flow, es in captured.items() for i, e in enumerate(es))) if clean \
+        else [(0, flow, i) for flow, es in captured.items() for i in range(len(es))]
+    connections: dict[str, _Answers] = {}
+    try:
+        for _, flow, index in order:
+            if flow in failures:
+                continue
+            exchange = captured[flow][index]
+            try:
+                answers = connections.get(flow)
+                if answers is None:
+                    answers = connections[flow] = _Answers(socket.create_connection((host, port), timeout=timeout))
+                request = mapping.request(exchange) if clean else exchange.request
+                answers.sock.sendall(_INT32.pack(len(request)) + request)
+                sent += 1
+                if exchange.response is None:
+                    continue  # nothing to compare with: the answer, if any, is skipped below
+                live = answers.wait_for(exchange.correlation_id)
+                compared += 1
+                if clean:
+                    mapping.learn(exchange, live)
+                    exchange = exchange._replace(response=mapping.response(exchange))
+                differences += [d for d in compare(flow, exchange, live, ignored)
+                                if not (clean and _is_target_port(d, flow, port))]
+            except OSError as exc:  # ConnectionError and BrokenPipeError included: the flow ends here
+                failures[flow] = f"{type(exc).__name__}: {exc}"
+                if flow in connections:
+                    connections.pop(flow).sock.close()
+    finally:
+        for answers in connections.values():
+            answers.sock.close()
+    return Report(len(captured), sent, compared, differences, list(failures.items()))
+
+
+def _is_target_port(difference: Difference, flow: str, port: int) -> bool:
+    """A port the server gave as its own address: the captured server's where the target says its own."""
+    captured_port = flow.split(" -> ")[-1].split(" ")[0].rpartition(":")[2]
+    return (difference.path.endswith("port") and difference.live == port
+            and str(difference.captured) == captured_port)
+
+
+def _cluster_id(host: str, port: int, timeout: float) -> str | None:
+    """The target's cluster id, as its Metadata answer says."""
+    from protocol.client import KafkaClient
+    from protocol.generated.messages.metadata_request import MetadataRequest
+    from protocol.generated.messages.metadata_response import MetadataResponse
+
+    with KafkaClient(host, port, client_id="kraftwire-replay", timeout=timeout) as client:
+        answer = client.request(MetadataRequest(topics=[]), 12)
+    return answer.cluster_id if isinstance(answer, MetadataResponse) else None
+
+
+class _Mapping:
+    """Captured values -> the target's: its cluster id, and the broker epochs it granted."""
+
+    def __init__(self, cluster_id: str | None) -> None:
+        self.cluster_id = cluster_id
+        self.epochs: dict[int, int] = {}
+
+    def request(self, exchange: Exchange) -> bytes:
+        """The request with the target's cluster id and broker epoch in place of the captured ones."""
+        api = APIS.get(exchange.api_key)
+        if api is None or not api.min_version <= exchange.version <= api.max_version:
+            return exchange.request
         try:
-            with socket.create_connection((host, port), timeout=timeout) as sock:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                answers = _Answers(sock)
-                for exchange in flow_exchanges:
-                    sock.sendall(_INT32.pack(len(exchange.request)) + exchange.request)
-                    sent += 1
-                    if exchange.response is None:
-                        continue  # nothing to compare with: the answer, if any, is skipped below
-                    live = answers.wait_for(exchange.correlation_id)
-                    compared += 1
-                    differences += compare(flow, exchange, live, ignored)
-        except (OSError, ConnectionError) as exc:
-            failures.append((flow, f"{type(exc).__name__}: {exc}"))
-    return Report(len(captured), sent, compared, differences, failures)
+            _, pos = RequestHeader.decode(exchange.request, api.request_header_version(exchange.version))
+            body, _ = api.request.decode(exchange.request, exchange.version, pos)
+        except DecodeError:
+            return exchange.request
+        changed = self._swap(body)
+        if exchange.api_key == ApiKey.BROKER_HEARTBEAT and exchange.response is not None:
+            # A broker the captured cluster found caught up is caught up with the target too:
+            # its offset in another log means nothing there, so it claims the whole log.
+            answer = decode_response(exchange.api_key, exchange.version, exchange.response)
+            if answer and answer.get("is_caught_up"):
+                setattr(body, "current_metadata_offset", _INT64_MAX)
+                changed = True
+        return exchange.request[:pos] + body.encode(exchange.version) if changed else exchange.request
+
+    def _swap(self, body: Message) -> bool:
+        """Put the target's cluster id and broker epoch into `body`; whether anything changed."""
+        changed = False
+        cluster_id = getattr(body, "cluster_id", None)
+        if isinstance(cluster_id, str) and self.cluster_id is not None and cluster_id != self.cluster_id:
+            setattr(body, "cluster_id", self.cluster_id)
+            changed = True
+        epoch = getattr(body, "broker_epoch", None)
+        if epoch in self.epochs:
+            setattr(body, "broker_epoch", self.epochs[epoch])
+            changed = True
+        return changed
+
+    def learn(self, exchange: Exchange, live: bytes) -> None:
+        if exchange.api_key != ApiKey.BROKER_REGISTRATION or exchange.response is None:
+            return
+        before = decode_response(exchange.api_key, exchange.version, exchange.response)
+        after = decode_response(exchange.api_key, exchange.version, live)
+        if before and after and before.get("error_code") == after.get("error_code") == 0:
+            self.epochs[before["broker_epoch"]] = after["broker_epoch"]
+
+    def response(self, exchange: Exchange) -> bytes | None:
+        """The captured answer as the target would say it: its cluster id and epochs."""
+        decoded = _decoded(exchange)
+        if decoded is None or exchange.response is None:
+            return exchange.response
+        _, body, pos = decoded
+        return exchange.response[:pos] + body.encode(exchange.version) if self._swap(body) else exchange.response
+
+
+def _decoded(exchange: Exchange) -> tuple[Message, Message, int] | None:
+    api = APIS.get(exchange.api_key)
+    if api is None or exchange.response is None or not api.min_version <= exchange.version <= api.max_version:
+        return None
+    if exchange.api_key == ApiKey.API_VERSIONS:
+        return None  # answers with a fallback version of their own; nothing of the cluster in them
+    try:
+        header, pos = ResponseHeader.decode(exchange.response, api.response_header_version(exchange.version))
+        body, _ = api.response.decode(exchange.response, exchange.version, pos)
+    except DecodeError:
+        return None
+    return header, body, pos
 
 
 class _Answers:
     """Reads response frames, skipping those not waited for."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
+        self.sock = sock
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def wait_for(self, correlation_id: int) -> bytes:
         while True:
@@ -123,7 +246,7 @@ class _Answers:
     def _exactly(self, n: int) -> bytes:
         chunks = []
         while n:
-            chunk = self._sock.recv(min(n, 1 << 20))
+            chunk = self.sock.recv(min(n, 1 << 20))
             if not chunk:
                 raise ConnectionError("the server closed the connection")
             chunks.append(chunk)
