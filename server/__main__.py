@@ -12,6 +12,7 @@ import errno
 import logging
 import resource
 import signal
+import socket
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from server.log_setup import configure_logging
 from server.metalog.lock import DirectoryLocks
 from server.metalog.meta_properties import META_PROPERTIES, StorageError
 from server.metalog.segments import LogCorruption
+from server.network import bind
 
 log = logging.getLogger("kraftwire")
 
@@ -72,11 +74,12 @@ def _raise_fd_limit() -> None:
             pass
 
 
-async def serve(config: ControllerConfig, capture_file: Path | None = None, take_over_quorum: bool = False) -> None:
+async def serve(config: ControllerConfig, capture_file: Path | None = None, take_over_quorum: bool = False,
+                sock: socket.socket | None = None) -> None:
     from server.app import ControllerServer
 
     server = ControllerServer(config, capture_file=capture_file, take_over_quorum=take_over_quorum)
-    host, port = await server.start()
+    host, port = await server.start(sock)
     if len(server.voters) > 1:
         others = ",".join(f"{h}:{p}" for n, (h, p) in sorted(config.voters.items()))
         print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is a voter on "
@@ -124,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         config = _with_flags(load_config(args.config) if args.config else embedded_config(args.data_dir, args.port),
                              args)
         configure_logging(args.log_level, config.log_format)
+        # The port first: a port in use stops start-up before anything is created or written.
+        listener = config.controller_listener
+        sock = bind(listener.host, listener.port)
         if not args.config:
             config.metadata_log_dir.mkdir(parents=True, exist_ok=True)
         locks.acquire([d for d in [config.metadata_log_dir, *config.log_dirs] if d.is_dir()])
@@ -134,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         _raise_fd_limit()
         import uvloop
 
-        uvloop.run(serve(config, args.capture_file, args.take_over_quorum))
+        uvloop.run(serve(config, args.capture_file, args.take_over_quorum, sock))
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ import asyncio
 import gc
 import logging
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -370,9 +371,11 @@ class ControllerServer:
                  snapshot.file_name, count, task.result(), len(removed))
 
     # --- serving ------------------------------------------------------------------------------
-    async def start(self) -> tuple[str, int]:
+    async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
+        """Serve (on ``sock`` when the caller bound the port first), then lead alone or join
+        the quorum."""
         listener = self.config.controller_listener
-        self.address = await self.listener.start(listener.host, listener.port)
+        self.address = await self.listener.start(listener.host, listener.port, sock)
         if self.replication is not None:
             self.replication.start()
         else:

@@ -317,11 +317,15 @@ class Listener:
             for conn in waiting:
                 conn.resume_if_idle()
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, sock: socket.socket | None = None) -> tuple[str, int]:
+        """Serve on ``sock`` (bound already, by ``bind``) or on a new socket for host:port."""
         loop = asyncio.get_running_loop()
         context: ssl.SSLContext | None = server_context(self.security.tls) if self.security.uses_tls else None
-        self.server = await loop.create_server(self._new_connection, host or None, port,
-                                               reuse_address=True, backlog=4096, ssl=context)
+        if sock is not None:
+            self.server = await loop.create_server(self._new_connection, sock=sock, backlog=4096, ssl=context)
+        else:
+            self.server = await loop.create_server(self._new_connection, host or None, port,
+                                                   reuse_address=True, backlog=4096, ssl=context)
         self._schedule_idle_check()
         return self.server.sockets[0].getsockname()[:2]
 
@@ -345,3 +349,10 @@ class Listener:
             for conn in list(self.connections):
                 conn.close()
             await self.server.wait_closed()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket for host:port, bound now: the process takes its port before it
+    writes anything, so a port in use fails start-up with nothing formatted or changed."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=4096)

@@ -56,6 +56,8 @@ def test_a_port_in_use_is_one_line(tmp_path):
         port = taken.getsockname()[1]
         assert_one_line_failure(run_server("--data-dir", str(tmp_path / "data"), "--port", str(port)),
                                 "address already in use", str(port))
+    # The port is taken before anything else: nothing was created or formatted.
+    assert not (tmp_path / "data").exists()
 
 
 def test_a_metrics_port_in_use_is_one_line(tmp_path):
