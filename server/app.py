@@ -54,6 +54,9 @@ from server.raft.replication import leader_change_batch
 log = logging.getLogger("kraftwire.server")
 
 PLAINTEXT = 0
+# A snapshot that could not be written is tried again after this, doubling up to the limit.
+SNAPSHOT_RETRY_S = 1.0
+SNAPSHOT_RETRY_MAX_S = 60.0
 
 
 def static_configs(c: ControllerConfig) -> dict[str, str]:
@@ -124,6 +127,10 @@ class ControllerServer:
         self.fetch_server.snapshot = self.snapshot
         self._snapshot_wanted = False
         self._snapshotting = False
+        # After a failed snapshot the next try waits, doubling up to a limit: a full disk
+        # would otherwise be retried at every commit.
+        self._snapshot_failures = 0
+        self._snapshot_not_before = 0.0
         # Bytes already in the log past the snapshot count towards the next one.
         self._snapshot_mark = -self.log.bytes_after(self.snapshot.end_offset if self.snapshot else 0)
         self.committer.listeners.append(lambda offset: self.controller.committed(offset))
@@ -335,6 +342,8 @@ class ControllerServer:
     def _maybe_snapshot(self, committed: int) -> None:
         if self._snapshotting or committed != self.controller.last_applied_offset:
             return
+        if time.monotonic() < self._snapshot_not_before:
+            return
         since = self.log.appended_bytes - self._snapshot_mark
         if not self._snapshot_wanted and since < self.config.metadata_log_max_record_bytes_between_snapshots:
             return
@@ -357,8 +366,12 @@ class ControllerServer:
     def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId, count: int) -> None:
         self._snapshotting = False
         if task.exception() is not None:
-            log.error("snapshot %s failed: %s", snapshot.file_name, task.exception())
+            self._snapshot_failures += 1
+            backoff = min(SNAPSHOT_RETRY_MAX_S, SNAPSHOT_RETRY_S * 2 ** (self._snapshot_failures - 1))
+            self._snapshot_not_before = time.monotonic() + backoff
+            log.error("snapshot %s failed: %s; trying again in %.0f s", snapshot.file_name, task.exception(), backoff)
             return
+        self._snapshot_failures = 0
         self.snapshot = snapshot
         self._snapshot_mark = self.log.appended_bytes
         self.fetch_server.snapshot = snapshot

@@ -7,6 +7,8 @@ full disk refuses with ENOSPC.
 
 from __future__ import annotations
 
+import time
+
 from protocol.error_codes import Error
 from tests.metalog.support import (
     CREATE_TOPICS_V, HEARTBEAT_V, REGISTRATION_V, LimitedController, active_brokers, batch_positions,
@@ -93,3 +95,25 @@ def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
     finally:
         controller.stop()
 
+
+
+def test_a_snapshot_that_cannot_be_written_is_retried_with_backoff(tmp_path):
+    # Segments roll long before the limit; a snapshot of the whole state is larger than it.
+    controller = LimitedController(tmp_path / "controller", {
+        "broker.session.timeout.ms": "120000", "metadata.max.idle.interval.ms": "100",
+        "metadata.log.segment.bytes": "4096", "metadata.log.max.record.bytes.between.snapshots": "4096"})
+    controller.file_size_limit = 16 * 1024
+    try:
+        controller.start()
+        with connect(controller) as client:
+            active_brokers(client, controller.cluster_id, [1])
+            for i in range(16):
+                create_topic(client, f"t{i}", 20)
+        controller.wait_for_stderr(r"trying again in 2 s", timeout=20)
+        # A no-op commits every 100 ms: without the backoff each commit would try again.
+        time.sleep(2.5)
+        failures = controller.stderr_text().count("failed:")
+        assert "trying again in 1 s" in controller.stderr_text()
+        assert 2 <= failures <= 4, controller.stderr_text()[-2000:]
+    finally:
+        controller.stop()
