@@ -53,6 +53,7 @@ class AclOperation(IntEnum):
     IDEMPOTENT_WRITE = 12
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15  # Kafka 4.0 (KIP-939)
 
 
 class AclPermissionType(IntEnum):

@@ -19,10 +19,11 @@ from protocol.generated.metadata.remove_access_control_entry_record import Remov
 from server.controller.offsets import OffsetControl
 from server.controller.record_table import RecordTable
 from server.controller.result import ControllerResult, VersionedRecord
-from server.security.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType, filter_matches
+from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
+from server.security.acl import CLUSTER_NAME, filter_matches
 
-_CONCRETE_TYPES = {ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID,
-                   ResourceType.DELEGATION_TOKEN, ResourceType.USER}
+_CONCRETE_TYPES = {AclResourceType.TOPIC, AclResourceType.GROUP, AclResourceType.CLUSTER, AclResourceType.TRANSACTIONAL_ID,
+                   AclResourceType.DELEGATION_TOKEN, AclResourceType.USER}
 
 
 def _entry(record: AccessControlEntryRecord) -> tuple[int, str, int, str, str, int, int]:
@@ -36,13 +37,13 @@ def creation_problem(c: AclCreation) -> str | None:
         return "Invalid resourceType " + str(c.resource_type)
     if c.resource_pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         return "Invalid patternType " + str(c.resource_pattern_type)
-    if c.operation in (Operation.ANY, Operation.UNKNOWN) or c.operation > max(Operation):
+    if c.operation in (AclOperation.ANY, AclOperation.UNKNOWN) or c.operation > max(AclOperation):
         return "Invalid operation " + str(c.operation)
-    if c.permission_type not in (Permission.ALLOW, Permission.DENY):
+    if c.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
         return "Invalid permissionType " + str(c.permission_type)
     if not c.resource_name:
         return "Resource name should not be empty"
-    if c.resource_type == ResourceType.CLUSTER and c.resource_name != CLUSTER_NAME:
+    if c.resource_type == AclResourceType.CLUSTER and c.resource_name != CLUSTER_NAME:
         return "The only valid name for the CLUSTER resource is " + CLUSTER_NAME
     kind, sep, name = c.principal.partition(":")
     if not sep or not kind or not name:

@@ -4,53 +4,9 @@ the authorizer: a pure function of who asks, from where, for what, and the ACLs 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Iterable, Protocol
 
-
-class ResourceType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class Operation(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
-
-class Permission(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-class PatternType(IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
+from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
 
 
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name
@@ -59,8 +15,8 @@ WILDCARD_PRINCIPAL = "User:*"
 
 # An ALLOW of one of these operations also allows the keyed one, as in Kafka.
 _IMPLIED_BY = {
-    Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
-    Operation.DESCRIBE_CONFIGS: (Operation.ALTER_CONFIGS,),
+    AclOperation.DESCRIBE: (AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER),
+    AclOperation.DESCRIBE_CONFIGS: (AclOperation.ALTER_CONFIGS,),
 }
 
 
@@ -100,12 +56,12 @@ def _resource_matches(acl: Acl, resource_type: int, name: str) -> bool:
 
 
 def _operation_matches(acl: Acl, operation: int) -> bool:
-    if acl.operation in (Operation.ALL, operation):
+    if acl.operation in (AclOperation.ALL, operation):
         return True
-    return acl.permission_type == Permission.ALLOW and acl.operation in _IMPLIED_BY.get(Operation(operation), ())
+    return acl.permission_type == AclPermissionType.ALLOW and acl.operation in _IMPLIED_BY.get(AclOperation(operation), ())
 
 
-def authorize(principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str,
+def authorize(principal: str, host: str, operation: AclOperation, resource_type: AclResourceType, name: str,
               acls: Iterable[Acl], config: AuthorizerConfig) -> bool:
     """Whether ``principal`` connecting from ``host`` may do ``operation`` on the resource.
 
@@ -125,7 +81,7 @@ def authorize(principal: str, host: str, operation: Operation, resource_type: Re
             continue
         if not _operation_matches(acl, operation):
             continue
-        if acl.permission_type == Permission.DENY:
+        if acl.permission_type == AclPermissionType.DENY:
             return False
         allowed = True
     return allowed or (not any_for_resource and config.allow_everyone_if_no_acl_found)
@@ -138,7 +94,7 @@ def filter_matches(acl: Acl, resource_type: int, name: str | None, pattern_type:
     The MATCH pattern type selects the ACLs that would apply to the named resource: the
     literal one, the wildcard and every prefix of it.
     """
-    if resource_type != ResourceType.ANY and acl.resource_type != resource_type:
+    if resource_type != AclResourceType.ANY and acl.resource_type != resource_type:
         return False
     if pattern_type == PatternType.MATCH:
         if name is not None and not _resource_matches(acl, acl.resource_type, name):
@@ -150,5 +106,5 @@ def filter_matches(acl: Acl, resource_type: int, name: str | None, pattern_type:
             return False
     return ((principal is None or acl.principal == principal)
             and (host is None or acl.host == host)
-            and (operation == Operation.ANY or acl.operation == operation)
-            and (permission == Permission.ANY or acl.permission_type == permission))
+            and (operation == AclOperation.ANY or acl.operation == operation)
+            and (permission == AclPermissionType.ANY or acl.permission_type == permission))

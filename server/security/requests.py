@@ -32,41 +32,42 @@ from protocol.generated.messages.incremental_alter_configs_response import Alter
 from protocol.generated.messages.metadata_response import MetadataResponseTopic
 from protocol.message import Message
 from server.context import RequestContext
-from server.security.acl import CLUSTER_NAME, Acl, AuthorizerConfig, Operation, ResourceType, authorize
+from protocol.constants import AclOperation, AclResourceType
+from server.security.acl import CLUSTER_NAME, Acl, AuthorizerConfig, authorize
 
 # Kafka's ConfigResource types.
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
 
-CLUSTER_OPERATIONS: dict[int, Operation] = {
-    ApiKey.BROKER_REGISTRATION: Operation.CLUSTER_ACTION,
-    ApiKey.BROKER_HEARTBEAT: Operation.CLUSTER_ACTION,
-    ApiKey.ALTER_PARTITION: Operation.CLUSTER_ACTION,
-    ApiKey.ALLOCATE_PRODUCER_IDS: Operation.CLUSTER_ACTION,
-    ApiKey.ASSIGN_REPLICAS_TO_DIRS: Operation.CLUSTER_ACTION,
-    ApiKey.CONTROLLER_REGISTRATION: Operation.CLUSTER_ACTION,
-    ApiKey.FETCH: Operation.CLUSTER_ACTION,
-    ApiKey.FETCH_SNAPSHOT: Operation.CLUSTER_ACTION,
-    ApiKey.ENVELOPE: Operation.CLUSTER_ACTION,
+CLUSTER_OPERATIONS: dict[int, AclOperation] = {
+    ApiKey.BROKER_REGISTRATION: AclOperation.CLUSTER_ACTION,
+    ApiKey.BROKER_HEARTBEAT: AclOperation.CLUSTER_ACTION,
+    ApiKey.ALTER_PARTITION: AclOperation.CLUSTER_ACTION,
+    ApiKey.ALLOCATE_PRODUCER_IDS: AclOperation.CLUSTER_ACTION,
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: AclOperation.CLUSTER_ACTION,
+    ApiKey.CONTROLLER_REGISTRATION: AclOperation.CLUSTER_ACTION,
+    ApiKey.FETCH: AclOperation.CLUSTER_ACTION,
+    ApiKey.FETCH_SNAPSHOT: AclOperation.CLUSTER_ACTION,
+    ApiKey.ENVELOPE: AclOperation.CLUSTER_ACTION,
     # The quorum's own RPCs, between controllers.
-    ApiKey.VOTE: Operation.CLUSTER_ACTION,
-    ApiKey.BEGIN_QUORUM_EPOCH: Operation.CLUSTER_ACTION,
-    ApiKey.END_QUORUM_EPOCH: Operation.CLUSTER_ACTION,
-    ApiKey.UPDATE_RAFT_VOTER: Operation.CLUSTER_ACTION,
-    ApiKey.ADD_RAFT_VOTER: Operation.ALTER,
-    ApiKey.REMOVE_RAFT_VOTER: Operation.ALTER,
-    ApiKey.UNREGISTER_BROKER: Operation.ALTER,
-    ApiKey.UPDATE_FEATURES: Operation.ALTER,
-    ApiKey.ELECT_LEADERS: Operation.ALTER,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Operation.ALTER,
-    ApiKey.CREATE_ACLS: Operation.ALTER,
-    ApiKey.DELETE_ACLS: Operation.ALTER,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Operation.ALTER,
+    ApiKey.VOTE: AclOperation.CLUSTER_ACTION,
+    ApiKey.BEGIN_QUORUM_EPOCH: AclOperation.CLUSTER_ACTION,
+    ApiKey.END_QUORUM_EPOCH: AclOperation.CLUSTER_ACTION,
+    ApiKey.UPDATE_RAFT_VOTER: AclOperation.CLUSTER_ACTION,
+    ApiKey.ADD_RAFT_VOTER: AclOperation.ALTER,
+    ApiKey.REMOVE_RAFT_VOTER: AclOperation.ALTER,
+    ApiKey.UNREGISTER_BROKER: AclOperation.ALTER,
+    ApiKey.UPDATE_FEATURES: AclOperation.ALTER,
+    ApiKey.ELECT_LEADERS: AclOperation.ALTER,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
+    ApiKey.CREATE_ACLS: AclOperation.ALTER,
+    ApiKey.DELETE_ACLS: AclOperation.ALTER,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
     # Unlike a broker, Kafka's controller wants ALTER for DescribeCluster.
-    ApiKey.DESCRIBE_CLUSTER: Operation.ALTER,
-    ApiKey.DESCRIBE_QUORUM: Operation.DESCRIBE,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: Operation.DESCRIBE,
-    ApiKey.DESCRIBE_ACLS: Operation.DESCRIBE,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Operation.DESCRIBE,
+    ApiKey.DESCRIBE_CLUSTER: AclOperation.ALTER,
+    ApiKey.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
+    ApiKey.DESCRIBE_ACLS: AclOperation.DESCRIBE,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
 }
 
 
@@ -77,21 +78,21 @@ class PerItem:
     items: str  # the request's list
     results: str  # the response's list
     # Items are the generated classes of each API's request; they share field names only.
-    target: Callable[[Any], tuple[ResourceType, Operation, str | None] | None]
+    target: Callable[[Any], tuple[AclResourceType, AclOperation, str | None] | None]
     refused: Callable[[Any, int], Message]
-    cluster_wide: Operation | None = None  # this on CLUSTER allows every item
+    cluster_wide: AclOperation | None = None  # this on CLUSTER allows every item
 
 
-def _topic(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str | None] | None]:
-    return lambda item: (ResourceType.TOPIC, operation, getattr(item, "name"))
+def _topic(operation: AclOperation) -> Callable[[Any], tuple[AclResourceType, AclOperation, str | None] | None]:
+    return lambda item: (AclResourceType.TOPIC, operation, getattr(item, "name"))
 
 
-def _config(operation: Operation) -> Callable[[Any], tuple[ResourceType, Operation, str | None] | None]:
-    def target(item: Any) -> tuple[ResourceType, Operation, str | None] | None:
+def _config(operation: AclOperation) -> Callable[[Any], tuple[AclResourceType, AclOperation, str | None] | None]:
+    def target(item: Any) -> tuple[AclResourceType, AclOperation, str | None] | None:
         if item.resource_type == CONFIG_TOPIC:
-            return ResourceType.TOPIC, operation, item.resource_name
+            return AclResourceType.TOPIC, operation, item.resource_name
         if item.resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
-            return ResourceType.CLUSTER, operation, CLUSTER_NAME
+            return AclResourceType.CLUSTER, operation, CLUSTER_NAME
         return None  # the controller answers unknown types itself
     return target
 
@@ -102,30 +103,30 @@ def _config_error(item: Any) -> int:
 
 PER_ITEM: dict[int, PerItem] = {
     ApiKey.CREATE_TOPICS: PerItem(
-        "topics", "topics", _topic(Operation.CREATE),
+        "topics", "topics", _topic(AclOperation.CREATE),
         lambda item, v: CreatableTopicResult(name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED),
-        Operation.CREATE),
+        AclOperation.CREATE),
     ApiKey.CREATE_PARTITIONS: PerItem(
-        "topics", "results", _topic(Operation.ALTER),
+        "topics", "results", _topic(AclOperation.ALTER),
         lambda item, v: CreatePartitionsTopicResult(name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: PerItem(
-        "resources", "responses", _config(Operation.ALTER_CONFIGS),
+        "resources", "responses", _config(AclOperation.ALTER_CONFIGS),
         lambda item, v: AlterConfigsResourceResponse(
             error_code=_config_error(item), resource_type=item.resource_type, resource_name=item.resource_name)),
     ApiKey.ALTER_CONFIGS: PerItem(
-        "resources", "responses", _config(Operation.ALTER_CONFIGS),
+        "resources", "responses", _config(AclOperation.ALTER_CONFIGS),
         lambda item, v: LegacyAlterResult(
             error_code=_config_error(item), resource_type=item.resource_type, resource_name=item.resource_name)),
     ApiKey.DESCRIBE_CONFIGS: PerItem(
-        "resources", "results", _config(Operation.DESCRIBE_CONFIGS),
+        "resources", "results", _config(AclOperation.DESCRIBE_CONFIGS),
         lambda item, v: DescribeConfigsResult(
             error_code=_config_error(item), resource_type=item.resource_type, resource_name=item.resource_name)),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: PerItem(
-        "topics", "topics", _topic(Operation.DESCRIBE),
+        "topics", "topics", _topic(AclOperation.DESCRIBE),
         lambda item, v: DescribeTopicPartitionsResponseTopic(
             name=item.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
     ApiKey.METADATA: PerItem(
-        "topics", "topics", _topic(Operation.DESCRIBE),
+        "topics", "topics", _topic(AclOperation.DESCRIBE),
         lambda item, v: MetadataResponseTopic(name=item.name, topic_id=item.topic_id,
                                               error_code=Error.TOPIC_AUTHORIZATION_FAILED)),
 }
@@ -150,7 +151,7 @@ class RequestAuthorizer:
         self.acls = acls
         self.topic_name = topic_name
 
-    def allowed(self, context: RequestContext, operation: Operation, resource_type: ResourceType,
+    def allowed(self, context: RequestContext, operation: AclOperation, resource_type: AclResourceType,
                 name: str) -> bool:
         principal = f"{context.principal.type}:{context.principal.name}"
         return authorize(principal, context.client_address, operation, resource_type, name,
@@ -159,7 +160,7 @@ class RequestAuthorizer:
     def refusal(self, key: int, context: RequestContext) -> int | None:
         """The error that refuses a cluster-wide request whole, or None."""
         operation = CLUSTER_OPERATIONS.get(key)
-        if operation is None or self.allowed(context, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        if operation is None or self.allowed(context, operation, AclResourceType.CLUSTER, CLUSTER_NAME):
             return None
         return Error.CLUSTER_AUTHORIZATION_FAILED
 
@@ -172,7 +173,7 @@ class RequestAuthorizer:
         rule = PER_ITEM.get(key)
         if rule is None:
             return None
-        if rule.cluster_wide is not None and self.allowed(context, rule.cluster_wide, ResourceType.CLUSTER,
+        if rule.cluster_wide is not None and self.allowed(context, rule.cluster_wide, AclResourceType.CLUSTER,
                                                           CLUSTER_NAME):
             return None
         items = getattr(request, rule.items)
@@ -201,19 +202,19 @@ class RequestAuthorizer:
     def _hide_undescribed(self, results: str, context: RequestContext) -> Callable[[Message], Message]:
         def hide(response: Message) -> Message:
             setattr(response, results, [t for t in getattr(response, results)
-                                        if self.allowed(context, Operation.DESCRIBE, ResourceType.TOPIC, getattr(t, "name"))])
+                                        if self.allowed(context, AclOperation.DESCRIBE, AclResourceType.TOPIC, getattr(t, "name"))])
             return response
         return hide
 
     def _narrow_deletions(self, request: DeleteTopicsRequest, context: RequestContext) -> Callable[[Message], Message] | None:
         """DeleteTopics names topics by name (v0-5) or by name or id (v6+)."""
-        if self.allowed(context, Operation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME):
+        if self.allowed(context, AclOperation.DELETE, AclResourceType.CLUSTER, CLUSTER_NAME):
             return None
         refused: list[DeletableTopicResult] = []
 
         def permitted(name: str | None, topic_id: bytes) -> bool:
             resolved = name if name is not None else self.topic_name(topic_id)
-            if resolved is None or self.allowed(context, Operation.DELETE, ResourceType.TOPIC, resolved):
+            if resolved is None or self.allowed(context, AclOperation.DELETE, AclResourceType.TOPIC, resolved):
                 return True  # an unknown id is the controller's to answer
             refused.append(DeletableTopicResult(name=name, topic_id=topic_id,
                                                 error_code=Error.TOPIC_AUTHORIZATION_FAILED))

@@ -17,7 +17,7 @@ from server.controller.acls import AclControl
 from server.controller.offsets import OffsetControl
 from server.controller.result import ControllerResult
 from server.controller.scram import ScramControl
-from server.security.acl import Operation, PatternType, Permission, ResourceType
+from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
 
 
 def replay(control: AclControl | ScramControl, result: ControllerResult) -> Message:
@@ -31,23 +31,23 @@ def replay(control: AclControl | ScramControl, result: ControllerResult) -> Mess
     return result.response
 
 
-def creation(name: str = "foo", rtype: int = ResourceType.TOPIC, pattern: int = PatternType.LITERAL,
-             principal: str = "User:alice", host: str = "*", op: int = Operation.READ,
-             permission: int = Permission.ALLOW) -> AclCreation:
+def creation(name: str = "foo", rtype: int = AclResourceType.TOPIC, pattern: int = PatternType.LITERAL,
+             principal: str = "User:alice", host: str = "*", op: int = AclOperation.READ,
+             permission: int = AclPermissionType.ALLOW) -> AclCreation:
     return AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=pattern, principal=principal,
                        host=host, operation=op, permission_type=permission)
 
 
 def match_all(**overrides: object) -> dict:
-    base = dict(resource_type_filter=ResourceType.ANY, resource_name_filter=None, pattern_type_filter=PatternType.ANY,
-                principal_filter=None, host_filter=None, operation=Operation.ANY, permission_type=Permission.ANY)
+    base = dict(resource_type_filter=AclResourceType.ANY, resource_name_filter=None, pattern_type_filter=PatternType.ANY,
+                principal_filter=None, host_filter=None, operation=AclOperation.ANY, permission_type=AclPermissionType.ANY)
     return {**base, **overrides}
 
 
 def test_invalid_acls_are_refused_one_by_one() -> None:
     acls = AclControl(OffsetControl())
-    bad = [creation(rtype=ResourceType.ANY), creation(pattern=PatternType.MATCH), creation(op=Operation.ANY),
-           creation(permission=Permission.ANY), creation(name=""), creation(rtype=ResourceType.CLUSTER, name="x"),
+    bad = [creation(rtype=AclResourceType.ANY), creation(pattern=PatternType.MATCH), creation(op=AclOperation.ANY),
+           creation(permission=AclPermissionType.ANY), creation(name=""), creation(rtype=AclResourceType.CLUSTER, name="x"),
            creation(principal="alice"), creation(host="")]
     response = replay(acls, acls.create_acls(CreateAclsRequest(creations=[*bad, creation()])))
     assert [r.error_code for r in response.results] == [Error.INVALID_REQUEST] * len(bad) + [Error.NONE]
@@ -66,13 +66,13 @@ def test_describe_and_delete_by_filter() -> None:
     acls = AclControl(OffsetControl())
     replay(acls, acls.create_acls(CreateAclsRequest(creations=[
         creation("foo"), creation("fo", pattern=PatternType.PREFIXED), creation("bar", principal="User:bob"),
-        creation("*", op=Operation.WRITE)])))
+        creation("*", op=AclOperation.WRITE)])))
     matching = acls.describe_acls(DescribeAclsRequest(**match_all(
-        resource_type_filter=ResourceType.TOPIC, resource_name_filter="foo", pattern_type_filter=PatternType.MATCH)))
+        resource_type_filter=AclResourceType.TOPIC, resource_name_filter="foo", pattern_type_filter=PatternType.MATCH)))
     assert sorted((r.resource_name, r.pattern_type) for r in matching.resources) == [
         ("*", PatternType.LITERAL), ("fo", PatternType.PREFIXED), ("foo", PatternType.LITERAL)]
     deleted = replay(acls, acls.delete_acls(DeleteAclsRequest(filters=[
-        DeleteAclsFilter(**match_all(principal_filter="User:alice", operation=Operation.READ)),
+        DeleteAclsFilter(**match_all(principal_filter="User:alice", operation=AclOperation.READ)),
         DeleteAclsFilter(**match_all(principal_filter="User:alice"))])))
     # An ACL the first filter removed is not listed again by the second.
     assert [len(f.matching_acls) for f in deleted.filter_results] == [2, 1]

@@ -43,14 +43,15 @@ from protocol.generated.messages.unregister_broker_request import UnregisterBrok
 from protocol.generated.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from protocol.headers import encode_request_header
 from protocol.message import Message, api_key_of
-from server.security.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
+from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
+from server.security.acl import CLUSTER_NAME
 from tests.security.clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
 from tests.server.wire import registration_request
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_CONFIG, BROKER_CONFIG = 2, 4
 METADATA_TOPIC_ID = b"\x00" * 15 + b"\x01"  # Kafka's fixed id of __cluster_metadata
-CLUSTER, TOPIC = ResourceType.CLUSTER, ResourceType.TOPIC
+CLUSTER, TOPIC = AclResourceType.CLUSTER, AclResourceType.TOPIC
 CLUSTER_DENIED, TOPIC_DENIED = Error.CLUSTER_AUTHORIZATION_FAILED, Error.TOPIC_AUTHORIZATION_FAILED
 
 
@@ -79,78 +80,78 @@ def forwarded(inner: Message, version: int) -> EnvelopeRequest:
 
 
 # (API, request factory, version, operation granted, resource, error when refused)
-Case = tuple[str, Callable[[str], Message], int, Operation, ResourceType, Callable[[str], str], int]
+Case = tuple[str, Callable[[str], Message], int, AclOperation, AclResourceType, Callable[[str], str], int]
 CASES: list[Case] = [
-    ("BrokerRegistration", lambda cid: registration_request(cid, 7), 4, Operation.CLUSTER_ACTION, CLUSTER,
+    ("BrokerRegistration", lambda cid: registration_request(cid, 7), 4, AclOperation.CLUSTER_ACTION, CLUSTER,
      lambda t: CLUSTER_NAME, CLUSTER_DENIED),
-    ("BrokerHeartbeat", lambda cid: BrokerHeartbeatRequest(broker_id=7, broker_epoch=1), 1, Operation.CLUSTER_ACTION,
+    ("BrokerHeartbeat", lambda cid: BrokerHeartbeatRequest(broker_id=7, broker_epoch=1), 1, AclOperation.CLUSTER_ACTION,
      CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
-    ("AlterPartition", lambda cid: AlterPartitionRequest(broker_id=7, broker_epoch=1), 3, Operation.CLUSTER_ACTION,
+    ("AlterPartition", lambda cid: AlterPartitionRequest(broker_id=7, broker_epoch=1), 3, AclOperation.CLUSTER_ACTION,
      CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("AllocateProducerIds", lambda cid: AllocateProducerIdsRequest(broker_id=7, broker_epoch=1), 0,
-     Operation.CLUSTER_ACTION, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
+     AclOperation.CLUSTER_ACTION, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("AssignReplicasToDirs", lambda cid: AssignReplicasToDirsRequest(broker_id=7, broker_epoch=1), 0,
-     Operation.CLUSTER_ACTION, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
+     AclOperation.CLUSTER_ACTION, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("Fetch", lambda cid: FetchRequest(replica_id=7, max_wait_ms=0, topics=[FetchTopic(
         topic="__cluster_metadata", topic_id=METADATA_TOPIC_ID, partitions=[FetchPartition(partition=0)])]), 13,
-     Operation.CLUSTER_ACTION, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
-    ("UnregisterBroker", lambda cid: UnregisterBrokerRequest(broker_id=7), 0, Operation.ALTER, CLUSTER,
+     AclOperation.CLUSTER_ACTION, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
+    ("UnregisterBroker", lambda cid: UnregisterBrokerRequest(broker_id=7), 0, AclOperation.ALTER, CLUSTER,
      lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("UpdateFeatures", lambda cid: UpdateFeaturesRequest(feature_updates=[FeatureUpdateKey(
-        feature="metadata.version", max_version_level=25)], validate_only=True), 1, Operation.ALTER, CLUSTER,
+        feature="metadata.version", max_version_level=25)], validate_only=True), 1, AclOperation.ALTER, CLUSTER,
      lambda t: CLUSTER_NAME, CLUSTER_DENIED),
-    ("ElectLeaders", lambda cid: ElectLeadersRequest(topic_partitions=None), 2, Operation.ALTER, CLUSTER,
+    ("ElectLeaders", lambda cid: ElectLeadersRequest(topic_partitions=None), 2, AclOperation.ALTER, CLUSTER,
      lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("AlterPartitionReassignments", lambda cid: AlterPartitionReassignmentsRequest(topics=[ReassignableTopic(
-        name="t", partitions=[ReassignablePartition(partition_index=0, replicas=None)])]), 0, Operation.ALTER,
+        name="t", partitions=[ReassignablePartition(partition_index=0, replicas=None)])]), 0, AclOperation.ALTER,
      CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
-    ("ListPartitionReassignments", lambda cid: ListPartitionReassignmentsRequest(), 0, Operation.DESCRIBE,
+    ("ListPartitionReassignments", lambda cid: ListPartitionReassignmentsRequest(), 0, AclOperation.DESCRIBE,
      CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
-    ("DescribeCluster", lambda cid: DescribeClusterRequest(), 1, Operation.ALTER, CLUSTER,
+    ("DescribeCluster", lambda cid: DescribeClusterRequest(), 1, AclOperation.ALTER, CLUSTER,
      lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("DescribeQuorum", lambda cid: DescribeQuorumRequest(topics=[TopicData(
-        topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 1, Operation.DESCRIBE,
+        topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 1, AclOperation.DESCRIBE,
      CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("CreateAcls", lambda cid: CreateAclsRequest(creations=[AclCreation(
         resource_type=TOPIC, resource_name="x", resource_pattern_type=PatternType.LITERAL, principal="User:bob",
-        host="*", operation=Operation.READ, permission_type=Permission.ALLOW)]), 3, Operation.ALTER, CLUSTER,
+        host="*", operation=AclOperation.READ, permission_type=AclPermissionType.ALLOW)]), 3, AclOperation.ALTER, CLUSTER,
      lambda t: CLUSTER_NAME, CLUSTER_DENIED),
-    ("DescribeAcls", lambda cid: DescribeAclsRequest(resource_type_filter=ResourceType.ANY,
+    ("DescribeAcls", lambda cid: DescribeAclsRequest(resource_type_filter=AclResourceType.ANY,
                                                      resource_name_filter=None, pattern_type_filter=PatternType.ANY,
                                                      principal_filter=None, host_filter=None,
-                                                     operation=Operation.ANY, permission_type=Permission.ANY), 3,
-     Operation.DESCRIBE, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
+                                                     operation=AclOperation.ANY, permission_type=AclPermissionType.ANY), 3,
+     AclOperation.DESCRIBE, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("DeleteAcls", lambda cid: DeleteAclsRequest(filters=[DeleteAclsFilter(
         resource_type_filter=TOPIC, resource_name_filter="x", pattern_type_filter=PatternType.LITERAL,
-        principal_filter="User:bob", host_filter=None, operation=Operation.ANY, permission_type=Permission.ANY)]), 3,
-     Operation.ALTER, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
+        principal_filter="User:bob", host_filter=None, operation=AclOperation.ANY, permission_type=AclPermissionType.ANY)]), 3,
+     AclOperation.ALTER, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("AlterUserScramCredentials", lambda cid: AlterUserScramCredentialsRequest(upsertions=[ScramCredentialUpsertion(
-        name="dave", mechanism=2, iterations=4096, salt=b"salt", salted_password=b"p" * 64)]), 0, Operation.ALTER,
+        name="dave", mechanism=2, iterations=4096, salt=b"salt", salted_password=b"p" * 64)]), 0, AclOperation.ALTER,
      CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("DescribeUserScramCredentials", lambda cid: DescribeUserScramCredentialsRequest(users=None), 0,
-     Operation.DESCRIBE, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
+     AclOperation.DESCRIBE, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("CreateTopics", lambda cid: CreateTopicsRequest(topics=[CreatableTopic(
-        name="made-by-alice", num_partitions=1, replication_factor=1)], validate_only=True), 7, Operation.CREATE,
+        name="made-by-alice", num_partitions=1, replication_factor=1)], validate_only=True), 7, AclOperation.CREATE,
      TOPIC, lambda t: "made-by-alice", TOPIC_DENIED),
-    ("DeleteTopics", lambda cid: DeleteTopicsRequest(topic_names=["guarded"]), 5, Operation.DELETE, TOPIC,
+    ("DeleteTopics", lambda cid: DeleteTopicsRequest(topic_names=["guarded"]), 5, AclOperation.DELETE, TOPIC,
      lambda t: "guarded", TOPIC_DENIED),
     ("CreatePartitions", lambda cid: CreatePartitionsRequest(topics=[CreatePartitionsTopic(
-        name="guarded", count=5, assignments=None)], validate_only=True), 3, Operation.ALTER, TOPIC,
+        name="guarded", count=5, assignments=None)], validate_only=True), 3, AclOperation.ALTER, TOPIC,
      lambda t: "guarded", TOPIC_DENIED),
     ("IncrementalAlterConfigs/topic", lambda cid: IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
         resource_type=TOPIC_CONFIG, resource_name="guarded",
         configs=[AlterableConfig(name="retention.ms", config_operation=0, value="1000")])]), 1,
-     Operation.ALTER_CONFIGS, TOPIC, lambda t: "guarded", TOPIC_DENIED),
+     AclOperation.ALTER_CONFIGS, TOPIC, lambda t: "guarded", TOPIC_DENIED),
     ("IncrementalAlterConfigs/broker", lambda cid: IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(
         resource_type=BROKER_CONFIG, resource_name="",
         configs=[AlterableConfig(name="min.insync.replicas", config_operation=0, value="1")])]), 1,
-     Operation.ALTER_CONFIGS, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
+     AclOperation.ALTER_CONFIGS, CLUSTER, lambda t: CLUSTER_NAME, CLUSTER_DENIED),
     ("DescribeConfigs", lambda cid: DescribeConfigsRequest(resources=[DescribeConfigsResource(
         resource_type=TOPIC_CONFIG, resource_name="guarded", configuration_keys=None)]), 4,
-     Operation.DESCRIBE_CONFIGS, TOPIC, lambda t: "guarded", TOPIC_DENIED),
+     AclOperation.DESCRIBE_CONFIGS, TOPIC, lambda t: "guarded", TOPIC_DENIED),
     ("Metadata", lambda cid: MetadataRequest(topics=[MetadataRequestTopic(name="guarded")]), 12,
-     Operation.DESCRIBE, TOPIC, lambda t: "guarded", TOPIC_DENIED),
-    ("Envelope", lambda cid: forwarded(DescribeQuorumRequest(), 1), 0, Operation.CLUSTER_ACTION, CLUSTER,
+     AclOperation.DESCRIBE, TOPIC, lambda t: "guarded", TOPIC_DENIED),
+    ("Envelope", lambda cid: forwarded(DescribeQuorumRequest(), 1), 0, AclOperation.CLUSTER_ACTION, CLUSTER,
      lambda t: CLUSTER_NAME, CLUSTER_DENIED),
 ]
 
@@ -192,15 +193,15 @@ def log_end(admin: KafkaClient) -> int:
     return quorum.topics[0].partitions[0].high_watermark
 
 
-def acl(operation: Operation, resource_type: ResourceType, name: str, principal: str = "User:alice") -> AclCreation:
+def acl(operation: AclOperation, resource_type: AclResourceType, name: str, principal: str = "User:alice") -> AclCreation:
     return AclCreation(resource_type=resource_type, resource_name=name, resource_pattern_type=PatternType.LITERAL,
-                       principal=principal, host="*", operation=operation, permission_type=Permission.ALLOW)
+                       principal=principal, host="*", operation=operation, permission_type=AclPermissionType.ALLOW)
 
 
 def set_acls(admin: KafkaClient, *creations: AclCreation) -> None:
     cleared = admin.request(DeleteAclsRequest(filters=[DeleteAclsFilter(
-        resource_type_filter=ResourceType.ANY, resource_name_filter=None, pattern_type_filter=PatternType.ANY,
-        principal_filter=None, host_filter=None, operation=Operation.ANY, permission_type=Permission.ANY)]), 3)
+        resource_type_filter=AclResourceType.ANY, resource_name_filter=None, pattern_type_filter=PatternType.ANY,
+        principal_filter=None, host_filter=None, operation=AclOperation.ANY, permission_type=AclPermissionType.ANY)]), 3)
     assert error_codes(cleared) == {0}
     if creations:
         created = admin.request(CreateAclsRequest(creations=list(creations)), 3)
@@ -234,7 +235,7 @@ def test_a_forwarded_request_is_judged_as_its_client(secured, admin) -> None:
     inner = CreateTopicsRequest(topics=[CreatableTopic(name="fwd", num_partitions=1, replication_factor=1)],
                                 validate_only=True)
     try:
-        set_acls(admin, acl(Operation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, "User:broker"))
+        set_acls(admin, acl(AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, "User:broker"))
         response = broker.request(forwarded(inner, 7), 0)
         assert response.error_code == 0
         from protocol.generated.messages.create_topics_response import CreateTopicsResponse
@@ -242,8 +243,8 @@ def test_a_forwarded_request_is_judged_as_its_client(secured, admin) -> None:
         _, pos = ResponseHeader.decode(response.response_data, 1)
         answer, _ = CreateTopicsResponse.decode(response.response_data, 7, pos)
         assert answer.topics[0].error_code == TOPIC_DENIED
-        set_acls(admin, acl(Operation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, "User:broker"),
-                 acl(Operation.CREATE, TOPIC, "fwd"))
+        set_acls(admin, acl(AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, "User:broker"),
+                 acl(AclOperation.CREATE, TOPIC, "fwd"))
         response = broker.request(forwarded(inner, 7), 0)
         _, pos = ResponseHeader.decode(response.response_data, 1)
         answer, _ = CreateTopicsResponse.decode(response.response_data, 7, pos)
@@ -264,7 +265,7 @@ def test_listing_every_topic_shows_only_those_described(secured, admin) -> None:
         assert client.request(MetadataRequest(topics=None), 12).topics == []
         by_id = client.request(MetadataRequest(topics=[MetadataRequestTopic(topic_id=created.topics[0].topic_id)]), 12)
         assert [t.error_code for t in by_id.topics] == [TOPIC_DENIED]
-        set_acls(admin, acl(Operation.DESCRIBE, TOPIC, "listed"))
+        set_acls(admin, acl(AclOperation.DESCRIBE, TOPIC, "listed"))
         assert [t.name for t in client.request(MetadataRequest(topics=None), 12).topics] == ["listed"]
     finally:
         client.close()

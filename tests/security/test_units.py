@@ -9,15 +9,16 @@ from dataclasses import dataclass
 import pytest
 
 from server.config import ConfigError, config_from_properties
-from server.security.acl import AuthorizerConfig, Operation, PatternType, Permission, ResourceType, authorize
+from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
+from server.security.acl import AuthorizerConfig, authorize
 from server.security.errors import AuthenticationFailed
 from server.security.plain import PlainServer, parse_jaas, plain_users
 from server.security.sasl import SaslSession
 from server.security.scram import ScramCredential, credential_from_salted_password, salted_password, ScramServer
 from server.security.tls import distinguished_name, map_principal_name, parse_mapping_rules
 
-TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
-ALLOW, DENY = Permission.ALLOW, Permission.DENY
+TOPIC, CLUSTER = AclResourceType.TOPIC, AclResourceType.CLUSTER
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = PatternType.LITERAL, PatternType.PREFIXED
 
 
@@ -32,57 +33,57 @@ class Entry:
     permission_type: int
 
 
-def entry(name: str, op: Operation, permission: Permission = ALLOW, principal: str = "User:alice",
-          pattern: PatternType = LITERAL, host: str = "*", rtype: ResourceType = TOPIC) -> Entry:
+def entry(name: str, op: AclOperation, permission: AclPermissionType = ALLOW, principal: str = "User:alice",
+          pattern: PatternType = LITERAL, host: str = "*", rtype: AclResourceType = TOPIC) -> Entry:
     return Entry(rtype, name, pattern, principal, host, op, permission)
 
 
-def allowed(acls: list[Entry], op: Operation, name: str = "foo", principal: str = "User:alice",
+def allowed(acls: list[Entry], op: AclOperation, name: str = "foo", principal: str = "User:alice",
             host: str = "10.0.0.1", config: AuthorizerConfig = AuthorizerConfig(),
-            rtype: ResourceType = TOPIC) -> bool:
+            rtype: AclResourceType = TOPIC) -> bool:
     return authorize(principal, host, op, rtype, name, acls, config)
 
 
 def test_super_users_may_do_anything() -> None:
     config = AuthorizerConfig(frozenset({"User:admin"}))
-    assert allowed([entry("foo", Operation.READ, DENY, "User:admin")], Operation.ALTER, principal="User:admin",
+    assert allowed([entry("foo", AclOperation.READ, DENY, "User:admin")], AclOperation.ALTER, principal="User:admin",
                    config=config)
 
 
 def test_nothing_without_an_acl_unless_everyone_is_allowed() -> None:
-    assert not allowed([], Operation.READ)
-    assert allowed([], Operation.READ, config=AuthorizerConfig(allow_everyone_if_no_acl_found=True))
+    assert not allowed([], AclOperation.READ)
+    assert allowed([], AclOperation.READ, config=AuthorizerConfig(allow_everyone_if_no_acl_found=True))
     # An ACL on the resource for someone else: the "no ACL found" rule no longer applies.
-    assert not allowed([entry("foo", Operation.READ, principal="User:bob")], Operation.READ,
+    assert not allowed([entry("foo", AclOperation.READ, principal="User:bob")], AclOperation.READ,
                        config=AuthorizerConfig(allow_everyone_if_no_acl_found=True))
 
 
 def test_deny_wins_over_allow() -> None:
-    acls = [entry("foo", Operation.ALL), entry("fo", Operation.WRITE, DENY, pattern=PREFIXED)]
-    assert allowed(acls, Operation.READ)
-    assert not allowed(acls, Operation.WRITE)
+    acls = [entry("foo", AclOperation.ALL), entry("fo", AclOperation.WRITE, DENY, pattern=PREFIXED)]
+    assert allowed(acls, AclOperation.READ)
+    assert not allowed(acls, AclOperation.WRITE)
 
 
 def test_prefixed_literal_and_wildcard_resources() -> None:
-    assert allowed([entry("fo", Operation.READ, pattern=PREFIXED)], Operation.READ, "foobar")
-    assert not allowed([entry("foobar", Operation.READ, pattern=PREFIXED)], Operation.READ, "foo")
-    assert allowed([entry("*", Operation.READ)], Operation.READ, "anything")
-    assert not allowed([entry("foo", Operation.READ)], Operation.READ, "foobar")
+    assert allowed([entry("fo", AclOperation.READ, pattern=PREFIXED)], AclOperation.READ, "foobar")
+    assert not allowed([entry("foobar", AclOperation.READ, pattern=PREFIXED)], AclOperation.READ, "foo")
+    assert allowed([entry("*", AclOperation.READ)], AclOperation.READ, "anything")
+    assert not allowed([entry("foo", AclOperation.READ)], AclOperation.READ, "foobar")
 
 
 def test_principals_and_hosts() -> None:
-    assert allowed([entry("foo", Operation.READ, principal="User:*")], Operation.READ, principal="User:zed")
-    assert not allowed([entry("foo", Operation.READ, host="10.0.0.2")], Operation.READ)
-    assert allowed([entry("foo", Operation.READ, host="10.0.0.1")], Operation.READ)
+    assert allowed([entry("foo", AclOperation.READ, principal="User:*")], AclOperation.READ, principal="User:zed")
+    assert not allowed([entry("foo", AclOperation.READ, host="10.0.0.2")], AclOperation.READ)
+    assert allowed([entry("foo", AclOperation.READ, host="10.0.0.1")], AclOperation.READ)
 
 
 def test_implied_operations() -> None:
-    for op in (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER):
-        assert allowed([entry("foo", op)], Operation.DESCRIBE)
-    assert allowed([entry("foo", Operation.ALTER_CONFIGS)], Operation.DESCRIBE_CONFIGS)
-    assert not allowed([entry("foo", Operation.DESCRIBE)], Operation.READ)
+    for op in (AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER):
+        assert allowed([entry("foo", op)], AclOperation.DESCRIBE)
+    assert allowed([entry("foo", AclOperation.ALTER_CONFIGS)], AclOperation.DESCRIBE_CONFIGS)
+    assert not allowed([entry("foo", AclOperation.DESCRIBE)], AclOperation.READ)
     # A DENY of READ does not deny DESCRIBE.
-    assert allowed([entry("foo", Operation.DESCRIBE), entry("foo", Operation.READ, DENY)], Operation.DESCRIBE)
+    assert allowed([entry("foo", AclOperation.DESCRIBE), entry("foo", AclOperation.READ, DENY)], AclOperation.DESCRIBE)
 
 
 def scram_exchange(server: ScramServer, user: str, password: str, mechanism: str) -> None:
