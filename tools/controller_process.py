@@ -244,3 +244,33 @@ class QuorumProcesses:
 
     def running(self) -> list[int]:
         return [node for node, m in self.members.items() if m.running]
+
+    def leader(self, exclude: frozenset[int] = frozenset()) -> int | None:
+        """The running voter (not in ``exclude``) that answers DescribeQuorum as its leader."""
+        from protocol.client import ConnectionClosed, KafkaClient
+        from protocol.error_codes import Error
+        from protocol.generated.messages.describe_quorum_request import (
+            DescribeQuorumRequest, PartitionData, TopicData)
+        from protocol.generated.messages.describe_quorum_response import DescribeQuorumResponse
+
+        for node in self.running():
+            if node in exclude:
+                continue
+            member = self.members[node]
+            try:
+                with KafkaClient(member.host, member.port, client_id="kraftwire-quorum", timeout=3) as client:
+                    response = client.request(DescribeQuorumRequest(topics=[TopicData(
+                        topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 1)
+            except (OSError, ConnectionClosed):
+                continue  # killed or frozen a moment ago
+            assert isinstance(response, DescribeQuorumResponse)
+            part = response.topics[0].partitions[0]
+            if part.error_code == Error.NONE and part.leader_id == node:
+                return node
+        return None
+
+    def wait_for_leader(self, exclude: frozenset[int] = frozenset(), timeout: float = 20.0) -> int:
+        found = poll(lambda: self.leader(exclude), timeout, interval=0.02,
+                     message=f"a leader among {self.running()} (not {sorted(exclude)})")
+        assert isinstance(found, int)
+        return found

@@ -8,8 +8,7 @@ from protocol.generated.messages.create_topics_request import CreatableTopic, Cr
 from protocol.generated.messages.describe_quorum_request import (
     DescribeQuorumRequest, PartitionData, TopicData)
 from protocol.generated.messages.metadata_request import MetadataRequest
-from tests.conftest import poll
-from tools.controller_process import ControllerProcess, QuorumProcesses
+from tools.controller_process import ControllerProcess
 
 METADATA = "__cluster_metadata"
 TIMEOUT_S = 3.0
@@ -25,27 +24,6 @@ def describe_quorum(member: ControllerProcess):
         response = c.request(DescribeQuorumRequest(topics=[TopicData(
             topic_name=METADATA, partitions=[PartitionData(partition_index=0)])]), 1)
     return response.topics[0].partitions[0]
-
-
-def leader(quorum: QuorumProcesses, exclude: frozenset[int] = frozenset()) -> int | None:
-    """The voter that says it leads, if one among the running ones does."""
-    for node in quorum.running():
-        if node in exclude:
-            continue
-        try:
-            part = describe_quorum(quorum.members[node])
-        except (OSError, ConnectionClosed):
-            continue  # killed or frozen a moment ago
-        if part.error_code == Error.NONE and part.leader_id == node:
-            return node
-    return None
-
-
-def wait_for_leader(quorum: QuorumProcesses, exclude: frozenset[int] = frozenset(), timeout: float = 20.0) -> int:
-    found = poll(lambda: leader(quorum, exclude), timeout, interval=0.05,
-                 message=f"a leader among {quorum.running()} (not {sorted(exclude)})")
-    assert isinstance(found, int)
-    return found
 
 
 def create_topic(member: ControllerProcess, name: str, partitions: int = 1) -> int:

@@ -20,7 +20,7 @@ from protocol.error_codes import Error
 from tests.broker.conftest import BrokerProcess
 from tests.broker.observe import unfenced_brokers
 from tests.conftest import poll
-from tests.quorum.support import client, create_topic, describe_quorum, metadata, topic_names, wait_for_leader
+from tests.quorum.support import client, create_topic, describe_quorum, metadata, topic_names
 from tools.controller_process import QuorumProcesses
 
 # Fast elections for the test; the README gives the same advice for production loopback.
@@ -72,7 +72,7 @@ def write_once(member, name: str) -> None:
 
 
 def test_one_leader_is_elected_and_standbys_point_at_it(quorum, brokers):
-    leader = wait_for_leader(quorum)
+    leader = quorum.wait_for_leader()
     write_once(quorum.members[leader], "first")
     for node, member in quorum.members.items():
         if node == leader:
@@ -100,21 +100,21 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
                 acked.append(name)
 
     for round_ in range(5):
-        leader = wait_for_leader(quorum)
+        leader = quorum.wait_for_leader()
         write_through(leader, f"round{round_}", 5)
         quorum.members[leader].kill9()
         killed = time.monotonic()
-        successor = wait_for_leader(quorum, exclude=frozenset({leader}))
+        successor = quorum.wait_for_leader(frozenset({leader}))
         write_once(quorum.members[successor], f"after-kill-{round_}")
         acked.append(f"after-kill-{round_}")
         failovers.append(time.monotonic() - killed)
         quorum.members[leader].start()
 
     # Frozen rather than killed: the others elect a leader; the frozen one, woken, follows.
-    leader = wait_for_leader(quorum)
+    leader = quorum.wait_for_leader()
     frozen = quorum.members[leader]
     os.kill(frozen.pid, signal.SIGSTOP)
-    successor = wait_for_leader(quorum, exclude=frozenset({leader}))
+    successor = quorum.wait_for_leader(frozenset({leader}))
     write_once(quorum.members[successor], "while-frozen")
     acked.append("while-frozen")
     os.kill(frozen.pid, signal.SIGCONT)
@@ -124,7 +124,7 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
     for node, member in quorum.members.items():
         poll(lambda: set(acked) <= topic_names(member) or None, 20,
              message=f"voter {node} to hold every acknowledged topic")
-    assert unfenced(quorum.members[wait_for_leader(quorum)]) == BROKERS
+    assert unfenced(quorum.members[quorum.wait_for_leader()]) == BROKERS
     # The brokers went from FENCED to ACTIVE once, at their registration, and never back.
     for broker in BROKERS:
         assert [t[2] for t in brokers.transitions(broker)] == ["FENCED", "ACTIVE"], brokers.stderr()[-2000:]
@@ -143,13 +143,13 @@ def test_a_voter_behind_the_leaders_log_start_catches_up_from_its_snapshot(tmp_p
     try:
         for broker in BROKERS:
             fleet.wait_for_state(broker, "ACTIVE", timeout=30)
-        leader = wait_for_leader(q)
+        leader = q.wait_for_leader()
         behind = next(node for node in q.members if node != leader)
         q.members[behind].stop()
         # Enough writes for the others to snapshot twice and delete the segments below.
         for i in range(60):
-            write_once(q.members[wait_for_leader(q, exclude=frozenset({behind}))], f"while-away-{i}")
-        leader = wait_for_leader(q, exclude=frozenset({behind}))
+            write_once(q.members[q.wait_for_leader(frozenset({behind}))], f"while-away-{i}")
+        leader = q.wait_for_leader(frozenset({behind}))
         partition_dir = q.members[leader].data_dir / "__cluster_metadata-0"
         poll(lambda: not (partition_dir / "00000000000000000000.log").exists() or None, 20,
              message="the leader to delete its first segment after snapshots")
@@ -175,7 +175,7 @@ def test_metrics_tell_the_active_controller_and_the_quorums_leader(tmp_path):
     q = QuorumProcesses(tmp_path / "quorum", 3, {**QUORUM_TIMING, "kraftwire.metrics.port": "0"},
                         lifetime_s=120).start()
     try:
-        leader = wait_for_leader(q)
+        leader = q.wait_for_leader()
         for node, member in q.members.items():
             values = poll(lambda: (v := _scrape(member))["kafka_server_raft_metrics_current_leader"] == leader
                           and v or None, 10, message=f"voter {node}'s metrics to name the leader")

@@ -34,8 +34,6 @@ from protocol.generated.messages.allocate_producer_ids_request import AllocatePr
 from protocol.generated.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
 from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
-from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
-from protocol.generated.messages.describe_quorum_response import DescribeQuorumResponse
 from protocol.primitives import random_uuid
 from tools.bench.report import emit, note
 from tools.controller_process import ControllerProcess, QuorumProcesses
@@ -99,34 +97,6 @@ def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: in
             "p99_ms": _percentile(latencies, 0.99)}
 
 
-def leader_of(quorum: QuorumProcesses, exclude: int | None = None) -> int | None:
-    for node in quorum.running():
-        if node == exclude:
-            continue
-        member = quorum.members[node]
-        try:
-            with KafkaClient(member.host, member.port, client_id="bench-quorum", timeout=2) as client:
-                response = client.request(DescribeQuorumRequest(topics=[TopicData(
-                    topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 1)
-        except (OSError, ConnectionClosed):
-            continue
-        assert isinstance(response, DescribeQuorumResponse)
-        part = response.topics[0].partitions[0]
-        if part.error_code == Error.NONE and part.leader_id == node:
-            return node
-    return None
-
-
-def wait_for_leader(quorum: QuorumProcesses, exclude: int | None = None, timeout: float = 60.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = leader_of(quorum, exclude)
-        if found is not None:
-            return found
-        time.sleep(0.01)
-    raise RuntimeError(f"no leader among {quorum.running()} within {timeout}s")
-
-
 def _write_once(member: ControllerProcess, epochs: dict[int, int]) -> bool:
     """One committed write on ``member``; False while it is not (yet) the active controller."""
     assert member.cluster_id is not None
@@ -157,7 +127,7 @@ def failovers(quorum: QuorumProcesses, kills: int) -> list[float]:
     epochs: dict[int, int] = {}
     times = []
     for _ in range(kills):
-        leader = wait_for_leader(quorum)
+        leader = quorum.wait_for_leader()
         write_until_committed(quorum.members[leader], epochs)
         quorum.members[leader].kill9()
         killed = time.monotonic()
@@ -222,7 +192,7 @@ def commit_and_failover(root: Path, kills: int) -> list[float]:
         single.stop()
     quorum = QuorumProcesses(root / "three", 3, TIMING).start()
     try:
-        three = commit_rate(quorum.members[wait_for_leader(quorum)])
+        three = commit_rate(quorum.members[quorum.wait_for_leader()])
         times = failovers(quorum, kills)
     finally:
         quorum.stop()
@@ -247,7 +217,7 @@ def failover_with_a_million_partitions(root: Path, kills: int = 3) -> list[float
     note("starting three voters on 1,000,000 partitions each")
     big.start()
     try:
-        leader = wait_for_leader(big, timeout=600)
+        leader = big.wait_for_leader(timeout=600)
         write_until_committed(big.members[leader], {})
         return failovers(big, kills)
     finally:
