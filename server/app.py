@@ -145,8 +145,11 @@ class ControllerServer:
                                  self.capture.connection if self.capture is not None else None,
                                  config.security, self.router.sasl_session)
         self.address: tuple[str, int] | None = None
-        self.metrics = ControllerMetrics(self)
-        self.router.observers.append(self.metrics.observe_request)
+        # Without an endpoint nothing reads the metrics: the request path does not feed them.
+        self.metrics: ControllerMetrics | None = None
+        if config.metrics_port is not None:
+            self.metrics = ControllerMetrics(self)
+            self.router.observers.append(self.metrics.observe_request)
         self.metrics_port: int | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._no_op_timer: asyncio.TimerHandle | None = None
@@ -393,7 +396,7 @@ class ControllerServer:
             self.replication.start()
         else:
             self._lead_alone()
-        if self.config.metrics_port is not None:
+        if self.metrics is not None and self.config.metrics_port is not None:
             self.metrics_port = self.metrics.start(listener.host, self.config.metrics_port)
         self._schedule_lease_check()
         self._schedule_no_op()
@@ -435,7 +438,8 @@ class ControllerServer:
             # Hand leadership over (EndQuorumEpoch) while still answering the other voters.
             await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)
         await self.listener.stop()
-        self.metrics.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
         if self.capture is not None:
             self.capture.close()
         await self.committer.drain()
