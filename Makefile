@@ -27,7 +27,7 @@ test: setup typecheck
 	$(PY) -m pytest
 
 bench: setup
-	$(PY) -m tools.bench all
+	$(PY) -m tools.bench all --doc BENCHMARKS.md
 
 codegen: setup
 	$(PY) -m tools.codegen

@@ -1,6 +1,7 @@
-"""python -m tools.bench SUITE [SUITE ...]
+"""python -m tools.bench SUITE [SUITE ...] [--doc FILE]
 
-Prints one JSON object per line: {"name", "ours", "anchor", "unit", "ratio"}.
+Prints one JSON object per line: {"name", "ours", "anchor", "unit", "ratio"}; with --doc, also
+writes every line of the run, with the machine it ran on, into FILE (what `make bench` does).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
 SUITES = {
     "codec": "tools.bench.codec",
@@ -23,6 +25,7 @@ SUITES = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench")
     parser.add_argument("suites", nargs="*", choices=[*SUITES, "all"], default=["all"])
+    parser.add_argument("--doc", type=Path, help="also write the run's lines into this markdown file")
     args, options = parser.parse_known_args(argv)
     names = list(SUITES) if "all" in args.suites else args.suites
     if options:
@@ -35,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(suite.main(options))
     for name in names:
         importlib.import_module(SUITES[name]).run()
+    if args.doc is not None:
+        from tools.bench import document, report
+
+        document.write(args.doc, names, report.EMITTED)
     return 0
 
 

@@ -11,12 +11,17 @@ import sys
 import time
 from typing import Any, Callable
 
+# Every line emitted in this process, in order: `python -m tools.bench --doc FILE` writes them
+# into the benchmark document after the suites have run.
+EMITTED: list[dict[str, Any]] = []
+
 
 def emit(name: str, ours: float, anchor: float | None, unit: str, **extra: Any) -> dict[str, Any]:
     line: dict[str, Any] = {"name": name, "ours": round(ours, 3),
                             "anchor": None if anchor is None else round(anchor, 3), "unit": unit,
                             "ratio": None if not anchor else round(ours / anchor, 3)}
     line.update(extra)
+    EMITTED.append(line)
     print(json.dumps(line), flush=True)
     return line
 
