@@ -211,7 +211,7 @@ class Router:
         self.authorizer: RequestAuthorizer | None = None
         if self.security.authorizer is not None:
             self.authorizer = RequestAuthorizer(
-                self.security.authorizer, lambda: self.controller.acls.acls.entries.values(), self._topic_name)
+                self.security.authorizer, lambda kind, name: self.controller.acls.index.applying_to(kind, name), self._topic_name)
         self.connection: Connection | None = None  # whose request is being handled
         self.handlers: dict[int, Handler] = {}
         self._routes: dict[tuple[int, int], Route] = {}

@@ -4,7 +4,7 @@ admin APIs: CreateAcls and DeleteAcls write records, DescribeAcls reads them."""
 from __future__ import annotations
 
 import uuid
-from typing import Iterator
+from typing import Any, Iterator
 
 from protocol.error_codes import Error
 from protocol.generated.messages.create_acls_request import AclCreation, CreateAclsRequest
@@ -20,13 +20,13 @@ from server.controller.offsets import OffsetControl
 from server.controller.record_table import RecordTable
 from server.controller.result import ControllerResult, VersionedRecord
 from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
-from server.security.acl import CLUSTER_NAME, filter_matches
+from server.security.acl import CLUSTER_NAME, Acl, AclIndex, filter_matches
 
 _CONCRETE_TYPES = {AclResourceType.TOPIC, AclResourceType.GROUP, AclResourceType.CLUSTER, AclResourceType.TRANSACTIONAL_ID,
                    AclResourceType.DELEGATION_TOKEN, AclResourceType.USER}
 
 
-def _entry(record: AccessControlEntryRecord) -> tuple[int, str, int, str, str, int, int]:
+def _entry(record: Acl) -> tuple[int, str, int, str, str, int, int]:
     return (record.resource_type, record.resource_name, record.pattern_type, record.principal,
             record.host, record.operation, record.permission_type)
 
@@ -56,20 +56,51 @@ def creation_problem(c: AclCreation) -> str | None:
 
 class AclControl:
     def __init__(self, offsets: OffsetControl) -> None:
+        self.offsets = offsets
         self.acls: RecordTable[bytes, AccessControlEntryRecord] = RecordTable(offsets, "ACL")
+        self.index = AclIndex()  # the same ACLs by resource, for the authorizer and filters
 
     def replay_add(self, record: AccessControlEntryRecord) -> None:
+        old = self.acls.entries.get(record.id)
         self.acls.put(record.id, record)
+        if old is not None:
+            self.index.remove(record.id, old)
+        self.index.add(record.id, record)
+        if self.offsets.recording:
+            self.offsets.on_undo(lambda: self._reindex(record.id, record, old))
 
     def replay_remove(self, record: RemoveAccessControlEntryRecord) -> None:
+        old = self.acls.entries.get(record.id)
         self.acls.remove(record.id)
+        assert old is not None  # the table refuses a remove of what it does not hold
+        self.index.remove(record.id, old)
+        if self.offsets.recording:
+            self.offsets.on_undo(lambda: self.index.add(record.id, old))
+
+    def _reindex(self, key: bytes, added: AccessControlEntryRecord, old: AccessControlEntryRecord | None) -> None:
+        self.index.remove(key, added)
+        if old is not None:
+            self.index.add(key, old)
+
+    def _candidates(self, resource_type: int, name: str | None, pattern_type: int) -> list[tuple[Any, Acl]]:
+        """(id, ACL) of the ACLs a DescribeAcls/DeleteAcls filter can match, looked up by
+        resource where the filter names one; only a filter that names no resource reads them all."""
+        if resource_type not in _CONCRETE_TYPES or name is None:
+            return list(self.acls.items())
+        if pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+            found = list(self.index.with_name(resource_type, pattern_type, name))
+        elif pattern_type == PatternType.MATCH:
+            found = list(self.index.matching(resource_type, name))
+        else:
+            return list(self.acls.items())
+        return sorted(found, key=lambda item: repr(item[0]))  # the order a full scan gives
 
     def snapshot_records(self) -> Iterator[VersionedRecord]:
         return self.acls.snapshot_records()
 
     def create_acls(self, req: CreateAclsRequest) -> ControllerResult:
         """One result per creation; an ACL that already stands is created again as nothing."""
-        existing = {_entry(r) for r in self.acls.entries.values()}
+        existing: set[tuple[int, str, int, str, str, int, int]] = set()
         records: list[VersionedRecord] = []
         results = []
         for c in req.creations:
@@ -81,7 +112,9 @@ class AclControl:
                 id=uuid.uuid4().bytes, resource_type=c.resource_type, resource_name=c.resource_name,
                 pattern_type=c.resource_pattern_type, principal=c.principal, host=c.host,
                 operation=c.operation, permission_type=c.permission_type)
-            if _entry(record) not in existing:
+            if _entry(record) not in existing and not any(
+                    _entry(acl) == _entry(record) for _, acl in self.index.with_name(
+                        record.resource_type, record.pattern_type, record.resource_name)):
                 existing.add(_entry(record))
                 records.append((record, 0))
             results.append(AclCreationResult(error_message=None))
@@ -94,7 +127,7 @@ class AclControl:
         results = []
         for f in req.filters:
             matching = []
-            for acl_id, acl in self.acls.items():
+            for acl_id, acl in self._candidates(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter):
                 if acl_id in removed or not filter_matches(
                         acl, f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                         f.principal_filter, f.host_filter, f.operation, f.permission_type):
@@ -110,7 +143,7 @@ class AclControl:
 
     def describe_acls(self, req: DescribeAclsRequest) -> DescribeAclsResponse:
         groups: dict[tuple[int, str, int], list[AclDescription]] = {}
-        for _, acl in self.acls.items():
+        for _, acl in self._candidates(req.resource_type_filter, req.resource_name_filter, req.pattern_type_filter):
             if filter_matches(acl, req.resource_type_filter, req.resource_name_filter, req.pattern_type_filter,
                               req.principal_filter, req.host_filter, req.operation, req.permission_type):
                 groups.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(

@@ -3,8 +3,9 @@ the authorizer: a pure function of who asks, from where, for what, and the ACLs 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Hashable, Iterable, Iterator, Protocol
 
 from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
 
@@ -43,6 +44,54 @@ class Acl(Protocol):
 class AuthorizerConfig:
     super_users: frozenset[str] = frozenset()  # "User:admin", ...
     allow_everyone_if_no_acl_found: bool = False
+
+
+class AclIndex:
+    """ACLs by resource, as Kafka's StandardAuthorizer keeps them sorted by resource: what
+    applies to one resource is found by lookups (its literal name, the wildcard, and each prefix
+    length some PREFIXED ACL of that type uses), so a check costs the ACLs that can match, never
+    all of them."""
+
+    def __init__(self) -> None:
+        # (resource type, pattern type, resource name) -> the ACLs there, by key.
+        self._by_resource: dict[tuple[int, int, str], dict[Hashable, Acl]] = {}
+        # resource type -> how many PREFIXED ACLs use each prefix length.
+        self._prefix_lengths: dict[int, Counter[int]] = {}
+
+    def add(self, key: Hashable, acl: Acl) -> None:
+        self._by_resource.setdefault((acl.resource_type, acl.pattern_type, acl.resource_name), {})[key] = acl
+        if acl.pattern_type == PatternType.PREFIXED:
+            self._prefix_lengths.setdefault(acl.resource_type, Counter())[len(acl.resource_name)] += 1
+
+    def remove(self, key: Hashable, acl: Acl) -> None:
+        where = (acl.resource_type, acl.pattern_type, acl.resource_name)
+        bucket = self._by_resource[where]
+        del bucket[key]
+        if not bucket:
+            del self._by_resource[where]
+        if acl.pattern_type == PatternType.PREFIXED:
+            lengths = self._prefix_lengths[acl.resource_type]
+            lengths[len(acl.resource_name)] -= 1
+            if not lengths[len(acl.resource_name)]:
+                del lengths[len(acl.resource_name)]
+
+    def matching(self, resource_type: int, name: str) -> Iterator[tuple[Hashable, Acl]]:
+        """(key, ACL) of every ACL whose resource pattern covers ``name``."""
+        found = self._by_resource.get
+        yield from (found((resource_type, PatternType.LITERAL, name)) or {}).items()
+        if name != WILDCARD:
+            yield from (found((resource_type, PatternType.LITERAL, WILDCARD)) or {}).items()
+        for length in self._prefix_lengths.get(resource_type, ()):
+            if length <= len(name):
+                yield from (found((resource_type, PatternType.PREFIXED, name[:length])) or {}).items()
+
+    def with_name(self, resource_type: int, pattern_type: int, name: str) -> Iterator[tuple[Hashable, Acl]]:
+        """(key, ACL) of the ACLs on exactly this resource pattern."""
+        yield from (self._by_resource.get((resource_type, pattern_type, name)) or {}).items()
+
+    def applying_to(self, resource_type: int, name: str) -> list[Acl]:
+        """What the authorizer weighs for one resource."""
+        return [acl for _, acl in self.matching(resource_type, name)]
 
 
 def _resource_matches(acl: Acl, resource_type: int, name: str) -> bool:

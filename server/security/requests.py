@@ -145,8 +145,10 @@ def refused_items(request: Message, response: Message, code: int) -> None:
 
 
 class RequestAuthorizer:
-    def __init__(self, config: AuthorizerConfig, acls: Callable[[], Iterable[Acl]],
+    def __init__(self, config: AuthorizerConfig, acls: Callable[[int, str], Iterable[Acl]],
                  topic_name: Callable[[bytes], str | None]) -> None:
+        """``acls(resource type, name)``: the ACLs whose pattern covers that resource, looked
+        up (server.security.acl.AclIndex), so one check never reads every ACL."""
         self.config = config
         self.acls = acls
         self.topic_name = topic_name
@@ -155,7 +157,7 @@ class RequestAuthorizer:
                 name: str) -> bool:
         principal = f"{context.principal.type}:{context.principal.name}"
         return authorize(principal, context.client_address, operation, resource_type, name,
-                         self.acls(), self.config)
+                         self.acls(resource_type, name), self.config)
 
     def refusal(self, key: int, context: RequestContext) -> int | None:
         """The error that refuses a cluster-wide request whole, or None."""
@@ -193,8 +195,14 @@ class RequestAuthorizer:
         if not refused:
             return None
         setattr(request, rule.items, kept)
+        # An empty topic list asks DescribeTopicPartitions for every topic: when every named
+        # topic is refused, what the controller answers is dropped, refusals alone remain.
+        nothing_kept = key == ApiKey.DESCRIBE_TOPIC_PARTITIONS and not kept
 
         def add_refusals(response: Message) -> Message:
+            if nothing_kept:
+                setattr(response, rule.results, [])
+                setattr(response, "next_cursor", None)
             getattr(response, rule.results).extend(rule.refused(item, version) for item in refused)
             return response
         return add_refusals

@@ -269,3 +269,60 @@ def test_listing_every_topic_shows_only_those_described(secured, admin) -> None:
         assert [t.name for t in client.request(MetadataRequest(topics=None), 12).topics] == ["listed"]
     finally:
         client.close()
+
+
+def test_describe_topic_partitions_of_refused_topics_shows_nothing_else(secured, admin) -> None:
+    """An empty topic list asks for every topic; a request whose named topics are all refused
+    must not turn into one."""
+    from protocol.generated.messages.describe_topic_partitions_request import (
+        DescribeTopicPartitionsRequest, TopicRequest)
+    client = sasl_client(secured.host, secured.port, "alice", "alice-secret")
+    created = admin.request(CreateTopicsRequest(topics=[CreatableTopic(
+        name="dtp-visible", num_partitions=1, replication_factor=1)]), 7)
+    assert created.topics[0].error_code == 0
+    try:
+        set_acls(admin, acl(AclOperation.DESCRIBE, TOPIC, "dtp-visible"))
+        answer = client.request(DescribeTopicPartitionsRequest(
+            topics=[TopicRequest(name="secret-1"), TopicRequest(name="secret-2")], response_partition_limit=100), 0)
+        assert sorted((t.name, t.error_code) for t in answer.topics) == [
+            ("secret-1", TOPIC_DENIED), ("secret-2", TOPIC_DENIED)]
+        assert all(not t.partitions for t in answer.topics)
+        assert answer.next_cursor is None
+        mixed = client.request(DescribeTopicPartitionsRequest(
+            topics=[TopicRequest(name="dtp-visible"), TopicRequest(name="secret-1")], response_partition_limit=100), 0)
+        assert sorted((t.name, t.error_code) for t in mixed.topics) == [("dtp-visible", 0), ("secret-1", TOPIC_DENIED)]
+    finally:
+        set_acls(admin)
+        client.close()
+
+
+def test_prefixed_and_wildcard_acls_are_found_for_a_topic(secured, admin) -> None:
+    """What the authorizer looks up by resource: the literal name, the wildcard and every
+    prefix of the name that a PREFIXED ACL uses, and a DENY among them wins."""
+    client = sasl_client(secured.host, secured.port, "alice", "alice-secret")
+
+    def described(name: str) -> bool:
+        answer = client.request(MetadataRequest(topics=[MetadataRequestTopic(name=name)]), 12)
+        return answer.topics[0].error_code != TOPIC_DENIED
+
+    prefixed = AclCreation(resource_type=TOPIC, resource_name="guar", resource_pattern_type=PatternType.PREFIXED,
+                           principal="User:alice", host="*", operation=AclOperation.DESCRIBE,
+                           permission_type=AclPermissionType.ALLOW)
+    deny = AclCreation(resource_type=TOPIC, resource_name="guarded-prefix", resource_pattern_type=PatternType.LITERAL,
+                       principal="User:*", host="*", operation=AclOperation.ALL,
+                       permission_type=AclPermissionType.DENY)
+    created = admin.request(CreateTopicsRequest(topics=[CreatableTopic(
+        name="guarded-prefix", num_partitions=1, replication_factor=1)]), 7)
+    assert created.topics[0].error_code == 0
+    try:
+        set_acls(admin)
+        assert not described("guarded-prefix")
+        set_acls(admin, prefixed)
+        assert described("guarded-prefix")
+        set_acls(admin, acl(AclOperation.DESCRIBE, TOPIC, "*"))
+        assert described("guarded-prefix")
+        set_acls(admin, prefixed, deny)
+        assert not described("guarded-prefix")
+    finally:
+        set_acls(admin)
+        client.close()
