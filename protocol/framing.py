@@ -19,11 +19,11 @@ class FrameReader:
     body, so a hostile prefix costs nothing.
     """
 
-    __slots__ = ("_buf", "_limit")
+    __slots__ = ("_buf", "limit")
 
     def __init__(self, limit: int) -> None:
         self._buf = bytearray()
-        self._limit = limit
+        self.limit = limit  # may change between frames (a SASL listener raises it after login)
 
     def feed(self, data: bytes) -> list[bytes]:
         buf = self._buf
@@ -31,15 +31,17 @@ class FrameReader:
         frames = []
         pos = 0
         n = len(buf)
-        while n - pos >= 4:
-            (size,) = INT32.unpack_from(buf, pos)
-            if size < 0 or size > self._limit:
-                raise FrameTooLarge(size, self._limit)
-            end = pos + 4 + size
-            if end > n:
-                break
-            frames.append(bytes(buf[pos + 4:end]))
-            pos = end
+        with memoryview(buf) as view:
+            while n - pos >= 4:
+                (size,) = INT32.unpack_from(buf, pos)
+                if size < 0 or size > self.limit:
+                    raise FrameTooLarge(size, self.limit)
+                end = pos + 4 + size
+                if end > n:
+                    break
+                # One copy out of the buffer (slicing the bytearray first would make two).
+                frames.append(bytes(view[pos + 4:end]))
+                pos = end
         if pos:
             del buf[:pos]
         return frames

@@ -45,11 +45,13 @@ from server.metalog.committer import CommitPath
 from server.network import Connection, RequestRejected
 from server.security.errors import AuthenticationFailed
 from server.security.requests import RequestAuthorizer, refused_items
-from server.security.sasl import SaslSession
+from server.log_setup import RateLimitedLog
+from server.security.sasl import IllegalSaslState, SaslSession
 from server.security.scram import MECHANISMS, ScramCredential
 from server.security.settings import SecurityConfig
 
 log = logging.getLogger("kraftwire.apis")
+AUTH_FAILURE_LOG_INTERVAL_S = 60.0
 
 # A response still to come (a long poll) is a future the handler completes by itself.
 Reply = Message | asyncio.Future[Message]
@@ -220,6 +222,8 @@ class Router:
         # Who sent the request being handled; set before every handler call, so a handler
         # (and, later, authorization) reads the client's even for a forwarded request.
         # Told of every request dispatched: its API key, when dispatch began, and the reply.
+        # Failed logins, one line per client address a minute.
+        self.auth_failures = RateLimitedLog(log, AUTH_FAILURE_LOG_INTERVAL_S)
         self.observers: list[Callable[[int, float, bytes | asyncio.Future[bytes]], None]] = []
         self.context = RequestContext(ANONYMOUS, "")
         for key, name in WRITES.items():
@@ -230,9 +234,9 @@ class Router:
         self.register(ApiKey.ENVELOPE, accepting(
             EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
         if self.security.uses_sasl:
-            # Version 0 of SaslHandshake sends the SASL tokens unframed; Kafka's clients use v1.
+            # After SaslHandshake v0 the tokens come unframed (dispatch reads them as such).
             self.register(ApiKey.SASL_HANDSHAKE, accepting(
-                SaslHandshakeRequest, lambda request, version: (self._sasl_handshake(request), NO_WAIT)), (1, 1))
+                SaslHandshakeRequest, lambda request, version: (self._sasl_handshake(request, version), NO_WAIT)))
             self.register(ApiKey.SASL_AUTHENTICATE, accepting(
                 SaslAuthenticateRequest, lambda request, version: (self._sasl_authenticate(request), NO_WAIT)))
 
@@ -276,6 +280,8 @@ class Router:
         started = time.perf_counter()
         if len(frame) < _PREFIX.size:
             raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
+        if conn.sasl is not None and conn.sasl.unframed:
+            return self._sasl_token(conn, frame)
         key, version, correlation_id = _PREFIX.unpack_from(frame)
         if conn.sasl is not None:
             refusal = conn.sasl.allows(key, time.monotonic())
@@ -380,27 +386,58 @@ class Router:
             return None
         return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
 
-    def _sasl_handshake(self, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
+    def _sasl_handshake(self, request: SaslHandshakeRequest, version: int) -> SaslHandshakeResponse:
         session = self._session()
         enabled = list(self.security.sasl_mechanisms)
-        if not session.handshake(request.mechanism):
+        try:
+            chosen = session.handshake(request.mechanism, version)
+        except IllegalSaslState:
+            return SaslHandshakeResponse(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=enabled)
+        if not chosen:
+            # The answer names what is enabled; then the connection closes, as Kafka closes it.
+            self._close_after_answer(f"SASL mechanism {request.mechanism!r} is not enabled")
             return SaslHandshakeResponse(error_code=Error.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
         return SaslHandshakeResponse(mechanisms=enabled)
 
     def _sasl_authenticate(self, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+        try:
+            token, lifetime_ms = self._authenticate(request.auth_bytes)
+        except IllegalSaslState as exc:
+            return SaslAuthenticateResponse(error_code=Error.ILLEGAL_SASL_STATE, error_message=str(exc))
+        except AuthenticationFailed as exc:
+            return SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
+        return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
+
+    def _sasl_token(self, conn: Connection, frame: bytes) -> bytes:
+        """A bare SASL token after SaslHandshake v0: the answer is a bare token too."""
+        self.connection = conn
+        try:
+            token, _ = self._authenticate(frame)
+        except (AuthenticationFailed, IllegalSaslState):
+            return b""  # _authenticate closes the connection; nothing more is sent
+        return INT32.pack(len(token)) + token
+
+    def _authenticate(self, token: bytes) -> tuple[bytes, int]:
+        """One SASL round; a failure is logged (rate-limited per client address) and closes
+        the connection once the answer is out."""
         session = self._session()
         conn = self.connection
         assert conn is not None  # set by dispatch
         try:
-            token, lifetime_ms = session.authenticate(request.auth_bytes, time.monotonic())
+            answer, lifetime_ms = session.authenticate(token, time.monotonic())
         except AuthenticationFailed as exc:
             session.fail()
-            # The answer goes out first; then the connection closes, as Kafka closes it.
-            asyncio.get_running_loop().call_soon(conn.abort, f"SASL authentication failed: {exc}")
-            return SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
+            self.auth_failures.note(conn.context.client_address, f"SASL authentication from {conn.peer} failed: {exc}")
+            asyncio.get_running_loop().call_soon(conn.close)
+            raise
         if session.authenticated and session.username is not None:
             conn.authenticated(Principal("User", session.username))
-        return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
+        return answer, lifetime_ms
+
+    def _close_after_answer(self, reason: str) -> None:
+        conn = self.connection
+        assert conn is not None  # set by dispatch
+        asyncio.get_running_loop().call_soon(conn.abort, reason)
 
     def _session(self) -> SaslSession:
         conn = self.connection

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import ssl
 import time
@@ -56,7 +57,7 @@ Dispatch = Callable[["Connection", bytes], "bytes | Pending | None"]
 class Connection(asyncio.Protocol):
     __slots__ = ("dispatch", "reader", "transport", "peer", "context", "_queue", "_closed", "on_close", "capture",
                  "_backlog", "_write_paused", "_read_paused", "_turn_pending", "sasl", "last_active",
-                 "buffered", "listener")
+                 "buffered", "listener", "max_frame", "_shared")
 
     def __init__(self, dispatch: Dispatch, max_frame: int, on_close: Callable[["Connection"], None],
                  listener: "Listener | None" = None) -> None:
@@ -80,6 +81,14 @@ class Connection(asyncio.Protocol):
         self.sasl: SaslSession | None = None  # on a SASL listener, set by the listener
         self.last_active = time.monotonic()
         self.buffered = 0  # bytes received and not yet handled: a partial frame and the backlog
+        self.max_frame = max_frame
+        # Whether this connection's buffered bytes count against the listener's shared bound
+        # (queued.max.request.bytes): only once its client is known, so that nobody who never
+        # logs in can starve those who did.
+        self._shared = True
+        if listener is not None and listener.security.uses_sasl:
+            self._shared = False
+            self.reader.limit = min(max_frame, listener.security.sasl_max_receive_size)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream listener always passes a Transport; asyncio.Protocol declares the base class.
@@ -109,8 +118,20 @@ class Connection(asyncio.Protocol):
         return Principal("User", map_principal_name(distinguished_name(certificate), rules))
 
     def authenticated(self, principal: Principal) -> None:
-        """SASL authentication succeeded: later requests are the user's."""
+        """SASL authentication succeeded: later requests are the user's, may be as large as
+        any client's, and share the listener's bound on buffered bytes."""
         self.context = RequestContext(principal, self.context.client_address)
+        self.reader.limit = self.max_frame
+        if not self._shared:
+            self._shared = True
+            if self.listener is not None:
+                self.listener.buffered += self.buffered
+
+    @property
+    def paused(self) -> bool:
+        """Not read from because of back-pressure: its own backlog or unsent answers, or the
+        listener's bound on buffered bytes."""
+        return self._read_paused
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._closed and self.reader.pending:
@@ -135,7 +156,7 @@ class Connection(asyncio.Protocol):
         except FrameTooLarge as exc:
             self.reject(str(exc))
             return
-        if self.listener is not None and self.reader.pending and self.listener.over_limit():
+        if self.listener is not None and self._shared and self.reader.pending and self.listener.over_limit():
             # A request still arriving while the total is over the bound: this connection
             # waits, the others (whose requests are whole) go on.
             self.listener.waiting.add(self)
@@ -146,7 +167,7 @@ class Connection(asyncio.Protocol):
 
     def _account(self, change: int) -> None:
         self.buffered += change
-        if self.listener is not None:
+        if self.listener is not None and self._shared:
             self.listener.buffered += change
             if change < 0:
                 self.listener.release()
@@ -336,8 +357,17 @@ class Listener:
             self._idle_timer = asyncio.get_running_loop().call_later(interval, self._close_idle)
 
     def _close_idle(self) -> None:
+        """Close connections silent for connections.max.idle.ms. One paused for back-pressure
+        is waiting on the server, not idle, and stays (unless its peer has gone, which a paused
+        transport never reports since it reads nothing); only the one holding most of the
+        shared bound is closed once idle, or nobody could ever be read from again."""
         cutoff = time.monotonic() - self.security.connections_max_idle_ms / 1000
+        hoarder = max(self.waiting, key=lambda c: c.buffered) if self.waiting and self.over_limit() else None
         for conn in [c for c in self.connections if c.last_active < cutoff]:
+            if conn.paused and conn is not hoarder:
+                if peer_closed(conn.transport):
+                    conn.reject("the peer closed the connection while it was paused")
+                continue
             conn.reject(f"idle for longer than connections.max.idle.ms={self.security.connections_max_idle_ms}")
         self._schedule_idle_check()
 
@@ -349,6 +379,16 @@ class Listener:
             for conn in list(self.connections):
                 conn.close()
             await self.server.wait_closed()
+
+
+def peer_closed(transport: asyncio.BaseTransport | None) -> bool:
+    """Whether the peer has hung up, asked of the socket without reading from it."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return transport is None or transport.is_closing()
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLRDHUP)
+    return any(events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -12,6 +12,9 @@ from server.security.errors import AuthenticationFailed
 from server.security.plain import PlainServer
 from server.security.scram import MECHANISMS, ScramCredential, ScramServer
 
+# The largest SASL token read: every mechanism served sends a few hundred bytes at most.
+MAX_TOKEN_BYTES = 16384
+
 # Requests a client may send before it has authenticated.
 BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
@@ -30,6 +33,10 @@ class State(Enum):
     FAILED = "failed"
 
 
+class IllegalSaslState(Exception):
+    """A SASL request the session's state does not allow: answered ILLEGAL_SASL_STATE."""
+
+
 class SaslSession:
     def __init__(self, mechanisms: tuple[str, ...], plain_users: dict[str, str],
                  scram_lookup: Callable[[str, str], ScramCredential | None], reauth_ms: int) -> None:
@@ -40,6 +47,8 @@ class SaslSession:
         self.state = State.HANDSHAKE
         self.username: str | None = None  # the authenticated user, kept through re-authentication
         self.expires_at: float | None = None  # monotonic seconds
+        # After a SaslHandshake v0 the tokens come as bare size-prefixed frames, no headers.
+        self.unframed = False
         self._server: Mechanism | None = None
 
     @property
@@ -63,8 +72,12 @@ class SaslSession:
             return f"API key {api_key} sent before SASL authentication"
         return None
 
-    def handshake(self, mechanism: str) -> bool:
-        """Choose the mechanism; False when it is not enabled."""
+    def handshake(self, mechanism: str, version: int = 1) -> bool:
+        """Choose the mechanism; False when it is not enabled. Raises IllegalSaslState for a
+        handshake in the middle of an exchange, or after login where the session is not one
+        that must re-authenticate (KIP-368: connections.max.reauth.ms)."""
+        if self.state is State.AUTHENTICATE or (self.state is State.AUTHENTICATED and self.reauth_ms <= 0):
+            raise IllegalSaslState("SaslHandshake after the SASL handshake was done")
         if mechanism not in self.mechanisms:
             return False
         if mechanism == "PLAIN":
@@ -74,14 +87,19 @@ class SaslSession:
         else:
             return False
         self.state = State.AUTHENTICATE
+        self.unframed = version == 0
         return True
 
     def authenticate(self, token: bytes, now: float) -> tuple[bytes, int]:
         """The server's answer and the session lifetime in ms (0: unlimited); raises
         AuthenticationFailed."""
         server = self._server
+        if self.state is State.AUTHENTICATED:
+            raise IllegalSaslState("SaslAuthenticate after successful authentication")
         if self.state is not State.AUTHENTICATE or server is None:
             raise AuthenticationFailed("SaslAuthenticate before SaslHandshake")
+        if len(token) > MAX_TOKEN_BYTES:
+            raise AuthenticationFailed(f"SASL token of {len(token)} bytes exceeds {MAX_TOKEN_BYTES}")
         answer = server.respond(token)
         if not server.complete:
             return answer, 0
@@ -90,6 +108,7 @@ class SaslSession:
             raise AuthenticationFailed("re-authentication must keep the same principal")
         self.username = server.username
         self.state = State.AUTHENTICATED
+        self.unframed = False
         self._server = None
         self.expires_at = now + self.reauth_ms / 1000 if self.reauth_ms > 0 else None
         return answer, self.reauth_ms
