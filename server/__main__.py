@@ -74,6 +74,13 @@ def _raise_fd_limit() -> None:
             pass
 
 
+def clients_hint(config: ControllerConfig, host: str, port: int) -> str:
+    if config.metadata_nodes == "controller":
+        return f"bootstrap.servers={host}:{port} (every request is served here)"
+    return (f"a broker, or bootstrap.servers={host}:{port}: Metadata names the live brokers, "
+            f"so clients go on to them as from a Kafka broker")
+
+
 async def serve(config: ControllerConfig, capture_file: Path | None = None, take_over_quorum: bool = False,
                 sock: socket.socket | None = None) -> None:
     from server.app import ControllerServer
@@ -89,7 +96,7 @@ async def serve(config: ControllerConfig, capture_file: Path | None = None, take
         print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is active on "
               f"{host}:{port}\n  point brokers at: controller.quorum.bootstrap.servers={host}:{port}"
               f" (controller.listener.names={config.controller_listener.name})\n"
-              f"  point admin clients at: bootstrap_servers={host}:{port}", flush=True)
+              f"  point clients at: {clients_hint(config, host, port)}", flush=True)
     if server.metrics_port is not None:
         print(f"  Prometheus metrics at: http://{host}:{server.metrics_port}/metrics", flush=True)
     stop = asyncio.Event()

@@ -182,7 +182,7 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False
     eligible_leader_replicas_enabled: bool = False
     max_request_partition_size_limit: int = 2000
-    metadata_nodes: str = "controller"
+    metadata_nodes: str = "brokers"
     # controller.quorum.* timing, Kafka's names and defaults (see server.raft.quorum_config).
     quorum_election_timeout_ms: int = 1000
     quorum_election_backoff_max_ms: int = 1000
@@ -497,7 +497,7 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
 
     metadata_dir, log_dirs = _log_dirs(reader)
 
-    metadata_nodes = reader.get("kraftwire.metadata.nodes") or "controller"
+    metadata_nodes = reader.get("kraftwire.metadata.nodes") or "brokers"
     if metadata_nodes not in METADATA_NODES:
         raise ConfigError("kraftwire.metadata.nodes",
                           f"expected one of {', '.join(METADATA_NODES)}, got {metadata_nodes!r}")

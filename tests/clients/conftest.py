@@ -1,8 +1,8 @@
 """The client matrix's cluster: a controller and three test brokers, shared by every client.
 
-The controller runs with ``kraftwire.metadata.nodes=brokers`` so that a client bootstrapped at
-it learns the brokers and sends its later requests to them, as it would in a Kafka cluster; the
-three brokers run as one fleet process with free client ports. Node ids 1-3 never collide with
+The controller runs with its default configuration: a client bootstrapped at it learns the live
+brokers from its Metadata answer and sends its later requests to them, as it would in a Kafka
+cluster; the three brokers run as one fleet process with free client ports. Node ids 1-3 never collide with
 the controller's (3000).
 
 Each client test runs twice, bootstrapped at broker 1 and at the controller, and checks what it
@@ -112,7 +112,7 @@ def _live_brokers(controller: ControllerProcess) -> dict[int, tuple[str, int]]:
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("client-matrix")
-    controller = ControllerProcess(workdir / "controller", {"kraftwire.metadata.nodes": "brokers"}).start()
+    controller = ControllerProcess(workdir / "controller").start()
     log = (workdir / "brokers.log").open("wb")
     fleet = subprocess.Popen(
         [PYTHON, "-m", "tools.broker", "--controller", f"{controller.host}:{controller.port}",

@@ -16,7 +16,8 @@ from kafka.admin import NewTopic  # noqa: E402
 
 METRICS_PORT = free_port()
 pytestmark = pytest.mark.controller_properties({
-    "broker.session.timeout.ms": "2000", "kraftwire.metrics.port": str(METRICS_PORT)})
+    "broker.session.timeout.ms": "2000", "kraftwire.metrics.port": str(METRICS_PORT),
+    "kraftwire.metadata.nodes": "controller"})  # its brokers are simulated and serve no clients
 
 KC = "kafka_controller_KafkaController_"
 

@@ -27,7 +27,9 @@ class CapturingController(ControllerProcess):
     """A controller process started with --capture-file."""
 
     def __init__(self, workdir, capture_file) -> None:
-        super().__init__(workdir)
+        # Its brokers are simulated and serve no clients: the admin client's requests must
+        # all come back to the controller.
+        super().__init__(workdir, {"kraftwire.metadata.nodes": "controller"})
         self.capture_file = capture_file
 
     def _launch(self, args: list[str]) -> None:
@@ -175,7 +177,7 @@ def test_send_replays_the_capture_and_reports_what_changed(live, tmp_path):
 
 def test_clean_send_to_a_fresh_cluster_finds_no_difference(live, tmp_path):
     # Another controller, another data directory: another cluster id, other broker epochs.
-    fresh = ControllerProcess(tmp_path / "fresh")
+    fresh = ControllerProcess(tmp_path / "fresh", {"kraftwire.metadata.nodes": "controller"})
     fresh.start()
     try:
         assert fresh.cluster_id != live.cluster_id

@@ -63,7 +63,7 @@ def test_every_key_is_parsed(tmp_path: Path) -> None:
         "unclean.leader.election.enable=TRUE\n"
         "eligible.leader.replicas.enabled=true\n"
         "max.request.partition.size.limit=500\n"
-        "kraftwire.metadata.nodes=brokers\n"
+        "kraftwire.metadata.nodes=controller\n"
         "num.network.threads=3\n"
         "log.retention.hours=168\n")
     cfg = load_config(path)
@@ -89,7 +89,7 @@ def test_every_key_is_parsed(tmp_path: Path) -> None:
     assert cfg.unclean_leader_election_enable is True
     assert cfg.eligible_leader_replicas_enabled is True
     assert cfg.max_request_partition_size_limit == 500
-    assert cfg.metadata_nodes == "brokers"
+    assert cfg.metadata_nodes == "controller"
     assert cfg.ignored == ["broker.heartbeat.interval.ms", "log.retention.hours", "num.network.threads"]
 
 
@@ -108,7 +108,7 @@ def test_defaults() -> None:
     assert cfg.unclean_leader_election_enable is False
     assert cfg.eligible_leader_replicas_enabled is False
     assert cfg.max_request_partition_size_limit == 2000
-    assert cfg.metadata_nodes == "controller"
+    assert cfg.metadata_nodes == "brokers"
     assert cfg.ignored == []
 
 

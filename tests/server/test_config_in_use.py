@@ -91,7 +91,7 @@ def test_the_advertised_listener_is_the_endpoint_reported_everywhere(controller)
     with connect(controller) as client:
         controllers = describe_cluster(client, endpoint_type=2)
         assert [(b.broker_id, b.host, b.port) for b in controllers.brokers] == [(EMBEDDED_NODE_ID, *advertised)]
-        # kraftwire.metadata.nodes=controller: Metadata names the controller as the only node.
+        # With no broker live, Metadata names the controller as the only node.
         metadata = client.request(MetadataRequest(topics=[]), 12)
         assert [(b.node_id, b.host, b.port) for b in metadata.brokers] == [(EMBEDDED_NODE_ID, *advertised)]
         quorum = client.request(DescribeQuorumRequest(topics=[QuorumTopicRequest(

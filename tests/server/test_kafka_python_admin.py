@@ -28,6 +28,12 @@ from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
 import kafka.errors as Errors  # noqa: E402
 
+# Brokers here are simulated over raw sockets and serve no clients: the controller names itself
+# as the only node (kraftwire.metadata.nodes=controller), so the admin client's requests all
+# come back to it.
+pytestmark = pytest.mark.controller_properties({"kraftwire.metadata.nodes": "controller"})
+
+
 BROKERS = (1, 2, 3, 4, 5)
 HEARTBEAT_S = 0.25
 ALTER_PARTITION_V = 3
