@@ -4,6 +4,7 @@ it, as Kafka's ScramControlManager does."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Iterator
 
 from protocol.error_codes import Error
@@ -23,6 +24,8 @@ from server.security.scram import (
 
 # Kafka's ScramMechanism numbers.
 MECHANISMS = MECHANISM_NAMES
+# A user's credentials are listed by mechanism number.
+_MECHANISM_ORDER = sorted(MECHANISMS)
 
 
 class ScramControl:
@@ -41,7 +44,7 @@ class ScramControl:
     def alter(self, req: AlterUserScramCredentialsRequest) -> ControllerResult:
         """One result per user: a user named twice in the request is refused whole."""
         names = [d.name for d in req.deletions] + [u.name for u in req.upsertions]
-        duplicated = {n for n in names if names.count(n) > 1}
+        duplicated = {n for n, count in Counter(names).items() if count > 1}
         errors: dict[str, tuple[int, str]] = {n: (Error.DUPLICATE_RESOURCE, "A user credential cannot be "
                                                   "altered twice in the same request") for n in duplicated}
         changes: list[tuple[str, UserScramCredentialRecord | RemoveUserScramCredentialRecord]] = []
@@ -80,25 +83,28 @@ class ScramControl:
         return ControllerResult(records, AlterUserScramCredentialsResponse(results=results))
 
     def describe(self, req: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
-        by_user: dict[str, list[CredentialInfo]] = {}
-        for (name, mechanism), record in self.credentials.items():
-            by_user.setdefault(name, []).append(CredentialInfo(mechanism=mechanism, iterations=record.iterations))
         if not req.users:
+            by_user: dict[str, list[CredentialInfo]] = {}
+            for (name, mechanism), record in self.credentials.items():
+                by_user.setdefault(name, []).append(CredentialInfo(mechanism=mechanism, iterations=record.iterations))
             return DescribeUserScramCredentialsResponse(error_message=None, results=[
                 DescribeUserScramCredentialsResult(user=n, error_message=None, credential_infos=infos)
                 for n, infos in sorted(by_user.items())])
-        asked = [u.name for u in req.users]
+        counts = Counter(u.name for u in req.users)
         results = []
-        for name in dict.fromkeys(asked):
-            if asked.count(name) > 1:
+        for name, count in counts.items():
+            infos = [CredentialInfo(mechanism=mechanism, iterations=stored.iterations)
+                     for mechanism in _MECHANISM_ORDER
+                     if (stored := self.credentials.entries.get((name, mechanism))) is not None]
+            if count > 1:
                 results.append(DescribeUserScramCredentialsResult(
                     user=name, error_code=Error.DUPLICATE_RESOURCE, error_message="Cannot describe SCRAM "
                     "credentials for the same user twice in a single request: " + name))
-            elif name not in by_user:
+            elif not infos:
                 results.append(DescribeUserScramCredentialsResult(
                     user=name, error_code=Error.RESOURCE_NOT_FOUND,
                     error_message="Attempt to describe a user credential that does not exist: " + name))
             else:
                 results.append(DescribeUserScramCredentialsResult(user=name, error_message=None,
-                                                                  credential_infos=by_user[name]))
+                                                                  credential_infos=infos))
         return DescribeUserScramCredentialsResponse(error_message=None, results=results)

@@ -10,7 +10,7 @@ import pytest
 
 from server.config import ConfigError, config_from_properties
 from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
-from server.security.acl import AuthorizerConfig, authorize
+from server.security.acl import AclIndex, AuthorizerConfig, authorize
 from server.security.errors import AuthenticationFailed
 from server.security.plain import PlainServer, parse_jaas, plain_users
 from server.security.sasl import SaslSession
@@ -41,7 +41,10 @@ def entry(name: str, op: AclOperation, permission: AclPermissionType = ALLOW, pr
 def allowed(acls: list[Entry], op: AclOperation, name: str = "foo", principal: str = "User:alice",
             host: str = "10.0.0.1", config: AuthorizerConfig = AuthorizerConfig(),
             rtype: AclResourceType = TOPIC) -> bool:
-    return authorize(principal, host, op, rtype, name, acls, config)
+    index: AclIndex[int, Entry] = AclIndex()
+    for key, acl in enumerate(acls):
+        index.add(key, acl)
+    return authorize(principal, host, op, rtype, name, index, config)
 
 
 def test_super_users_may_do_anything() -> None:
