@@ -36,7 +36,7 @@ from protocol.generated.messages.sasl_authenticate_request import SaslAuthentica
 from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
 from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
-from protocol.message import Message
+from protocol.message import Message, api_key_of
 from protocol.primitives import INT16, INT32
 from server.context import ANONYMOUS, Principal, RequestContext, forwarded_address, forwarded_principal
 from server.controller.quorum_controller import Applied, QuorumController
@@ -44,7 +44,7 @@ from server.controller.result import accepting
 from server.metalog.committer import CommitPath
 from server.network import Connection, RequestRejected
 from server.security.errors import AuthenticationFailed
-from server.security.requests import RequestAuthorizer, refused_items
+from server.security.requests import CLUSTER_OPERATIONS, RequestAuthorizer, refused_items
 from server.log_setup import RateLimitedLog
 from server.security.sasl import IllegalSaslState, SaslSession
 from server.security.scram import MECHANISMS, ScramCredential
@@ -213,7 +213,7 @@ class Router:
         self.authorizer: RequestAuthorizer | None = None
         if self.security.authorizer is not None:
             self.authorizer = RequestAuthorizer(
-                self.security.authorizer, lambda kind, name: self.controller.acls.index.applying_to(kind, name), self._topic_name)
+                self.security.authorizer, lambda: self.controller.acls.index, self._topic_name)
         self.connection: Connection | None = None  # whose request is being handled
         self.handlers: dict[int, Handler] = {}
         self._routes: dict[tuple[int, int], Route] = {}
@@ -327,7 +327,11 @@ class Router:
                 refused = with_error(route.api.response(), refusal)
                 refused_items(request, refused, refusal)
                 return refused
-            add_refusals = self.authorizer.narrow(route.api.key, request, route.version, context)
+            narrowed = self.authorizer.narrow(route.api.key, request, route.version, context)
+            if narrowed is not None:
+                if narrowed.nothing_to_serve:
+                    return narrowed.add_refusals(route.api.response())
+                add_refusals = narrowed.add_refusals
         deduplicate(route.api.key, request)
         response, visible = route.handler(request, route.version)
         if add_refusals is not None:
@@ -353,7 +357,12 @@ class Router:
         """Everything version-specific about one (API, version), worked out once; None when
         that API or version is not served."""
         api = APIS.get(key)
-        if api is None or key not in self.handlers:
+        handler = self.handlers.get(key)
+        if handler is None and self.authorizer is not None and key in CLUSTER_OPERATIONS:
+            # As Kafka's controller: a cluster API this node does not serve (the quorum's own
+            # RPCs on a single voter) is judged first, and refused with an answer.
+            handler = self._unserved
+        if api is None or handler is None:
             return None
         lo, hi = self.served_versions(api)
         if not lo <= version <= hi:
@@ -363,9 +372,12 @@ class Router:
             return None
         route = Route(api, version, api.request_header_version(version) == 2, decode, encode,
                       b"\x00" if api.response_header_version(version) == 1 else b"",
-                      self.handlers[key])
+                      handler)
         self._routes[(key, version)] = route
         return route
+
+    def _unserved(self, request: Message, version: int) -> tuple[Reply, int]:
+        raise RequestRejected(self._refusal(api_key_of(request), version))
 
     def _refusal(self, key: int, version: int) -> str:
         api = APIS.get(key)

@@ -4,7 +4,7 @@ admin APIs: CreateAcls and DeleteAcls write records, DescribeAcls reads them."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from typing import Iterable, Iterator
 
 from protocol.error_codes import Error
 from protocol.generated.messages.create_acls_request import AclCreation, CreateAclsRequest
@@ -20,20 +20,17 @@ from server.controller.offsets import OffsetControl
 from server.controller.record_table import RecordTable
 from server.controller.result import ControllerResult, VersionedRecord
 from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
-from server.security.acl import CLUSTER_NAME, Acl, AclIndex, filter_matches
-
-_CONCRETE_TYPES = {AclResourceType.TOPIC, AclResourceType.GROUP, AclResourceType.CLUSTER, AclResourceType.TRANSACTIONAL_ID,
-                   AclResourceType.DELEGATION_TOKEN, AclResourceType.USER}
+from server.security.acl import CLUSTER_NAME, CONCRETE_TYPES, AclIndex, filter_matches
 
 
-def _entry(record: Acl) -> tuple[int, str, int, str, str, int, int]:
+def _entry(record: AccessControlEntryRecord) -> tuple[int, str, int, str, str, int, int]:
     return (record.resource_type, record.resource_name, record.pattern_type, record.principal,
             record.host, record.operation, record.permission_type)
 
 
 def creation_problem(c: AclCreation) -> str | None:
     """Why an ACL cannot be created, in the words of Kafka's AclControlManager, or None."""
-    if c.resource_type not in _CONCRETE_TYPES:
+    if c.resource_type not in CONCRETE_TYPES:
         return "Invalid resourceType " + str(c.resource_type)
     if c.resource_pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         return "Invalid patternType " + str(c.resource_pattern_type)
@@ -56,51 +53,51 @@ def creation_problem(c: AclCreation) -> str | None:
 
 class AclControl:
     def __init__(self, offsets: OffsetControl) -> None:
-        self.offsets = offsets
         self.acls: RecordTable[bytes, AccessControlEntryRecord] = RecordTable(offsets, "ACL")
-        self.index = AclIndex()  # the same ACLs by resource, for the authorizer and filters
+        # The same ACLs by resource, for the authorizer and the filters; replay keeps it in step.
+        self.index: AclIndex[bytes, AccessControlEntryRecord] = AclIndex()
 
     def replay_add(self, record: AccessControlEntryRecord) -> None:
         old = self.acls.entries.get(record.id)
         self.acls.put(record.id, record)
-        if old is not None:
-            self.index.remove(record.id, old)
-        self.index.add(record.id, record)
-        if self.offsets.recording:
-            self.offsets.on_undo(lambda: self._reindex(record.id, record, old))
+        self._reindex(record.id, old, record)
 
     def replay_remove(self, record: RemoveAccessControlEntryRecord) -> None:
         old = self.acls.entries.get(record.id)
         self.acls.remove(record.id)
-        assert old is not None  # the table refuses a remove of what it does not hold
-        self.index.remove(record.id, old)
-        if self.offsets.recording:
-            self.offsets.on_undo(lambda: self.index.add(record.id, old))
+        self._reindex(record.id, old, None)
 
-    def _reindex(self, key: bytes, added: AccessControlEntryRecord, old: AccessControlEntryRecord | None) -> None:
-        self.index.remove(key, added)
+    def _reindex(self, acl_id: bytes, old: AccessControlEntryRecord | None,
+                 new: AccessControlEntryRecord | None) -> None:
+        self._move(acl_id, old, new)
+        if self.acls.offsets.recording:
+            self.acls.offsets.on_undo(lambda: self._move(acl_id, new, old))
+
+    def _move(self, acl_id: bytes, old: AccessControlEntryRecord | None,
+              new: AccessControlEntryRecord | None) -> None:
         if old is not None:
-            self.index.add(key, old)
-
-    def _candidates(self, resource_type: int, name: str | None, pattern_type: int) -> list[tuple[Any, Acl]]:
-        """(id, ACL) of the ACLs a DescribeAcls/DeleteAcls filter can match, looked up by
-        resource where the filter names one; only a filter that names no resource reads them all."""
-        if resource_type not in _CONCRETE_TYPES or name is None:
-            return list(self.acls.items())
-        if pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
-            found = list(self.index.with_name(resource_type, pattern_type, name))
-        elif pattern_type == PatternType.MATCH:
-            found = list(self.index.matching(resource_type, name))
-        else:
-            return list(self.acls.items())
-        return sorted(found, key=lambda item: repr(item[0]))  # the order a full scan gives
+            self.index.remove(acl_id, old)
+        if new is not None:
+            self.index.add(acl_id, new)
 
     def snapshot_records(self) -> Iterator[VersionedRecord]:
         return self.acls.snapshot_records()
 
+    def _matching(self, resource_type: int, name: str | None, pattern_type: int, principal: str | None,
+                  host: str | None, operation: int, permission: int) -> list[tuple[bytes, AccessControlEntryRecord]]:
+        """The ACLs a filter selects, in a stable order; looked up by resource when the filter
+        names one."""
+        candidates = self.index.filtered(resource_type, name, pattern_type, principal)
+        pool: Iterable[tuple[bytes, AccessControlEntryRecord]] = (
+            self.acls.entries.items() if candidates is None else candidates)
+        found = [(acl_id, acl) for acl_id, acl in pool
+                 if filter_matches(acl, resource_type, name, pattern_type, principal, host, operation, permission)]
+        found.sort(key=lambda item: repr(item[0]))
+        return found
+
     def create_acls(self, req: CreateAclsRequest) -> ControllerResult:
         """One result per creation; an ACL that already stands is created again as nothing."""
-        existing: set[tuple[int, str, int, str, str, int, int]] = set()
+        created: set[tuple[int, str, int, str, str, int, int]] = set()
         records: list[VersionedRecord] = []
         results = []
         for c in req.creations:
@@ -112,10 +109,8 @@ class AclControl:
                 id=uuid.uuid4().bytes, resource_type=c.resource_type, resource_name=c.resource_name,
                 pattern_type=c.resource_pattern_type, principal=c.principal, host=c.host,
                 operation=c.operation, permission_type=c.permission_type)
-            if _entry(record) not in existing and not any(
-                    _entry(acl) == _entry(record) for _, acl in self.index.with_name(
-                        record.resource_type, record.pattern_type, record.resource_name)):
-                existing.add(_entry(record))
+            if _entry(record) not in created and not self.index.stands(record):
+                created.add(_entry(record))
                 records.append((record, 0))
             results.append(AclCreationResult(error_message=None))
         return ControllerResult(records, CreateAclsResponse(results=results))
@@ -127,10 +122,9 @@ class AclControl:
         results = []
         for f in req.filters:
             matching = []
-            for acl_id, acl in self._candidates(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter):
-                if acl_id in removed or not filter_matches(
-                        acl, f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
-                        f.principal_filter, f.host_filter, f.operation, f.permission_type):
+            for acl_id, acl in self._matching(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
+                                              f.principal_filter, f.host_filter, f.operation, f.permission_type):
+                if acl_id in removed:
                     continue
                 removed.add(acl_id)
                 records.append((RemoveAccessControlEntryRecord(id=acl_id), 0))
@@ -143,12 +137,11 @@ class AclControl:
 
     def describe_acls(self, req: DescribeAclsRequest) -> DescribeAclsResponse:
         groups: dict[tuple[int, str, int], list[AclDescription]] = {}
-        for _, acl in self._candidates(req.resource_type_filter, req.resource_name_filter, req.pattern_type_filter):
-            if filter_matches(acl, req.resource_type_filter, req.resource_name_filter, req.pattern_type_filter,
-                              req.principal_filter, req.host_filter, req.operation, req.permission_type):
-                groups.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
-                    AclDescription(principal=acl.principal, host=acl.host, operation=acl.operation,
-                                   permission_type=acl.permission_type))
+        for _, acl in self._matching(req.resource_type_filter, req.resource_name_filter, req.pattern_type_filter,
+                                     req.principal_filter, req.host_filter, req.operation, req.permission_type):
+            groups.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
+                AclDescription(principal=acl.principal, host=acl.host, operation=acl.operation,
+                               permission_type=acl.permission_type))
         return DescribeAclsResponse(error_message=None, resources=[
             DescribeAclsResource(resource_type=t, resource_name=n, pattern_type=p, acls=acls)
             for (t, n, p), acls in sorted(groups.items())])

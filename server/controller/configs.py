@@ -334,12 +334,23 @@ class ConfigControl:
             raise _Rejected(Error.INVALID_CONFIG,
                             f"Can't {AlterConfigOpType(kind).name} to key {op.name} because its type is not LIST.")
         items = split_list(self._list_base(rtype, rname, defn))
-        for item in split_list(op.value):
-            if kind == AlterConfigOpType.SUBTRACT and item in items:
-                items.remove(item)
-            elif kind == AlterConfigOpType.APPEND and item not in items:
-                items.append(item)
-        return ",".join(items)
+        given = split_list(op.value)
+        if kind == AlterConfigOpType.APPEND:
+            present = set(items)
+            for item in given:
+                if item not in present:
+                    present.add(item)
+                    items.append(item)
+            return ",".join(items)
+        # Each item given takes away one occurrence, the first, as Kafka's list difference does.
+        to_remove = Counter(given)
+        kept = []
+        for item in items:
+            if to_remove[item] > 0:
+                to_remove[item] -= 1
+            else:
+                kept.append(item)
+        return ",".join(kept)
 
     def _list_base(self, rtype: int, rname: str, defn: ConfigDef) -> str:
         """What APPEND and SUBTRACT start from: the resource's own value, or else the value it

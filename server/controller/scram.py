@@ -24,6 +24,8 @@ from server.security.scram import (
 
 # Kafka's ScramMechanism numbers.
 MECHANISMS = MECHANISM_NAMES
+# A user's credentials are listed by mechanism number.
+_MECHANISM_ORDER = sorted(MECHANISMS)
 
 
 class ScramControl:
@@ -42,7 +44,7 @@ class ScramControl:
     def alter(self, req: AlterUserScramCredentialsRequest) -> ControllerResult:
         """One result per user: a user named twice in the request is refused whole."""
         names = [d.name for d in req.deletions] + [u.name for u in req.upsertions]
-        duplicated = {n for n, times in Counter(names).items() if times > 1}
+        duplicated = {n for n, count in Counter(names).items() if count > 1}
         errors: dict[str, tuple[int, str]] = {n: (Error.DUPLICATE_RESOURCE, "A user credential cannot be "
                                                   "altered twice in the same request") for n in duplicated}
         changes: list[tuple[str, UserScramCredentialRecord | RemoveUserScramCredentialRecord]] = []
@@ -80,12 +82,6 @@ class ScramControl:
                    for n in dict.fromkeys(names)]
         return ControllerResult(records, AlterUserScramCredentialsResponse(results=results))
 
-    def _infos(self, name: str) -> list[CredentialInfo]:
-        """The user's credentials, one lookup per mechanism: a request naming users costs its
-        own size, never the number of users stored."""
-        found = (self.credentials.entries.get((name, mechanism)) for mechanism in MECHANISMS)
-        return [CredentialInfo(mechanism=r.mechanism, iterations=r.iterations) for r in found if r is not None]
-
     def describe(self, req: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
         if not req.users:
             by_user: dict[str, list[CredentialInfo]] = {}
@@ -94,11 +90,13 @@ class ScramControl:
             return DescribeUserScramCredentialsResponse(error_message=None, results=[
                 DescribeUserScramCredentialsResult(user=n, error_message=None, credential_infos=infos)
                 for n, infos in sorted(by_user.items())])
-        asked = Counter(u.name for u in req.users)
+        counts = Counter(u.name for u in req.users)
         results = []
-        for name, times in asked.items():
-            infos = self._infos(name)
-            if times > 1:
+        for name, count in counts.items():
+            infos = [CredentialInfo(mechanism=mechanism, iterations=stored.iterations)
+                     for mechanism in _MECHANISM_ORDER
+                     if (stored := self.credentials.entries.get((name, mechanism))) is not None]
+            if count > 1:
                 results.append(DescribeUserScramCredentialsResult(
                     user=name, error_code=Error.DUPLICATE_RESOURCE, error_message="Cannot describe SCRAM "
                     "credentials for the same user twice in a single request: " + name))

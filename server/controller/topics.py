@@ -141,9 +141,11 @@ class TopicAdmin:
         counts = Counter(t.name for t in req.topics)
         placed = 0
         refused: list[tuple[str, str]] = []
+        duplicates_answered: set[str] = set()
         for topic in req.topics:
             if counts[topic.name] > 1:
-                if (topic.name, DUPLICATE_NAME) not in refused:
+                if topic.name not in duplicates_answered:
+                    duplicates_answered.add(topic.name)
                     refused.append((topic.name, DUPLICATE_NAME))
                 continue
             if topic.name == METADATA_TOPIC:

@@ -3,9 +3,8 @@ the authorizer: a pure function of who asks, from where, for what, and the ACLs 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Iterator, Protocol
+from typing import Generic, Hashable, Iterator, Protocol, TypeVar
 
 from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
 
@@ -46,54 +45,6 @@ class AuthorizerConfig:
     allow_everyone_if_no_acl_found: bool = False
 
 
-class AclIndex:
-    """ACLs by resource, as Kafka's StandardAuthorizer keeps them sorted by resource: what
-    applies to one resource is found by lookups (its literal name, the wildcard, and each prefix
-    length some PREFIXED ACL of that type uses), so a check costs the ACLs that can match, never
-    all of them."""
-
-    def __init__(self) -> None:
-        # (resource type, pattern type, resource name) -> the ACLs there, by key.
-        self._by_resource: dict[tuple[int, int, str], dict[Hashable, Acl]] = {}
-        # resource type -> how many PREFIXED ACLs use each prefix length.
-        self._prefix_lengths: dict[int, Counter[int]] = {}
-
-    def add(self, key: Hashable, acl: Acl) -> None:
-        self._by_resource.setdefault((acl.resource_type, acl.pattern_type, acl.resource_name), {})[key] = acl
-        if acl.pattern_type == PatternType.PREFIXED:
-            self._prefix_lengths.setdefault(acl.resource_type, Counter())[len(acl.resource_name)] += 1
-
-    def remove(self, key: Hashable, acl: Acl) -> None:
-        where = (acl.resource_type, acl.pattern_type, acl.resource_name)
-        bucket = self._by_resource[where]
-        del bucket[key]
-        if not bucket:
-            del self._by_resource[where]
-        if acl.pattern_type == PatternType.PREFIXED:
-            lengths = self._prefix_lengths[acl.resource_type]
-            lengths[len(acl.resource_name)] -= 1
-            if not lengths[len(acl.resource_name)]:
-                del lengths[len(acl.resource_name)]
-
-    def matching(self, resource_type: int, name: str) -> Iterator[tuple[Hashable, Acl]]:
-        """(key, ACL) of every ACL whose resource pattern covers ``name``."""
-        found = self._by_resource.get
-        yield from (found((resource_type, PatternType.LITERAL, name)) or {}).items()
-        if name != WILDCARD:
-            yield from (found((resource_type, PatternType.LITERAL, WILDCARD)) or {}).items()
-        for length in self._prefix_lengths.get(resource_type, ()):
-            if length <= len(name):
-                yield from (found((resource_type, PatternType.PREFIXED, name[:length])) or {}).items()
-
-    def with_name(self, resource_type: int, pattern_type: int, name: str) -> Iterator[tuple[Hashable, Acl]]:
-        """(key, ACL) of the ACLs on exactly this resource pattern."""
-        yield from (self._by_resource.get((resource_type, pattern_type, name)) or {}).items()
-
-    def applying_to(self, resource_type: int, name: str) -> list[Acl]:
-        """What the authorizer weighs for one resource."""
-        return [acl for _, acl in self.matching(resource_type, name)]
-
-
 def _resource_matches(acl: Acl, resource_type: int, name: str) -> bool:
     if acl.resource_type != resource_type:
         return False
@@ -110,8 +61,102 @@ def _operation_matches(acl: Acl, operation: int) -> bool:
     return acl.permission_type == AclPermissionType.ALLOW and acl.operation in _IMPLIED_BY.get(AclOperation(operation), ())
 
 
+# (resource type, pattern type, resource name): the resource pattern an ACL names.
+Pattern = tuple[int, int, str]
+K = TypeVar("K", bound=Hashable)
+A = TypeVar("A", bound=Acl)
+
+# The resource types an ACL can name (ANY appears only in filters).
+CONCRETE_TYPES = tuple(t for t in AclResourceType if t not in (AclResourceType.UNKNOWN, AclResourceType.ANY))
+
+
+class AclIndex(Generic[K, A]):
+    """The standing ACLs by resource pattern, then principal, as Kafka's StandardAuthorizer
+    keeps them sorted by resource: a check looks up the literal name, the wildcard and each
+    prefix of the name that some PREFIXED ACL uses, so its cost does not grow with the number
+    of ACLs. Kept up to date one ACL at a time by whoever replays the ACL records."""
+
+    def __init__(self) -> None:
+        # pattern -> principal -> ACL key -> ACL
+        self._patterns: dict[Pattern, dict[str, dict[K, A]]] = {}
+        # resource type -> length of a PREFIXED ACL's name -> how many patterns have it: the
+        # prefixes worth looking up are those lengths, at most one per character of the name.
+        self._prefix_lengths: dict[int, dict[int, int]] = {}
+
+    def add(self, key: K, acl: A) -> None:
+        pattern = (acl.resource_type, acl.pattern_type, acl.resource_name)
+        by_principal = self._patterns.get(pattern)
+        if by_principal is None:
+            by_principal = self._patterns[pattern] = {}
+            if acl.pattern_type == PatternType.PREFIXED:
+                lengths = self._prefix_lengths.setdefault(acl.resource_type, {})
+                lengths[len(acl.resource_name)] = lengths.get(len(acl.resource_name), 0) + 1
+        by_principal.setdefault(acl.principal, {})[key] = acl
+
+    def remove(self, key: K, acl: A) -> None:
+        pattern = (acl.resource_type, acl.pattern_type, acl.resource_name)
+        by_principal = self._patterns[pattern]
+        keyed = by_principal[acl.principal]
+        del keyed[key]
+        if keyed:
+            return
+        del by_principal[acl.principal]
+        if by_principal:
+            return
+        del self._patterns[pattern]
+        if acl.pattern_type == PatternType.PREFIXED:
+            lengths = self._prefix_lengths[acl.resource_type]
+            length = len(acl.resource_name)
+            lengths[length] -= 1
+            if not lengths[length]:
+                del lengths[length]
+
+    def stands(self, acl: Acl) -> bool:
+        """Whether an ACL with the same fields as ``acl`` is in the index."""
+        by_principal = self._patterns.get((acl.resource_type, acl.pattern_type, acl.resource_name), {})
+        return any((a.host, a.operation, a.permission_type) == (acl.host, acl.operation, acl.permission_type)
+                   for a in by_principal.get(acl.principal, {}).values())
+
+    def applying(self, resource_type: int, name: str) -> Iterator[dict[str, dict[K, A]]]:
+        """The ACLs of every pattern that covers the resource: its literal name, the literal
+        wildcard, and the PREFIXED patterns the name starts with."""
+        for pattern in self._applying_patterns(resource_type, name):
+            by_principal = self._patterns.get(pattern)
+            if by_principal is not None:
+                yield by_principal
+
+    def _applying_patterns(self, resource_type: int, name: str) -> Iterator[Pattern]:
+        yield resource_type, PatternType.LITERAL, name
+        if name != WILDCARD:
+            yield resource_type, PatternType.LITERAL, WILDCARD
+        for length in self._prefix_lengths.get(resource_type, {}):
+            if length <= len(name):
+                yield resource_type, PatternType.PREFIXED, name[:length]
+
+    def filtered(self, resource_type: int, name: str | None, pattern_type: int,
+                 principal: str | None) -> Iterator[tuple[K, A]] | None:
+        """The ACLs a DescribeAcls/DeleteAcls filter's resource and principal can select,
+        looked up when the filter names a resource; None when it names none (every ACL is a
+        candidate). The caller still applies the whole filter to each."""
+        if name is None:
+            return None
+        types = CONCRETE_TYPES if resource_type == AclResourceType.ANY else (resource_type,)
+        patterns: list[Pattern] = []
+        for t in types:
+            if pattern_type == PatternType.MATCH:
+                patterns += self._applying_patterns(t, name)
+            if pattern_type in (PatternType.LITERAL, PatternType.ANY):
+                patterns.append((t, PatternType.LITERAL, name))
+            if pattern_type in (PatternType.PREFIXED, PatternType.ANY):
+                patterns.append((t, PatternType.PREFIXED, name))
+        found = (self._patterns.get(pattern, {}) for pattern in patterns)
+        selected = (by_principal.values() if principal is None else [by_principal.get(principal, {})]
+                    for by_principal in found)
+        return ((key, acl) for keyed_lists in selected for keyed in keyed_lists for key, acl in keyed.items())
+
+
 def authorize(principal: str, host: str, operation: AclOperation, resource_type: AclResourceType, name: str,
-              acls: Iterable[Acl], config: AuthorizerConfig) -> bool:
+              acls: AclIndex[K, A], config: AuthorizerConfig) -> bool:
     """Whether ``principal`` connecting from ``host`` may do ``operation`` on the resource.
 
     Super users may do anything. Otherwise a matching DENY wins over any ALLOW; with neither,
@@ -122,17 +167,16 @@ def authorize(principal: str, host: str, operation: AclOperation, resource_type:
         return True
     any_for_resource = False
     allowed = False
-    for acl in acls:
-        if not _resource_matches(acl, resource_type, name):
-            continue
+    principals = (principal,) if principal == WILDCARD_PRINCIPAL else (principal, WILDCARD_PRINCIPAL)
+    for by_principal in acls.applying(resource_type, name):
         any_for_resource = True
-        if acl.principal not in (principal, WILDCARD_PRINCIPAL) or acl.host not in (host, WILDCARD):
-            continue
-        if not _operation_matches(acl, operation):
-            continue
-        if acl.permission_type == AclPermissionType.DENY:
-            return False
-        allowed = True
+        for who in principals:
+            for acl in by_principal.get(who, {}).values():
+                if acl.host not in (host, WILDCARD) or not _operation_matches(acl, operation):
+                    continue
+                if acl.permission_type == AclPermissionType.DENY:
+                    return False
+                allowed = True
     return allowed or (not any_for_resource and config.allow_everyone_if_no_acl_found)
 
 

@@ -10,7 +10,7 @@ configs), while the others are served. Listing every topic shows only those desc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from protocol.error_codes import Error
 from protocol.generated.messages import ApiKey
@@ -33,7 +33,7 @@ from protocol.generated.messages.metadata_response import MetadataResponseTopic
 from protocol.message import Message
 from server.context import RequestContext
 from protocol.constants import AclOperation, AclResourceType
-from server.security.acl import CLUSTER_NAME, Acl, AuthorizerConfig, authorize
+from server.security.acl import CLUSTER_NAME, AclIndex, AuthorizerConfig, authorize
 
 # Kafka's ConfigResource types.
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
@@ -144,11 +144,19 @@ def refused_items(request: Message, response: Message, code: int) -> None:
         response.results = [AlterUserScramCredentialsResult(user=n, error_code=code) for n in dict.fromkeys(names)]
 
 
+@dataclass(frozen=True)
+class Narrowed:
+    """What narrowing left of a request: how to add the refusals to the response, and whether
+    nothing is left to serve (every item was refused, and the request's now empty list would
+    otherwise mean "all", as DescribeTopicPartitions' does)."""
+
+    add_refusals: Callable[[Message], Message]
+    nothing_to_serve: bool = False
+
+
 class RequestAuthorizer:
-    def __init__(self, config: AuthorizerConfig, acls: Callable[[int, str], Iterable[Acl]],
+    def __init__(self, config: AuthorizerConfig, acls: Callable[[], AclIndex[Any, Any]],
                  topic_name: Callable[[bytes], str | None]) -> None:
-        """``acls(resource type, name)``: the ACLs whose pattern covers that resource, looked
-        up (server.security.acl.AclIndex), so one check never reads every ACL."""
         self.config = config
         self.acls = acls
         self.topic_name = topic_name
@@ -157,7 +165,7 @@ class RequestAuthorizer:
                 name: str) -> bool:
         principal = f"{context.principal.type}:{context.principal.name}"
         return authorize(principal, context.client_address, operation, resource_type, name,
-                         self.acls(resource_type, name), self.config)
+                         self.acls(), self.config)
 
     def refusal(self, key: int, context: RequestContext) -> int | None:
         """The error that refuses a cluster-wide request whole, or None."""
@@ -166,8 +174,7 @@ class RequestAuthorizer:
             return None
         return Error.CLUSTER_AUTHORIZATION_FAILED
 
-    def narrow(self, key: int, request: Message, version: int,
-               context: RequestContext) -> Callable[[Message], Message] | None:
+    def narrow(self, key: int, request: Message, version: int, context: RequestContext) -> Narrowed | None:
         """Take the refused items out of ``request``; returns what puts their refusals into the
         response (None when every item is allowed)."""
         if isinstance(request, DeleteTopicsRequest):
@@ -179,8 +186,9 @@ class RequestAuthorizer:
                                                           CLUSTER_NAME):
             return None
         items = getattr(request, rule.items)
-        if items is None or (key == ApiKey.DESCRIBE_TOPIC_PARTITIONS and not items):
-            return self._hide_undescribed(rule.results, context)  # every topic was asked for
+        every_when_empty = key == ApiKey.DESCRIBE_TOPIC_PARTITIONS
+        if items is None or (every_when_empty and not items):
+            return Narrowed(self._hide_undescribed(rule.results, context))  # every topic was asked for
         kept, refused = [], []
         for item in items:
             target = rule.target(item)
@@ -195,17 +203,11 @@ class RequestAuthorizer:
         if not refused:
             return None
         setattr(request, rule.items, kept)
-        # An empty topic list asks DescribeTopicPartitions for every topic: when every named
-        # topic is refused, what the controller answers is dropped, refusals alone remain.
-        nothing_kept = key == ApiKey.DESCRIBE_TOPIC_PARTITIONS and not kept
 
         def add_refusals(response: Message) -> Message:
-            if nothing_kept:
-                setattr(response, rule.results, [])
-                setattr(response, "next_cursor", None)
             getattr(response, rule.results).extend(rule.refused(item, version) for item in refused)
             return response
-        return add_refusals
+        return Narrowed(add_refusals, nothing_to_serve=every_when_empty and not kept)
 
     def _hide_undescribed(self, results: str, context: RequestContext) -> Callable[[Message], Message]:
         def hide(response: Message) -> Message:
@@ -214,7 +216,7 @@ class RequestAuthorizer:
             return response
         return hide
 
-    def _narrow_deletions(self, request: DeleteTopicsRequest, context: RequestContext) -> Callable[[Message], Message] | None:
+    def _narrow_deletions(self, request: DeleteTopicsRequest, context: RequestContext) -> Narrowed | None:
         """DeleteTopics names topics by name (v0-5) or by name or id (v6+)."""
         if self.allowed(context, AclOperation.DELETE, AclResourceType.CLUSTER, CLUSTER_NAME):
             return None
@@ -237,4 +239,4 @@ class RequestAuthorizer:
             if isinstance(response, DeleteTopicsResponse):
                 response.responses.extend(refused)
             return response
-        return add_refusals
+        return Narrowed(add_refusals)

@@ -30,6 +30,9 @@ from protocol.generated.messages.delete_topics_request import DeleteTopicsReques
 from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
+from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest, TopicRequest
+from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
@@ -40,6 +43,7 @@ from protocol.generated.messages.incremental_alter_configs_request import (
 from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
+from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from protocol.headers import encode_request_header
 from protocol.message import Message, api_key_of
@@ -271,26 +275,25 @@ def test_listing_every_topic_shows_only_those_described(secured, admin) -> None:
         client.close()
 
 
-def test_describe_topic_partitions_of_refused_topics_shows_nothing_else(secured, admin) -> None:
-    """An empty topic list asks for every topic; a request whose named topics are all refused
-    must not turn into one."""
-    from protocol.generated.messages.describe_topic_partitions_request import (
-        DescribeTopicPartitionsRequest, TopicRequest)
+def test_describing_only_refused_topics_shows_no_other(secured, admin) -> None:
+    """An empty topic list means "every topic" to DescribeTopicPartitions: a request whose named
+    topics are all refused must not turn into one."""
     client = sasl_client(secured.host, secured.port, "alice", "alice-secret")
-    created = admin.request(CreateTopicsRequest(topics=[CreatableTopic(
-        name="dtp-visible", num_partitions=1, replication_factor=1)]), 7)
-    assert created.topics[0].error_code == 0
     try:
-        set_acls(admin, acl(AclOperation.DESCRIBE, TOPIC, "dtp-visible"))
-        answer = client.request(DescribeTopicPartitionsRequest(
-            topics=[TopicRequest(name="secret-1"), TopicRequest(name="secret-2")], response_partition_limit=100), 0)
-        assert sorted((t.name, t.error_code) for t in answer.topics) == [
-            ("secret-1", TOPIC_DENIED), ("secret-2", TOPIC_DENIED)]
-        assert all(not t.partitions for t in answer.topics)
-        assert answer.next_cursor is None
+        set_acls(admin)
+        for name in ("seen", "unseen"):
+            created = admin.request(CreateTopicsRequest(topics=[CreatableTopic(
+                name=name, num_partitions=1, replication_factor=1)]), 7)
+            assert created.topics[0].error_code in (0, Error.TOPIC_ALREADY_EXISTS)
+        refused = client.request(DescribeTopicPartitionsRequest(topics=[TopicRequest(name="unseen")]), 0)
+        assert [(t.name, t.error_code, t.partitions, t.topic_id) for t in refused.topics] == [
+            ("unseen", TOPIC_DENIED, [], bytes(16))]
+        assert refused.next_cursor is None
+        set_acls(admin, acl(AclOperation.DESCRIBE, TOPIC, "seen"))
         mixed = client.request(DescribeTopicPartitionsRequest(
-            topics=[TopicRequest(name="dtp-visible"), TopicRequest(name="secret-1")], response_partition_limit=100), 0)
-        assert sorted((t.name, t.error_code) for t in mixed.topics) == [("dtp-visible", 0), ("secret-1", TOPIC_DENIED)]
+            topics=[TopicRequest(name="unseen"), TopicRequest(name="seen")]), 0)
+        assert [(t.name, t.error_code, len(t.partitions)) for t in mixed.topics] == [
+            ("seen", 0, 1), ("unseen", TOPIC_DENIED, 0)]
     finally:
         set_acls(admin)
         client.close()
@@ -325,4 +328,20 @@ def test_prefixed_and_wildcard_acls_are_found_for_a_topic(secured, admin) -> Non
         assert not described("guarded-prefix")
     finally:
         set_acls(admin)
+        client.close()
+
+
+@pytest.mark.parametrize("request_", [VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest],
+                         ids=lambda r: r.__name__)
+def test_quorum_rpcs_without_cluster_action_are_answered_refused(secured, admin, request_: type) -> None:
+    """As Kafka's controller: the quorum's RPCs are judged before anything else, and a refusal
+    is an answer, not a closed connection (even on a single voter, which serves none of them)."""
+    client = sasl_client(secured.host, secured.port, "alice", "alice-secret")
+    try:
+        set_acls(admin)
+        response = client.request(request_(cluster_id=secured.cluster_id), 0)
+        assert response.error_code == CLUSTER_DENIED
+        # The connection stays usable.
+        assert client.request(request_(cluster_id=secured.cluster_id), 0).error_code == CLUSTER_DENIED
+    finally:
         client.close()
