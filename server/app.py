@@ -100,7 +100,8 @@ class ControllerServer:
             self.replication = QuorumReplication(
                 config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log, self.endpoints,
                 QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
-                             self._leader_changed, self._snapshot_installed), wall_clock_ms)
+                             self._leader_changed, self._snapshot_installed), wall_clock_ms,
+                config.controller_client)
             self.committer = self.replication
         else:
             self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)

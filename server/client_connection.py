@@ -1,32 +1,58 @@
 """One outbound connection to a Kafka node (a broker's to its controller, a voter's to another
-voter): pipelined requests, answers matched by correlation id.
+voter, a tool's to a controller): pipelined requests, answers matched by correlation id.
 
 A request that is not answered in time closes the connection, as Kafka's network client
 does: the answers that follow could no longer be trusted to belong to anyone.
+
+Security is the listener's protocol, as a Kafka client speaks it: TLS from the first byte
+(SSL, SASL_SSL), then for SASL a SaslHandshake naming the mechanism and SaslAuthenticate rounds
+before anything else is sent. A server that sets a session lifetime (connections.max.reauth.ms)
+gets a new connection, authenticated afresh, before the lifetime ends: the old one takes no new
+requests once most of it has passed and closes when its last answer is in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
+import time
 
 from protocol.api_keys import APIS
+from protocol.error_codes import describe
 from protocol.errors import DecodeError
 from protocol.framing import FrameReader, FrameTooLarge, begin_frame, end_frame
 from protocol.generated.messages.response_header import ResponseHeader
+from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
+from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
 from protocol.headers import encode_request_header
 from protocol.message import Message, api_key_of
 from protocol.primitives import INT32
+from server.security.client import ClientSecurity
+from server.security.errors import AuthenticationFailed
 
 MAX_RESPONSE_BYTES = 256 << 20
+SASL_HANDSHAKE_VERSION = 1
+SASL_AUTHENTICATE_VERSION = 2
+PLAINTEXT = ClientSecurity()
+# Re-authenticate (on a new connection) once this share of the server's session lifetime is gone.
+REAUTH_SHARE = 0.85
 
 
 class ConnectionLost(Exception):
     """The connection closed, failed or timed out before the answer arrived."""
 
 
+class AuthenticationError(ConnectionLost):
+    """The server refused the credentials (or the client refused the server's): retrying with
+    the same settings will not help."""
+
+
 class KafkaConnection(asyncio.Protocol):
-    __slots__ = ("client_id", "transport", "reader", "pending", "next_id", "closed_reason")
+    __slots__ = ("client_id", "transport", "reader", "pending", "next_id", "closed_reason", "retire_at",
+                 "_expiry")
 
     def __init__(self, client_id: str) -> None:
         self.client_id = client_id
@@ -36,16 +62,70 @@ class KafkaConnection(asyncio.Protocol):
         self.pending: dict[int, tuple[int, int, asyncio.Future[Message], asyncio.TimerHandle]] = {}
         self.next_id = 0
         self.closed_reason: str | None = None
+        self.retire_at: float | None = None  # monotonic s: takes no new requests from then on
+        self._expiry: asyncio.TimerHandle | None = None
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str, timeout: float) -> "KafkaConnection":
+    async def open(cls, host: str, port: int, client_id: str, timeout: float,
+                   security: ClientSecurity = PLAINTEXT) -> "KafkaConnection":
+        """Connect, and for TLS and SASL authenticate, within ``timeout`` in all; OSError or
+        asyncio.TimeoutError when the server cannot be reached, ConnectionLost when it drops
+        the connection, AuthenticationError when either side refuses the other."""
         loop = asyncio.get_running_loop()
-        _, conn = await asyncio.wait_for(loop.create_connection(lambda: cls(client_id), host, port), timeout)
+        context = security.ssl_context
+        try:
+            _, conn = await asyncio.wait_for(loop.create_connection(
+                lambda: cls(client_id), host, port, ssl=context,
+                server_hostname=host if context is not None else None), timeout)
+        except ssl.SSLCertVerificationError as exc:
+            raise AuthenticationError(f"TLS: the server's certificate is not trusted: {exc.verify_message}") from None
+        except ssl.SSLError as exc:
+            raise AuthenticationError(f"TLS handshake failed: {exc.reason or exc}") from None
+        if security.uses_sasl:
+            try:
+                await asyncio.wait_for(conn._authenticate(security, timeout), timeout)
+            except BaseException:
+                conn.close("SASL authentication did not complete")
+                raise
         return conn
+
+    async def _authenticate(self, security: ClientSecurity, timeout: float) -> None:
+        handshake = await self.request(SaslHandshakeRequest(mechanism=security.sasl_mechanism),
+                                       SASL_HANDSHAKE_VERSION, timeout)
+        assert isinstance(handshake, SaslHandshakeResponse)
+        if handshake.error_code:
+            raise AuthenticationError(f"SASL mechanism {security.sasl_mechanism} refused "
+                                      f"({describe(handshake.error_code)}); the server offers "
+                                      f"{', '.join(handshake.mechanisms) or 'none'}")
+        mechanism = security.mechanism()
+        token: bytes | None = mechanism.first()
+        lifetime_ms = 0
+        while token is not None:
+            answer = await self.request(SaslAuthenticateRequest(auth_bytes=token), SASL_AUTHENTICATE_VERSION, timeout)
+            assert isinstance(answer, SaslAuthenticateResponse)
+            lifetime_ms = answer.session_lifetime_ms
+            if answer.error_code:
+                raise AuthenticationError(f"SASL authentication as {security.sasl_username!r} failed: "
+                                          f"{answer.error_message or describe(answer.error_code)}")
+            try:
+                token = mechanism.respond(answer.auth_bytes)
+            except AuthenticationFailed as exc:
+                raise AuthenticationError(f"SASL authentication failed: {exc}") from None
+        if lifetime_ms > 0:
+            lifetime_s = lifetime_ms / 1000
+            self.retire_at = time.monotonic() + lifetime_s * REAUTH_SHARE
+            self._expiry = asyncio.get_running_loop().call_later(lifetime_s, self.close, "SASL session expired")
 
     @property
     def is_open(self) -> bool:
-        return self.closed_reason is None and self.transport is not None
+        """Open and taking new requests."""
+        if self.closed_reason is not None or self.transport is None:
+            return False
+        if self.retire_at is not None and time.monotonic() >= self.retire_at:
+            if not self.pending:
+                self.close("retired before its SASL session expires")
+            return False
+        return True
 
     def request(self, message: Message, version: int, timeout: float) -> asyncio.Future[Message]:
         """Send ``message``; the future resolves to the decoded answer or fails with ConnectionLost."""
@@ -74,6 +154,8 @@ class KafkaConnection(asyncio.Protocol):
     def close(self, reason: str = "closed") -> None:
         if self.closed_reason is None:
             self.closed_reason = reason
+        if self._expiry is not None:
+            self._expiry.cancel()
         if self.transport is not None:
             self.transport.abort()
         self._fail_pending()
@@ -97,6 +179,8 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.closed_reason is None:
             self.closed_reason = f"connection lost: {exc}" if exc else "the peer closed the connection"
+        if self._expiry is not None:
+            self._expiry.cancel()
         self._fail_pending()
 
     def data_received(self, data: bytes) -> None:
@@ -133,3 +217,5 @@ class KafkaConnection(asyncio.Protocol):
             raise
         if not fut.done():
             fut.set_result(response)
+        if self.retire_at is not None and not self.pending and time.monotonic() >= self.retire_at:
+            self.close("retired before its SASL session expires")

@@ -30,10 +30,17 @@ controller.quorum.retry.backoff.ms               20           >= 0
 controller.quorum.append.linger.ms               25           >= 0
 kraftwire.metrics.port                           (off)        0..65535: Prometheus endpoint (0 = any free port)
 kraftwire.log.format                             text         "text" or "json" (one JSON object a line)
+sasl.mechanism.controller.protocol               GSSAPI       with several voters on a SASL listener: PLAIN,
+                                                              SCRAM-SHA-256 or SCRAM-SHA-512, enabled on it
+ssl.endpoint.identification.algorithm            https        https or empty: check the voters' host names
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
 the controller listeners use PLAINTEXT. PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
-listeners are served; the security keys are described in server/security/settings.py.
+listeners are served; the security keys are described in server/security/settings.py. The voters
+connect to each other over the controller listener's protocol: TLS with the listener's
+truststore (and its keystore as client certificate), SASL with sasl.mechanism.controller.protocol
+and the username and password of that mechanism's listener.name.<listener>.<mechanism>.sasl.jaas.config
+(for SCRAM, the credential must be in the metadata the other voters hold).
 
 The endpoint kraftwire reports for itself (DescribeCluster for controllers, Metadata, the node
 endpoints of Fetch, FetchSnapshot and DescribeQuorum) is the advertised listener, else the
@@ -56,6 +63,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from server.security.acl import AuthorizerConfig
+from server.security.client import ENDPOINT_IDENTIFICATION, ClientSecurity, jaas_credentials
 from server.security.plain import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
 from server.security.settings import (
     SASL_PROTOCOLS, STANDARD_AUTHORIZER, SUPPORTED_MECHANISMS, TLS_PROTOCOLS, SecurityConfig)
@@ -89,6 +97,8 @@ _KNOWN_KEYS = frozenset({
     "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "super.users",
     "allow.everyone.if.no.acl.found", "authorizer.class.name", "queued.max.request.bytes",
     "connections.max.idle.ms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
+    # the voters' connections to each other (server/security/client.py)
+    "sasl.mechanism.controller.protocol", "ssl.endpoint.identification.algorithm",
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -191,6 +201,8 @@ class ControllerConfig:
     quorum_retry_backoff_ms: int = 20
     quorum_append_linger_ms: int = 25
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    # How this voter connects to the others: the controller listener's protocol, client side.
+    controller_client: ClientSecurity = field(default_factory=ClientSecurity)
     metrics_port: int | None = None  # None: no metrics endpoint
     log_format: str = "text"
     ignored: list[str] = field(default_factory=list)
@@ -488,14 +500,8 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
                               f"{lsn.name} cannot be advertised at the non-routable address {lsn.host}; "
                               f"set advertised.listeners to a routable host")
     security_map = _security_map(reader, listeners, controller_names)
-    if len(voters) > 1 and security_map[listeners[0].name] != "PLAINTEXT":
-        # The voters' own connections to each other speak PLAINTEXT only, so they could not
-        # reach each other: refuse rather than start a quorum that never elects a leader.
-        raise ConfigError("listener.security.protocol.map",
-                          f"a quorum of {len(voters)} voters needs a PLAINTEXT controller listener; "
-                          f"{listeners[0].name} is {security_map[listeners[0].name]}")
-
     metadata_dir, log_dirs = _log_dirs(reader)
+    security = _security(reader, listeners[0].name, security_map[listeners[0].name])
 
     metadata_nodes = reader.get("kraftwire.metadata.nodes") or "brokers"
     if metadata_nodes not in METADATA_NODES:
@@ -538,7 +544,8 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         quorum_request_timeout_ms=reader.int("controller.quorum.request.timeout.ms", 2000, 1),
         quorum_retry_backoff_ms=reader.int("controller.quorum.retry.backoff.ms", 20, 0),
         quorum_append_linger_ms=reader.int("controller.quorum.append.linger.ms", 25, 0),
-        security=_security(reader, listeners[0].name, security_map[listeners[0].name]),
+        security=security,
+        controller_client=_controller_client(reader, security, listeners[0].name, len(voters)),
         metrics_port=metrics_port,
         log_format=log_format,
         ignored=sorted(key for key in props if key in IGNORED_KEYS),
@@ -614,6 +621,39 @@ def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
         connections_max_idle_ms=reader.int("connections.max.idle.ms", 600000, -1),
         connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1),
         sasl_max_receive_size=reader.int("sasl.server.max.receive.size", 524288, 1))
+
+
+def _controller_client(reader: _Reader, security: SecurityConfig, listener: str, voters: int) -> ClientSecurity:
+    """The client side of the controller listener, as Kafka's voters connect to each other: its
+    protocol, its stores (the keystore is the client certificate where ssl.client.auth asks for
+    one), and for SASL the mechanism sasl.mechanism.controller.protocol names with the username
+    and password of that mechanism's JAAS configuration on the listener."""
+    key = "ssl.endpoint.identification.algorithm"
+    given = reader.get(key)
+    algorithm = "https" if given is None else given.lower()
+    if algorithm not in ENDPOINT_IDENTIFICATION:
+        raise ConfigError(key, f"expected https or empty (no host name check), got {algorithm!r}")
+    key = "sasl.mechanism.controller.protocol"
+    mechanism = (reader.get(key) or "GSSAPI").upper()
+    if voters == 1 or not security.uses_sasl:
+        # A single voter connects to nobody: nothing here is used.
+        return ClientSecurity(security.protocol, security.tls, algorithm == "https")
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ConfigError(key, f"the voters connect to each other with this mechanism; {mechanism} is not "
+                               f"supported, set one of {', '.join(SUPPORTED_MECHANISMS)}")
+    if mechanism not in security.sasl_mechanisms:
+        raise ConfigError(key, f"{mechanism} is not in sasl.enabled.mechanisms "
+                               f"({', '.join(security.sasl_mechanisms)}), so the other voters would refuse it")
+    jaas_key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    jaas = reader.get(jaas_key)
+    if not jaas:
+        raise ConfigError(jaas_key, f"is required: it holds the username and password this voter uses "
+                                    f"to reach the others with {mechanism}")
+    try:
+        username, password = jaas_credentials(jaas, mechanism)
+    except ValueError as exc:
+        raise ConfigError(jaas_key, str(exc)) from None
+    return ClientSecurity(security.protocol, security.tls, algorithm == "https", mechanism, username, password)
 
 
 def load_config(path: str | Path) -> ControllerConfig:

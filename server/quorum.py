@@ -25,7 +25,7 @@ from typing import Callable
 
 from protocol.api_keys import APIS
 from protocol.message import Message, api_key_of
-from server.client_connection import ConnectionLost, KafkaConnection
+from server.client_connection import PLAINTEXT, AuthenticationError, ConnectionLost, KafkaConnection
 from server.controller.result import VersionedRecord
 from server.metalog.committer import CommitFailed, encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
@@ -36,8 +36,12 @@ from server.raft.outputs import (
     SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election, ReplicaProgress
+from server.security.client import ClientSecurity
 
 log = logging.getLogger("kraftwire.quorum")
+
+# A voter that refused this one's credentials is asked again this often, not at every retry.
+AUTHENTICATION_BACKOFF_S = 1.0
 
 
 def monotonic_ms() -> int:
@@ -57,8 +61,12 @@ class QuorumEvents:
 
 class QuorumReplication:
     def __init__(self, node_id: int, config: QuorumConfig, log_dir: Path, raft_log: DiskRaftLog,
-                 endpoints: dict[int, tuple[str, int]], events: QuorumEvents, wall_clock_ms: Callable[[], int]) -> None:
+                 endpoints: dict[int, tuple[str, int]], events: QuorumEvents, wall_clock_ms: Callable[[], int],
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
+        self.security = security  # how the other voters are reached: the controller listener's protocol
+        # voter -> (the authentication failure last logged for it, monotonic s of that attempt)
+        self._refused: dict[int, tuple[str, float]] = {}
         self.log_dir = log_dir
         self.raft_log = raft_log
         self.endpoints = endpoints
@@ -308,7 +316,21 @@ class QuorumReplication:
             conn = self._connections.get(voter)
             if conn is None or not conn.is_open:
                 host, port = self.endpoints[voter]
-                conn = await KafkaConnection.open(host, port, f"kraftwire-voter-{self.node_id}",
-                                                  self.request_timeout_s)
+                refused = self._refused.get(voter)
+                if refused is not None and time.monotonic() - refused[1] < AUTHENTICATION_BACKOFF_S:
+                    raise AuthenticationError(refused[0])
+                try:
+                    conn = await KafkaConnection.open(host, port, f"kraftwire-voter-{self.node_id}",
+                                                      self.request_timeout_s, self.security)
+                except AuthenticationError as exc:
+                    # Retried, more slowly than a lost connection, and said once: until the
+                    # settings change, this voter cannot take part through that peer.
+                    if refused is None or refused[0] != str(exc):
+                        log.error("cannot authenticate to voter %d at %s:%d over %s: %s",
+                                  voter, host, port, self.security.protocol, exc)
+                    self._refused[voter] = (str(exc), time.monotonic())
+                    raise
+                if self._refused.pop(voter, None) is not None:
+                    log.info("authenticated to voter %d at %s:%d", voter, host, port)
                 self._connections[voter] = conn
             return conn

@@ -289,8 +289,40 @@ def test_a_three_voter_quorum_and_its_timing_come_from_server_properties():
     assert (cfg.quorum_election_backoff_max_ms, cfg.quorum_append_linger_ms) == (1000, 25)
 
 
-def test_a_quorum_of_several_voters_is_refused_on_a_secured_controller_listener():
+QUORUM = {**BASE, "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"}
+SASL_QUORUM = {**QUORUM, "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
+               "ssl.keystore.location": "/k.pem", "ssl.truststore.location": "/ca.pem",
+               "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", "sasl.mechanism.controller.protocol": "PLAIN",
+               "listener.name.controller.plain.sasl.jaas.config":
+                   'org.apache.kafka.common.security.plain.PlainLoginModule required username="kraft" '
+                   'password="pw" user_kraft="pw";'}
+
+
+def test_voters_reach_each_other_over_the_controller_listeners_protocol():
+    tls = config_from_properties({**QUORUM, "listener.security.protocol.map": "CONTROLLER:SSL",
+                                  "ssl.keystore.location": "/k.pem", "ssl.truststore.location": "/ca.pem",
+                                  "ssl.endpoint.identification.algorithm": ""})
+    client = tls.controller_client
+    assert (client.protocol, client.tls.truststore_location, client.tls.keystore_location) == ("SSL", "/ca.pem", "/k.pem")
+    assert not client.check_hostname and not client.uses_sasl
+    sasl = config_from_properties(SASL_QUORUM).controller_client
+    assert (sasl.protocol, sasl.sasl_mechanism, sasl.sasl_username, sasl.sasl_password) == ("SASL_SSL", "PLAIN", "kraft", "pw")
+    assert sasl.check_hostname
+
+
+@pytest.mark.parametrize("change, key, words", [
+    ({"sasl.mechanism.controller.protocol": None}, "sasl.mechanism.controller.protocol", "GSSAPI is not supported"),
+    ({"sasl.mechanism.controller.protocol": "SCRAM-SHA-256"}, "sasl.mechanism.controller.protocol",
+     "not in sasl.enabled.mechanisms"),
+    ({"sasl.mechanism.controller.protocol": "SCRAM-SHA-512"}, "listener.name.controller.scram-sha-512.sasl.jaas.config",
+     "is required"),
+    ({"listener.name.controller.plain.sasl.jaas.config":
+      'org.apache.kafka.common.security.plain.PlainLoginModule required user_kraft="pw";'},
+     "listener.name.controller.plain.sasl.jaas.config", "username"),
+    ({"ssl.endpoint.identification.algorithm": "dns"}, "ssl.endpoint.identification.algorithm", "https or empty"),
+])
+def test_the_voters_client_settings_are_checked(change, key, words):
+    props = {k: v for k, v in {**SASL_QUORUM, **change}.items() if v is not None}
     with pytest.raises(ConfigError) as err:
-        config_from_properties({**BASE, "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094",
-                                "listener.security.protocol.map": "CONTROLLER:SSL"})
-    assert err.value.key == "listener.security.protocol.map" and "PLAINTEXT" in str(err.value)
+        config_from_properties(props)
+    assert err.value.key == key and words in str(err.value), err.value

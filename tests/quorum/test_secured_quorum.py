@@ -1,0 +1,217 @@
+"""Three voters on a SASL_SSL controller listener, with an authorizer: they reach each other
+over TLS, log in with PLAIN as the controllers' user (a super user, so CLUSTER_ACTION is
+allowed), elect a leader, commit a topic and fail over when the leader is killed. A voter whose
+password is wrong is refused by the others: it never fetches, and says why in its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from protocol.error_codes import Error
+from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from protocol.generated.messages.create_topics_response import CreateTopicsResponse
+from protocol.generated.messages.metadata_request import MetadataRequest
+from protocol.generated.messages.metadata_response import MetadataResponse
+from server.client_connection import ConnectionLost, KafkaConnection
+from server.security.client import ClientSecurity, ScramClient
+from server.security.errors import AuthenticationFailed
+from server.security.scram import ScramServer, credential_from_salted_password, salted_password
+from server.security.tls import TlsSettings
+from tests.security.certs import Pki, make_pki
+from tests.server.wire import HEARTBEAT_V, REGISTRATION_V, registration_request
+from tools.active_controller import NoActiveController, connect_active
+from tools.controller_process import QuorumProcesses
+from tools.processes import poll
+
+TIMEOUT_S = 10.0
+CONTROLLER, CONTROLLER_PASSWORD = "controller", "controller-secret"
+ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
+
+
+def jaas(password: str) -> str:
+    return ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            f'username="{CONTROLLER}" password="{password}" '
+            f'user_{CONTROLLER}="{CONTROLLER_PASSWORD}" user_{ADMIN}="{ADMIN_PASSWORD}";')
+
+
+def secured(pki: Pki) -> dict[str, str]:
+    return {
+        "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": jaas(CONTROLLER_PASSWORD),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:{CONTROLLER};User:{ADMIN}",
+        "controller.quorum.election.timeout.ms": "300",
+        "controller.quorum.fetch.timeout.ms": "600",
+        "broker.session.timeout.ms": "120000",
+    }
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    return make_pki(tmp_path / "pki")
+
+
+@pytest.fixture
+def admin_security(pki: Pki) -> ClientSecurity:
+    return ClientSecurity("SASL_SSL", TlsSettings(truststore_location=str(pki.ca)), True, "PLAIN", ADMIN, ADMIN_PASSWORD)
+
+
+def start(tmp_path: Path, pki: Pki, wrong_password_voter: int | None = None) -> QuorumProcesses:
+    quorum = QuorumProcesses(tmp_path / "quorum", 3, secured(pki), lifetime_s=180)
+    if wrong_password_voter is not None:
+        member = quorum.members[sorted(quorum.members)[wrong_password_voter]]
+        member.properties["listener.name.controller.plain.sasl.jaas.config"] = jaas("not-the-password")
+    return quorum.start()
+
+
+@pytest.fixture
+def stopper() -> Iterator[list[QuorumProcesses]]:
+    started: list[QuorumProcesses] = []
+    yield started
+    for quorum in started:
+        quorum.stop()
+
+
+def leader(quorum: QuorumProcesses, security: ClientSecurity, running: list[int] | None = None):
+    """The active controller's DescribeQuorum answer, asked over SASL_SSL of the running voters."""
+    addresses = [quorum.members[n].address for n in (running or quorum.running())]
+
+    async def ask():
+        active = await connect_active(addresses, security, TIMEOUT_S)
+        active.connection.close()
+        return active.quorum
+
+    return asyncio.run(ask())
+
+
+def request(member, security: ClientSecurity, message, version: int):
+    async def send():
+        conn = await KafkaConnection.open(member.host, member.port, "secured-quorum-test", TIMEOUT_S, security)
+        try:
+            return await conn.request(message, version, TIMEOUT_S)
+        finally:
+            conn.close()
+
+    return asyncio.run(send())
+
+
+def create_topic(member, security: ClientSecurity, name: str) -> int:
+    try:
+        response = request(member, security, CreateTopicsRequest(
+            topics=[CreatableTopic(name=name, num_partitions=1, replication_factor=-1)], timeout_ms=5000), 7)
+    except (OSError, ConnectionLost, asyncio.TimeoutError):
+        return -1
+    assert isinstance(response, CreateTopicsResponse)
+    return response.topics[0].error_code
+
+
+def write(member, security: ClientSecurity, name: str) -> None:
+    """A new leader answers NOT_CONTROLLER until its epoch's first record commits."""
+    done = (Error.NONE, Error.TOPIC_ALREADY_EXISTS)
+    poll(lambda: create_topic(member, security, name) in done or None, 20, interval=0.1,
+         message=f"the leader to accept {name}")
+
+
+def register_broker(member, security: ClientSecurity, broker_id: int) -> None:
+    """A broker to place replicas on, registered and unfenced over the secured listener; its
+    session outlasts the test, so it needs no further heartbeats."""
+    registered = request(member, security, registration_request(member.cluster_id, broker_id), REGISTRATION_V)
+    assert registered.error_code == Error.NONE, registered
+
+    def unfenced() -> bool:
+        beat = request(member, security, BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=registered.broker_epoch,
+            current_metadata_offset=registered.broker_epoch), HEARTBEAT_V)
+        return beat.error_code == Error.NONE and not beat.is_fenced
+
+    poll(unfenced, 20, interval=0.1, message=f"broker {broker_id} to be unfenced")
+
+
+def topics(member, security: ClientSecurity) -> set[str]:
+    response = request(member, security, MetadataRequest(topics=None), 12)
+    assert isinstance(response, MetadataResponse)
+    return {t.name for t in response.topics}
+
+
+def test_sasl_ssl_quorum_elects_commits_and_fails_over(tmp_path, pki, admin_security, stopper):
+    quorum = start(tmp_path, pki)
+    stopper.append(quorum)
+    first = leader(quorum, admin_security)
+    assert first.leader_id in quorum.members
+    register_broker(quorum.members[first.leader_id], admin_security, 1)
+    write(quorum.members[first.leader_id], admin_security, "before-failover")
+    # Every follower fetches from the leader: each one logged in and was authorized.
+    poll(lambda: all(v.last_fetch_timestamp >= 0 for v in leader(quorum, admin_security).current_voters), 20,
+         interval=0.1, message="every voter to fetch from the leader")
+
+    quorum.members[first.leader_id].kill9()
+    survivors = [n for n in quorum.members if n != first.leader_id]
+    second = poll(lambda: _new_leader(quorum, admin_security, survivors, first.leader_id), 30, interval=0.1,
+                  message="a new leader among the survivors")
+    write(quorum.members[second.leader_id], admin_security, "after-failover")
+    for node in survivors:
+        poll(lambda: {"before-failover", "after-failover"} <= topics(quorum.members[node], admin_security),
+             20, interval=0.1, message=f"both topics on voter {node}")
+
+
+def _new_leader(quorum: QuorumProcesses, security: ClientSecurity, survivors: list[int], old: int):
+    try:
+        answer = leader(quorum, security, survivors)
+    except NoActiveController:
+        return None
+    return answer if answer.leader_id != old else None
+
+
+def test_a_voter_with_a_wrong_password_never_joins(tmp_path, pki, admin_security, stopper):
+    quorum = start(tmp_path, pki, wrong_password_voter=2)
+    stopper.append(quorum)
+    outsider = sorted(quorum.members)[2]
+    member = quorum.members[outsider]
+    member.wait_for_stderr(r"cannot authenticate to voter \d+ .*over SASL_SSL: SASL authentication as "
+                           r"'controller' failed: Authentication failed: Invalid username or password",
+                           timeout=30)
+    state = leader(quorum, admin_security)
+    assert state.leader_id != outsider
+    register_broker(quorum.members[state.leader_id], admin_security, 1)
+    write(quorum.members[state.leader_id], admin_security, "without-the-outsider")
+    state = leader(quorum, admin_security)
+    progress = {v.replica_id: v for v in state.current_voters}
+    # The others reach it (its listener takes their credentials), but it cannot fetch.
+    assert progress[outsider].last_fetch_timestamp == -1, progress[outsider]
+    assert progress[outsider].log_end_offset < state.high_watermark
+    # The error is said once per peer, not at every retry.
+    assert member.stderr_text().count("cannot authenticate to voter") <= 2
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_the_scram_client_logs_in_and_checks_the_server(mechanism):
+    salt = b"0123456789abcdef"
+    stored = credential_from_salted_password(mechanism, salt, salted_password(mechanism, "pw", salt, 4096), 4096)
+
+    def exchange(password: str, tamper: bool = False) -> ScramClient:
+        client, server = ScramClient(mechanism, "kraft,=user", password), ScramServer(mechanism, lambda u, m: stored)
+        token: bytes | None = client.first()
+        while token is not None:
+            answer = server.respond(token)
+            if tamper and server.complete:
+                answer = b"v=" + base64.b64encode(bytes(len(answer) - 2))
+            token = client.respond(answer)
+        assert server.username == "kraft,=user"
+        return client
+
+    assert exchange("pw").complete
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
+        exchange("not-pw")
+    with pytest.raises(AuthenticationFailed, match="does not hold the credential"):
+        exchange("pw", tamper=True)
