@@ -7,6 +7,7 @@ where it listens, so an address left out of the list is still found.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 
@@ -68,7 +69,7 @@ async def connect_active(addresses: list[tuple[str, int]], security: ClientSecur
             except AuthenticationError:
                 raise
             except (OSError, ConnectionLost, asyncio.TimeoutError) as exc:
-                problems[f"{host}:{port}"] = _reason(exc)
+                problems[f"{host}:{port}"] = reason(exc)
                 continue
             try:
                 response = await describe_quorum(conn, left)
@@ -114,9 +115,10 @@ def _metadata_partition(response: DescribeQuorumResponse) -> QuorumPartition | N
     return parts[0] if len(parts) == 1 else None
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     if isinstance(exc, asyncio.TimeoutError):
         return "timed out"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
+    if isinstance(exc, OSError) and exc.errno:
+        # asyncio's own text for a refused connection repeats the address: say what errno says.
+        return os.strerror(exc.errno)
     return str(exc)
