@@ -1,6 +1,7 @@
 """python -m tools.metadata_quorum against a live three-voter quorum, and over SASL_SSL with
 --command-config: Kafka's output lines, the active controller found among the addresses given,
-and clear one-line errors."""
+and clear one-line errors. The metadata shell and tools.replay send find the active controller
+among a quorum's addresses the same way."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from typing import Iterator
 
 import pytest
 
+from protocol.client import KafkaClient
+from protocol.error_codes import Error
+from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from tests.security.certs import Pki, make_pki
 from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.metadata_quorum.__main__ import main
@@ -166,3 +170,41 @@ def test_bad_command_config_names_the_key(text, words, tmp_path, capsys):
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+# --- the other tools that talk to a controller take a quorum's addresses ------------------------
+
+def standby_first(quorum: QuorumProcesses) -> str:
+    leader = quorum.wait_for_leader()
+    return ",".join(f"{m.host}:{m.port}" for _, m in sorted(quorum.members.items(), key=lambda i: i[0] == leader))
+
+
+def test_the_metadata_shell_reads_from_the_active_controller(quorum):
+    leader = quorum.wait_for_leader()
+    result = subprocess.run([sys.executable, "-m", "tools.metadata_shell", "--controllers", standby_first(quorum),
+                             "cat", "/metadataQuorum/leader"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f'"leaderId":{leader}' in result.stdout.replace(" ", ""), result.stdout
+
+
+def test_replay_send_goes_to_the_active_controller(quorum, tmp_path):
+    # A capture of a CreateTopics a lone controller without brokers refused (INVALID_REPLICATION_FACTOR);
+    # a standby would answer NOT_CONTROLLER instead, which would show as a difference.
+    capture = tmp_path / "one.pcapng"
+    lone = ControllerProcess(tmp_path / "lone", server_args=["--capture-file", str(capture)]).start()
+    try:
+        with KafkaClient(lone.host, lone.port, client_id="capture") as client:
+            answer = client.request(CreateTopicsRequest(topics=[CreatableTopic(
+                name="t", num_partitions=1, replication_factor=-1)], timeout_ms=5000), 7)
+        assert answer.topics[0].error_code == Error.INVALID_REPLICATION_FACTOR
+    finally:
+        assert lone.stop() == 0
+    result = subprocess.run([sys.executable, "-m", "tools.replay", "send", str(capture), "--target",
+                             standby_first(quorum), "--clean"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.match(r"1 flows, 1 requests sent, 1 answers compared, 0 differences", result.stdout), result.stdout
+    dead = ",".join(f"127.0.0.1:{free_port()}" for _ in range(2))
+    result = subprocess.run([sys.executable, "-m", "tools.replay", "send", str(capture), "--target", dead,
+                             "--timeout", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "no active controller answered" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

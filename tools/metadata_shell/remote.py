@@ -11,7 +11,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from protocol.client import ConnectionClosed, KafkaClient, parse_addresses
+from protocol.client import ConnectionClosed, KafkaClient
 from protocol.error_codes import Error, describe
 from protocol.errors import DecodeError
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
@@ -21,11 +21,13 @@ from protocol.generated.messages.fetch_snapshot_request import (
 from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import iter_batches
+from server.client_connection import ConnectionLost
 from server.controller.result import VersionedRecord
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshot_file import read_snapshot_file
 from server.image.image import MetadataImage
 from server.image.loader import LoadError
+from tools.active_controller import NoActiveController, locate
 
 METADATA_TOPIC = "__cluster_metadata"
 OBSERVER = -1
@@ -36,11 +38,13 @@ CLIENT_ID = "kraftwire-metadata-shell"
 
 
 def load_controllers(spec: str, timeout: float = 10.0) -> MetadataImage:
-    """Read the whole committed log from the first controller that serves it."""
+    """Read the whole committed log from the active controller, found among those of ``spec``."""
     try:
-        addresses = parse_addresses(spec)
+        addresses = [locate(spec, timeout)]
     except ValueError as exc:
         raise LoadError(f"--controllers: {exc}") from None
+    except (NoActiveController, ConnectionLost) as exc:
+        raise LoadError(f"could not read the metadata log: {exc}") from None
     problems = []
     for host, port in addresses:
         try:

@@ -7,8 +7,9 @@
         goes to DIR/spark.log. Exit status: 0 when no rule of severity "error" was broken,
         1 when one was, 2 for a capture that does not exist (checked before Spark starts),
         3 when no Kafka flow was found. --figures FILE also writes the summary as JSON.
-    send CAPTURE --target HOST:PORT [--ports ...] [--ignore FIELD ...] [--clean]
-        Re-send each flow's requests, in order, on a fresh connection per flow, and report
+    send CAPTURE --target HOST:PORT[,HOST:PORT...] [--ports ...] [--ignore FIELD ...] [--clean]
+        Re-send each flow's requests, in order, on a fresh connection per flow (to the active
+        controller when several addresses of a quorum are given), and report
         the responses that differ from the captured ones; --clean replays against another
         cluster: time order across flows, the target's cluster id and broker epochs mapped
         in, and the fields a fresh cluster answers differently not compared. Exit status 0
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--figures", help="also write the summary's figures to this file, as JSON")
     send = commands.add_parser("send", help="re-send captured requests and compare the responses")
     send.add_argument("capture")
-    send.add_argument("--target", required=True, help="HOST:PORT of the server to send to")
+    send.add_argument("--target", required=True,
+                      help="HOST:PORT of the server to send to, or of several controllers: the active one is used")
     send.add_argument("--ports", type=_ports, default=[])
     send.add_argument("--ignore", action="append", default=[],
                       help="a field name whose values may differ (repeatable); throttle_time_ms always may")
@@ -74,19 +76,25 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return NO_KAFKA
         return 1 if figures["totals"].get("error") else 0
+    from server.client_connection import ConnectionLost
+    from tools.active_controller import NoActiveController, locate
     from tools.replay import send as resend
 
-    host, _, port = args.target.rpartition(":")
-    if not port.isdigit():
-        print(f"python -m tools.replay send: --target must be HOST:PORT, not {args.target!r}", file=sys.stderr)
-        return 2
     problem = _unusable([args.capture], None)
     if problem:
         print(f"python -m tools.replay send: {problem}", file=sys.stderr)
         return 2
     try:
-        report = resend.send(args.capture, host or "127.0.0.1", int(port), args.ports, args.ignore, args.timeout,
-                             args.clean)
+        host, port = locate(args.target, args.timeout)
+    except ValueError:
+        print(f"python -m tools.replay send: --target must be HOST:PORT[,HOST:PORT...], not {args.target!r}",
+              file=sys.stderr)
+        return 2
+    except (NoActiveController, ConnectionLost) as exc:
+        print(f"python -m tools.replay send: {args.target}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = resend.send(args.capture, host, port, args.ports, args.ignore, args.timeout, args.clean)
     except OSError as exc:  # the target itself: refused, unreachable, closed while asked its cluster id
         print(f"python -m tools.replay send: {args.target}: {exc}", file=sys.stderr)
         return 2
