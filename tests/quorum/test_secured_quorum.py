@@ -1,6 +1,7 @@
 """Three voters on a SASL_SSL controller listener, with an authorizer: they reach each other
 over TLS, log in with PLAIN as the controllers' user (a super user, so CLUSTER_ACTION is
-allowed), elect a leader, commit a topic and fail over when the leader is killed. A voter whose
+allowed), elect a leader, commit a topic and fail over when the leader is killed, with a test
+broker connected over SASL_SSL all along. A voter whose
 password is wrong is refused by the others: it never fetches, and says why in its log.
 """
 
@@ -14,20 +15,23 @@ from typing import Iterator
 import pytest
 
 from protocol.error_codes import Error
+from protocol.generated.messages.alter_user_scram_credentials_request import (
+    AlterUserScramCredentialsRequest, ScramCredentialUpsertion)
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.generated.messages.create_topics_response import CreateTopicsResponse
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.metadata_response import MetadataResponse
-from server.client_connection import ConnectionLost, KafkaConnection
+from server.client_connection import AuthenticationError, ConnectionLost, KafkaConnection
 from server.security.client import ClientSecurity, ScramClient
 from server.security.errors import AuthenticationFailed
 from server.security.scram import ScramServer, credential_from_salted_password, salted_password
 from server.security.tls import TlsSettings
+from tests.broker.conftest import BrokerProcess
 from tests.security.certs import Pki, make_pki
 from tests.server.wire import HEARTBEAT_V, REGISTRATION_V, registration_request
 from tools.active_controller import NoActiveController, connect_active
-from tools.controller_process import QuorumProcesses
+from tools.controller_process import ControllerProcess, QuorumProcesses
 from tools.processes import poll
 
 TIMEOUT_S = 10.0
@@ -53,7 +57,9 @@ def secured(pki: Pki) -> dict[str, str]:
         "super.users": f"User:{CONTROLLER};User:{ADMIN}",
         "controller.quorum.election.timeout.ms": "300",
         "controller.quorum.fetch.timeout.ms": "600",
-        "broker.session.timeout.ms": "120000",
+        "broker.session.timeout.ms": "30000",
+        # Sessions end every few seconds: the voters must log in again on new connections.
+        "connections.max.reauth.ms": "2000",
     }
 
 
@@ -125,7 +131,7 @@ def write(member, security: ClientSecurity, name: str) -> None:
 
 def register_broker(member, security: ClientSecurity, broker_id: int) -> None:
     """A broker to place replicas on, registered and unfenced over the secured listener; its
-    session outlasts the test, so it needs no further heartbeats."""
+    session (broker.session.timeout.ms) outlasts the test, so it needs no further heartbeats."""
     registered = request(member, security, registration_request(member.cluster_id, broker_id), REGISTRATION_V)
     assert registered.error_code == Error.NONE, registered
 
@@ -149,15 +155,36 @@ def test_sasl_ssl_quorum_elects_commits_and_fails_over(tmp_path, pki, admin_secu
     stopper.append(quorum)
     first = leader(quorum, admin_security)
     assert first.leader_id in quorum.members
-    register_broker(quorum.members[first.leader_id], admin_security, 1)
-    write(quorum.members[first.leader_id], admin_security, "before-failover")
+    # A test broker reaches the controllers over their SASL_SSL listener too, and follows the
+    # active one through the failover.
+    config = tmp_path / "broker-controller.properties"
+    config.write_text("security.protocol=SASL_SSL\n"
+                      f"ssl.truststore.location={pki.ca}\n"
+                      "sasl.mechanism=PLAIN\n"
+                      f'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                      f'username="{ADMIN}" password="{ADMIN_PASSWORD}";\n')
+    broker = BrokerProcess(tmp_path / "broker", [
+        "--controller", quorum.bootstrap, "--controller-config", str(config), "--node-id", "1", "--no-clients",
+        "--heartbeat-interval-ms", "500", "--state-dir", str(tmp_path / "broker-state")]).start()
+    try:
+        broker.wait_for_state(1, "ACTIVE", timeout=30)
+        _fail_over(quorum, admin_security, first.leader_id)
+        assert broker.running and broker.state(1) == "ACTIVE", broker.stderr()
+    finally:
+        broker.kill9()
+
+
+def _fail_over(quorum: QuorumProcesses, admin_security: ClientSecurity, first_leader: int) -> None:
+    """A topic committed, the leader killed, another topic committed by the new leader: both are
+    on every survivor."""
+    write(quorum.members[first_leader], admin_security, "before-failover")
     # Every follower fetches from the leader: each one logged in and was authorized.
     poll(lambda: all(v.last_fetch_timestamp >= 0 for v in leader(quorum, admin_security).current_voters), 20,
          interval=0.1, message="every voter to fetch from the leader")
 
-    quorum.members[first.leader_id].kill9()
-    survivors = [n for n in quorum.members if n != first.leader_id]
-    second = poll(lambda: _new_leader(quorum, admin_security, survivors, first.leader_id), 30, interval=0.1,
+    quorum.members[first_leader].kill9()
+    survivors = [n for n in quorum.members if n != first_leader]
+    second = poll(lambda: _new_leader(quorum, admin_security, survivors, first_leader), 30, interval=0.1,
                   message="a new leader among the survivors")
     write(quorum.members[second.leader_id], admin_security, "after-failover")
     for node in survivors:
@@ -215,3 +242,39 @@ def test_the_scram_client_logs_in_and_checks_the_server(mechanism):
         exchange("not-pw")
     with pytest.raises(AuthenticationFailed, match="does not hold the credential"):
         exchange("pw", tamper=True)
+
+
+def test_the_connection_logs_in_with_scram_and_retires_before_reauthentication(tmp_path, pki, admin_security):
+    """The SCRAM client against a controller's own SCRAM server, with a credential created over
+    the wire; a session lifetime makes the connection stop taking requests before it ends."""
+    props = {**secured(pki), "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512"}
+    controller = ControllerProcess(tmp_path / "lone", props).start()
+    try:
+        salt = b"kraftwire-salt-1"
+        created = request(controller, admin_security, AlterUserScramCredentialsRequest(deletions=[], upsertions=[
+            ScramCredentialUpsertion(name="carol", mechanism=2, iterations=4096, salt=salt,
+                                     salted_password=salted_password("SCRAM-SHA-512", "carol-secret", salt, 4096))]), 0)
+        assert created.results[0].error_code == Error.NONE, created
+
+        def scram(password: str) -> ClientSecurity:
+            return ClientSecurity("SASL_SSL", TlsSettings(truststore_location=str(pki.ca)), True, "SCRAM-SHA-512",
+                                  "carol", password)
+
+        async def session() -> None:
+            conn = await KafkaConnection.open(controller.host, controller.port, "scram-test", TIMEOUT_S,
+                                              scram("carol-secret"))
+            try:
+                assert conn.is_open and conn.retire_at is not None
+                answer = await conn.request(MetadataRequest(topics=None), 12, TIMEOUT_S)
+                assert isinstance(answer, MetadataResponse)
+                conn.retire_at = 0.0  # as if most of the session had passed
+                assert not conn.is_open
+                assert conn.closed_reason == "retired before its SASL session expires"
+            finally:
+                conn.close()
+            with pytest.raises(AuthenticationError, match="SASL authentication as 'carol' failed"):
+                await KafkaConnection.open(controller.host, controller.port, "scram-test", TIMEOUT_S, scram("nope"))
+
+        asyncio.run(session())
+    finally:
+        controller.stop()

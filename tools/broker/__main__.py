@@ -24,6 +24,9 @@ from tools.broker.broker import default_client_port
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from tools.broker.state_dir import default_state_root
 from protocol.client import parse_addresses
+from server.client_connection import PLAINTEXT
+from server.config import ConfigError, parse_properties
+from server.security.client import ClientSecurity, ClientSettingsError, client_security_from_properties
 
 FORCE_AFTER_S = 0.5
 
@@ -65,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-clients", action="store_true",
                    help="serve no clients: no listening socket per broker (for fleets larger than the "
                         "process's descriptor limit allows twice over)")
+    p.add_argument("--controller-config", type=Path, metavar="FILE",
+                   help="Kafka client properties for the connections to the controllers, as their listener "
+                        "wants them: security.protocol, ssl.truststore.location, sasl.mechanism, sasl.jaas.config")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -100,7 +106,19 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
         mean_in_sync_s=args.mean_in_sync_s, mean_catch_up_s=args.mean_catch_up_s, fault_rate=args.faults,
         fault_max_s=args.fault_max_s, ramp_s=ramp_s,
         shutdown_timeout_s=args.shutdown_timeout_ms / 1000, advertised_host=args.advertised_host,
-        client_port=_client_ports(args.port, ids[0]), serve_clients=not args.no_clients), args.log_level
+        client_port=_client_ports(args.port, ids[0]), serve_clients=not args.no_clients,
+        controller_security=_controller_security(parser, args.controller_config)), args.log_level
+
+
+def _controller_security(parser: argparse.ArgumentParser, path: Path | None) -> ClientSecurity:
+    if path is None:
+        return PLAINTEXT
+    try:
+        return client_security_from_properties(parse_properties(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        parser.error(f"--controller-config: cannot read {path}: {exc.strerror}")
+    except (ConfigError, ClientSettingsError) as exc:
+        parser.error(f"--controller-config {path}: {exc}")
 
 
 def _client_ports(first: int | None, first_id: int) -> Callable[[int], int]:

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from protocol.error_codes import Error, describe
@@ -27,6 +27,7 @@ from protocol.primitives import random_uuid
 from server.controller.features import SUPPORTED_FEATURES
 from server.config import ControllerConfig
 from server.network import Listener as ClientListener
+from server.security.client import ClientSecurity
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.client_api import ClientApis
 from tools.broker.fetcher import MetadataFetcher
@@ -57,6 +58,8 @@ class BrokerConfig:
     # Without: nothing listens, and each broker advertises its default port (a fleet too large
     # for a listening socket per broker).
     serve_clients: bool = True
+    # How the controllers are reached: their listener's protocol, client side.
+    controller_security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 def default_client_port(node_id: int) -> int:
@@ -89,7 +92,7 @@ class Broker:
         self.lifecycle = Lifecycle(node_id, on_transition)
         self.channel = ControllerChannel(config.bootstrap, f"kraftwire-broker-{node_id}",
                                          random.Random(f"{config.seed}/{node_id}/{self.incarnation.hex()}"),
-                                         config.request_timeout_s)
+                                         config.request_timeout_s, config.controller_security)
         self.paused_until = 0.0
         self.apis = ClientApis(node_id, config.cluster_id, fetcher.image, forwarder)
         self.listener = ClientListener(self.apis.dispatch, ControllerConfig.socket_request_max_bytes)

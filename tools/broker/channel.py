@@ -18,7 +18,8 @@ from protocol.error_codes import Error, describe
 from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from protocol.generated.messages.api_versions_response import ApiVersionsResponse
 from protocol.message import Message, api_key_of
-from server.client_connection import ConnectionLost, KafkaConnection
+from server.client_connection import PLAINTEXT, ConnectionLost, KafkaConnection
+from server.security.client import ClientSecurity
 
 log = logging.getLogger("kraftwire.broker.channel")
 
@@ -34,8 +35,9 @@ class ControllerUnavailable(Exception):
 
 class ControllerChannel:
     def __init__(self, bootstrap: list[tuple[str, int]], client_id: str, rng: random.Random,
-                 request_timeout_s: float) -> None:
+                 request_timeout_s: float, security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.client_id = client_id
         self.rng = rng
         self.request_timeout_s = request_timeout_s
@@ -101,9 +103,13 @@ class ControllerChannel:
                     await asyncio.sleep(delay * self.rng.uniform(0.5, 1.0))
                 host, port = self.bootstrap[self._index]
                 try:
-                    conn = await KafkaConnection.open(host, port, self.client_id, CONNECT_TIMEOUT_S)
+                    conn = await KafkaConnection.open(host, port, self.client_id, CONNECT_TIMEOUT_S, self.security)
                 except (OSError, asyncio.TimeoutError) as exc:
                     self.rotate(f"cannot connect: {exc.strerror if isinstance(exc, OSError) else 'timed out'}")
+                    continue
+                except ConnectionLost as exc:  # refused credentials among them: said, and tried again
+                    log.error("%s: %s: %s", self.client_id, self.address, exc)
+                    self.rotate(str(exc))
                     continue
                 try:
                     versions = await conn.request(ApiVersionsRequest(client_software_name="kraftwire-broker",

@@ -13,7 +13,7 @@ import gc
 import logging
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
@@ -24,6 +24,7 @@ from protocol.generated.messages.describe_cluster_response import DescribeCluste
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.message import Message
+from server.security.client import ClientSecurity
 from tools.broker.broker import Broker, BrokerConfig, ListenerFailed, default_client_port
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.faults import FaultInjector
@@ -66,6 +67,7 @@ class FleetOptions:
     # The client listener's port of each broker; 0 for any free port.
     client_port: Callable[[int], int] = default_client_port
     serve_clients: bool = True
+    controller_security: ClientSecurity = field(default_factory=ClientSecurity)  # how the controllers are reached
 
 
 def default_ramp_s(brokers: int, heartbeat_interval_s: float) -> float:
@@ -125,15 +127,16 @@ class Fleet:
         o = self.options
         first = o.node_ids[0]
         channel = ControllerChannel(o.bootstrap, f"kraftwire-broker-{first}-metadata",
-                                    random.Random(f"{o.seed}/metadata"), o.request_timeout_s)
+                                    random.Random(f"{o.seed}/metadata"), o.request_timeout_s, o.controller_security)
         cluster_id = o.cluster_id or await discover_cluster_id(channel)
         self.config = BrokerConfig(o.bootstrap, cluster_id, o.heartbeat_interval_s, o.request_timeout_s,
-                                   o.advertised_host, o.seed, o.client_port, o.serve_clients)
+                                   o.advertised_host, o.seed, o.client_port, o.serve_clients, o.controller_security)
         # The fetch stream is the first broker's: one observer for the whole process.
         self.fetcher = MetadataFetcher(channel, first, self.image, cluster_id)
         self._fetching = self._spawn(self.fetcher.run())
         self.forwarder = Forwarder(ControllerChannel(o.bootstrap, f"kraftwire-broker-{first}-forwarding",
-                                                     random.Random(f"{o.seed}/forwarding"), o.request_timeout_s),
+                                                     random.Random(f"{o.seed}/forwarding"), o.request_timeout_s,
+                                                     o.controller_security),
                                    self.fetcher, o.request_timeout_s)
         await self.forwarder.connect()
         self._spawn(self.leaders.run())
