@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from protocol.api_keys import APIS
+from protocol.error_codes import Error
 from protocol.message import Message, api_key_of
 from server.client_connection import PLAINTEXT, AuthenticationError, ConnectionLost, KafkaConnection
 from server.controller.result import VersionedRecord
@@ -67,6 +68,7 @@ class QuorumReplication:
         self.security = security  # how the other voters are reached: the controller listener's protocol
         # voter -> (the authentication failure last logged for it, monotonic s of that attempt)
         self._refused: dict[int, tuple[str, float]] = {}
+        self._refused_by: set[int] = set()  # voters whose authorizer refused this one, said once
         self.log_dir = log_dir
         self.raft_log = raft_log
         self.endpoints = endpoints
@@ -303,9 +305,21 @@ class QuorumReplication:
                 self.core.request_failed(request.correlation_id, monotonic_ms())
                 self._run()
             return
+        if getattr(response, "error_code", Error.NONE) == Error.CLUSTER_AUTHORIZATION_FAILED:
+            self._unauthorized(destination, APIS[key].name)
         if not self._closed:
             self.core.receive_response(destination, request.correlation_id, response, monotonic_ms())
             self._run()
+
+    def _unauthorized(self, voter: int, api: str) -> None:
+        """Said once per voter: the other voter's authorizer refuses this one (a voter needs
+        CLUSTER_ACTION on the cluster), so it cannot take part until an ACL or super.users allows it."""
+        if voter in self._refused_by:
+            return
+        self._refused_by.add(voter)
+        who = f"User:{self.security.sasl_username}" if self.security.uses_sasl else "this voter's principal"
+        log.error("voter %d refuses %s with CLUSTER_AUTHORIZATION_FAILED: %s needs CLUSTER_ACTION on the cluster "
+                  "(super.users or an ACL)", voter, api, who)
 
     async def _connection(self, voter: int) -> KafkaConnection:
         conn = self._connections.get(voter)
