@@ -16,6 +16,7 @@ import pytest
 from protocol.client import KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from tests.broker.conftest import BrokerProcess
 from tests.security.certs import Pki, make_pki
 from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.metadata_quorum.__main__ import main
@@ -208,3 +209,23 @@ def test_replay_send_goes_to_the_active_controller(quorum, tmp_path):
                              "--timeout", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "no active controller answered" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bootstrap_server_asks_through_a_test_broker(tmp_path, capsys):
+    controller = ControllerProcess(tmp_path / "controller").start()
+    port = free_port()
+    broker = BrokerProcess(tmp_path / "broker", ["--controller", f"{controller.host}:{controller.port}", "--node-id",
+                                                 "1", "--port", str(port), "--state-dir", str(tmp_path / "state")])
+    broker.start()
+    try:
+        broker.wait_for_state(1, "ACTIVE", timeout=30)
+        result = in_process(capsys, "--bootstrap-server", f"127.0.0.1:{port}", "describe", "--status")
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[0] == f"ClusterId:              {controller.cluster_id}"
+        assert lines[1] == "LeaderId:               3000"
+        # The broker fetches the metadata as an observer.
+        assert lines[7] == 'CurrentObservers:       [{"id": 1, "directoryId": null}]'
+    finally:
+        broker.kill9()
+        controller.stop()
