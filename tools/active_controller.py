@@ -82,6 +82,9 @@ async def connect_active(addresses: list[tuple[str, int]], security: ClientSecur
             if part is not None and code == Error.NONE:
                 return ActiveController(host, port, conn, part, response.nodes)
             conn.close()
+            if code == Error.CLUSTER_AUTHORIZATION_FAILED:
+                # As final as refused credentials: the principal needs DESCRIBE on the cluster.
+                raise NoActiveController(f"{host}:{port} refused DescribeQuorum: {describe(code)}")
             problems[f"{host}:{port}"] = (response.error_message or describe(code)) + (
                 f" (leader {part.leader_id})" if part is not None and part.leader_id >= 0 else "")
             if part is not None and part.leader_id >= 0:

@@ -288,3 +288,28 @@ def test_the_connection_logs_in_with_scram_and_retires_before_reauthentication(t
         asyncio.run(session())
     finally:
         controller.stop()
+
+
+def test_an_ssl_quorum_with_client_certificates(tmp_path, pki, stopper):
+    """Mutual TLS: each voter presents its keystore as client certificate, mapped to
+    User:controller by ssl.principal.mapping.rules; nothing else logs it in."""
+    props = {key: value for key, value in secured(pki).items() if "sasl" not in key}
+    quorum = QuorumProcesses(tmp_path / "quorum", 3, {
+        **props, "listener.security.protocol.map": "CONTROLLER:SSL", "ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
+        "super.users": f"User:{CONTROLLER};User:broker-1"}, lifetime_s=180).start()
+    stopper.append(quorum)
+    admin = ClientSecurity("SSL", TlsSettings(keystore_location=str(_client_keystore(pki)),
+                                              truststore_location=str(pki.ca)))
+    state = leader(quorum, admin)
+    register_broker(quorum.members[state.leader_id], admin, 1)
+    write(quorum.members[state.leader_id], admin, "over-mutual-tls")
+    poll(lambda: all(v.last_fetch_timestamp >= 0 for v in leader(quorum, admin).current_voters), 20,
+         interval=0.1, message="every voter to fetch from the leader")
+
+
+def _client_keystore(pki: Pki) -> Path:
+    """The test client's key and certificate in one PEM file, as ssl.keystore.location holds them."""
+    path = pki.client_key.with_name("client.pem")
+    path.write_bytes(pki.client_key.read_bytes() + pki.client_cert.read_bytes())
+    return path
