@@ -68,9 +68,9 @@ class KafkaConnection(asyncio.Protocol):
     @classmethod
     async def open(cls, host: str, port: int, client_id: str, timeout: float,
                    security: ClientSecurity = PLAINTEXT) -> "KafkaConnection":
-        """Connect, and for TLS and SASL authenticate, within ``timeout`` in all; OSError or
-        asyncio.TimeoutError when the server cannot be reached, ConnectionLost when it drops
-        the connection, AuthenticationError when either side refuses the other."""
+        """Connect (with the TLS handshake), then log in for SASL, each within ``timeout``;
+        OSError or asyncio.TimeoutError when the server cannot be reached, ConnectionLost when it
+        drops the connection, AuthenticationError when either side refuses the other."""
         loop = asyncio.get_running_loop()
         context = security.ssl_context
         try:
