@@ -88,7 +88,7 @@ _KNOWN_KEYS = frozenset({
     "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
     "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "super.users",
     "allow.everyone.if.no.acl.found", "authorizer.class.name", "queued.max.request.bytes",
-    "connections.max.idle.ms", "connections.max.reauth.ms",
+    "connections.max.idle.ms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -612,7 +612,19 @@ def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
         protocol=protocol, tls=tls, principal_rules=rules, sasl_mechanisms=mechanisms, plain_users=users,
         authorizer=authorizer, queued_max_request_bytes=queued,
         connections_max_idle_ms=reader.int("connections.max.idle.ms", 600000, -1),
-        connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1))
+        connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1),
+        sasl_server_max_receive_size=_receive_size(reader))
+
+
+def _receive_size(reader: _Reader) -> int:
+    """sasl.server.max.receive.size: an int, as Kafka reads it; -1 means no bound, as for
+    Kafka's NetworkReceive. Any other value below 1 would refuse every client, so it is an
+    error here."""
+    key = "sasl.server.max.receive.size"
+    size = reader.int(key, 524288, -1)
+    if size == 0:
+        raise ConfigError(key, "must be positive, or -1 for no bound")
+    return size
 
 
 def load_config(path: str | Path) -> ControllerConfig:

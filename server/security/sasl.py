@@ -1,6 +1,11 @@
 """One connection's SASL state, as Kafka's SaslServerAuthenticator keeps it: ApiVersions and
 SaslHandshake first, then SaslAuthenticate rounds until the mechanism is done; after that the
-session lasts ``connections.max.reauth.ms`` (KIP-368) unless the client authenticates again."""
+session lasts ``connections.max.reauth.ms`` (KIP-368) unless the client authenticates again.
+
+A SaslHandshake v0 is followed by the mechanism's tokens as bare frames, not SaslAuthenticate
+requests, as in Kafka before KIP-152. SaslHandshake and SaslAuthenticate on an authenticated
+connection are in the wrong state (ILLEGAL_SASL_STATE), unless sessions expire, when a
+SaslHandshake begins a re-authentication."""
 
 from __future__ import annotations
 
@@ -14,6 +19,13 @@ from server.security.scram import MECHANISMS, ScramCredential, ScramServer
 
 # Requests a client may send before it has authenticated.
 BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# The largest SASL token read: the mechanisms offered need a few hundred bytes (a user name, a
+# nonce, a proof), and a client's token must never make the server build an answer of its size.
+MAX_TOKEN_BYTES = 16384
+
+
+class IllegalSaslState(Exception):
+    """A SASL request the session's state does not allow: answered ILLEGAL_SASL_STATE."""
 
 
 class Mechanism(Protocol):
@@ -41,6 +53,8 @@ class SaslSession:
         self.username: str | None = None  # the authenticated user, kept through re-authentication
         self.expires_at: float | None = None  # monotonic seconds
         self._server: Mechanism | None = None
+        self.mechanism: str | None = None  # the one chosen by the last handshake
+        self.bare_tokens = False  # after a SaslHandshake v0: tokens come as bare frames
 
     @property
     def authenticated(self) -> bool:
@@ -63,8 +77,20 @@ class SaslSession:
             return f"API key {api_key} sent before SASL authentication"
         return None
 
-    def handshake(self, mechanism: str) -> bool:
-        """Choose the mechanism; False when it is not enabled."""
+    def describe(self) -> str:
+        """The mechanism and the user the client claimed, for a log line."""
+        server = self._server
+        user = server.username if server is not None and server.username else self.username
+        return f"mechanism {self.mechanism or 'none'}" + (f", user {user!r}" if user else "")
+
+    def handshake(self, mechanism: str, version: int = 1) -> bool:
+        """Choose the mechanism; False when it is not enabled. Raises IllegalSaslState when
+        the connection has authenticated and sessions do not expire (nothing to renew)."""
+        if self.state is State.AUTHENTICATED and self.expires_at is None:
+            raise IllegalSaslState("SaslHandshake request received after successful authentication")
+        if self.state is State.AUTHENTICATE:
+            raise IllegalSaslState("SaslHandshake request received during SASL authentication")
+        self.mechanism = mechanism
         if mechanism not in self.mechanisms:
             return False
         if mechanism == "PLAIN":
@@ -74,14 +100,19 @@ class SaslSession:
         else:
             return False
         self.state = State.AUTHENTICATE
+        self.bare_tokens = version == 0
         return True
 
     def authenticate(self, token: bytes, now: float) -> tuple[bytes, int]:
         """The server's answer and the session lifetime in ms (0: unlimited); raises
         AuthenticationFailed."""
         server = self._server
+        if self.state is State.AUTHENTICATED:
+            raise IllegalSaslState("SaslAuthenticate request received after successful authentication")
         if self.state is not State.AUTHENTICATE or server is None:
-            raise AuthenticationFailed("SaslAuthenticate before SaslHandshake")
+            raise IllegalSaslState("SaslAuthenticate request received before SaslHandshake")
+        if len(token) > MAX_TOKEN_BYTES:
+            raise AuthenticationFailed(f"SASL token of {len(token)} bytes exceeds the limit of {MAX_TOKEN_BYTES}")
         answer = server.respond(token)
         if not server.complete:
             return answer, 0
@@ -91,5 +122,6 @@ class SaslSession:
         self.username = server.username
         self.state = State.AUTHENTICATED
         self._server = None
+        self.bare_tokens = False
         self.expires_at = now + self.reauth_ms / 1000 if self.reauth_ms > 0 else None
         return answer, self.reauth_ms

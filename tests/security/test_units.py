@@ -134,7 +134,7 @@ def test_sasl_session_states() -> None:
     assert session.allows(3, now=10.5) is None
     assert "expired" in (session.allows(3, now=11.0) or "")
     # Re-authenticating as someone else is refused.
-    session = SaslSession(("PLAIN",), {"alice": "a", "bob": "b"}, lambda u, m: None, reauth_ms=0)
+    session = SaslSession(("PLAIN",), {"alice": "a", "bob": "b"}, lambda u, m: None, reauth_ms=60_000)
     session.handshake("PLAIN")
     session.authenticate(b"\0alice\0a", now=0.0)
     session.handshake("PLAIN")
