@@ -25,6 +25,7 @@ client could have sent something, and its peer's close is looked for meanwhile.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import logging
 import select
 import socket
@@ -155,51 +156,35 @@ class Connection(asyncio.Protocol):
         self.charged = True
         self.charge = 0  # what it holds of that budget: frames received and not yet handled
 
+    def met(self, transport: asyncio.BaseTransport) -> None:
+        """Who is at the other end (before a TLS handshake, for its failure's log line)."""
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+            self.context = RequestContext(ANONYMOUS, peer[0])
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream listener always passes a Transport; asyncio.Protocol declares the base class.
         self.transport = transport  # type: ignore[assignment]
+        self.met(transport)
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if peer:
-            self.context = RequestContext(ANONYMOUS, peer[0])
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.capture is not None:
             self.capture.connected(peer, transport.get_extra_info("sockname"))
-        listener = self.listener
-        if listener is not None and listener.tls_context is not None:
-            # The handshake runs before any byte reaches this protocol, so that its failure is
-            # seen here (and logged) rather than dropped inside the event loop's TLS layer.
-            transport.pause_reading()  # type: ignore[attr-defined]
-            listener.handshake(self, listener.tls_context)
+        self.context = RequestContext(self._certificate_principal(transport), self.context.client_address)
 
-    async def start_tls(self, context: ssl.SSLContext) -> None:
-        """The TLS handshake; the connection is served once it succeeds, closed when it fails."""
-        raw = self.transport
-        assert raw is not None  # set by connection_made
-        try:
-            secured = await asyncio.get_running_loop().start_tls(raw, self, context, server_side=True)
-        except ssl.SSLError as exc:
+    def handshake_failed(self, exc: BaseException) -> None:
+        """The TLS handshake failed: logged as a failed authentication, unless the peer only
+        went away (a port probe), and forgotten."""
+        if isinstance(exc, ssl.SSLError):
             self.authentication_failed(f"SSL handshake failed: {exc.reason or exc}")
-            self.connection_lost(None)
-            return
-        except TimeoutError:
-            self.authentication_failed("SSL handshake failed: no handshake within the timeout")
-            self.connection_lost(None)
-            return
-        except (OSError, EOFError) as exc:  # the peer went away during the handshake
+        elif isinstance(exc, ConnectionAbortedError):  # no handshake within its timeout
+            self.authentication_failed(f"SSL handshake failed: {exc}")
+        else:
             log.debug("connection from %s closed during the TLS handshake: %r", self.peer, exc)
-            raw.close()
-            self.connection_lost(None)
-            return
-        if secured is None:  # closed meanwhile
-            self.connection_lost(None)
-            return
-        self.transport = secured
-        self.context = RequestContext(self._certificate_principal(secured), self.context.client_address)
-        if self._closed:
-            secured.close()
+        self.connection_lost(None)
 
     def _certificate_principal(self, transport: asyncio.BaseTransport) -> Principal:
         """User:<mapped subject> for a client that presented a certificate, else ANONYMOUS (on a
@@ -504,6 +489,26 @@ class Connection(asyncio.Protocol):
         return bool(poller.poll(0))
 
 
+class _TlsLayer(asyncio.sslproto.SSLProtocol):
+    """asyncio's TLS layer in front of a connection, telling it when the handshake fails: the
+    event loop's own layer drops that failure without a word."""
+
+    def __init__(self, conn: Connection, context: ssl.SSLContext) -> None:
+        loop = asyncio.get_running_loop()
+        handshake: asyncio.Future[None] = loop.create_future()
+        super().__init__(loop, conn, context, handshake, server_side=True)
+        self.conn = conn
+        handshake.add_done_callback(self._handshake_done)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.conn.met(transport)
+        super().connection_made(transport)
+
+    def _handshake_done(self, handshake: asyncio.Future[None]) -> None:
+        if not handshake.cancelled() and handshake.exception() is not None:
+            self.conn.handshake_failed(handshake.exception())  # type: ignore[arg-type]
+
+
 class Listener:
     """Accepts connections on one endpoint and tracks them for shutdown."""
 
@@ -521,11 +526,10 @@ class Listener:
         self.used = 0  # bytes of queued.max.request.bytes held by connections
         self.waiting: deque[Connection] = deque()  # frames waiting for the budget, first come first
         self.failures = FailureLog()
-        self._handshakes: set[asyncio.Task[None]] = set()
         self._idle_timer: asyncio.TimerHandle | None = None
         self._peer_timer: asyncio.TimerHandle | None = None
 
-    def _new_connection(self) -> Connection:
+    def _new_connection(self) -> asyncio.BaseProtocol:
         conn = Connection(self.dispatch, self.max_frame, self._closed, self)
         self.connections.add(conn)
         if self.capture_factory is not None:
@@ -536,12 +540,9 @@ class Listener:
             conn.sasl = self.sasl_factory()
             # Bytes from a client that has not said who it is never hold the shared budget.
             conn.charged = False
+        if self.tls_context is not None:
+            return _TlsLayer(conn, self.tls_context)
         return conn
-
-    def handshake(self, conn: Connection, context: ssl.SSLContext) -> None:
-        task = asyncio.get_running_loop().create_task(conn.start_tls(context))
-        self._handshakes.add(task)
-        task.add_done_callback(self._handshakes.discard)
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -612,8 +613,6 @@ class Listener:
         for timer in (self._idle_timer, self._peer_timer):
             if timer is not None:
                 timer.cancel()
-        for task in list(self._handshakes):
-            task.cancel()
         if self.server is not None:
             self.server.close()
             for conn in list(self.connections):
