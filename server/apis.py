@@ -405,9 +405,10 @@ class Router:
         conn = self.connection
         assert conn is not None  # set by dispatch
         session = conn.sasl
-        if session is None:
-            return SaslAuthenticateResponse(error_code=Error.ILLEGAL_SASL_STATE,
-                                            error_message="SaslAuthenticate request received after successful authentication")
+        if session is None:  # a listener without SASL: as Kafka's, authenticated already
+            return SaslAuthenticateResponse(
+                error_code=Error.ILLEGAL_SASL_STATE,
+                error_message="SaslAuthenticate request received after successful authentication")
         try:
             token, lifetime_ms = session.authenticate(request.auth_bytes, time.monotonic())
         except IllegalSaslState as exc:

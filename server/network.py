@@ -156,18 +156,18 @@ class Connection(asyncio.Protocol):
         self.charged = True
         self.charge = 0  # what it holds of that budget: frames received and not yet handled
 
-    def met(self, transport: asyncio.BaseTransport) -> None:
-        """Who is at the other end (before a TLS handshake, for its failure's log line)."""
+    def met(self, transport: asyncio.BaseTransport) -> tuple | None:
+        """Who is at the other end (known before a TLS handshake, for its failure's log line)."""
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
             self.context = RequestContext(ANONYMOUS, peer[0])
+        return peer
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream listener always passes a Transport; asyncio.Protocol declares the base class.
         self.transport = transport  # type: ignore[assignment]
-        self.met(transport)
-        peer = transport.get_extra_info("peername")
+        peer = self.met(transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
