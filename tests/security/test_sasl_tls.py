@@ -390,3 +390,15 @@ def test_a_failed_tls_handshake_is_logged_with_its_reason(controller_factory, pk
         assert client.request(ApiVersionsRequest(), 3).error_code == 0
     finally:
         client.close()
+
+
+def test_sasl_requests_on_a_listener_without_sasl_are_in_the_wrong_state(controller) -> None:
+    client = KafkaClient(controller.host, controller.port)
+    try:
+        listed = {k.api_key: (k.min_version, k.max_version) for k in client.request(ApiVersionsRequest(), 3).api_keys}
+        assert listed[17] == (0, 1) and listed[36] == (0, 2)
+        assert client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == Error.ILLEGAL_SASL_STATE
+        assert client.request(SaslAuthenticateRequest(auth_bytes=b"\0a\0b"), 2).error_code == Error.ILLEGAL_SASL_STATE
+        assert client.request(ApiVersionsRequest(), 3).error_code == 0  # served on
+    finally:
+        client.close()
