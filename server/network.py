@@ -604,8 +604,10 @@ class Listener:
         idle_ms = self.security.connections_max_idle_ms
         if idle_ms > 0:
             cutoff = now - idle_ms / 1000
-            # A connection waiting for the budget is held by the server: not idle.
-            for conn in [c for c in self.connections if c.last_active < cutoff and not c.held]:
+            # A connection waiting for the budget is held by the server: not idle. One still in
+            # its TLS handshake (no transport yet) is bounded by the handshake's own timeout.
+            for conn in [c for c in self.connections
+                         if c.last_active < cutoff and not c.held and c.transport is not None]:
                 conn.reject(f"idle for longer than connections.max.idle.ms={idle_ms}")
         self._schedule_idle_check()
 
