@@ -45,13 +45,11 @@ from server.metalog.committer import CommitPath
 from server.network import Connection, RequestRejected
 from server.security.errors import AuthenticationFailed
 from server.security.requests import CLUSTER_OPERATIONS, RequestAuthorizer, refused_items
-from server.log_setup import RateLimitedLog
 from server.security.sasl import IllegalSaslState, SaslSession
 from server.security.scram import MECHANISMS, ScramCredential
 from server.security.settings import SecurityConfig
 
 log = logging.getLogger("kraftwire.apis")
-AUTH_FAILURE_LOG_INTERVAL_S = 60.0
 
 # A response still to come (a long poll) is a future the handler completes by itself.
 Reply = Message | asyncio.Future[Message]
@@ -222,8 +220,6 @@ class Router:
         # Who sent the request being handled; set before every handler call, so a handler
         # (and, later, authorization) reads the client's even for a forwarded request.
         # Told of every request dispatched: its API key, when dispatch began, and the reply.
-        # Failed logins, one line per client address a minute.
-        self.auth_failures = RateLimitedLog(log, AUTH_FAILURE_LOG_INTERVAL_S)
         self.observers: list[Callable[[int, float, bytes | asyncio.Future[bytes]], None]] = []
         self.context = RequestContext(ANONYMOUS, "")
         for key, name in WRITES.items():
@@ -233,12 +229,12 @@ class Router:
         self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
         self.register(ApiKey.ENVELOPE, accepting(
             EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
-        if self.security.uses_sasl:
-            # After SaslHandshake v0 the tokens come unframed (dispatch reads them as such).
-            self.register(ApiKey.SASL_HANDSHAKE, accepting(
-                SaslHandshakeRequest, lambda request, version: (self._sasl_handshake(request, version), NO_WAIT)))
-            self.register(ApiKey.SASL_AUTHENTICATE, accepting(
-                SaslAuthenticateRequest, lambda request, version: (self._sasl_authenticate(request), NO_WAIT)))
+        # Listed on every listener, as Kafka lists them: librdkafka refuses SASL with a broker
+        # whose ApiVersions lacks SaslHandshake. v0 sends the SASL tokens as bare frames.
+        self.register(ApiKey.SASL_HANDSHAKE, accepting(
+            SaslHandshakeRequest, lambda request, version: (self._sasl_handshake(request, version), NO_WAIT)))
+        self.register(ApiKey.SASL_AUTHENTICATE, accepting(
+            SaslAuthenticateRequest, lambda request, version: (self._sasl_authenticate(request), NO_WAIT)))
 
     def _writer(self, name: str) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:
@@ -276,12 +272,12 @@ class Router:
         return self.version_limits.get(api.key, (api.min_version, api.max_version))
 
     # --- dispatch ---------------------------------------------------------------------------
-    def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future[bytes]:
+    def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future[bytes] | None:
         started = time.perf_counter()
+        if conn.sasl is not None and conn.sasl.bare_tokens:
+            return self._sasl_bare_token(conn, frame)
         if len(frame) < _PREFIX.size:
             raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
-        if conn.sasl is not None and conn.sasl.unframed:
-            return self._sasl_token(conn, frame)
         key, version, correlation_id = _PREFIX.unpack_from(frame)
         if conn.sasl is not None:
             refusal = conn.sasl.allows(key, time.monotonic())
@@ -399,63 +395,65 @@ class Router:
         return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
 
     def _sasl_handshake(self, request: SaslHandshakeRequest, version: int) -> SaslHandshakeResponse:
-        session = self._session()
+        conn = self.connection
+        assert conn is not None  # set by dispatch
+        session = conn.sasl
         enabled = list(self.security.sasl_mechanisms)
+        if session is None:
+            return SaslHandshakeResponse(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=enabled)
         try:
             chosen = session.handshake(request.mechanism, version)
         except IllegalSaslState:
             return SaslHandshakeResponse(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=enabled)
         if not chosen:
-            # The answer names what is enabled; then the connection closes, as Kafka closes it.
-            self._close_after_answer(f"SASL mechanism {request.mechanism!r} is not enabled")
+            # As Kafka: the answer lists what is enabled, then the connection closes.
+            session.fail()
+            asyncio.get_running_loop().call_soon(
+                conn.authentication_failed, f"Unsupported SASL mechanism {request.mechanism}")
             return SaslHandshakeResponse(error_code=Error.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
         return SaslHandshakeResponse(mechanisms=enabled)
 
     def _sasl_authenticate(self, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+        conn = self.connection
+        assert conn is not None  # set by dispatch
+        session = conn.sasl
+        if session is None:  # a listener without SASL: as Kafka's, authenticated already
+            return SaslAuthenticateResponse(
+                error_code=Error.ILLEGAL_SASL_STATE,
+                error_message="SaslAuthenticate request received after successful authentication")
         try:
-            token, lifetime_ms = self._authenticate(request.auth_bytes)
+            token, lifetime_ms = session.authenticate(request.auth_bytes, time.monotonic())
         except IllegalSaslState as exc:
+            if not session.authenticated:
+                # Out of order before login: nothing more is accepted, as in Kafka.
+                session.fail()
+                asyncio.get_running_loop().call_soon(conn.authentication_failed, f"{session.describe()}: {exc}")
             return SaslAuthenticateResponse(error_code=Error.ILLEGAL_SASL_STATE, error_message=str(exc))
         except AuthenticationFailed as exc:
-            return SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
-        return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
-
-    def _sasl_token(self, conn: Connection, frame: bytes) -> bytes:
-        """A bare SASL token after SaslHandshake v0: the answer is a bare token too."""
-        self.connection = conn
-        try:
-            token, _ = self._authenticate(frame)
-        except (AuthenticationFailed, IllegalSaslState):
-            return b""  # _authenticate closes the connection; nothing more is sent
-        return INT32.pack(len(token)) + token
-
-    def _authenticate(self, token: bytes) -> tuple[bytes, int]:
-        """One SASL round; a failure is logged (rate-limited per client address) and closes
-        the connection once the answer is out."""
-        session = self._session()
-        conn = self.connection
-        assert conn is not None  # set by dispatch
-        try:
-            answer, lifetime_ms = session.authenticate(token, time.monotonic())
-        except AuthenticationFailed as exc:
+            detail = f"{session.describe()}: {exc}"
             session.fail()
-            self.auth_failures.note(conn.context.client_address, f"SASL authentication from {conn.peer} failed: {exc}")
-            asyncio.get_running_loop().call_soon(conn.close)
-            raise
+            # The answer goes out first; then the connection closes, as Kafka closes it.
+            asyncio.get_running_loop().call_soon(conn.authentication_failed, detail)
+            return SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
         if session.authenticated and session.username is not None:
             conn.authenticated(Principal("User", session.username))
-        return answer, lifetime_ms
+        return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
 
-    def _close_after_answer(self, reason: str) -> None:
-        conn = self.connection
-        assert conn is not None  # set by dispatch
-        asyncio.get_running_loop().call_soon(conn.abort, reason)
-
-    def _session(self) -> SaslSession:
-        conn = self.connection
-        if conn is None or conn.sasl is None:
-            raise RequestRejected("SASL request on a listener without SASL")
-        return conn.sasl
+    def _sasl_bare_token(self, conn: Connection, token: bytes) -> bytes | None:
+        """A SASL token after SaslHandshake v0: the answer is a bare frame too, and a failure
+        closes the connection with no answer, as Kafka does."""
+        session = conn.sasl
+        assert session is not None  # only SASL connections expect bare tokens
+        try:
+            answer, _ = session.authenticate(token, time.monotonic())
+        except (AuthenticationFailed, IllegalSaslState) as exc:
+            detail = f"{session.describe()}: {exc}"
+            session.fail()
+            conn.authentication_failed(detail)
+            return None
+        if session.authenticated and session.username is not None:
+            conn.authenticated(Principal("User", session.username))
+        return INT32.pack(len(answer)) + answer
 
     def _topic_name(self, topic_id: bytes) -> str | None:
         topic = self.controller.replication.topics.get(topic_id)

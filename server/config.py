@@ -620,7 +620,7 @@ def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
         authorizer=authorizer, queued_max_request_bytes=queued,
         connections_max_idle_ms=reader.int("connections.max.idle.ms", 600000, -1),
         connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1),
-        sasl_max_receive_size=reader.int("sasl.server.max.receive.size", 524288, 1))
+        sasl_server_max_receive_size=_receive_size(reader))
 
 
 def _controller_client(reader: _Reader, security: SecurityConfig, listener: str, voters: int) -> ClientSecurity:
@@ -654,6 +654,16 @@ def _controller_client(reader: _Reader, security: SecurityConfig, listener: str,
     except ValueError as exc:
         raise ConfigError(jaas_key, str(exc)) from None
     return ClientSecurity(security.protocol, security.tls, algorithm == "https", mechanism, username, password)
+
+def _receive_size(reader: _Reader) -> int:
+    """sasl.server.max.receive.size: an int, as Kafka reads it; -1 means no bound, as for
+    Kafka's NetworkReceive. Any other value below 1 would refuse every client, so it is an
+    error here."""
+    key = "sasl.server.max.receive.size"
+    size = reader.int(key, 524288, -1)
+    if size == 0:
+        raise ConfigError(key, "must be positive, or -1 for no bound")
+    return size
 
 
 def load_config(path: str | Path) -> ControllerConfig:

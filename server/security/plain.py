@@ -49,12 +49,12 @@ class PlainServer:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
         if not username or not password:
             raise AuthenticationFailed("Authentication failed: username or password not specified")
+        self.username = username  # who tried, for the log; ``complete`` says whether it worked
         expected = self.users.get(username)
         if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
             raise AuthenticationFailed("Authentication failed: Invalid username or password")
         if authzid and authzid != username:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id "
                                        "that is different from username")
-        self.username = username
         self.complete = True
         return b""

@@ -1,6 +1,11 @@
 """One connection's SASL state, as Kafka's SaslServerAuthenticator keeps it: ApiVersions and
 SaslHandshake first, then SaslAuthenticate rounds until the mechanism is done; after that the
-session lasts ``connections.max.reauth.ms`` (KIP-368) unless the client authenticates again."""
+session lasts ``connections.max.reauth.ms`` (KIP-368) unless the client authenticates again.
+
+A SaslHandshake v0 is followed by the mechanism's tokens as bare frames, not SaslAuthenticate
+requests, as in Kafka before KIP-152. SaslHandshake and SaslAuthenticate on an authenticated
+connection are in the wrong state (ILLEGAL_SASL_STATE), unless sessions expire, when a
+SaslHandshake begins a re-authentication."""
 
 from __future__ import annotations
 
@@ -12,11 +17,15 @@ from server.security.errors import AuthenticationFailed
 from server.security.plain import PlainServer
 from server.security.scram import MECHANISMS, ScramCredential, ScramServer
 
-# The largest SASL token read: every mechanism served sends a few hundred bytes at most.
-MAX_TOKEN_BYTES = 16384
-
 # Requests a client may send before it has authenticated.
 BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# The largest SASL token read: the mechanisms offered need a few hundred bytes (a user name, a
+# nonce, a proof), and a client's token must never make the server build an answer of its size.
+MAX_TOKEN_BYTES = 16384
+
+
+class IllegalSaslState(Exception):
+    """A SASL request the session's state does not allow: answered ILLEGAL_SASL_STATE."""
 
 
 class Mechanism(Protocol):
@@ -33,10 +42,6 @@ class State(Enum):
     FAILED = "failed"
 
 
-class IllegalSaslState(Exception):
-    """A SASL request the session's state does not allow: answered ILLEGAL_SASL_STATE."""
-
-
 class SaslSession:
     def __init__(self, mechanisms: tuple[str, ...], plain_users: dict[str, str],
                  scram_lookup: Callable[[str, str], ScramCredential | None], reauth_ms: int) -> None:
@@ -47,9 +52,9 @@ class SaslSession:
         self.state = State.HANDSHAKE
         self.username: str | None = None  # the authenticated user, kept through re-authentication
         self.expires_at: float | None = None  # monotonic seconds
-        # After a SaslHandshake v0 the tokens come as bare size-prefixed frames, no headers.
-        self.unframed = False
         self._server: Mechanism | None = None
+        self.mechanism: str | None = None  # the one chosen by the last handshake
+        self.bare_tokens = False  # after a SaslHandshake v0: tokens come as bare frames
 
     @property
     def authenticated(self) -> bool:
@@ -72,12 +77,20 @@ class SaslSession:
             return f"API key {api_key} sent before SASL authentication"
         return None
 
+    def describe(self) -> str:
+        """The mechanism and the user the client claimed, for a log line."""
+        server = self._server
+        user = server.username if server is not None and server.username else self.username
+        return f"mechanism {self.mechanism or 'none'}" + (f", user {user!r}" if user else "")
+
     def handshake(self, mechanism: str, version: int = 1) -> bool:
-        """Choose the mechanism; False when it is not enabled. Raises IllegalSaslState for a
-        handshake in the middle of an exchange, or after login where the session is not one
-        that must re-authenticate (KIP-368: connections.max.reauth.ms)."""
-        if self.state is State.AUTHENTICATE or (self.state is State.AUTHENTICATED and self.reauth_ms <= 0):
-            raise IllegalSaslState("SaslHandshake after the SASL handshake was done")
+        """Choose the mechanism; False when it is not enabled. Raises IllegalSaslState when
+        the connection has authenticated and sessions do not expire (nothing to renew)."""
+        if self.state is State.AUTHENTICATED and self.expires_at is None:
+            raise IllegalSaslState("SaslHandshake request received after successful authentication")
+        if self.state is State.AUTHENTICATE:
+            raise IllegalSaslState("SaslHandshake request received during SASL authentication")
+        self.mechanism = mechanism
         if mechanism not in self.mechanisms:
             return False
         if mechanism == "PLAIN":
@@ -87,7 +100,7 @@ class SaslSession:
         else:
             return False
         self.state = State.AUTHENTICATE
-        self.unframed = version == 0
+        self.bare_tokens = version == 0
         return True
 
     def authenticate(self, token: bytes, now: float) -> tuple[bytes, int]:
@@ -95,11 +108,11 @@ class SaslSession:
         AuthenticationFailed."""
         server = self._server
         if self.state is State.AUTHENTICATED:
-            raise IllegalSaslState("SaslAuthenticate after successful authentication")
+            raise IllegalSaslState("SaslAuthenticate request received after successful authentication")
         if self.state is not State.AUTHENTICATE or server is None:
-            raise AuthenticationFailed("SaslAuthenticate before SaslHandshake")
+            raise IllegalSaslState("SaslAuthenticate request received before SaslHandshake")
         if len(token) > MAX_TOKEN_BYTES:
-            raise AuthenticationFailed(f"SASL token of {len(token)} bytes exceeds {MAX_TOKEN_BYTES}")
+            raise AuthenticationFailed(f"SASL token of {len(token)} bytes exceeds the limit of {MAX_TOKEN_BYTES}")
         answer = server.respond(token)
         if not server.complete:
             return answer, 0
@@ -108,7 +121,7 @@ class SaslSession:
             raise AuthenticationFailed("re-authentication must keep the same principal")
         self.username = server.username
         self.state = State.AUTHENTICATED
-        self.unframed = False
         self._server = None
+        self.bare_tokens = False
         self.expires_at = now + self.reauth_ms / 1000 if self.reauth_ms > 0 else None
         return answer, self.reauth_ms

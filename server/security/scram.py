@@ -15,10 +15,11 @@ from server.security.errors import AuthenticationFailed
 # Kafka's ScramMechanism: its number in records and requests, hash, and iteration bounds.
 MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
 MECHANISM_NAMES = {number: name for name, (number, _) in MECHANISMS.items()}
-# The client's nonce is echoed in the server's first message: a bound on it bounds the answer.
-MAX_NONCE_CHARS = 256
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
+# A client nonce is echoed in the server's first message: bounded, so that the answer stays
+# small whatever the client sends (Kafka's clients send 32 characters or so).
+MAX_CLIENT_NONCE = 1024
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,9 @@ class ScramServer:
         attrs = _attributes(bare)
         if "n" not in attrs or "r" not in attrs or "m" in attrs:
             raise AuthenticationFailed("malformed SCRAM client-first message")
-        if len(attrs["r"]) > MAX_NONCE_CHARS:
-            raise AuthenticationFailed(f"SCRAM client nonce longer than {MAX_NONCE_CHARS} characters")
+        if not attrs["r"] or len(attrs["r"]) > MAX_CLIENT_NONCE:
+            raise AuthenticationFailed(f"SCRAM client nonce of {len(attrs['r'])} characters "
+                                       f"(expected 1 to {MAX_CLIENT_NONCE})")
         self.username = _username(attrs["n"])
         if authzid and _username(authzid.removeprefix("a=")) != self.username:
             raise AuthenticationFailed("authorization id differs from the authenticated user")

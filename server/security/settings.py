@@ -24,9 +24,8 @@ class SecurityConfig:
     queued_max_request_bytes: int = -1  # -1: no bound on the bytes buffered in total
     connections_max_idle_ms: int = 600000
     connections_max_reauth_ms: int = 0
-    # The largest frame a SASL listener reads before its client has authenticated; larger
-    # ones close the connection from their size prefix alone, as Kafka does.
-    sasl_max_receive_size: int = 524288
+    # The largest frame before SASL authentication (Kafka's sasl.server.max.receive.size); -1: none.
+    sasl_server_max_receive_size: int = 524288
 
     @property
     def uses_tls(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import ssl
+import struct
 import subprocess
 import time
 
@@ -21,6 +22,8 @@ from protocol.error_codes import Error
 from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.metadata_request import MetadataRequest
+from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
 from tests.security.certs import Pki, make_pki
 from tests.security.clients import (
     ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, plain_login, sasl_client, scram_login, tls_client)
@@ -255,3 +258,147 @@ def test_kcat_lists_metadata_over_tls(mtls_controller, pki: Pki) -> None:
     assert out.returncode == 0, out.stderr
     listing = json.loads(out.stdout)
     assert listing["brokers"] == [{"id": 3000, "name": f"127.0.0.1:{mtls_controller.port}"}]
+
+
+# --- SASL states and bounds, as Kafka's SaslServerAuthenticator and ControllerApis ---------------
+
+def sasl_plaintext_props(**extra: str) -> dict[str, str]:
+    return {"listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,
+            "authorizer.class.name": AUTHORIZER, "super.users": "User:admin;User:carol", **extra}
+
+
+def test_api_versions_before_login_lists_the_sasl_apis_as_kafka(sasl_ssl_controller, pki: Pki) -> None:
+    client = tls_client(sasl_ssl_controller.host, sasl_ssl_controller.port, pki.ca)
+    try:
+        listed = {k.api_key: (k.min_version, k.max_version) for k in client.request(ApiVersionsRequest(), 3).api_keys}
+        assert listed[17] == (0, 1)  # SaslHandshake: librdkafka 2.0 refuses SASL without it
+        assert listed[36] == (0, 2)  # SaslAuthenticate
+    finally:
+        client.close()
+
+
+def test_kcat_logs_in_with_sasl_plain_over_tls(sasl_ssl_controller, pki: Pki) -> None:
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (apt-get install kcat)")
+    out = subprocess.run(
+        [kcat, "-b", f"{sasl_ssl_controller.host}:{sasl_ssl_controller.port}", "-L", "-J",
+         "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.ca}", "-X", "sasl.mechanism=PLAIN",
+         "-X", f"sasl.username={ADMIN}", "-X", f"sasl.password={ADMIN_PASSWORD}", "-m", "10"],
+        capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["brokers"] == [{"id": 3000, "name": f"127.0.0.1:{sasl_ssl_controller.port}"}]
+
+
+def test_sasl_requests_after_login_are_in_the_wrong_state(sasl_ssl_controller, pki: Pki, scram_user) -> None:
+    from kafka.net.sasl.scram import ScramClient
+
+    client = tls_client(sasl_ssl_controller.host, sasl_ssl_controller.port, pki.ca)
+    try:
+        scram = ScramClient(*scram_user, "SCRAM-SHA-512")
+        assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1).error_code == 0
+        first = client.request(SaslAuthenticateRequest(auth_bytes=scram.first_message()), 2)
+        scram.process_server_first_message(first.auth_bytes)
+        final_message = scram.final_message()
+        assert client.request(SaslAuthenticateRequest(auth_bytes=final_message), 2).error_code == 0
+        # The final message replayed, and a new handshake (sessions do not expire here): both
+        # answered ILLEGAL_SASL_STATE, and the session goes on.
+        replayed = client.request(SaslAuthenticateRequest(auth_bytes=final_message), 2)
+        assert replayed.error_code == Error.ILLEGAL_SASL_STATE
+        assert replayed.error_message == "SaslAuthenticate request received after successful authentication"
+        handshake = client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        assert handshake.error_code == Error.ILLEGAL_SASL_STATE
+        assert client.request(DescribeClusterRequest(), 1).error_code == 0
+    finally:
+        client.close()
+
+
+def test_an_unsupported_mechanism_is_answered_with_the_enabled_ones_then_closed(sasl_ssl_controller, pki: Pki) -> None:
+    client = tls_client(sasl_ssl_controller.host, sasl_ssl_controller.port, pki.ca)
+    try:
+        handshake = client.request(SaslHandshakeRequest(mechanism="GSSAPI"), 1)
+        assert handshake.error_code == Error.UNSUPPORTED_SASL_MECHANISM
+        assert handshake.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        with pytest.raises((ConnectionClosed, OSError)):
+            client.request(ApiVersionsRequest(), 3)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("first_message", [
+    b"n,,n=carol,r=" + b"N" * 2000,  # a nonce over the bound, in a small message
+    b"n,,n=carol,r=" + b"N" * 400_000,  # a message over the token bound, under the frame limit
+], ids=["long-nonce", "huge-message"])
+def test_an_oversized_scram_first_message_is_refused_without_its_nonce(sasl_ssl_controller, pki: Pki, scram_user,
+                                                                       first_message: bytes) -> None:
+    client = tls_client(sasl_ssl_controller.host, sasl_ssl_controller.port, pki.ca)
+    try:
+        assert client.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1).error_code == 0
+        answer = client.request(SaslAuthenticateRequest(auth_bytes=first_message), 2)
+        assert answer.error_code == Error.SASL_AUTHENTICATION_FAILED
+        assert answer.auth_bytes == b"" and len(answer.error_message or "") < 200
+    finally:
+        client.close()
+
+
+def test_handshake_v0_takes_bare_tokens(controller_factory) -> None:
+    controller = controller_factory(sasl_plaintext_props())
+    client = KafkaClient(controller.host, controller.port)
+    try:
+        handshake = client.request(SaslHandshakeRequest(mechanism="PLAIN"), 0)
+        assert handshake.error_code == 0
+        token = f"\0{ADMIN}\0{ADMIN_PASSWORD}".encode()
+        client.sock.sendall(struct.pack(">i", len(token)) + token)
+        assert client.read_frame() == b""  # PLAIN's empty answer, as a bare frame
+        assert client.request(DescribeClusterRequest(), 1).error_code == 0
+    finally:
+        client.close()
+
+
+def test_a_client_retrying_a_wrong_password_is_logged_once(controller_factory) -> None:
+    controller = controller_factory(sasl_plaintext_props())
+    for _ in range(20):
+        client = KafkaClient(controller.host, controller.port)
+        try:
+            assert plain_login(client, "alice", "wrong").error_code == Error.SASL_AUTHENTICATION_FAILED
+            with pytest.raises((ConnectionClosed, OSError)):
+                client.request(ApiVersionsRequest(), 3)  # closed after the answer
+        finally:
+            client.close()
+    lines = [line for line in controller.stderr_text().splitlines() if "Failed authentication" in line]
+    assert len(lines) == 1, lines
+    assert ("Failed authentication with /127.0.0.1 (mechanism PLAIN, user 'alice': "
+            "Authentication failed: Invalid username or password)") in lines[0]
+
+
+def test_a_failed_tls_handshake_is_logged_with_its_reason(controller_factory, pki: Pki) -> None:
+    controller = controller_factory({"listener.security.protocol.map": "CONTROLLER:SSL",
+                                     "ssl.keystore.location": str(pki.server),
+                                     "ssl.truststore.location": str(pki.ca), "ssl.client.auth": "required"})
+    with pytest.raises((ssl.SSLError, ConnectionClosed, OSError)):
+        client = tls_client(controller.host, controller.port, pki.ca)  # no client certificate
+        try:
+            client.request(ApiVersionsRequest(), 3)
+        finally:
+            client.close()
+    controller.wait_for_stderr(r"Failed authentication with /127\.0\.0\.1 \(SSL handshake failed: \S+", timeout=30)
+    # The listener goes on serving clients that present a trusted certificate.
+    client = tls_client(controller.host, controller.port, pki.ca, pki.client_cert, pki.client_key)
+    try:
+        assert client.request(ApiVersionsRequest(), 3).error_code == 0
+    finally:
+        client.close()
+
+
+def test_sasl_requests_on_a_listener_without_sasl_are_in_the_wrong_state(controller) -> None:
+    client = KafkaClient(controller.host, controller.port)
+    try:
+        listed = {k.api_key: (k.min_version, k.max_version) for k in client.request(ApiVersionsRequest(), 3).api_keys}
+        assert listed[17] == (0, 1) and listed[36] == (0, 2)
+        assert client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == Error.ILLEGAL_SASL_STATE
+        assert client.request(SaslAuthenticateRequest(auth_bytes=b"\0a\0b"), 2).error_code == Error.ILLEGAL_SASL_STATE
+        assert client.request(ApiVersionsRequest(), 3).error_code == 0  # served on
+    finally:
+        client.close()

@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from protocol.errors import DecodeError
-from server.network import FRAMES_PER_TURN, Connection, Listener, RequestRejected
+from server.network import FRAMES_PER_TURN, Connection, FailureLog, Listener, RequestRejected
 
 
 def frame(payload: bytes) -> bytes:
@@ -276,3 +276,147 @@ def test_a_handler_bug_costs_only_its_connection_over_real_sockets(caplog):
     assert any(r.name == "kraftwire.network" and "handler failed" in r.getMessage()
                for r in caplog.records)
     assert not any("Fatal error" in r.getMessage() for r in caplog.records)
+
+
+# --- bounded bytes -------------------------------------------------------------------------------
+
+def test_a_large_frame_in_odd_pieces_is_assembled_exactly():
+    async def main():
+        router = FakeRouter()
+        conn, transport, _ = connection(router, max_frame=4 << 20)
+        big = bytes(range(256)) * 12_000  # about 3 MB
+        data = frame(b"small") + frame(big) + frame(b"after")
+        pos, step = 0, 1
+        while pos < len(data):
+            conn.data_received(data[pos:pos + step])
+            pos += step
+            step = step * 7 % 100_003 + 1  # pieces that split prefixes and bodies anywhere
+        assert router.seen == [b"small", big, b"after"]
+        assert conn.pending == 0
+
+    run(main())
+
+
+def test_failed_authentications_are_logged_once_per_address_per_window():
+    failures = FailureLog(window_s=60.0, max_addresses=2)
+    assert failures.failed("10.0.0.1", "mechanism PLAIN, user 'bob': wrong", now=0.0) == (
+        "Failed authentication with /10.0.0.1 (mechanism PLAIN, user 'bob': wrong)")
+    assert all(failures.failed("10.0.0.1", "again", now=t) is None for t in range(1, 60))
+    assert failures.failed("10.0.0.2", "other", now=1.0) is not None  # each address has its own window
+    assert failures.failed("10.0.0.3", "past the tracked addresses", now=1.0) is None
+    line = failures.failed("10.0.0.1", "still wrong", now=61.0)
+    assert line is not None and line.endswith("; 59 more failed authentications from /10.0.0.1 were not logged")
+    failures.failed("10.0.0.1", "once more", now=62.0)
+    # Quiet for a whole window after its window: its count is logged on its own and the
+    # address forgotten (a client still retrying would have had its line by then).
+    assert failures.expired(now=100.0) == [
+        "1 failed authentications from other addresses were not logged"]
+    assert failures.expired(now=180.0) == []
+    assert failures.expired(now=181.0) == ["1 more failed authentications from /10.0.0.1 were not logged"]
+    assert failures.expired(now=500.0) == []
+    assert failures.failed("10.0.0.1", "new", now=501.0) == "Failed authentication with /10.0.0.1 (new)"
+
+
+async def _raw(port: int, data: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    return reader, writer
+
+
+async def _closed_by_server(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(), timeout=30) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_a_frame_before_login_is_judged_by_sasl_server_max_receive_size(caplog):
+    from server.security.sasl import SaslSession
+    from server.security.settings import SecurityConfig
+
+    async def main():
+        router = FakeRouter()
+        security = SecurityConfig(protocol="SASL_PLAINTEXT", sasl_mechanisms=("PLAIN",),
+                                  sasl_server_max_receive_size=1024)
+        listener = Listener(router.dispatch, 1 << 30, security=security,
+                            sasl_factory=lambda: SaslSession(("PLAIN",), {}, lambda u, m: None, 0))
+        _, port = await listener.start("127.0.0.1", 0)
+        try:
+            # At the limit: handed on. One byte over: closed at the prefix, with 100 MiB announced
+            # and only a few bytes of it sent.
+            reader, writer = await _raw(port, frame(b"x" * 1024))
+            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 30))
+            assert await reader.readexactly(size) == b"re:" + b"x" * 1024
+            writer.close()
+            reader, writer = await _raw(port, struct.pack(">i", 100 << 20) + b"abc")
+            assert await _closed_by_server(reader)
+            writer.close()
+            assert listener.used == 0  # nothing of an unauthenticated client counts
+        finally:
+            await listener.stop()
+
+    with caplog.at_level(logging.INFO, logger="kraftwire.network"):
+        run(main())
+    lines = [r.getMessage() for r in caplog.records if r.name == "kraftwire.network"]
+    assert lines == ["Failed authentication with /127.0.0.1 (invalid receive size before authentication: "
+                     "frame of 104857600 bytes exceeds sasl.server.max.receive.size=1024)"], lines
+
+
+def test_a_connection_waiting_for_the_budget_is_not_idle_and_its_peer_close_is_seen():
+    from server.security.settings import SecurityConfig
+
+    async def main():
+        router = FakeRouter()
+        security = SecurityConfig(queued_max_request_bytes=1000, connections_max_idle_ms=300)
+        listener = Listener(router.dispatch, 1 << 20, security=security)
+        _, port = await listener.start("127.0.0.1", 0)
+        loop = asyncio.get_running_loop()
+
+        async def until(condition, what: str) -> None:
+            deadline = loop.time() + 30
+            while not condition():
+                assert loop.time() < deadline, what
+                await asyncio.sleep(0.02)
+
+        try:
+            # The holder overdraws the budget with one frame and keeps sending it slowly, so
+            # it is never idle; the waiters' frames cannot start meanwhile.
+            holder_frame = frame(b"h" * 5000)
+            _, holder = await _raw(port, holder_frame[:100])
+            await until(lambda: listener.used == 5004, "the holder's frame reserved")
+            waiter_frame = frame(b"w" * 2000)
+            waiter_reader, waiter = await _raw(port, waiter_frame[:500])
+            _, leaver = await _raw(port, frame(b"l" * 2000)[:500])
+            await until(lambda: len(listener.waiting) == 2, "both wait for the budget")
+            sent = 100
+            stop = asyncio.Event()
+
+            async def trickle() -> None:
+                nonlocal sent
+                while not stop.is_set():
+                    holder.write(holder_frame[sent:sent + 1])
+                    sent += 1
+                    await asyncio.sleep(0.03)
+
+            trickling = asyncio.create_task(trickle())
+            await asyncio.sleep(1.2)  # four times connections.max.idle.ms
+            assert len(listener.connections) == 3 and len(listener.waiting) == 2
+            # A waiter that goes away is seen, though it is not read from.
+            leaver.close()
+            await until(lambda: len(listener.connections) == 2, "the leaver's close seen")
+            stop.set()
+            await trickling
+            # The holder's frame completes and releases the budget: the waiter goes on.
+            holder.write(holder_frame[sent:])
+            waiter.write(waiter_frame[500:])
+            (size,) = struct.unpack(">i", await asyncio.wait_for(waiter_reader.readexactly(4), 30))
+            assert await waiter_reader.readexactly(size) == b"re:" + b"w" * 2000
+            assert router.seen == [b"h" * 5000, b"w" * 2000]
+            await until(lambda: listener.used == 0, "the budget given back")
+            holder.close()
+            waiter.close()
+        finally:
+            await listener.stop()
+
+    run(main())
