@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -26,8 +27,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench")
     parser.add_argument("suites", nargs="*", choices=[*SUITES, "all"], default=["all"])
     parser.add_argument("--doc", type=Path, help="also write the run's lines into this markdown file")
+    parser.add_argument("--lines", type=Path, help="with --doc: write the lines of this JSON-lines file, printed by "
+                                                   "an earlier run, instead of running the suites")
+    parser.add_argument("--machine", help="with --lines: the machine those lines were measured on")
     args, options = parser.parse_known_args(argv)
     names = list(SUITES) if "all" in args.suites else args.suites
+    if args.lines is not None:
+        if args.doc is None:
+            parser.error("--lines needs --doc")
+        from tools.bench import document
+
+        lines = [json.loads(line) for line in args.lines.read_text().splitlines() if line.startswith("{")]
+        document.write(args.doc, names, lines, on=args.machine)
+        return 0
     if options:
         # A suite's own options (replay --sizes ...) go to that one suite's command line.
         if len(names) != 1:

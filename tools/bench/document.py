@@ -30,15 +30,18 @@ def machine() -> str:
             f"{platform.system()} {platform.release()}; load average at the end: {load}")
 
 
-def write(path: Path, suites: list[str], lines: list[dict[str, Any]]) -> None:
+def write(path: Path, suites: list[str], lines: list[dict[str, Any]], on: str | None = None) -> None:
+    """``on``: the machine the lines were measured on, when not this one."""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         "# Benchmark figures\n",
-        "Written by `make bench` (`python -m tools.bench " + " ".join(suites) + f" --doc {path.name}`); "
-        "do not edit by hand. Every line sets kraftwire (`ours`) against an anchor measured in "
+        ("Written by `make bench` (`python -m tools.bench " + " ".join(suites) + f" --doc {path.name}`)"
+         if on is None else
+         "Written from the lines one run of `python -m tools.bench " + " ".join(suites) + "` printed on the "
+         "machine named below (`--lines FILE --machine TEXT`)") + "; do not edit by hand. Every line sets kraftwire (`ours`) against an anchor measured in "
         "the same run (`anchor_is` says what); only the ratios compare across machines.\n",
         f"- run: {when}",
-        f"- machine: {machine()}\n",
+        f"- machine: {on or machine()}\n",
     ]
     for suite in suites:
         mine = [line for line in lines if str(line["name"]).startswith(suite + ".")]
