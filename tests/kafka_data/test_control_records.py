@@ -61,7 +61,7 @@ def test_what_the_server_writes_has_kafkas_layout(controller) -> None:
     snapshot it takes, read back from its files."""
     partition = controller.data_dir / "__cluster_metadata-0"
     controller.proc.send_signal(signal.SIGUSR1)
-    snapshot = poll(lambda: next(iter(partition.glob("*.checkpoint")), None), 10, message="a snapshot")
+    snapshot = poll(lambda: next(iter(partition.glob("*.checkpoint")), None), 120, message="a snapshot")
     controller.stop()
 
     leader_changes = [v for path in sorted(partition.glob("*.log"))
