@@ -1,4 +1,4 @@
-"""The network and disk shell around the Raft core, for a controller of several voters.
+"""The network and disk shell around the Raft core, for every controller: one voter or several.
 
 ``QuorumReplication`` owns a ``RaftCore`` and does what its outputs ask, in order: persist the
 election in quorum-state before anything else goes out, send requests to the other voters over
@@ -6,16 +6,19 @@ one outbound connection each, answer the quorum requests they sent, and tell the
 shell what happened (records committed, leadership won or lost, a snapshot installed). Time is
 the monotonic clock in milliseconds; the core is ticked at its next deadline.
 
-For the controller it stands where the single voter's ``Committer`` stands: the active
-controller submits the records of each command, and a response waiting for an offset is
-released once a majority of voters has the offset on disk, or failed if leadership is lost
-first (the client then hears NOT_CONTROLLER and retries elsewhere).
+It is the controller's commit path: the active controller submits the records of each
+command, and a response waiting for an offset is released once a majority of voters (the
+voter itself, alone) has the offset on disk, or failed if leadership is lost first (the client
+then hears NOT_CONTROLLER and retries elsewhere). A command's records that the log refuses
+make the leader resign; a write the core itself cannot make (its LeaderChange, a fetched
+batch) stops the process, as Kafka's fault handler does, to recover from what is durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from collections import deque
@@ -35,7 +38,7 @@ from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
     SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
-from server.raft.state import Election, ReplicaProgress
+from server.raft.state import Election, Leader, ReplicaProgress
 
 log = logging.getLogger("kraftwire.quorum")
 
@@ -67,7 +70,8 @@ class QuorumReplication:
         self.voters = tuple(config.voters)
         stored = read_quorum_state(log_dir)
         persisted = Election(stored.leader_epoch, stored.leader_id, stored.voted_id)
-        self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms())
+        self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms(),
+                             lambda _now: wall_clock_ms())
         raft_log.on_flushed = self._poke
         self.request_timeout_s = config.request_timeout_ms / 1000
         self.committed_offset = -1  # the Committer's name: the high watermark minus one
@@ -116,9 +120,17 @@ class QuorumReplication:
 
     # --- starting and stopping -----------------------------------------------------------------
     def start(self) -> None:
-        """Act on what the core decided while it was built (the election read back), then
-        keep its timers running."""
-        self._run()
+        """Let the core act on the election read back (a single voter elects itself now),
+        then keep its timers running."""
+        self._poke()
+
+    def confirm_leadership(self) -> None:
+        """A leader that a majority has not fetched from within the check-quorum time resigns
+        now, before it answers as the leader: its timer may not have run yet (the process
+        was frozen, or the loop busy)."""
+        state = self.core.state
+        if isinstance(state, Leader) and monotonic_ms() >= state.check_quorum_deadline:
+            self._poke()
 
     async def stop(self, grace_s: float) -> None:
         """Resign and tell the other voters (EndQuorumEpoch), waiting up to ``grace_s`` for
@@ -198,8 +210,7 @@ class QuorumReplication:
         self._answers[correlation_id] = answer
         # The source only labels the answer; answers go back by correlation id, on the
         # connection the request came in on.
-        self.core.receive_request(-1, correlation_id, message, monotonic_ms())
-        self._run()
+        self._step(lambda: self.core.receive_request(-1, correlation_id, message, monotonic_ms()))
         return answer
 
     # --- doing what the core asks ----------------------------------------------------------------
@@ -224,7 +235,15 @@ class QuorumReplication:
         """Let the core look at the time (and at its log, after a background flush)."""
         if self._closed:
             return
-        self.core.tick(monotonic_ms())
+        self._step(lambda: self.core.tick(monotonic_ms()))
+
+    def _step(self, action: Callable[[], None]) -> None:
+        """One input to the core, then what it asks for."""
+        try:
+            action()
+        except OSError as exc:
+            log.critical("cannot write the metadata log; stopping: %s", exc)
+            os._exit(3)
         self._run()
 
     def _do(self, output: Output) -> None:
@@ -292,12 +311,11 @@ class QuorumReplication:
         except (ConnectionLost, OSError, asyncio.TimeoutError) as exc:
             log.debug("%s to voter %d failed: %s", APIS[key].name, destination, exc)
             if not self._closed:
-                self.core.request_failed(request.correlation_id, monotonic_ms())
-                self._run()
+                self._step(lambda: self.core.request_failed(request.correlation_id, monotonic_ms()))
             return
         if not self._closed:
-            self.core.receive_response(destination, request.correlation_id, response, monotonic_ms())
-            self._run()
+            self._step(lambda: self.core.receive_response(destination, request.correlation_id, response,
+                                                          monotonic_ms()))
 
     async def _connection(self, voter: int) -> KafkaConnection:
         conn = self._connections.get(voter)

@@ -846,7 +846,10 @@ class RaftCore:
                 error, self.epoch, self.leader_id, snapshot, size, part.position, chunk))
 
         state = self.state
-        error = self._leader_error(part.current_leader_epoch)
+        # An observer that knows no epoch (-1) is not checked against one, as a broker's
+        # replica fetcher is not.
+        epoch = part.current_leader_epoch if part.current_leader_epoch >= 0 else self.epoch
+        error = self._leader_error(epoch)
         if error != Error.NONE or not isinstance(state, Leader):
             reply(error)
             return

@@ -23,12 +23,6 @@ from protocol.generated.messages.fetch_request import FetchPartition, FetchReque
 from protocol.generated.messages.fetch_response import (
     EpochEndOffset, FetchableTopicResponse, FetchResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData)
 from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
-from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
-from protocol.generated.messages.fetch_snapshot_request import PartitionSnapshot as SnapshotRequestPartition
-from protocol.generated.messages.fetch_snapshot_response import (
-    FetchSnapshotResponse, LeaderIdAndEpoch as SnapshotLeader, NodeEndpoint as SnapshotNodeEndpoint,
-    PartitionSnapshot, TopicSnapshot)
-from protocol.generated.messages.fetch_snapshot_response import SnapshotId as SnapshotResponseId
 from protocol.message import Message
 from protocol.primitives import METADATA_TOPIC_ID
 from server.metalog.committer import CommitPath
@@ -212,52 +206,6 @@ class MetadataFetchServer:
         if len(self.observers) >= MAX_OBSERVERS:
             for rid, _ in sorted(self.observers.items(), key=lambda item: item[1].last_fetch_ms)[:MAX_OBSERVERS // 10]:
                 del self.observers[rid]
-
-    # --- FetchSnapshot ---------------------------------------------------------------------------
-    def fetch_snapshot(self, req: FetchSnapshotRequest, version: int) -> FetchSnapshotResponse:
-        if req.cluster_id is not None and req.cluster_id != self.cluster_id:
-            return FetchSnapshotResponse(error_code=Error.INCONSISTENT_CLUSTER_ID)
-        response = FetchSnapshotResponse()
-        if version >= 1:
-            host, port = self.endpoint
-            response.node_endpoints = [SnapshotNodeEndpoint(node_id=self.node_id, host=host, port=port)]
-        for t in req.topics:
-            out = TopicSnapshot(name=t.name)
-            response.topics.append(out)
-            for p in t.partitions:
-                out.partitions.append(self._snapshot_chunk(t.name, p, req.max_bytes))
-        return response
-
-    def _snapshot_chunk(self, topic: str, p: SnapshotRequestPartition, max_bytes: int) -> PartitionSnapshot:
-        result = PartitionSnapshot(index=p.partition, snapshot_id=SnapshotResponseId(
-                                       end_offset=p.snapshot_id.end_offset, epoch=p.snapshot_id.epoch),
-                                   current_leader=SnapshotLeader(leader_id=self.node_id, leader_epoch=self.epoch))
-        if topic != METADATA_TOPIC or p.partition != 0:
-            result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
-            return result
-        if p.current_leader_epoch > self.epoch:
-            result.error_code = Error.UNKNOWN_LEADER_EPOCH
-            return result
-        if 0 <= p.current_leader_epoch < self.epoch:
-            result.error_code = Error.FENCED_LEADER_EPOCH
-            return result
-        wanted = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
-        path = self.log.directory / wanted.file_name
-        try:
-            with open(path, "rb") as f:
-                size = f.seek(0, 2)
-                if not 0 <= p.position <= size:
-                    result.error_code = Error.POSITION_OUT_OF_RANGE
-                    return result
-                f.seek(p.position)
-                chunk = f.read(max(1, min(max_bytes, size - p.position)))
-        except FileNotFoundError:
-            result.error_code = Error.SNAPSHOT_NOT_FOUND
-            return result
-        result.size = size
-        result.position = p.position
-        result.unaligned_records = chunk
-        return result
 
     # --- DescribeQuorum ------------------------------------------------------------------------
     def describe_quorum(self, req: DescribeQuorumRequest, version: int) -> DescribeQuorumResponse:

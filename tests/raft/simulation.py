@@ -36,7 +36,7 @@ from protocol.records import frame_metadata_record
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult, VersionedRecord
-from server.controller_replica import ControllerReplica
+from server.controller.replica import ControllerReplica
 from server.image.loader import MetadataLoader
 from server.metalog.committer import encode_batches
 from server.raft.core import NotLeader, RaftCore

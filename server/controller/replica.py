@@ -51,9 +51,6 @@ class ControllerReplica:
         snapshot fetched from the leader, which ``controller`` holds."""
         self.controller = controller
         self.loader = MetadataLoader(controller)
-        # A standby keeps undo entries like the active controller, so that a command it
-        # refuses (NOT_CONTROLLER) can be worked out and undone.
-        controller.offsets.activate()
 
     def committed(self, last_offset: int) -> None:
         """Everything up to ``last_offset`` is committed: a standby replays it; the active
@@ -82,6 +79,9 @@ class ControllerReplica:
         (the quorum's first leader writes it), and the abort of a metadata transaction the log
         ends inside, as Kafka's controller writes on activation."""
         controller = self.controller
+        # First: from here on every change can be undone, these writes included, should the
+        # leadership go before they commit.
+        controller.activate()
         writes = []
         if METADATA_VERSION not in controller.features.finalized:
             log.info("bootstrapping the metadata log with %d records", len(bootstrap))
@@ -89,7 +89,6 @@ class ControllerReplica:
         aborted = abort_open_transaction(controller)
         if aborted is not None:
             writes.append(aborted)
-        controller.activate()
         self.active = True
         return writes
 
