@@ -110,6 +110,8 @@ class ControllerServer:
                          (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest)):
             self.router.register(key, accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT)))
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
+        self._leading = False  # the quorum elected this node; active once its replay caught up
+        self._replaying = False  # a slice of the committed log is scheduled
         self.fetch_server.snapshot = self.snapshot
         self._snapshot_wanted = False
         self._snapshotting = False
@@ -119,7 +121,6 @@ class ControllerServer:
         self._snapshot_not_before = 0.0
         # Bytes already in the log past the snapshot count towards the next one.
         self._snapshot_mark = -self.log.bytes_after(self.snapshot.end_offset if self.snapshot else 0)
-        self.committer.listeners.append(lambda offset: self.controller.committed(offset))
         self.committer.listeners.append(self._maybe_snapshot)
         # The server's own traffic as pcapng, for tools.replay: one connection per client.
         self.capture = None
@@ -214,11 +215,30 @@ class ControllerServer:
     # --- the quorum's events ----------------------------------------------------------------------
     def _quorum_committed(self, last_offset: int) -> None:
         self.replica.committed(last_offset)
+        if not self._replaying and not self.replica.caught_up:
+            self._replaying = True
+            asyncio.get_running_loop().call_soon(self._replay_slice)
+
+    def _replay_slice(self) -> None:
+        """One slice of what the quorum committed; the loop answers everyone else before the
+        next, so Vote, BeginQuorumEpoch and Fetch are answered however much there is."""
+        if self.replica.replay_slice():
+            asyncio.get_running_loop().call_soon(self._replay_slice)
+            return
+        self._replaying = False
+        self._activate_if_leading()
 
     def _became_leader(self, epoch: int, epoch_start_offset: int) -> None:
-        """Elected, with everything up to the epoch's LeaderChange replayed: active at once.
-        The first leader of a new log writes the bootstrap records after its LeaderChange,
-        as Kafka's active controller does on activation."""
+        self._leading = True
+        self._activate_if_leading()
+
+    def _activate_if_leading(self) -> None:
+        """Elected, and with everything committed replayed: active now, replaying nothing
+        more. The first leader of a new log writes the bootstrap records after its
+        LeaderChange, as Kafka's active controller does on activation."""
+        if not self._leading or self.replica.active or not self.replica.caught_up:
+            return
+        epoch = self.replication.epoch
         writes = self.replica.activate(read_bootstrap(self.config.metadata_log_dir) if self.snapshot is None else [])
         for applied in writes:
             self.committer.submit(applied.records, applied.base_offset)
@@ -228,6 +248,7 @@ class ControllerServer:
 
     def _lost_leadership(self, epoch: int) -> None:
         """What was applied but not committed goes; the quorum's next leader decides it."""
+        self._leading = False
         self.replica.deactivate(self.replication.committed_offset)
         if len(self.voters) > 1:
             self.controller.forget_active_controller()

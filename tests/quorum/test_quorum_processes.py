@@ -117,7 +117,12 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
     successor = quorum.wait_for_leader(frozenset({leader}))
     write_once(quorum.members[successor], "while-frozen")
     acked.append("while-frozen")
+    # Frozen for longer than its check-quorum time (1.5 fetch timeouts) whatever the election took.
+    time.sleep(1.5 * int(QUORUM_TIMING["controller.quorum.fetch.timeout.ms"]) / 1000)
     os.kill(frozen.pid, signal.SIGCONT)
+    # Woken, it has not heard from a majority within the fetch timeout: it resigns before it
+    # answers, and no longer names itself as the controller (check quorum).
+    assert metadata(frozen).controller_id != leader
     poll(lambda: describe_quorum(frozen).leader_id == successor or None, 10, message="the woken voter to follow")
     assert create_topic(frozen, "to-the-old-leader") == Error.NOT_CONTROLLER
 

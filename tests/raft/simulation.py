@@ -264,6 +264,8 @@ class Simulation:
             self._on_committed(node, output.last_offset)
             assert node.replica is not None
             node.replica.committed(output.last_offset)
+            while node.replica.replay_slice(max_bytes=1):
+                pass  # the shell yields between slices; here nothing else happens meanwhile
         elif isinstance(output, LeaderChanged):
             self._note_leader(output.epoch, output.leader_id)
         elif isinstance(output, BecameLeader):
