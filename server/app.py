@@ -45,7 +45,7 @@ from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
 from server.quorum import QuorumEvents, QuorumReplication
-from server.raft.fetch import MetadataFetchServer
+from server.metadata_fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id
 from server.raft.quorum_config import QuorumConfig
 
@@ -389,13 +389,14 @@ class ControllerServer:
         for timer in (self._timer, self._no_op_timer):
             if timer is not None:
                 timer.cancel()
-        # Hand leadership over (EndQuorumEpoch) while still answering the other voters.
+        # What the active controller has written commits first; then it hands leadership
+        # over (EndQuorumEpoch) while still answering the other voters.
+        await self.committer.drain()
         await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)
         await self.listener.stop()
         if self.metrics is not None:
             self.metrics.stop()
         if self.capture is not None:
             self.capture.close()
-        await self.committer.drain()
         self.committer.close()
         self.log.close()
