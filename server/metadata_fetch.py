@@ -67,8 +67,6 @@ class MetadataFetchServer:
         self.voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None
         self.observers: dict[int, ReplicaProgress] = {}
         self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
-        self._waiting: list[asyncio.Future[None]] = []
-        committer.listeners.append(self._on_commit)
 
     @property
     def high_watermark(self) -> int:
@@ -87,12 +85,6 @@ class MetadataFetchServer:
         found = self.endpoints.get(self.leader_id)
         return [(self.leader_id, *found)] if found is not None else []
 
-    def _on_commit(self, _offset: int) -> None:
-        waiting, self._waiting = self._waiting, []
-        for fut in waiting:
-            if not fut.done():
-                fut.set_result(None)
-
     # --- Fetch ---------------------------------------------------------------------------------
     def fetch(self, req: FetchRequest, version: int) -> FetchResponse | asyncio.Future[Message]:
         if version >= 12 and req.cluster_id is not None and req.cluster_id != self.cluster_id:
@@ -101,19 +93,14 @@ class MetadataFetchServer:
         if req.max_wait_ms <= 0 or self._has_data(response):
             return response
         # Nothing new: park the fetch until the next commit or MaxWaitMs, then read again.
-        loop = asyncio.get_running_loop()
-        wake: asyncio.Future[None] = loop.create_future()
-        self._waiting.append(wake)
+        wake = self.committer.wait(self.high_watermark, req.max_wait_ms / 1000)
+        if wake is None:
+            return self._read(req, version)
+        result: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
 
-        def expire() -> None:
-            if not wake.done():
-                wake.set_result(None)
-
-        timer = loop.call_later(req.max_wait_ms / 1000, expire)
-        result: asyncio.Future[Message] = loop.create_future()
-
-        def reread(_: asyncio.Future[None]) -> None:
-            timer.cancel()
+        def reread(woken: asyncio.Future[int]) -> None:
+            if not woken.cancelled():
+                woken.exception()  # a lost leadership wakes it too: the read says what changed
             if not result.done():
                 result.set_result(self._read(req, version))
 

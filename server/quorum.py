@@ -33,6 +33,7 @@ from server.controller.result import VersionedRecord
 from server.metalog.committer import CommitFailed, encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from server.metalog.raft_log import DiskRaftLog
+from server.purgatory import OffsetPurgatory
 from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
@@ -76,7 +77,9 @@ class QuorumReplication:
         self.request_timeout_s = config.request_timeout_ms / 1000
         self.committed_offset = -1  # the Committer's name: the high watermark minus one
         self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
-        self._waiters: deque[tuple[int, asyncio.Future[int]]] = deque()
+        # Responses waiting for their offset to commit, and observers' long polls.
+        self.purgatory = OffsetPurgatory(self.committed_offset)
+        self._submitted_last = -1  # the last offset the active controller submitted
         self._answers: dict[int, asyncio.Future[Message]] = {}  # inbound correlation -> response
         self._next_inbound = 0
         self._connections: dict[int, KafkaConnection] = {}
@@ -147,7 +150,7 @@ class QuorumReplication:
             conn.close("shutting down")
         for task in list(self._tasks):
             task.cancel()
-        self._fail_waiters(CommitFailed("the controller is shutting down"))
+        self.purgatory.fail_all(CommitFailed("the controller is shutting down"))
 
     # --- the Committer's interface, for the active controller ----------------------------------
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
@@ -155,6 +158,7 @@ class QuorumReplication:
         proposed together, so the followers fetch it (and fsync it) in one go."""
         if not records:
             return
+        self._submitted_last = base_offset + len(records) - 1
         self._proposals.extend(encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms()))
         if not self._proposing:
             self._proposing = True
@@ -181,20 +185,19 @@ class QuorumReplication:
             self.core.resign(monotonic_ms())
         self._run()
 
-    def wait(self, offset: int) -> asyncio.Future[int] | None:
-        """A future resolved once ``offset`` is committed; None if it already is."""
-        if offset <= self.committed_offset:
-            return None
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiters.append((offset, fut))
-        return fut
+    def wait(self, offset: int, timeout_s: float | None = None) -> asyncio.Future[int] | None:
+        """A future resolved once ``offset`` is committed (or ``timeout_s`` has passed), failed
+        with CommitFailed if leadership goes first; None if it already is."""
+        return self.purgatory.wait(offset, timeout_s)
 
     async def drain(self) -> None:
         """Wait for what the active controller submitted to commit; what cannot (leadership
-        lost) has failed its waiters already."""
-        pending = [fut for _, fut in self._waiters]
-        if pending:
-            await asyncio.wait(pending, timeout=self.request_timeout_s)
+        lost) has failed already."""
+        fut = self.purgatory.wait(self._submitted_last)
+        if fut is not None:
+            await asyncio.wait([fut], timeout=self.request_timeout_s)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # seen: a failure here only means it was not committed
 
     def close(self) -> None:
         self.raft_log.close()
@@ -268,7 +271,7 @@ class QuorumReplication:
             log.info("no longer leading epoch %d", output.epoch)
             self._proposals = []  # records of the lost epoch that never reached the log
             self._proposed_at.clear()
-            self._fail_waiters(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
+            self.purgatory.fail_all(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
             self.events.lost_leadership(output.epoch)
         elif isinstance(output, LeaderChanged):
             log.info("epoch %d: leader %s", output.epoch, output.leader_id if output.leader_id >= 0 else "unknown")
@@ -287,19 +290,9 @@ class QuorumReplication:
                 _, began = proposed.popleft()
             self.last_flush_ms = (time.monotonic() - began) * 1000
         self.events.committed(last_offset)
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= last_offset:
-            _, fut = waiters.popleft()
-            if not fut.done():
-                fut.set_result(last_offset)
+        self.purgatory.advance(last_offset)
         for listener in self.listeners:
             listener(last_offset)
-
-    def _fail_waiters(self, exc: CommitFailed) -> None:
-        while self._waiters:
-            _, fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(exc)
 
     # --- the other voters --------------------------------------------------------------------------
     async def _send(self, request: SendRequest) -> None:

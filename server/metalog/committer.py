@@ -39,9 +39,9 @@ class CommitPath(Protocol):
 
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None: ...
 
-    def wait(self, offset: int) -> asyncio.Future | None:
-        """A future resolved once ``offset`` is committed (failed with CommitFailed if it never
-        will be); None if it already is."""
+    def wait(self, offset: int, timeout_s: float | None = None) -> asyncio.Future | None:
+        """A future resolved once ``offset`` is committed or ``timeout_s`` has passed (failed
+        with CommitFailed if it never will be); None if it already is."""
 
     async def drain(self) -> None: ...
 
