@@ -62,8 +62,8 @@ class MetadataFetchServer:
         self.leader_id = node_id  # -1 while a quorum has no known leader
         self.voters = voters
         self.endpoints = endpoints  # every voter's, this node's own included
-        # The voters' progress, known to a quorum leader (None when it is not leading any
-        # more); a single voter has no one else.
+        # The voters' progress, known to the quorum's leader (None when it is not leading any
+        # more).
         self.voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None
         self.observers: dict[int, ReplicaProgress] = {}
         self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start

@@ -75,7 +75,7 @@ class QuorumReplication:
                              lambda _now: wall_clock_ms())
         raft_log.on_flushed = self._poke
         self.request_timeout_s = config.request_timeout_ms / 1000
-        self.committed_offset = -1  # the Committer's name: the high watermark minus one
+        self.committed_offset = -1  # the high watermark minus one
         self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
         # Responses waiting for their offset to commit, and observers' long polls.
         self.purgatory = OffsetPurgatory(self.committed_offset)
@@ -89,8 +89,8 @@ class QuorumReplication:
         self._deadline = -1  # when the timer is set to tick
         self._proposals: list[bytes] = []
         self._proposing = False
-        # For the metrics, as the Committer keeps them: how long the last commit took (from
-        # its proposal), when the last batch was proposed, and writes that failed.
+        # For the metrics: how long the last commit took (from its proposal), when the last
+        # batch was proposed, and writes that failed.
         self.last_flush_ms = 0.0
         self.last_batch_timestamp_ms = -1
         self.failures = 0
@@ -152,7 +152,7 @@ class QuorumReplication:
             task.cancel()
         self.purgatory.fail_all(CommitFailed("the controller is shutting down"))
 
-    # --- the Committer's interface, for the active controller ----------------------------------
+    # --- the commit path, for the active controller --------------------------------------------
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
         """Queue a command's records; everything submitted in one turn of the event loop is
         proposed together, so the followers fetch it (and fsync it) in one go."""
