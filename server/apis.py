@@ -20,7 +20,7 @@ import logging
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 from protocol.api_keys import APIS, Api
 from protocol.error_codes import Error
@@ -114,6 +114,14 @@ def with_error(response: Message, code: int) -> Message:
     return response
 
 
+def not_controller(key: int, request: Message, version: int) -> Message:
+    """A standby's answer to what only the active controller serves: NOT_CONTROLLER for the
+    request and each of its items, worked out without running the command."""
+    response = with_error(APIS[key].response(), Error.NOT_CONTROLLER)
+    refused_items(request, response, Error.NOT_CONTROLLER, version)
+    return response
+
+
 def _then(result: T | asyncio.Future[T], then: Callable[[T], U]) -> U | asyncio.Future[U]:
     """``then(result)``, at once or, for a response still to come, once it has come."""
     if not isinstance(result, asyncio.Future):
@@ -199,14 +207,27 @@ READS = {
 SERVED_BY_STANDBYS = frozenset({"metadata", "describe_cluster"})
 
 
+class Role(Protocol):
+    """Whether this node is the active controller (``server.leadership``)."""
+
+    @property
+    def active(self) -> bool: ...
+
+
+class AlwaysActive:
+    """The role of a router that serves a controller of its own, outside any quorum."""
+
+    active = True
+
+
 class Router:
     def __init__(self, controller: QuorumController, committer: CommitPath,
-                 security: SecurityConfig | None = None) -> None:
+                 security: SecurityConfig | None = None, role: Role | None = None) -> None:
         self.controller = controller
         self.committer = committer
-        # A voter of a quorum that is not the active controller: it refuses what only the
-        # active controller serves with NOT_CONTROLLER, as Kafka's standbys do.
-        self.standby = False
+        # A standby refuses what only the active controller serves with NOT_CONTROLLER, as
+        # Kafka's standbys do, before running anything.
+        self.role: Role = role or AlwaysActive()
         self.security = security or SecurityConfig()
         self.authorizer: RequestAuthorizer | None = None
         if self.security.authorizer is not None:
@@ -223,9 +244,9 @@ class Router:
         self.observers: list[Callable[[int, float, bytes | asyncio.Future[bytes]], None]] = []
         self.context = RequestContext(ANONYMOUS, "")
         for key, name in WRITES.items():
-            self.register(key, self._writer(name))
+            self.register(key, self._writer(key, name))
         for key, name in READS.items():
-            self.register(key, self._reader(name))
+            self.register(key, self._reader(key, name))
         self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
         self.register(ApiKey.ENVELOPE, accepting(
             EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
@@ -236,29 +257,24 @@ class Router:
         self.register(ApiKey.SASL_AUTHENTICATE, accepting(
             SaslAuthenticateRequest, lambda request, version: (self._sasl_authenticate(request), NO_WAIT)))
 
-    def _writer(self, name: str) -> Handler:
+    def _writer(self, key: int, name: str) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:
+            if not self.role.active:
+                return not_controller(key, request, version), NO_WAIT
             applied: Applied = getattr(self.controller, name)(request, version)
-            if self.standby:
-                # The answer the command would get, every error NOT_CONTROLLER; its records
-                # are undone at once (a standby holds only what the active one committed).
-                self.controller.offsets.revert_to(applied.base_offset)
-                if applied.response is None:
-                    raise ValueError(f"{name} produced no response")
-                return with_error(applied.response, Error.NOT_CONTROLLER), NO_WAIT
             self.committer.submit(applied.records, applied.base_offset)
             if applied.response is None:
                 raise ValueError(f"{name} produced no response")
             return applied.response, self.controller.last_applied_offset
         return handle
 
-    def _reader(self, name: str) -> Handler:
+    def _reader(self, key: int, name: str) -> Handler:
         everywhere = name in SERVED_BY_STANDBYS
 
         def handle(request: Message, version: int) -> tuple[Reply, int]:
+            if not everywhere and not self.role.active:
+                return not_controller(key, request, version), NO_WAIT
             response = getattr(self.controller, name)(request, version)
-            if self.standby and not everywhere:
-                return with_error(response, Error.NOT_CONTROLLER), NO_WAIT
             return response, self.controller.last_applied_offset
         return handle
 
@@ -342,8 +358,10 @@ class Router:
         def release(f: asyncio.Future[None]) -> None:
             if f.exception() is not None:
                 # The records behind this answer never became durable: tell the client to
-                # retry instead of pretending it worked.
+                # retry elsewhere instead of pretending it worked, and not to come back here.
                 with_error(response, Error.NOT_CONTROLLER)
+                if hasattr(response, "controller_id"):
+                    setattr(response, "controller_id", -1)
             out.set_result(response)
 
         waiter.add_done_callback(release)

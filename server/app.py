@@ -1,11 +1,12 @@
 """The controller process: loads the metadata, then serves it over the network.
 
 This is the shell around the I/O-free controller: it owns the log, the commit path, the
-listener and the lease timer. A single voter leads alone from start-up and commits through
-the ``Committer`` (rebuilding the controller from the log if a write fails). A voter of a
-quorum is a hot standby until the Raft core elects it: it replays every committed record as
-the quorum commits it, so winning an election only means activating the state it has.
-Nothing is written before the listener is bound.
+listener and the lease timer. Every voter, a single one included, goes through the same Raft
+core (``server.quorum``): a single voter is a quorum of one that elects itself as soon as it
+listens. A voter is a hot standby until the core elects it: it replays every committed record
+as the quorum commits it, so winning an election only means activating the state it has, and
+the one ``Leadership`` says whether it is active. A write that cannot reach the log makes the
+leader resign, as in a quorum. Nothing is written before the listener is bound.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
 import socket
 import time
 from pathlib import Path
@@ -28,28 +28,26 @@ from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from server.apis import NO_WAIT, Reply, Router
 from server.config import ControllerConfig
-from server.controller_replica import ControllerReplica, abort_open_transaction
+from server.controller.replica import ControllerReplica
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
-from server.controller.result import ControllerResult, accepting
+from server.controller.result import accepting
 from server.image.loader import MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
-from server.metalog.committer import CommitPath, Committer, encode_batches
+from server.leadership import Leadership
 from server.metalog.meta_properties import check_log_dirs
 from server.metalog.meta_properties import StorageError
-from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
+from server.metalog.quorum_state import read_quorum_state
 from server.metalog.raft_log import DiskRaftLog
-from server.metalog.snapshots import (
-    SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot)
+from server.metalog.snapshots import SnapshotId, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
 from server.quorum import QuorumEvents, QuorumReplication
-from server.raft.fetch import MetadataFetchServer
+from server.metadata_fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id
 from server.raft.quorum_config import QuorumConfig
-from server.raft.replication import leader_change_batch
 
 log = logging.getLogger("kraftwire.server")
 
@@ -88,43 +86,33 @@ class ControllerServer:
         advertised = config.advertised_controller_listener
         # Where each voter is reached; this node is reached at its advertised listener.
         self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
-        self.epoch = -1  # a single voter's is chosen at start-up: above every epoch in the log
         self.controller = self._load_without_collector()
-        self.replication: QuorumReplication | None = None
-        self.raft_log: DiskRaftLog | None = None
-        self.committer: CommitPath
-        self.replica: ControllerReplica | None = None
-        if len(self.voters) > 1:
-            self.raft_log = DiskRaftLog(self.log)
-            self.replica = ControllerReplica(self.controller, self.raft_log, str(self.log.directory))
-            self.replication = QuorumReplication(
-                config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log, self.endpoints,
-                QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
-                             self._leader_changed, self._snapshot_installed), wall_clock_ms,
-                config.controller_client)
-            self.committer = self.replication
-        else:
-            self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
-        self.router = Router(self.controller, self.committer, config.security)
-        # Not active until it leads: alone, once start-up has written its epoch; in a quorum,
-        # once elected.
-        self.router.standby = True
+        self.raft_log = DiskRaftLog(self.log)
+        self.replica = ControllerReplica(self.controller, self.raft_log, str(self.log.directory))
+        self.replication = QuorumReplication(
+            config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log, self.endpoints,
+            QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
+                         self._leader_changed, self._snapshot_installed), wall_clock_ms,
+            config.controller_client)
+        self.committer = self.replication
+        # Not active until the quorum (of one, or more) elects it.
+        self.leadership = Leadership(self.replica, self.replication.confirm_leadership)
+        self.router = Router(self.controller, self.committer, config.security, self.leadership)
         self.fetch_server = MetadataFetchServer(
-            self.log, self.committer, self.cluster_id, config.node_id, self.epoch, list(self.voters), self.endpoints)
+            self.log, self.committer, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints)
+        self.fetch_server.leader_id = -1
+        self.fetch_server.voter_progress = self.replication.replica_progress
         self.router.register(ApiKey.FETCH, accepting(FetchRequest, self._fetch))
         self.router.register(ApiKey.DESCRIBE_QUORUM, accepting(
             DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT)))
-        if self.replication is not None:
-            quorum = self.replication
-            self.fetch_server.leader_id = -1
-            self.fetch_server.voter_progress = quorum.replica_progress
-            for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
-                             (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
-                             (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest)):
-                self.router.register(key, accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT)))
-        else:
-            self.router.register(ApiKey.FETCH_SNAPSHOT, accepting(
-                FetchSnapshotRequest, lambda r, v: (self.fetch_server.fetch_snapshot(r, v), NO_WAIT)))
+        quorum = self.replication
+        for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
+                         (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
+                         (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest)):
+            self.router.register(key, accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT)))
+        self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
+        self._leading = False  # the quorum elected this node; active once its replay caught up
+        self._replaying = False  # a slice of the committed log is scheduled
         self.fetch_server.snapshot = self.snapshot
         self._snapshot_wanted = False
         self._snapshotting = False
@@ -134,7 +122,6 @@ class ControllerServer:
         self._snapshot_not_before = 0.0
         # Bytes already in the log past the snapshot count towards the next one.
         self._snapshot_mark = -self.log.bytes_after(self.snapshot.end_offset if self.snapshot else 0)
-        self.committer.listeners.append(lambda offset: self.controller.committed(offset))
         self.committer.listeners.append(self._maybe_snapshot)
         # The server's own traffic as pcapng, for tools.replay: one connection per client.
         self.capture = None
@@ -157,8 +144,8 @@ class ControllerServer:
 
     @property
     def active(self) -> bool:
-        """Whether this node is the active controller (a single voter, once started)."""
-        return not self.router.standby
+        """Whether this node is the active controller."""
+        return self.leadership.active
 
     # --- loading ------------------------------------------------------------------------------
     def _check_voters(self, found: tuple[int, ...] | list[int], source: str) -> None:
@@ -187,19 +174,9 @@ class ControllerServer:
     def _fetch(self, request: FetchRequest, version: int) -> tuple[Reply, int]:
         """A voter's fetch is the Raft core's (it moves the high watermark); an observer's
         reads committed batches only."""
-        if self.replication is not None and fetch_replica_id(request) in self.voters:
+        if fetch_replica_id(request) in self.voters:
             return self.replication.serve(request), NO_WAIT
         return self.fetch_server.fetch(request, version), NO_WAIT
-
-    def _new_epoch(self) -> int:
-        """A single voter elects itself at start-up: a new epoch above any in the log, its
-        snapshots and quorum-state, recorded before it is used."""
-        state = read_quorum_state(self.config.metadata_log_dir)
-        snapshots = list_snapshots(self.log.directory)
-        epoch = max(state.leader_epoch, self.log.last_epoch, snapshots[-1].epoch if snapshots else 0) + 1
-        write_quorum_state(self.config.metadata_log_dir, QuorumState(
-            leader_id=self.config.node_id, leader_epoch=epoch, voted_id=self.config.node_id, voters=self.voters))
-        return epoch
 
     def _new_controller(self) -> QuorumController:
         advertised = self.config.advertised_controller_listener
@@ -228,52 +205,54 @@ class ControllerServer:
 
     def _load(self) -> QuorumController:
         """The durable state, read only. A voter of a quorum loads the snapshot alone: which
-        records of its log are committed it learns from the quorum, and replays them then."""
+        records of its log are committed it learns from the quorum, and replays them then. A
+        single voter's whole log is committed (it commits what it flushed, and at its next
+        election everything its log holds): it replays it now."""
         controller = self._new_controller()
         self.snapshot = self._restore(controller, replay_log=len(self.voters) == 1)
         self._check_voters(controller.quorum.voter_ids, "VotersRecord")
         return controller
 
-    def _lead_alone(self) -> None:
-        """A single voter elects itself: a new epoch, recorded, then marked in the log; a
-        new log gets the bootstrap records first."""
-        self.epoch = self._new_epoch()
-        controller = self.controller
-        if self.log.end_offset == 0 and self.snapshot is None:
-            records = read_bootstrap(self.config.metadata_log_dir)
-            applied = controller.apply(ControllerResult(records))
-            self.log.append(encode_batches(applied.records, 0, self.epoch, wall_clock_ms()))
-            log.info("bootstrapped the metadata log with %d records", len(records))
-        self._append_leader_change(controller)
-        aborted = abort_open_transaction(controller)
-        if aborted is not None:
-            self.log.append(encode_batches(aborted.records, aborted.base_offset, self.epoch, wall_clock_ms()))
-        assert isinstance(self.committer, Committer)
-        self.committer.caught_up(self.epoch)
-        self.fetch_server.epoch = self.epoch
-        controller.activate()
-        self.router.standby = False
-
-    # --- a voter of a quorum --------------------------------------------------------------------
+    # --- the quorum's events ----------------------------------------------------------------------
     def _quorum_committed(self, last_offset: int) -> None:
-        assert self.replica is not None
         self.replica.committed(last_offset)
+        if not self._replaying and not self.replica.caught_up:
+            self._replaying = True
+            asyncio.get_running_loop().call_soon(self._replay_slice)
+
+    def _replay_slice(self) -> None:
+        """One slice of what the quorum committed; the loop answers everyone else before the
+        next, so Vote, BeginQuorumEpoch and Fetch are answered however much there is."""
+        if self.replica.replay_slice():
+            asyncio.get_running_loop().call_soon(self._replay_slice)
+            return
+        self._replaying = False
+        self._activate_if_leading()
 
     def _became_leader(self, epoch: int, epoch_start_offset: int) -> None:
-        """Elected, with everything up to the epoch's LeaderChange replayed: active at once."""
-        assert self.replica is not None
-        self.epoch = epoch
+        self._leading = True
+        self._activate_if_leading()
+
+    def _activate_if_leading(self) -> None:
+        """Elected, and with everything committed replayed: active now, replaying nothing
+        more. The first leader of a new log writes the bootstrap records after its
+        LeaderChange, as Kafka's active controller does on activation."""
+        if not self._leading or self.replica.active or not self.replica.caught_up:
+            return
+        epoch = self.replication.epoch
         writes = self.replica.activate(read_bootstrap(self.config.metadata_log_dir) if self.snapshot is None else [])
-        self.router.standby = False
         for applied in writes:
             self.committer.submit(applied.records, applied.base_offset)
         log.info("active controller of epoch %d (state at offset %d)", epoch, self.controller.last_applied_offset)
+        if self._activated is not None and not self._activated.done():
+            self._activated.set_result(None)
 
     def _lost_leadership(self, epoch: int) -> None:
         """What was applied but not committed goes; the quorum's next leader decides it."""
-        assert self.replica is not None and self.replication is not None
-        self.router.standby = True
+        self._leading = False
         self.replica.deactivate(self.replication.committed_offset)
+        if len(self.voters) > 1:
+            self.controller.forget_active_controller()
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
         self.fetch_server.epoch = epoch
@@ -282,7 +261,6 @@ class ControllerServer:
 
     def _snapshot_installed(self, end_offset: int, epoch: int) -> None:
         """The leader's snapshot replaced this voter's log: load it in place of the state."""
-        assert self.replica is not None
         controller = self._new_controller()
         self.snapshot = self._restore(controller, replay_log=False)
         controller.set_active_controller(self.fetch_server.leader_id)
@@ -313,30 +291,6 @@ class ControllerServer:
             log.info("replayed the log from offset %d to %d", start, controller.last_applied_offset)
         return loaded[0] if loaded is not None else None
 
-    def _append_leader_change(self, controller: QuorumController) -> None:
-        """Mark the start of this epoch in the log, as a KRaft leader does."""
-        voters = frozenset(self.voters)
-        self.log.append([leader_change_batch(self.log.end_offset, self.epoch, self.config.node_id,
-                                             voters, voters, wall_clock_ms())])
-        controller.offsets.skip_to(self.log.end_offset)
-
-    def _on_commit_failure(self, exc: BaseException) -> None:
-        log.error("rebuilding the controller from the durable log after a failed write: %s", exc)
-        try:
-            self._reload()
-        except Exception:
-            # The state in memory holds records that never became durable; serving it would
-            # show uncommitted changes. The log on disk is intact, so stop and let a restart
-            # recover from it.
-            log.critical("cannot rebuild the controller from the log; exiting", exc_info=True)
-            os._exit(3)
-
-    def _reload(self) -> None:
-        controller = self._new_controller()
-        self._restore(controller)
-        controller.activate()
-        self.controller = self.router.controller = controller
-
     # --- snapshots ----------------------------------------------------------------------------
     def request_snapshot(self) -> None:
         """Take a snapshot at the next moment the applied state is all committed."""
@@ -365,7 +319,7 @@ class ControllerServer:
         """The leader epoch of the batch holding ``offset``: a snapshot is named after the
         epoch of its last record, as Kafka names them."""
         i = self.log.entry_for(offset)
-        return self.log.entries[i].epoch if i is not None else max(self.epoch, 0)
+        return self.log.entries[i].epoch if i is not None else max(self.replication.epoch, 0)
 
     def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId, count: int) -> None:
         self._snapshotting = False
@@ -379,8 +333,7 @@ class ControllerServer:
         self.snapshot = snapshot
         self._snapshot_mark = self.log.appended_bytes
         self.fetch_server.snapshot = snapshot
-        if self.raft_log is not None:
-            self.raft_log.snapshot_taken(snapshot)
+        self.raft_log.snapshot_taken(snapshot)
         # The log below the older kept snapshot goes: the newest can fall back to that one.
         kept = oldest_kept(self.log.directory)
         removed = self.log.delete_segments_before(kept.end_offset if kept else snapshot.end_offset)
@@ -389,14 +342,16 @@ class ControllerServer:
 
     # --- serving ------------------------------------------------------------------------------
     async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
-        """Serve (on ``sock`` when the caller bound the port first), then lead alone or join
-        the quorum."""
+        """Serve (on ``sock`` when the caller bound the port first), then join the quorum. A
+        single voter elects itself at once: this returns when it is active."""
         listener = self.config.controller_listener
         self.address = await self.listener.start(listener.host, listener.port, sock)
-        if self.replication is not None:
-            self.replication.start()
-        else:
-            self._lead_alone()
+        self._activated = asyncio.get_running_loop().create_future()
+        self.replication.start()
+        if len(self.voters) == 1:
+            # Its LeaderChange is committed by its own fsync: a moment, unless the disk fails
+            # (then it has resigned, and says NOT_CONTROLLER until it stands again).
+            await asyncio.wait([self._activated], timeout=self.config.quorum_request_timeout_ms / 1000)
         if self.metrics is not None and self.config.metrics_port is not None:
             self.metrics_port = self.metrics.start(listener.host, self.config.metrics_port)
         self._schedule_lease_check()
@@ -408,7 +363,7 @@ class ControllerServer:
         self._timer = asyncio.get_running_loop().call_later(interval, self._check_leases)
 
     def _check_leases(self) -> None:
-        if self.router.standby:
+        if not self.leadership.active:
             self._schedule_lease_check()
             return
         applied = self.controller.fence_expired_brokers()
@@ -426,7 +381,7 @@ class ControllerServer:
             self._no_op_timer = asyncio.get_running_loop().call_later(interval_ms / 1000, self._write_no_op)
 
     def _write_no_op(self) -> None:
-        if not self.router.standby:
+        if self.leadership.active:
             applied = self.controller.write_no_op()
             self.committer.submit(applied.records, applied.base_offset)
         self._schedule_no_op()
@@ -435,14 +390,14 @@ class ControllerServer:
         for timer in (self._timer, self._no_op_timer):
             if timer is not None:
                 timer.cancel()
-        if self.replication is not None:
-            # Hand leadership over (EndQuorumEpoch) while still answering the other voters.
-            await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)
+        # What the active controller has written commits first; then it hands leadership
+        # over (EndQuorumEpoch) while still answering the other voters.
+        await self.committer.drain()
+        await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)
         await self.listener.stop()
         if self.metrics is not None:
             self.metrics.stop()
         if self.capture is not None:
             self.capture.close()
-        await self.committer.drain()
         self.committer.close()
         self.log.close()

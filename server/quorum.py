@@ -1,4 +1,4 @@
-"""The network and disk shell around the Raft core, for a controller of several voters.
+"""The network and disk shell around the Raft core, for every controller: one voter or several.
 
 ``QuorumReplication`` owns a ``RaftCore`` and does what its outputs ask, in order: persist the
 election in quorum-state before anything else goes out, send requests to the other voters over
@@ -6,16 +6,19 @@ one outbound connection each, answer the quorum requests they sent, and tell the
 shell what happened (records committed, leadership won or lost, a snapshot installed). Time is
 the monotonic clock in milliseconds; the core is ticked at its next deadline.
 
-For the controller it stands where the single voter's ``Committer`` stands: the active
-controller submits the records of each command, and a response waiting for an offset is
-released once a majority of voters has the offset on disk, or failed if leadership is lost
-first (the client then hears NOT_CONTROLLER and retries elsewhere).
+It is the controller's commit path: the active controller submits the records of each
+command, and a response waiting for an offset is released once a majority of voters (the
+voter itself, alone) has the offset on disk, or failed if leadership is lost first (the client
+then hears NOT_CONTROLLER and retries elsewhere). A command's records that the log refuses
+make the leader resign; a write the core itself cannot make (its LeaderChange, a fetched
+batch) stops the process, as Kafka's fault handler does, to recover from what is durable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from collections import deque
@@ -31,12 +34,13 @@ from server.controller.result import VersionedRecord
 from server.metalog.committer import CommitFailed, encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from server.metalog.raft_log import DiskRaftLog
+from server.purgatory import OffsetPurgatory
 from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
     SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
-from server.raft.state import Election, ReplicaProgress
+from server.raft.state import Election, Leader, ReplicaProgress
 from server.security.client import ClientSecurity
 
 log = logging.getLogger("kraftwire.quorum")
@@ -77,12 +81,15 @@ class QuorumReplication:
         self.voters = tuple(config.voters)
         stored = read_quorum_state(log_dir)
         persisted = Election(stored.leader_epoch, stored.leader_id, stored.voted_id)
-        self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms())
+        self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms(),
+                             lambda _now: wall_clock_ms())
         raft_log.on_flushed = self._poke
         self.request_timeout_s = config.request_timeout_ms / 1000
-        self.committed_offset = -1  # the Committer's name: the high watermark minus one
+        self.committed_offset = -1  # the high watermark minus one
         self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
-        self._waiters: deque[tuple[int, asyncio.Future[int]]] = deque()
+        # Responses waiting for their offset to commit, and observers' long polls.
+        self.purgatory = OffsetPurgatory(self.committed_offset)
+        self._submitted_last = -1  # the last offset the active controller submitted
         self._answers: dict[int, asyncio.Future[Message]] = {}  # inbound correlation -> response
         self._next_inbound = 0
         self._connections: dict[int, KafkaConnection] = {}
@@ -92,8 +99,8 @@ class QuorumReplication:
         self._deadline = -1  # when the timer is set to tick
         self._proposals: list[bytes] = []
         self._proposing = False
-        # For the metrics, as the Committer keeps them: how long the last commit took (from
-        # its proposal), when the last batch was proposed, and writes that failed.
+        # For the metrics: how long the last commit took (from its proposal), when the last
+        # batch was proposed, and writes that failed.
         self.last_flush_ms = 0.0
         self.last_batch_timestamp_ms = -1
         self.failures = 0
@@ -126,9 +133,17 @@ class QuorumReplication:
 
     # --- starting and stopping -----------------------------------------------------------------
     def start(self) -> None:
-        """Act on what the core decided while it was built (the election read back), then
-        keep its timers running."""
-        self._run()
+        """Let the core act on the election read back (a single voter elects itself now),
+        then keep its timers running."""
+        self._poke()
+
+    def confirm_leadership(self) -> None:
+        """A leader that a majority has not fetched from within the check-quorum time resigns
+        now, before it answers as the leader: its timer may not have run yet (the process
+        was frozen, or the loop busy)."""
+        state = self.core.state
+        if isinstance(state, Leader) and monotonic_ms() >= state.check_quorum_deadline:
+            self._poke()
 
     async def stop(self, grace_s: float) -> None:
         """Resign and tell the other voters (EndQuorumEpoch), waiting up to ``grace_s`` for
@@ -145,14 +160,15 @@ class QuorumReplication:
             conn.close("shutting down")
         for task in list(self._tasks):
             task.cancel()
-        self._fail_waiters(CommitFailed("the controller is shutting down"))
+        self.purgatory.fail_all(CommitFailed("the controller is shutting down"))
 
-    # --- the Committer's interface, for the active controller ----------------------------------
+    # --- the commit path, for the active controller --------------------------------------------
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
         """Queue a command's records; everything submitted in one turn of the event loop is
         proposed together, so the followers fetch it (and fsync it) in one go."""
         if not records:
             return
+        self._submitted_last = base_offset + len(records) - 1
         self._proposals.extend(encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms()))
         if not self._proposing:
             self._proposing = True
@@ -179,20 +195,19 @@ class QuorumReplication:
             self.core.resign(monotonic_ms())
         self._run()
 
-    def wait(self, offset: int) -> asyncio.Future[int] | None:
-        """A future resolved once ``offset`` is committed; None if it already is."""
-        if offset <= self.committed_offset:
-            return None
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._waiters.append((offset, fut))
-        return fut
+    def wait(self, offset: int, timeout_s: float | None = None) -> asyncio.Future[int] | None:
+        """A future resolved once ``offset`` is committed (or ``timeout_s`` has passed), failed
+        with CommitFailed if leadership goes first; None if it already is."""
+        return self.purgatory.wait(offset, timeout_s)
 
     async def drain(self) -> None:
         """Wait for what the active controller submitted to commit; what cannot (leadership
-        lost) has failed its waiters already."""
-        pending = [fut for _, fut in self._waiters]
-        if pending:
-            await asyncio.wait(pending, timeout=self.request_timeout_s)
+        lost) has failed already."""
+        fut = self.purgatory.wait(self._submitted_last)
+        if fut is not None:
+            await asyncio.wait([fut], timeout=self.request_timeout_s)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # seen: a failure here only means it was not committed
 
     def close(self) -> None:
         self.raft_log.close()
@@ -208,8 +223,7 @@ class QuorumReplication:
         self._answers[correlation_id] = answer
         # The source only labels the answer; answers go back by correlation id, on the
         # connection the request came in on.
-        self.core.receive_request(-1, correlation_id, message, monotonic_ms())
-        self._run()
+        self._step(lambda: self.core.receive_request(-1, correlation_id, message, monotonic_ms()))
         return answer
 
     # --- doing what the core asks ----------------------------------------------------------------
@@ -234,7 +248,15 @@ class QuorumReplication:
         """Let the core look at the time (and at its log, after a background flush)."""
         if self._closed:
             return
-        self.core.tick(monotonic_ms())
+        self._step(lambda: self.core.tick(monotonic_ms()))
+
+    def _step(self, action: Callable[[], None]) -> None:
+        """One input to the core, then what it asks for."""
+        try:
+            action()
+        except OSError as exc:
+            log.critical("cannot write the metadata log; stopping: %s", exc)
+            os._exit(3)
         self._run()
 
     def _do(self, output: Output) -> None:
@@ -259,7 +281,7 @@ class QuorumReplication:
             log.info("no longer leading epoch %d", output.epoch)
             self._proposals = []  # records of the lost epoch that never reached the log
             self._proposed_at.clear()
-            self._fail_waiters(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
+            self.purgatory.fail_all(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
             self.events.lost_leadership(output.epoch)
         elif isinstance(output, LeaderChanged):
             log.info("epoch %d: leader %s", output.epoch, output.leader_id if output.leader_id >= 0 else "unknown")
@@ -278,19 +300,9 @@ class QuorumReplication:
                 _, began = proposed.popleft()
             self.last_flush_ms = (time.monotonic() - began) * 1000
         self.events.committed(last_offset)
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= last_offset:
-            _, fut = waiters.popleft()
-            if not fut.done():
-                fut.set_result(last_offset)
+        self.purgatory.advance(last_offset)
         for listener in self.listeners:
             listener(last_offset)
-
-    def _fail_waiters(self, exc: CommitFailed) -> None:
-        while self._waiters:
-            _, fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_exception(exc)
 
     # --- the other voters --------------------------------------------------------------------------
     async def _send(self, request: SendRequest) -> None:
@@ -302,14 +314,13 @@ class QuorumReplication:
         except (ConnectionLost, OSError, asyncio.TimeoutError) as exc:
             log.debug("%s to voter %d failed: %s", APIS[key].name, destination, exc)
             if not self._closed:
-                self.core.request_failed(request.correlation_id, monotonic_ms())
-                self._run()
+                self._step(lambda: self.core.request_failed(request.correlation_id, monotonic_ms()))
             return
         if getattr(response, "error_code", Error.NONE) == Error.CLUSTER_AUTHORIZATION_FAILED:
             self._unauthorized(destination, APIS[key].name)
         if not self._closed:
-            self.core.receive_response(destination, request.correlation_id, response, monotonic_ms())
-            self._run()
+            self._step(lambda: self.core.receive_response(destination, request.correlation_id, response,
+                                                          monotonic_ms()))
 
     def _unauthorized(self, voter: int, api: str) -> None:
         """Said once per voter: the other voter's authorizer refuses this one (a voter needs

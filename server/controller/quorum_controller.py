@@ -409,6 +409,13 @@ class QuorumController:
         self.views.node_id = node_id
         self.views.controller_endpoint = endpoint
 
+    def forget_active_controller(self) -> None:
+        """This node led a quorum and resigned: until a leader is known it names none rather
+        than itself, so that clients look for the new one."""
+        self.active_controller_id = -1
+        self.views.node_id = -1
+        self.views.controller_endpoint = None
+
     def supported_features(self) -> list[SupportedFeatureKey]:
         return [SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                 for n, (lo, hi) in SUPPORTED_FEATURES.items()]

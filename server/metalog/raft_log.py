@@ -38,6 +38,7 @@ class DiskRaftLog:
         self.on_flushed: Callable[[], None] = lambda: None  # a background flush completed
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="raft-log-flush")
         self._flushing = False
+        self._flush_again = False  # appends came while a flush ran: flush once more after it
         self._truncations = 0  # a flush begun before a truncation may not count
         newest = list_snapshots(log.directory)[-1:]
         self._snapshot: tuple[int, int] | None = (newest[0].end_offset, newest[0].epoch) if newest else None
@@ -77,7 +78,10 @@ class DiskRaftLog:
         self._flushed = self.log.end_offset
 
     def begin_flush(self) -> None:
-        if self._flushing or self._flushed == self.log.end_offset:
+        if self._flushing:
+            self._flush_again = True
+            return
+        if self._flushed == self.log.end_offset:
             return
         fd = self.log.duplicate_active_fd()
         if fd is None:
@@ -90,6 +94,10 @@ class DiskRaftLog:
 
     def _flush_done(self, task: asyncio.Future[None], end: int, truncations: int) -> None:
         self._flushing = False
+        if self._flush_again:
+            # What was appended meanwhile goes in the next fsync at once: the group commit.
+            self._flush_again = False
+            self.begin_flush()
         if task.exception() is not None:
             # Not counted: the followers can still commit, and the next flush tries again.
             log.error("metadata log fsync failed: %s", task.exception())

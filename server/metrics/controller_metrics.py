@@ -49,7 +49,7 @@ class Observed(Protocol):
 
     @property
     def replication(self) -> QuorumReplication | None:
-        """The quorum this controller votes in, if it is one of several voters."""
+        """The quorum this controller votes in (a single voter is a quorum of one)."""
 
     @property
     def snapshot(self) -> SnapshotId | None: ...

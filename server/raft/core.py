@@ -7,6 +7,8 @@ Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication (FetchSna
 follower behind the leader's log start), KIP-996 pre-vote, a leader that resigns when a
 majority stops fetching from it (check quorum), and graceful resignation with
 EndQuorumEpoch. The voter set is static (no KIP-853 changes), and the node must be a voter.
+A single voter is a quorum of one: it stands and wins at once, and commits what it has
+flushed, through the same states and outputs as any leader.
 
 Every reply to a request is built after the state it reports is persisted, and a response is
 acted on only if it answers the request in flight now (correlation ids), so duplicated, late
@@ -18,6 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Callable
 
 from protocol.error_codes import Error
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
@@ -71,7 +74,10 @@ class _InFlight:
 
 class RaftCore:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, persisted: Election | None,
-                 rng: random.Random, now_ms: int) -> None:
+                 rng: random.Random, now_ms: int, wall_time: Callable[[int], int] = lambda now: now) -> None:
+        """``now_ms`` and every later ``now_ms`` are monotonic; ``wall_time`` turns one into
+        the wall-clock milliseconds that batch timestamps carry. Nothing is done until the
+        first call (``tick``), so the shell decides when the node starts to act."""
         if node_id not in config.voters:
             raise ValueError(f"node {node_id} is not one of the voters {list(config.voters)}")
         if config.election_timeout_ms <= 0 or config.fetch_timeout_ms <= 0:
@@ -80,7 +86,9 @@ class RaftCore:
         self.config = config
         self.log = log
         self.rng = rng
+        self.wall_time = wall_time
         self.voters = frozenset(config.voters)
+        self.only_voter = self.voters == {node_id}
         self.outputs: list[Output] = []
         # Offsets below it are committed. Not persisted: after a restart it is learnt again
         # from the leader, as in Kafka.
@@ -93,10 +101,12 @@ class RaftCore:
         self._busy: dict[int, int] = {}  # destination -> correlation id of its request in flight
         self._backoff_until: dict[int, int] = {}
         self._flush_due: int | None = None
+        # Elections lost in a row: the wait before the next one grows with them (Kafka's
+        # binary exponential election backoff), so that split votes resolve quickly.
+        self._lost_elections = 0
         self.state: EpochState = self._initial_state(persisted or Election(0), now_ms)
         self._persist(self.state.election)
         self._report_leader()
-        self._poll(now_ms)
 
     # --- public API ------------------------------------------------------------------------
     @property
@@ -166,7 +176,8 @@ class RaftCore:
         They are committed once ``Committed`` reaches that offset."""
         if not records:
             raise ValueError("nothing to propose")
-        return self.propose_batches([records_batch(self.log.end_offset, self.epoch, records, now_ms)], now_ms)
+        return self.propose_batches([records_batch(self.log.end_offset, self.epoch, records, self.wall_time(now_ms))],
+                                    now_ms)
 
     def propose_batches(self, batches: list[bytes], now_ms: int) -> int:
         """Append batches already encoded by the controller (base offsets continuing the log,
@@ -180,7 +191,9 @@ class RaftCore:
                 raise ValueError(f"a batch of epoch {header.partition_leader_epoch} proposed in epoch {self.epoch}")
         self.log.append(batches)
         if self._flush_due is None:
-            self._flush_due = now_ms + self.config.append_linger_ms
+            # Alone, its own flush is the commit: lingering would only delay it. Appends made
+            # while a flush runs join the next one (group commit).
+            self._flush_due = now_ms + (0 if self.only_voter else self.config.append_linger_ms)
         self._answer_parked(state, now_ms, only_due=False)
         self._poll(now_ms)
         return self.log.end_offset - 1
@@ -232,6 +245,10 @@ class RaftCore:
     # --- starting up --------------------------------------------------------------------------
     def _initial_state(self, persisted: Election, now: int) -> EpochState:
         log_epoch = self.log.last_epoch
+        if self.only_voter:
+            # Nobody else can lead or vote: it stands at its first poll, in an epoch above
+            # any it led (a restarted leader never leads its epoch again).
+            return Unattached(Election(max(persisted.epoch, log_epoch)), now)
         if persisted.epoch < log_epoch:
             # The log saw a later epoch than the file (the file is the one that lags): take
             # the log's epoch and no vote. A candidate of that epoch cannot win this node,
@@ -308,9 +325,11 @@ class RaftCore:
         leader = Leader(election, start, granting,
                         check_quorum_deadline=now + int(fetch_timeout * CHECK_QUORUM_FACTOR), begin_epoch_due=now)
         self._set_state(leader, now)
+        self._lost_elections = 0
         # The epoch's first batch names its leader; committing it is what lets the high
         # watermark move in this epoch.
-        self.log.append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting, now)])
+        self.log.append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting,
+                                             self.wall_time(now))])
         self._flush_due = now
 
     def _to_resigned(self, leader: Leader, now: int) -> None:
@@ -339,8 +358,16 @@ class RaftCore:
                 self._to_candidate(now)
             elif state.tally.lost:
                 self._after_lost_pre_vote(now)
-        elif isinstance(state, Candidate) and state.tally.won:
-            self._to_leader(frozenset(state.tally.granted), now)
+        elif isinstance(state, Candidate):
+            if state.tally.won:
+                self._to_leader(frozenset(state.tally.granted), now)
+            elif state.tally.lost:
+                # Another candidate split the vote: stand again after a random backoff that
+                # doubles with each lost election, rather than a whole election timeout.
+                self._lost_elections += 1
+                limit = min(self.config.election_backoff_max_ms,
+                            self.config.retry_backoff_ms << min(self._lost_elections - 1, 20))
+                state.election_deadline = min(state.election_deadline, now + self.rng.randrange(max(1, limit)))
 
     def _after_lost_pre_vote(self, now: int) -> None:
         # Back to where it was, without having raised the epoch: this is what keeps a voter
@@ -359,6 +386,13 @@ class RaftCore:
             if until <= now:
                 del self._backoff_until[destination]
         state = self.state
+        if self.only_voter and not self.shutting_down and isinstance(state, (Unattached, Candidate)):
+            # A quorum of one needs no votes, and no pre-vote: it stands and wins at once.
+            if isinstance(state, Candidate):
+                self._check_tally(now)
+            else:
+                self._to_candidate(now)
+            state = self.state
         if isinstance(state, Leader):
             self._poll_leader(state, now)
         elif isinstance(state, Follower):
@@ -405,7 +439,10 @@ class RaftCore:
     def _poll_resigned(self, state: Resigned, now: int) -> None:
         if now >= state.election_deadline and not self.shutting_down:
             # Leave the epoch for good: this node may not lead or follow itself in it again.
-            self._to_unattached(self.epoch + 1, now)
+            if self.only_voter:
+                self._to_candidate(now)
+            else:
+                self._to_unattached(self.epoch + 1, now)
             self._poll(now)
             return
         for voter in sorted(state.unacked):
@@ -809,7 +846,10 @@ class RaftCore:
                 error, self.epoch, self.leader_id, snapshot, size, part.position, chunk))
 
         state = self.state
-        error = self._leader_error(part.current_leader_epoch)
+        # An observer that knows no epoch (-1) is not checked against one, as a broker's
+        # replica fetcher is not.
+        epoch = part.current_leader_epoch if part.current_leader_epoch >= 0 else self.epoch
+        error = self._leader_error(epoch)
         if error != Error.NONE or not isinstance(state, Leader):
             reply(error)
             return

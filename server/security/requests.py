@@ -132,10 +132,19 @@ PER_ITEM: dict[int, PerItem] = {
 }
 
 
-def refused_items(request: Message, response: Message, code: int) -> None:
+def refused_items(request: Message, response: Message, code: int, version: int = 0) -> None:
     """Give a refused request's response one failed result per item, where its answer has no
     error code of its own (Kafka's error responses for these APIs do the same)."""
-    if isinstance(request, CreateAclsRequest) and isinstance(response, CreateAclsResponse):
+    rule = PER_ITEM.get(request.API_KEY) if request.API_KEY is not None else None
+    if rule is not None:
+        results = [rule.refused(item, version) for item in getattr(request, rule.items) or []]
+        for result in results:
+            setattr(result, "error_code", code)
+        setattr(response, rule.results, results)
+    elif isinstance(request, DeleteTopicsRequest) and isinstance(response, DeleteTopicsResponse):
+        response.responses = [DeletableTopicResult(name=n, error_code=code) for n in request.topic_names] + [
+            DeletableTopicResult(name=t.name, topic_id=t.topic_id, error_code=code) for t in request.topics]
+    elif isinstance(request, CreateAclsRequest) and isinstance(response, CreateAclsResponse):
         response.results = [AclCreationResult(error_code=code) for _ in request.creations]
     elif isinstance(request, DeleteAclsRequest) and isinstance(response, DeleteAclsResponse):
         response.filter_results = [DeleteAclsFilterResult(error_code=code) for _ in request.filters]

@@ -28,6 +28,8 @@ QUORUM_TIMING = {
     "controller.quorum.election.timeout.ms": "300",
     "controller.quorum.fetch.timeout.ms": "600",
     "broker.session.timeout.ms": "6000",
+    # The brokers here serve no clients: Metadata names the voters' leader as the controller.
+    "kraftwire.metadata.nodes": "controller",
 }
 BROKERS = [1, 2, 3]
 
@@ -117,7 +119,12 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
     successor = quorum.wait_for_leader(frozenset({leader}))
     write_once(quorum.members[successor], "while-frozen")
     acked.append("while-frozen")
+    # Frozen for longer than its check-quorum time (1.5 fetch timeouts) whatever the election took.
+    time.sleep(1.5 * int(QUORUM_TIMING["controller.quorum.fetch.timeout.ms"]) / 1000)
     os.kill(frozen.pid, signal.SIGCONT)
+    # Woken, it has not heard from a majority within the fetch timeout: it resigns before it
+    # answers, and no longer names itself as the controller (check quorum).
+    assert metadata(frozen).controller_id != leader
     poll(lambda: describe_quorum(frozen).leader_id == successor or None, 10, message="the woken voter to follow")
     assert create_topic(frozen, "to-the-old-leader") == Error.NOT_CONTROLLER
 
@@ -177,10 +184,12 @@ def test_metrics_tell_the_active_controller_and_the_quorums_leader(tmp_path):
     try:
         leader = q.wait_for_leader()
         for node, member in q.members.items():
+            # A follower hears of the leader (BeginQuorumEpoch) before its first fetch brings the
+            # high watermark.
             values = poll(lambda: (v := _scrape(member))["kafka_server_raft_metrics_current_leader"] == leader
-                          and v or None, 10, message=f"voter {node}'s metrics to name the leader")
+                          and v["kafka_server_raft_metrics_high_watermark"] > 0 and v or None, 10,
+                          message=f"voter {node}'s metrics to name the leader and a high watermark")
             assert values["kafka_controller_KafkaController_ActiveControllerCount"] == (node == leader)
             assert values["kafka_server_raft_metrics_current_epoch"] >= 1
-            assert values["kafka_server_raft_metrics_high_watermark"] > 0
     finally:
         q.stop()

@@ -36,7 +36,9 @@ def log_with(*epochs: int) -> InMemoryLog:
 
 def new_core(node_id: int = 1, persisted: Election | None = None, log: InMemoryLog | None = None,
              config: QuorumConfig = CONFIG, now: int = 0) -> RaftCore:
-    return RaftCore(node_id, config, log if log is not None else InMemoryLog(), persisted, random.Random(7), now)
+    core = RaftCore(node_id, config, log if log is not None else InMemoryLog(), persisted, random.Random(7), now)
+    core.tick(now)
+    return core
 
 
 def of_type(outputs: list[Output], kind: type) -> list[Any]:

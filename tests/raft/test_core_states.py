@@ -3,6 +3,7 @@ and KafkaRaftClientTest that apply here)."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -127,6 +128,45 @@ def test_a_single_voter_elects_itself_and_commits_alone() -> None:
     last = core.propose([b"a", b"b"], 2_100)
     core.tick(2_200)
     assert of_type(core.take_outputs(), Committed) == [Committed(last)]
+
+
+@pytest.mark.parametrize("persisted", [None, Election(4, leader_id=1, voted_id=1), Election(4, voted_id=1)])
+def test_a_single_voter_stands_at_its_first_tick_above_every_epoch_it_saw(persisted: Election | None) -> None:
+    core = new_core(persisted=persisted, log=log_with(1, 2), config=QuorumConfig(voters=(1,), cluster_id=CLUSTER),
+                    now=50)
+    assert core.is_leader and core.epoch == (persisted.epoch if persisted else 2) + 1
+    core.tick(50)
+    assert of_type(core.take_outputs(), BecameLeader) == [BecameLeader(core.epoch, 2)]
+
+
+def test_a_single_voter_that_resigns_stands_again_after_its_election_timeout() -> None:
+    core = new_core(config=QuorumConfig(voters=(1,), cluster_id=CLUSTER))
+    core.resign(10)
+    assert isinstance(core.state, Resigned) and core.epoch == 1
+    assert of_type(core.take_outputs(), LostLeadership) == [LostLeadership(1)]
+    core.tick(core.next_deadline())
+    assert core.is_leader and core.epoch == 2
+
+
+def test_the_leader_change_batch_carries_the_wall_clock() -> None:
+    core = RaftCore(1, QuorumConfig(voters=(1,), cluster_id=CLUSTER), InMemoryLog(), None, random.Random(1), 7,
+                    wall_time=lambda now: 1_700_000_000_000 + now)
+    core.tick(7)
+    leader_change, _ = decode_batch(core.log.read(0, 1 << 20))
+    assert leader_change.base_timestamp == leader_change.max_timestamp == 1_700_000_000_007
+
+
+def test_a_candidate_that_lost_the_vote_stands_again_after_a_short_random_backoff() -> None:
+    config = QuorumConfig(voters=(1, 2, 3, 4, 5), cluster_id=CLUSTER, election_timeout_ms=1000,
+                          retry_backoff_ms=20, election_backoff_max_ms=1000)
+    core = new_core(persisted=Election(3, voted_id=1), config=config)
+    assert isinstance(core.state, Candidate)
+    deadline = core.state.election_deadline
+    grant_votes(core, sent(core.take_outputs(), VoteRequest)[:3], 10, granted=False)
+    assert isinstance(core.state, Candidate) and core.state.tally.lost
+    assert core.state.election_deadline < 10 + 20 <= deadline  # the first backoff is below retry.backoff
+    core.tick(core.next_deadline())
+    assert isinstance(core.state, Prospective)
 
 
 # --- granting votes ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Deterministic simulations of 3 and 5 voters: Raft's safety after every event, and liveness
+"""Deterministic simulations of 1, 3 and 5 voters: Raft's safety after every event, and liveness
 once the network is stable.
 
 ``RAFT_SIM_SEEDS=N`` runs N random seeds (default 1000); ``RAFT_SIM_SEED=S`` runs seed S alone,

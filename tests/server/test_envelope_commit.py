@@ -16,7 +16,7 @@ from server.controller.clock import ManualClock
 from server.controller.features import MV_LATEST
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
-from tests.server.kafka_python_wire import decode_response, encode_request
+from tests.server.kafka_python_wire import decode_response, encode_request, kp
 from tests.server.test_envelope import create_topics, envelope
 
 FRAME_SIZE = 4
@@ -80,3 +80,45 @@ def test_a_failed_commit_is_the_envelopes_not_controller():
     answer = forwarded_create(OSError("the disk is gone"))
     assert (answer.error_code, answer.response_data) == (Error.NOT_CONTROLLER, None)
 
+
+
+class Standby:
+    """The role of a voter that is not the active controller."""
+
+    active = False
+
+
+def routed(request, answer_name: str, version: int, role=None, outcome: BaseException | None = None):
+    """One request through a router of its own; the commit it waits for (if any) ends with
+    ``outcome``. Returns the decoded answer and the controller."""
+    async def run():
+        qc = QuorumController("cluster", 1, ManualClock())
+        qc.apply(ControllerResult([(FeatureLevelRecord(name="metadata.version", feature_level=MV_LATEST), 0)]))
+        committer = HeldCommitter()
+        router = Router(qc, committer, role=role)
+        pending = router.dispatch(Client(), encode_request(request, 3))
+        if isinstance(pending, asyncio.Future):
+            await asyncio.sleep(0)
+            for waiter in committer.waiters:
+                if outcome is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(outcome)
+            pending = await pending
+        return pending, qc
+    frame, qc = asyncio.run(run())
+    return decode_response(answer_name, version, frame[FRAME_SIZE:]), qc
+
+
+def test_a_standby_refuses_a_write_per_item_without_running_it():
+    answer, qc = routed(create_topics("refused"), "CreateTopicsResponse", 7, role=Standby())
+    assert [(t.name, t.error_code) for t in answer.topics] == [("refused", Error.NOT_CONTROLLER)]
+    # Nothing was applied, so nothing had to be taken back.
+    assert qc.next_offset == 1 and qc.offsets.pending_undo == 0
+
+
+def test_a_read_whose_commit_fails_names_no_controller():
+    metadata = kp("MetadataRequest")[12](topics=None, allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False)
+    answer, _ = routed(metadata, "MetadataResponse", 12, outcome=OSError("leadership lost"))
+    assert answer.controller_id == -1

@@ -23,12 +23,6 @@ from protocol.generated.messages.fetch_request import FetchPartition, FetchReque
 from protocol.generated.messages.fetch_response import (
     EpochEndOffset, FetchableTopicResponse, FetchResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData)
 from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
-from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequest
-from protocol.generated.messages.fetch_snapshot_request import PartitionSnapshot as SnapshotRequestPartition
-from protocol.generated.messages.fetch_snapshot_response import (
-    FetchSnapshotResponse, LeaderIdAndEpoch as SnapshotLeader, NodeEndpoint as SnapshotNodeEndpoint,
-    PartitionSnapshot, TopicSnapshot)
-from protocol.generated.messages.fetch_snapshot_response import SnapshotId as SnapshotResponseId
 from protocol.message import Message
 from protocol.primitives import METADATA_TOPIC_ID
 from server.metalog.committer import CommitPath
@@ -68,13 +62,11 @@ class MetadataFetchServer:
         self.leader_id = node_id  # -1 while a quorum has no known leader
         self.voters = voters
         self.endpoints = endpoints  # every voter's, this node's own included
-        # The voters' progress, known to a quorum leader (None when it is not leading any
-        # more); a single voter has no one else.
+        # The voters' progress, known to the quorum's leader (None when it is not leading any
+        # more).
         self.voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None
         self.observers: dict[int, ReplicaProgress] = {}
         self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
-        self._waiting: list[asyncio.Future[None]] = []
-        committer.listeners.append(self._on_commit)
 
     @property
     def high_watermark(self) -> int:
@@ -93,12 +85,6 @@ class MetadataFetchServer:
         found = self.endpoints.get(self.leader_id)
         return [(self.leader_id, *found)] if found is not None else []
 
-    def _on_commit(self, _offset: int) -> None:
-        waiting, self._waiting = self._waiting, []
-        for fut in waiting:
-            if not fut.done():
-                fut.set_result(None)
-
     # --- Fetch ---------------------------------------------------------------------------------
     def fetch(self, req: FetchRequest, version: int) -> FetchResponse | asyncio.Future[Message]:
         if version >= 12 and req.cluster_id is not None and req.cluster_id != self.cluster_id:
@@ -107,19 +93,14 @@ class MetadataFetchServer:
         if req.max_wait_ms <= 0 or self._has_data(response):
             return response
         # Nothing new: park the fetch until the next commit or MaxWaitMs, then read again.
-        loop = asyncio.get_running_loop()
-        wake: asyncio.Future[None] = loop.create_future()
-        self._waiting.append(wake)
+        wake = self.committer.wait(self.high_watermark, req.max_wait_ms / 1000)
+        if wake is None:
+            return self._read(req, version)
+        result: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
 
-        def expire() -> None:
-            if not wake.done():
-                wake.set_result(None)
-
-        timer = loop.call_later(req.max_wait_ms / 1000, expire)
-        result: asyncio.Future[Message] = loop.create_future()
-
-        def reread(_: asyncio.Future[None]) -> None:
-            timer.cancel()
+        def reread(woken: asyncio.Future[int]) -> None:
+            if not woken.cancelled():
+                woken.exception()  # a lost leadership wakes it too: the read says what changed
             if not result.done():
                 result.set_result(self._read(req, version))
 
@@ -212,52 +193,6 @@ class MetadataFetchServer:
         if len(self.observers) >= MAX_OBSERVERS:
             for rid, _ in sorted(self.observers.items(), key=lambda item: item[1].last_fetch_ms)[:MAX_OBSERVERS // 10]:
                 del self.observers[rid]
-
-    # --- FetchSnapshot ---------------------------------------------------------------------------
-    def fetch_snapshot(self, req: FetchSnapshotRequest, version: int) -> FetchSnapshotResponse:
-        if req.cluster_id is not None and req.cluster_id != self.cluster_id:
-            return FetchSnapshotResponse(error_code=Error.INCONSISTENT_CLUSTER_ID)
-        response = FetchSnapshotResponse()
-        if version >= 1:
-            host, port = self.endpoint
-            response.node_endpoints = [SnapshotNodeEndpoint(node_id=self.node_id, host=host, port=port)]
-        for t in req.topics:
-            out = TopicSnapshot(name=t.name)
-            response.topics.append(out)
-            for p in t.partitions:
-                out.partitions.append(self._snapshot_chunk(t.name, p, req.max_bytes))
-        return response
-
-    def _snapshot_chunk(self, topic: str, p: SnapshotRequestPartition, max_bytes: int) -> PartitionSnapshot:
-        result = PartitionSnapshot(index=p.partition, snapshot_id=SnapshotResponseId(
-                                       end_offset=p.snapshot_id.end_offset, epoch=p.snapshot_id.epoch),
-                                   current_leader=SnapshotLeader(leader_id=self.node_id, leader_epoch=self.epoch))
-        if topic != METADATA_TOPIC or p.partition != 0:
-            result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
-            return result
-        if p.current_leader_epoch > self.epoch:
-            result.error_code = Error.UNKNOWN_LEADER_EPOCH
-            return result
-        if 0 <= p.current_leader_epoch < self.epoch:
-            result.error_code = Error.FENCED_LEADER_EPOCH
-            return result
-        wanted = SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
-        path = self.log.directory / wanted.file_name
-        try:
-            with open(path, "rb") as f:
-                size = f.seek(0, 2)
-                if not 0 <= p.position <= size:
-                    result.error_code = Error.POSITION_OUT_OF_RANGE
-                    return result
-                f.seek(p.position)
-                chunk = f.read(max(1, min(max_bytes, size - p.position)))
-        except FileNotFoundError:
-            result.error_code = Error.SNAPSHOT_NOT_FOUND
-            return result
-        result.size = size
-        result.position = p.position
-        result.unaligned_records = chunk
-        return result
 
     # --- DescribeQuorum ------------------------------------------------------------------------
     def describe_quorum(self, req: DescribeQuorumRequest, version: int) -> DescribeQuorumResponse:

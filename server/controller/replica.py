@@ -1,8 +1,9 @@
 """The controller of one voter of a quorum, without I/O: what it replays, when it is active,
 and what it takes back.
 
-A standby replays the records the quorum commits, read from its own log, so that when it is
-elected it only has to start acting on the state it already holds. The active controller
+A standby replays the records the quorum commits, read from its own log in slices of bounded
+work as they commit, so that when it is elected it only has to start acting on the state it
+already holds. The active controller
 applies each command's records as it runs it (they are in its state before they are
 committed); if it loses its leadership, every change past the committed offset is undone, and
 what the next leader commits is replayed from the log like any standby's. The network shell
@@ -23,8 +24,9 @@ from server.raft.log import RaftLog
 
 log = logging.getLogger("kraftwire.server")
 
-# How much of the log a standby reads at a time to replay what the quorum committed.
-READ_BYTES = 8 << 20
+# How much of the log a standby replays at a time: one slice of bounded work, so that the
+# shell answers the other voters (Vote, Fetch) between slices whatever the log holds.
+SLICE_BYTES = 256 << 10
 
 
 def abort_open_transaction(controller: QuorumController) -> Applied | None:
@@ -44,6 +46,7 @@ class ControllerReplica:
         self.log = log
         self.where = where
         self.active = False
+        self.commit_target = -1  # the last committed offset this replica was told of
         self.replace(controller)
 
     def replace(self, controller: QuorumController) -> None:
@@ -51,37 +54,47 @@ class ControllerReplica:
         snapshot fetched from the leader, which ``controller`` holds."""
         self.controller = controller
         self.loader = MetadataLoader(controller)
-        # A standby keeps undo entries like the active controller, so that a command it
-        # refuses (NOT_CONTROLLER) can be worked out and undone.
-        controller.offsets.activate()
 
     def committed(self, last_offset: int) -> None:
-        """Everything up to ``last_offset`` is committed: a standby replays it; the active
-        controller already applied it and now makes it permanent."""
-        if not self.active:
-            self._replay_to(last_offset)
-        self.controller.committed(last_offset)
+        """Everything up to ``last_offset`` is committed: the active controller already
+        applied it and now makes it permanent; a standby replays it, a slice at a time
+        (``replay_slice``)."""
+        self.commit_target = max(self.commit_target, last_offset)
+        self.controller.committed(min(last_offset, self.controller.last_applied_offset))
 
-    def _replay_to(self, last_offset: int) -> None:
+    @property
+    def caught_up(self) -> bool:
+        """Every record known to be committed is in the state."""
+        return self.controller.next_offset > self.commit_target
+
+    def replay_slice(self, max_bytes: int = SLICE_BYTES) -> bool:
+        """Replay about ``max_bytes`` of the committed log (at least one batch); True while
+        committed records remain to be replayed."""
         controller = self.controller
-        while controller.next_offset <= last_offset:
-            data = self.log.read(controller.next_offset, READ_BYTES)
-            if not data:
-                return
+        last_offset = self.commit_target
+        if controller.next_offset <= last_offset:
+            data = self.log.read(controller.next_offset, max_bytes)
             pos = 0
             while pos < len(data):
                 header = read_batch_header(data, pos)
                 if header.base_offset > last_offset:
-                    return
+                    break
                 self.loader.raw_batch(data, pos, self.where)
                 pos += header.size
+            controller.committed(min(last_offset, controller.last_applied_offset))
+            if not data:
+                return False  # not in this log (yet): the next commit or snapshot brings it
+        return not self.caught_up
 
     def activate(self, bootstrap: list[VersionedRecord]) -> list[Applied]:
-        """Elected, with everything up to this epoch's LeaderChange replayed: act from now on.
+        """Elected, with everything committed replayed (``caught_up``): act from now on.
         Returns the records to write first: ``bootstrap`` when the log held no metadata yet
         (the quorum's first leader writes it), and the abort of a metadata transaction the log
         ends inside, as Kafka's controller writes on activation."""
         controller = self.controller
+        # First: from here on every change can be undone, these writes included, should the
+        # leadership go before they commit.
+        controller.activate()
         writes = []
         if METADATA_VERSION not in controller.features.finalized:
             log.info("bootstrapping the metadata log with %d records", len(bootstrap))
@@ -89,7 +102,6 @@ class ControllerReplica:
         aborted = abort_open_transaction(controller)
         if aborted is not None:
             writes.append(aborted)
-        controller.activate()
         self.active = True
         return writes
 
