@@ -19,6 +19,8 @@ from tests.broker.conftest import BrokerProcess
 from tests.conftest import ControllerProcess, free_port
 from tests.security.certs import Pki, make_pki
 from tests.security.clients import plain_login, scram_login, tls_client
+from tools.broker.__main__ import options_from_args
+from tools.broker.fleet import FleetOptions
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaAdminClient  # noqa: E402
@@ -157,3 +159,44 @@ def test_a_brokers_listener_refuses_wrong_logins(pki: Pki, cluster: dict[int, in
         else:
             answer = scram_login(client, mechanism, user, password)
         assert answer.error_code == code, answer
+
+
+def _options(tmp_path: Path, text: str) -> object:
+    path = tmp_path / "listener.properties"
+    path.write_text(text)
+    options, _ = options_from_args(["--controller", "127.0.0.1:9093", "--node-id", "1",
+                                    "--listener-config", str(path)])
+    return options
+
+
+def test_the_listener_config_is_read_as_a_kafka_brokers(tmp_path: Path, pki: Pki) -> None:
+    options = _options(tmp_path, listener_properties(pki))
+    assert isinstance(options, FleetOptions)
+    assert options.listener_name == "CLIENT"
+    security = options.client_security
+    assert security.protocol == "SASL_SSL" and security.sasl_mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert security.plain_users == PASSWORDS and security.authorizer is None
+
+
+@pytest.mark.parametrize("text, said", [
+    ("listener.security.protocol.map=A:SSL,B:SSL\n", "listener.security.protocol.map: expected the one listener"),
+    ("listener.security.protocol.map=CLIENT:TLS\n", "expected NAME:PROTOCOL with a Kafka security protocol"),
+    ("listener.security.protocol.map=CLIENT:SSL\n", "ssl.keystore.location: listener CLIENT uses SSL and needs"),
+    ("listener.security.protocol.map=CLIENT:SASL_PLAINTEXT\nsasl.enabled.mechanisms=PLAIN\n",
+     "listener.name.client.plain.sasl.jaas.config: is required for PLAIN"),
+    ("listener.security.protocol.map=CLIENT:SASL_PLAINTEXT\nsasl.enabled.mechanisms=GSSAPI\n",
+     "GSSAPI is not supported"),
+    ("listener.security.protocol.map=CLIENT:PLAINTEXT\nauthorizer.class.name=x\n",
+     "authorizer.class.name: is not read here: the controller authorizes"),
+    ("listener.security.protocol.map=CLIENT:PLAINTEXT\nssl.keystore.locaton=x\n",
+     "ssl.keystore.locaton: unknown listener configuration key"),
+    ("listener.security.protocol.map=CLIENT:SSL\nssl.keystore.location=/nonexistent.pem\n",
+     "the TLS stores cannot be used (ssl.keystore.location=/nonexistent.pem)"),
+])
+def test_a_bad_listener_config_is_refused_with_its_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       text: str, said: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _options(tmp_path, text)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err

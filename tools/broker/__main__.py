@@ -134,13 +134,23 @@ def _listener_security(parser: argparse.ArgumentParser, path: Path | None) -> tu
     if path is None:
         return "PLAINTEXT", SecurityConfig()
     try:
-        name, security = listener_security_from_properties(parse_properties(path.read_text(encoding="utf-8")))
-        if security.uses_tls:
-            server_context(security.tls)  # a keystore that cannot be used fails here, not at each broker
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        parser.error(f"--listener-config {path}: {exc.strerror or exc}")
-    except ValueError as exc:  # ConfigError among them
+        parser.error(f"--listener-config: cannot read {path}: {exc.strerror}")
+    try:
+        name, security = listener_security_from_properties(parse_properties(text))
+    except ConfigError as exc:
         parser.error(f"--listener-config {path}: {exc}")
+    if security.uses_tls:
+        # A store that cannot be used fails here, once, rather than at each broker's start.
+        try:
+            server_context(security.tls)
+        except (OSError, ValueError) as exc:
+            stores = ", ".join(f"{store}={where}" for store, where in (
+                ("ssl.keystore.location", security.tls.keystore_location),
+                ("ssl.truststore.location", security.tls.truststore_location)) if where)
+            parser.error(f"--listener-config {path}: the TLS stores cannot be used ({stores or 'PEM text'}): "
+                         f"{getattr(exc, 'strerror', None) or exc}")
     return name, security
 
 

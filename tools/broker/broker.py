@@ -40,6 +40,7 @@ from tools.broker.stats import Stats
 log = logging.getLogger("kraftwire.broker")
 
 REGISTRATION_VERSION = 4
+PLAINTEXT = SECURITY_PROTOCOL_IDS["PLAINTEXT"]  # the protocol of the listeners benchmarks register
 HEARTBEAT_VERSION = 1
 # A test broker is of the controller's own release: it supports what the controller supports.
 BROKER_FEATURES = SUPPORTED_FEATURES
