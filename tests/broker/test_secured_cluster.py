@@ -200,3 +200,20 @@ def test_a_bad_listener_config_is_refused_with_its_key(tmp_path: Path, capsys: p
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err, err
+
+
+def test_confluent_kafka_creates_through_a_broker_as_its_user(pki: Pki, cluster: dict[int, int]) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    import confluent_kafka.admin as confluent
+
+    def create(user: str, topic: str) -> None:
+        client = confluent.AdminClient({
+            "bootstrap.servers": f"127.0.0.1:{cluster[2]}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(pki.ca), "sasl.mechanism": "PLAIN", "sasl.username": user,
+            "sasl.password": PASSWORDS[user], "log_level": 0})
+        client.create_topics([confluent.NewTopic(topic, 1, 1)], request_timeout=15)[topic].result(timeout=30)
+
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        create("bob", "payments")
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create("admin", "payments")

@@ -2,6 +2,14 @@
 
     python -m tools.broker --controller 127.0.0.1:9093 --node-id 1
     python -m tools.broker --controller 127.0.0.1:9093 --fleet 1000 --base-id 100 --faults 0.2 --seed 7
+    python -m tools.broker --controller 127.0.0.1:9093 --node-id 1 \
+        --controller-config broker-client.properties --listener-config broker-listener.properties
+
+--controller-config takes Kafka client properties for reaching a secured controller;
+--listener-config takes Kafka broker properties that secure the brokers' own client listener
+(TLS, SASL PLAIN with the JAAS entry's users, SCRAM with the credentials in the metadata). The
+principal a client logs in as goes with each request the broker forwards, so the controller's
+authorizer judges the client.
 
 SIGTERM or SIGINT: controlled shutdown of every broker, then exit 0 (1 if the controller did
 not grant it in time; a second signal stops at once). SIGUSR1: print the summary line. Each
