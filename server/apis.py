@@ -33,20 +33,17 @@ from protocol.generated.messages.envelope_response import EnvelopeResponse
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
-from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
-from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
 from protocol.message import Message, api_key_of
 from protocol.primitives import INT16, INT32
-from server.context import ANONYMOUS, Principal, RequestContext, forwarded_address, forwarded_principal
+from server.context import ANONYMOUS, RequestContext, forwarded_address, forwarded_principal
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting
 from server.metalog.committer import CommitPath
 from server.network import Connection, RequestRejected
-from server.security.errors import AuthenticationFailed
 from server.security.requests import CLUSTER_OPERATIONS, RequestAuthorizer, refused_items
-from server.security.sasl import IllegalSaslState, SaslSession
-from server.security.scram import MECHANISMS, ScramCredential
+from server.security.login import SaslLogins
+from server.security.sasl import SaslSession
 from server.security.settings import SecurityConfig
 
 log = logging.getLogger("kraftwire.apis")
@@ -234,6 +231,7 @@ class Router:
             self.authorizer = RequestAuthorizer(
                 self.security.authorizer, lambda: self.controller.acls.index, self._topic_name)
         self.connection: Connection | None = None  # whose request is being handled
+        self.logins = SaslLogins(self.security, lambda: self.controller.scram)
         self.handlers: dict[int, Handler] = {}
         self._routes: dict[tuple[int, int], Route] = {}
         # Narrower version ranges than the schema's, for APIs only partly served.
@@ -253,9 +251,14 @@ class Router:
         # Listed on every listener, as Kafka lists them: librdkafka refuses SASL with a broker
         # whose ApiVersions lacks SaslHandshake. v0 sends the SASL tokens as bare frames.
         self.register(ApiKey.SASL_HANDSHAKE, accepting(
-            SaslHandshakeRequest, lambda request, version: (self._sasl_handshake(request, version), NO_WAIT)))
+            SaslHandshakeRequest, lambda request, version: (self.logins.handshake(self._conn(), request, version), NO_WAIT)))
         self.register(ApiKey.SASL_AUTHENTICATE, accepting(
-            SaslAuthenticateRequest, lambda request, version: (self._sasl_authenticate(request), NO_WAIT)))
+            SaslAuthenticateRequest, lambda request, version: (self.logins.authenticate(self._conn(), request), NO_WAIT)))
+
+    def _conn(self) -> Connection:
+        conn = self.connection
+        assert conn is not None  # set by dispatch
+        return conn
 
     def _writer(self, key: int, name: str) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:
@@ -291,7 +294,7 @@ class Router:
     def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future[bytes] | None:
         started = time.perf_counter()
         if conn.sasl is not None and conn.sasl.bare_tokens:
-            return self._sasl_bare_token(conn, frame)
+            return self.logins.bare_token(conn, frame)
         if len(frame) < _PREFIX.size:
             raise DecodeError("RequestHeader", None, len(frame), "frame is shorter than a request header")
         key, version, correlation_id = _PREFIX.unpack_from(frame)
@@ -403,75 +406,7 @@ class Router:
     # --- SASL -------------------------------------------------------------------------------
     def sasl_session(self) -> SaslSession:
         """A new connection's SASL state, looking credentials up in the current metadata."""
-        s = self.security
-        return SaslSession(s.sasl_mechanisms, s.plain_users, self._scram_credential, s.connections_max_reauth_ms)
-
-    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
-        record = self.controller.scram.credentials.entries.get((user, MECHANISMS[mechanism][0]))
-        if record is None:
-            return None
-        return ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
-
-    def _sasl_handshake(self, request: SaslHandshakeRequest, version: int) -> SaslHandshakeResponse:
-        conn = self.connection
-        assert conn is not None  # set by dispatch
-        session = conn.sasl
-        enabled = list(self.security.sasl_mechanisms)
-        if session is None:
-            return SaslHandshakeResponse(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=enabled)
-        try:
-            chosen = session.handshake(request.mechanism, version)
-        except IllegalSaslState:
-            return SaslHandshakeResponse(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=enabled)
-        if not chosen:
-            # As Kafka: the answer lists what is enabled, then the connection closes.
-            session.fail()
-            asyncio.get_running_loop().call_soon(
-                conn.authentication_failed, f"Unsupported SASL mechanism {request.mechanism}")
-            return SaslHandshakeResponse(error_code=Error.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
-        return SaslHandshakeResponse(mechanisms=enabled)
-
-    def _sasl_authenticate(self, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
-        conn = self.connection
-        assert conn is not None  # set by dispatch
-        session = conn.sasl
-        if session is None:  # a listener without SASL: as Kafka's, authenticated already
-            return SaslAuthenticateResponse(
-                error_code=Error.ILLEGAL_SASL_STATE,
-                error_message="SaslAuthenticate request received after successful authentication")
-        try:
-            token, lifetime_ms = session.authenticate(request.auth_bytes, time.monotonic())
-        except IllegalSaslState as exc:
-            if not session.authenticated:
-                # Out of order before login: nothing more is accepted, as in Kafka.
-                session.fail()
-                asyncio.get_running_loop().call_soon(conn.authentication_failed, f"{session.describe()}: {exc}")
-            return SaslAuthenticateResponse(error_code=Error.ILLEGAL_SASL_STATE, error_message=str(exc))
-        except AuthenticationFailed as exc:
-            detail = f"{session.describe()}: {exc}"
-            session.fail()
-            # The answer goes out first; then the connection closes, as Kafka closes it.
-            asyncio.get_running_loop().call_soon(conn.authentication_failed, detail)
-            return SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
-        if session.authenticated and session.username is not None:
-            conn.authenticated(Principal("User", session.username))
-        return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
-
-    def _sasl_bare_token(self, conn: Connection, token: bytes) -> bytes | None:
-        """A SASL token after SaslHandshake v0: the answer is a bare frame too, and a failure
-        closes the connection with no answer, as Kafka does."""
-        session = conn.sasl
-        assert session is not None  # only SASL connections expect bare tokens
-        try:
-            answer, _ = session.authenticate(token, time.monotonic())
-        except (AuthenticationFailed, IllegalSaslState) as exc:
-            detail = f"{session.describe()}: {exc}"
-            session.fail()
-            conn.authentication_failed(detail)
-            return None
-        if session.authenticated and session.username is not None:
-            conn.authenticated(Principal("User", session.username))
-        return INT32.pack(len(answer)) + answer
+        return self.logins.session()
 
     def _topic_name(self, topic_id: bytes) -> str | None:
         topic = self.controller.replication.topics.get(topic_id)

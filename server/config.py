@@ -58,7 +58,7 @@ any other key is an error, so that a typo never silently leaves a default in pla
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -77,6 +77,15 @@ KAFKA_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 METADATA_NODES = ("controller", "brokers")
 LOG_FORMATS = ("text", "json")
 
+# The security of one listener (server/security/settings.py), besides its JAAS entries.
+LISTENER_SECURITY_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "queued.max.request.bytes",
+    "connections.max.idle.ms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
+})
+AUTHORIZER_KEYS = frozenset({"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"})
+
 _KNOWN_KEYS = frozenset({
     "process.roles", "node.id", "controller.quorum.voters",
     "listeners", "advertised.listeners", "controller.listener.names",
@@ -90,13 +99,7 @@ _KNOWN_KEYS = frozenset({
         "election.timeout.ms", "election.backoff.max.ms", "fetch.timeout.ms", "request.timeout.ms",
         "retry.backoff.ms", "append.linger.ms")),
     "kraftwire.metrics.port", "kraftwire.log.format",
-}) | frozenset({
-    # security (server/security/settings.py)
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
-    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
-    "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "super.users",
-    "allow.everyone.if.no.acl.found", "authorizer.class.name", "queued.max.request.bytes",
-    "connections.max.idle.ms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
+}) | LISTENER_SECURITY_KEYS | AUTHORIZER_KEYS | frozenset({
     # the voters' connections to each other (server/security/client.py)
     "sasl.mechanism.controller.protocol", "ssl.endpoint.identification.algorithm",
 })
@@ -556,6 +559,11 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
 
 def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
     """TLS, SASL, authorization and connection limits, with Kafka's keys and defaults."""
+    return replace(_listener_security(reader, listener, protocol), authorizer=_authorizer(reader))
+
+
+def _listener_security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
+    """TLS, SASL and connection limits of one listener, with Kafka's keys and defaults."""
     for key in ("ssl.keystore.type", "ssl.truststore.type"):
         kind = (reader.get(key) or "PEM").upper()
         if kind != "PEM":
@@ -602,25 +610,51 @@ def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
         raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config",
                           'is required for PLAIN: it lists the users as user_<name>="<password>"')
 
-    authorizer = None
-    name = reader.get("authorizer.class.name") or ""
-    if name:
-        if name != STANDARD_AUTHORIZER:
-            raise ConfigError("authorizer.class.name", f"only {STANDARD_AUTHORIZER} is supported, got {name}")
-        super_users = frozenset(u.strip() for u in (reader.get("super.users") or "").split(";") if u.strip())
-        for user in super_users:
-            if ":" not in user:
-                raise ConfigError("super.users", f"expected principals as Type:name separated by ';', got {user!r}")
-        authorizer = AuthorizerConfig(super_users, reader.bool("allow.everyone.if.no.acl.found", False))
     queued = reader.int("queued.max.request.bytes", -1, -1)
     if queued == 0:
         raise ConfigError("queued.max.request.bytes", "must be positive, or -1 for no bound")
     return SecurityConfig(
         protocol=protocol, tls=tls, principal_rules=rules, sasl_mechanisms=mechanisms, plain_users=users,
-        authorizer=authorizer, queued_max_request_bytes=queued,
+        queued_max_request_bytes=queued,
         connections_max_idle_ms=reader.int("connections.max.idle.ms", 600000, -1),
         connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1),
         sasl_server_max_receive_size=_receive_size(reader))
+
+
+def _authorizer(reader: _Reader) -> AuthorizerConfig | None:
+    name = reader.get("authorizer.class.name") or ""
+    if not name:
+        return None
+    if name != STANDARD_AUTHORIZER:
+        raise ConfigError("authorizer.class.name", f"only {STANDARD_AUTHORIZER} is supported, got {name}")
+    super_users = frozenset(u.strip() for u in (reader.get("super.users") or "").split(";") if u.strip())
+    for user in super_users:
+        if ":" not in user:
+            raise ConfigError("super.users", f"expected principals as Type:name separated by ';', got {user!r}")
+    return AuthorizerConfig(super_users, reader.bool("allow.everyone.if.no.acl.found", False))
+
+
+def listener_security_from_properties(props: dict[str, str]) -> tuple[str, SecurityConfig]:
+    """The name and security of one listener from Kafka broker properties, as a test broker's
+    client listener reads them: listener.security.protocol.map naming that listener alone, its
+    TLS, SASL and connection keys as the controller reads them, and the SASL users in
+    listener.name.<listener>.<mechanism>.sasl.jaas.config. ConfigError names the offending key."""
+    reader = _Reader(props)
+    key = "listener.security.protocol.map"
+    for name in sorted(props):
+        if name in AUTHORIZER_KEYS:
+            raise ConfigError(name, "is not read here: the controller authorizes the requests a broker forwards, "
+                                    "as the principal the broker authenticated; set it on the controller")
+        if name not in LISTENER_SECURITY_KEYS and name != key and not _JAAS_KEY.fullmatch(name):
+            raise ConfigError(name, "unknown listener configuration key")
+    entries = reader.list(key)
+    if len(entries) != 1:
+        raise ConfigError(key, f"expected the one listener as NAME:PROTOCOL, got {reader.get(key) or 'nothing'!r}")
+    name, sep, protocol = entries[0].partition(":")
+    name, protocol = name.strip().upper(), protocol.strip().upper()
+    if not sep or not re.fullmatch(r"[A-Z0-9_-]+", name) or protocol not in KAFKA_PROTOCOLS:
+        raise ConfigError(key, f"expected NAME:PROTOCOL with a Kafka security protocol, got {entries[0]!r}")
+    return name, _listener_security(reader, name, protocol)
 
 
 def _controller_client(reader: _Reader, security: SecurityConfig, listener: str, voters: int) -> ClientSecurity:

@@ -34,3 +34,7 @@ class SecurityConfig:
     @property
     def uses_sasl(self) -> bool:
         return self.protocol in SASL_PROTOCOLS
+
+
+# Kafka's SecurityProtocol ids, as a broker's registration names its listeners' protocols.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}

@@ -2,6 +2,14 @@
 
     python -m tools.broker --controller 127.0.0.1:9093 --node-id 1
     python -m tools.broker --controller 127.0.0.1:9093 --fleet 1000 --base-id 100 --faults 0.2 --seed 7
+    python -m tools.broker --controller 127.0.0.1:9093 --node-id 1 \
+        --controller-config broker-client.properties --listener-config broker-listener.properties
+
+--controller-config takes Kafka client properties for reaching a secured controller;
+--listener-config takes Kafka broker properties that secure the brokers' own client listener
+(TLS, SASL PLAIN with the JAAS entry's users, SCRAM with the credentials in the metadata). The
+principal a client logs in as goes with each request the broker forwards, so the controller's
+authorizer judges the client.
 
 SIGTERM or SIGINT: controlled shutdown of every broker, then exit 0 (1 if the controller did
 not grant it in time; a second signal stops at once). SIGUSR1: print the summary line. Each
@@ -25,8 +33,10 @@ from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
 from tools.broker.state_dir import default_state_root
 from protocol.client import parse_addresses
 from server.client_connection import PLAINTEXT
-from server.config import ConfigError, parse_properties
+from server.config import ConfigError, listener_security_from_properties, parse_properties
 from server.security.client import ClientSecurity, ClientSettingsError, client_security_from_properties
+from server.security.settings import SecurityConfig
+from server.security.tls import server_context
 
 FORCE_AFTER_S = 0.5
 
@@ -71,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--controller-config", type=Path, metavar="FILE",
                    help="Kafka client properties for the connections to the controllers, as their listener "
                         "wants them: security.protocol, ssl.truststore.location, sasl.mechanism, sasl.jaas.config")
+    p.add_argument("--listener-config", type=Path, metavar="FILE",
+                   help="Kafka broker properties securing the brokers' client listener: "
+                        "listener.security.protocol.map (one NAME:PROTOCOL), ssl.keystore.location, "
+                        "ssl.truststore.location, ssl.client.auth, sasl.enabled.mechanisms, "
+                        "listener.name.NAME.plain.sasl.jaas.config (default: PLAINTEXT)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -98,6 +113,7 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
     if args.port is not None and not 0 <= args.port <= 65535 - (len(ids) - 1 if args.port else 0):
         parser.error(f"--port: {args.port} leaves no valid port for every broker")
     interval_s = args.heartbeat_interval_ms / 1000
+    listener_name, client_security = _listener_security(parser, args.listener_config)
     ramp_s = args.ramp_ms / 1000 if args.ramp_ms is not None else default_ramp_s(len(ids), interval_s)
     return FleetOptions(
         bootstrap=bootstrap, node_ids=ids, state_dir=_state_dirs(args.state_dir, single),
@@ -107,7 +123,8 @@ def options_from_args(argv: list[str] | None = None) -> tuple[FleetOptions, str]
         fault_max_s=args.fault_max_s, ramp_s=ramp_s,
         shutdown_timeout_s=args.shutdown_timeout_ms / 1000, advertised_host=args.advertised_host,
         client_port=_client_ports(args.port, ids[0]), serve_clients=not args.no_clients,
-        controller_security=_controller_security(parser, args.controller_config)), args.log_level
+        controller_security=_controller_security(parser, args.controller_config),
+        listener_name=listener_name, client_security=client_security), args.log_level
 
 
 def _controller_security(parser: argparse.ArgumentParser, path: Path | None) -> ClientSecurity:
@@ -119,6 +136,30 @@ def _controller_security(parser: argparse.ArgumentParser, path: Path | None) -> 
         parser.error(f"--controller-config: cannot read {path}: {exc.strerror}")
     except (ConfigError, ClientSettingsError) as exc:
         parser.error(f"--controller-config {path}: {exc}")
+
+
+def _listener_security(parser: argparse.ArgumentParser, path: Path | None) -> tuple[str, SecurityConfig]:
+    if path is None:
+        return "PLAINTEXT", SecurityConfig()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        parser.error(f"--listener-config: cannot read {path}: {exc.strerror}")
+    try:
+        name, security = listener_security_from_properties(parse_properties(text))
+    except ConfigError as exc:
+        parser.error(f"--listener-config {path}: {exc}")
+    if security.uses_tls:
+        # A store that cannot be used fails here, once, rather than at each broker's start.
+        try:
+            server_context(security.tls)
+        except (OSError, ValueError) as exc:
+            stores = ", ".join(f"{store}={where}" for store, where in (
+                ("ssl.keystore.location", security.tls.keystore_location),
+                ("ssl.truststore.location", security.tls.truststore_location)) if where)
+            parser.error(f"--listener-config {path}: the TLS stores cannot be used ({stores or 'PEM text'}): "
+                         f"{getattr(exc, 'strerror', None) or exc}")
+    return name, security
 
 
 def _client_ports(first: int | None, first_id: int) -> Callable[[int], int]:

@@ -28,6 +28,7 @@ from server.controller.features import SUPPORTED_FEATURES
 from server.config import ControllerConfig
 from server.network import Listener as ClientListener
 from server.security.client import ClientSecurity
+from server.security.settings import SECURITY_PROTOCOL_IDS, SecurityConfig
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.client_api import ClientApis
 from tools.broker.fetcher import MetadataFetcher
@@ -39,8 +40,8 @@ from tools.broker.stats import Stats
 log = logging.getLogger("kraftwire.broker")
 
 REGISTRATION_VERSION = 4
+PLAINTEXT = SECURITY_PROTOCOL_IDS["PLAINTEXT"]  # the protocol of the listeners benchmarks register
 HEARTBEAT_VERSION = 1
-PLAINTEXT = 0
 # A test broker is of the controller's own release: it supports what the controller supports.
 BROKER_FEATURES = SUPPORTED_FEATURES
 REGISTER_BACKOFF_BASE_S = 0.1
@@ -60,6 +61,9 @@ class BrokerConfig:
     serve_clients: bool = True
     # How the controllers are reached: their listener's protocol, client side.
     controller_security: ClientSecurity = field(default_factory=ClientSecurity)
+    # The client listener: its name (registered, as Kafka's brokers register theirs) and security.
+    listener_name: str = "PLAINTEXT"
+    client_security: SecurityConfig = field(default_factory=SecurityConfig)
 
 
 def default_client_port(node_id: int) -> int:
@@ -94,8 +98,9 @@ class Broker:
                                          random.Random(f"{config.seed}/{node_id}/{self.incarnation.hex()}"),
                                          config.request_timeout_s, config.controller_security)
         self.paused_until = 0.0
-        self.apis = ClientApis(node_id, config.cluster_id, fetcher.image, forwarder)
-        self.listener = ClientListener(self.apis.dispatch, ControllerConfig.socket_request_max_bytes)
+        self.apis = ClientApis(node_id, config.cluster_id, fetcher.image, forwarder, config.client_security)
+        self.listener = ClientListener(self.apis.dispatch, ControllerConfig.socket_request_max_bytes,
+                                       security=config.client_security, sasl_factory=self.apis.logins.session)
         self.port = 0  # the client listener's, once open
         self.task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None
@@ -201,8 +206,9 @@ class Broker:
         while self.state is not State.SHUTDOWN:
             request = BrokerRegistrationRequest(
                 broker_id=self.node_id, cluster_id=self.config.cluster_id, incarnation_id=self.incarnation,
-                listeners=[Listener(name="PLAINTEXT", host=self.config.advertised_host,
-                                    port=self.port, security_protocol=PLAINTEXT)],
+                listeners=[Listener(name=self.config.listener_name, host=self.config.advertised_host,
+                                    port=self.port,
+                                    security_protocol=SECURITY_PROTOCOL_IDS[self.config.client_security.protocol])],
                 features=[Feature(name=n, min_supported_version=lo, max_supported_version=hi)
                           for n, (lo, hi) in BROKER_FEATURES.items()],
                 rack=self.rack, log_dirs=[log_dir_id(self.config.seed, self.node_id)],

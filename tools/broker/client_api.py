@@ -6,12 +6,18 @@ controller's log as a Kafka broker's image does. Admin requests go to the contro
 the Forwarder, at the versions both the client and the controller speak. A simulated broker
 keeps no logs and coordinates no groups: Produce, Fetch, ListOffsets, FindCoordinator and
 InitProducerId are refused as ``server.controller.unserved`` explains.
+
+On a SASL listener clients log in first, as on the controller's (``server.security.login``):
+PLAIN users from the listener's JAAS entry, SCRAM credentials from the image. Whoever they
+logged in as (or their certificate names on an SSL listener) is the principal the forwarded
+requests carry, so the controller's authorizer judges the client, not the broker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Callable
 
 from protocol.api_keys import APIS
@@ -43,6 +49,8 @@ from protocol.generated.messages.list_offsets_request import ListOffsetsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.produce_request import ProduceRequest
 from protocol.generated.messages.request_header import RequestHeader
+from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
 from protocol.headers import encode_response_header, peek_request_prefix
 from protocol.message import Message, api_key_of
 from protocol.primitives import INT32, ZERO_UUID
@@ -53,6 +61,8 @@ from server.controller.unserved import (
     refuse_fetch, refuse_find_coordinator, refuse_init_producer_id, refuse_list_offsets, refuse_produce)
 from server.image.image import MetadataImage
 from server.network import Connection, RequestRejected
+from server.security.login import SaslLogins
+from server.security.settings import SecurityConfig
 from tools.broker.forwarder import Forwarder
 
 log = logging.getLogger("kraftwire.broker.clients")
@@ -64,16 +74,20 @@ BROKER_TO_CONTROLLER = {ApiKey.UNREGISTER_BROKER, ApiKey.ALLOCATE_PRODUCER_IDS}
 WHY = "kraftwire test brokers keep no partition logs and coordinate no groups or transactions"
 
 Handler = Callable[[Message, int], Message]
+# A login request's handler also needs the connection logging in.
+LoginHandler = Callable[[Connection, Message, int], Message]
 
 
 class ClientApis:
     """The request handling of one broker's client listener."""
 
-    def __init__(self, node_id: int, cluster_id: str, image: MetadataImage, forwarder: Forwarder) -> None:
+    def __init__(self, node_id: int, cluster_id: str, image: MetadataImage, forwarder: Forwarder,
+                 security: SecurityConfig | None = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.image = image
         self.forwarder = forwarder
+        self.logins = SaslLogins(security or SecurityConfig(), lambda: image.scram)
         self._served: tuple[dict[int, tuple[int, int]], dict[int, tuple[int, int]]] | None = None
         self.handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: lambda r, v: self.api_versions(),
@@ -87,6 +101,12 @@ class ClientApis:
             ApiKey.FIND_COORDINATOR: self._find_coordinator,
             ApiKey.INIT_PRODUCER_ID: lambda r, v: refuse_init_producer_id(),
         }
+        # Listed on every listener, as Kafka lists them: librdkafka refuses SASL with a broker
+        # whose ApiVersions lacks SaslHandshake.
+        self.login_handlers: dict[int, LoginHandler] = {
+            ApiKey.SASL_HANDSHAKE: self._sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: self._sasl_authenticate,
+        }
 
     # --- versions ----------------------------------------------------------------------------
     def served_versions(self) -> dict[int, tuple[int, int]]:
@@ -99,7 +119,7 @@ class ClientApis:
         return self._served[1]
 
     def _work_out_versions(self) -> dict[int, tuple[int, int]]:
-        served = {key: (APIS[key].min_version, APIS[key].max_version) for key in self.handlers}
+        served = {key: (APIS[key].min_version, APIS[key].max_version) for key in [*self.handlers, *self.login_handlers]}
         for key in FORWARDABLE:
             api = APIS.get(key)
             theirs = self.forwarder.controller_versions(key)
@@ -121,8 +141,15 @@ class ClientApis:
             finalized_features_epoch=self.image.offset)
 
     # --- dispatch (server.network's Dispatch) -----------------------------------------------
-    def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future[bytes]:
+    def dispatch(self, conn: Connection, frame: bytes) -> bytes | asyncio.Future[bytes] | None:
+        sasl = conn.sasl
+        if sasl is not None and sasl.bare_tokens:
+            return self.logins.bare_token(conn, frame)
         key, version, correlation_id = peek_request_prefix(frame)
+        if sasl is not None:
+            why = sasl.allows(key, time.monotonic())
+            if why is not None:
+                raise RequestRejected(why)
         api = APIS.get(key)
         served = self.served_versions()
         if api is None or key not in served:
@@ -135,11 +162,16 @@ class ClientApis:
                 refusal.error_code = Error.UNSUPPORTED_VERSION
                 return _framed(key, 0, correlation_id, refusal)
             raise RequestRejected(f"{api.name} v{version} is not supported (v{lo}-v{hi})")
-        if key not in self.handlers:
+        handler = self.handlers.get(key)
+        login = self.login_handlers.get(key)
+        if handler is None and login is None:
             return asyncio.ensure_future(self._forward(frame, conn, key, version, correlation_id))
         _, pos = RequestHeader.decode(frame, api.request_header_version(version))
         request, _ = api.request.decode(frame, version, pos)
-        return _framed(key, version, correlation_id, self.handlers[key](request, version))
+        if login is not None:
+            return _framed(key, version, correlation_id, login(conn, request, version))
+        assert handler is not None
+        return _framed(key, version, correlation_id, handler(request, version))
 
     async def _forward(self, frame: bytes, conn: Connection, key: int, version: int, correlation_id: int) -> bytes:
         # The controller reads the request as the client wrote it: the frame without its size.
@@ -150,6 +182,15 @@ class ClientApis:
             request, _ = api.request.decode(frame, version, pos)
             return _framed(key, version, correlation_id, failed_answer(request, answer))
         return INT32.pack(len(answer)) + answer
+
+    # --- logging in ---------------------------------------------------------------------------
+    def _sasl_handshake(self, conn: Connection, request: Message, version: int) -> Message:
+        assert isinstance(request, SaslHandshakeRequest)
+        return self.logins.handshake(conn, request, version)
+
+    def _sasl_authenticate(self, conn: Connection, request: Message, version: int) -> Message:
+        assert isinstance(request, SaslAuthenticateRequest)
+        return self.logins.authenticate(conn, request)
 
     # --- reads from the image -----------------------------------------------------------------
     def _views(self) -> TopicViews:

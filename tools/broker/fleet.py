@@ -25,6 +25,7 @@ from protocol.generated.metadata.broker_registration_change_record import Broker
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.message import Message
 from server.security.client import ClientSecurity
+from server.security.settings import SecurityConfig
 from tools.broker.broker import Broker, BrokerConfig, ListenerFailed, default_client_port
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.faults import FaultInjector
@@ -68,6 +69,9 @@ class FleetOptions:
     client_port: Callable[[int], int] = default_client_port
     serve_clients: bool = True
     controller_security: ClientSecurity = field(default_factory=ClientSecurity)  # how the controllers are reached
+    # The client listeners' name and security (the same for every broker of the fleet).
+    listener_name: str = "PLAINTEXT"
+    client_security: SecurityConfig = field(default_factory=SecurityConfig)
 
 
 def default_ramp_s(brokers: int, heartbeat_interval_s: float) -> float:
@@ -130,7 +134,8 @@ class Fleet:
                                     random.Random(f"{o.seed}/metadata"), o.request_timeout_s, o.controller_security)
         cluster_id = o.cluster_id or await discover_cluster_id(channel)
         self.config = BrokerConfig(o.bootstrap, cluster_id, o.heartbeat_interval_s, o.request_timeout_s,
-                                   o.advertised_host, o.seed, o.client_port, o.serve_clients, o.controller_security)
+                                   o.advertised_host, o.seed, o.client_port, o.serve_clients, o.controller_security,
+                                   o.listener_name, o.client_security)
         # The fetch stream is the first broker's: one observer for the whole process.
         self.fetcher = MetadataFetcher(channel, first, self.image, cluster_id)
         self._fetching = self._spawn(self.fetcher.run())

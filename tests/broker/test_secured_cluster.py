@@ -1,0 +1,219 @@
+"""A secured cluster end to end with the project's own tools: a controller on SASL_SSL with
+StandardAuthorizer, two test brokers that reach it over SASL_SSL (--controller-config) and serve
+their clients on SASL_SSL listeners of their own (--listener-config), and kafka-python's admin
+client bootstrapped at a broker. Clients log in at the broker with PLAIN (the listener's JAAS
+users) or SCRAM (a credential the broker finds in its image); the broker forwards their writes
+with their principal, so the controller's ACLs judge the client: a user with CREATE on a topic
+creates it, one without is refused TOPIC_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from protocol.error_codes import Error
+from tests.broker.conftest import BrokerProcess
+from tests.conftest import ControllerProcess, free_port
+from tests.security.certs import Pki, make_pki
+from tests.security.clients import plain_login, scram_login, tls_client
+from tools.broker.__main__ import options_from_args
+from tools.broker.fleet import FleetOptions
+
+kafka = pytest.importorskip("kafka")
+from kafka import KafkaAdminClient  # noqa: E402
+from kafka.admin import (  # noqa: E402
+    ACL, ACLOperation, ACLPermissionType, NewTopic, ResourcePattern, ResourceType, ScramMechanism,
+    UserScramCredentialUpsertion)
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+PASSWORDS = {"admin": "admin-secret", "broker": "broker-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = " ".join(f'user_{user}="{password}"' for user, password in PASSWORDS.items())
+CAROL, CAROL_PASSWORD = "carol", "carol-secret"  # a SCRAM-SHA-512 user, created through a broker
+TOPIC = "orders"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def controller_properties(pki: Pki) -> dict[str, str]:
+    return {
+        "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.controller.plain.sasl.jaas.config": f"{PLAIN_MODULE} required {USERS};",
+        "authorizer.class.name": AUTHORIZER,
+        # The brokers log in as broker: CLUSTER_ACTION lets them register and forward.
+        "super.users": "User:admin;User:broker",
+    }
+
+
+def listener_properties(pki: Pki) -> str:
+    """A broker's client listener, in Kafka broker properties."""
+    return ("listener.security.protocol.map=CLIENT:SASL_SSL\n"
+            f"ssl.keystore.location={pki.server}\n"
+            f"ssl.truststore.location={pki.ca}\n"
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512\n"
+            f"listener.name.client.plain.sasl.jaas.config={PLAIN_MODULE} required {USERS};\n")
+
+
+def controller_client_properties(pki: Pki) -> str:
+    """How the brokers reach the controller, in Kafka client properties."""
+    return ("security.protocol=SASL_SSL\n"
+            f"ssl.truststore.location={pki.ca}\n"
+            "sasl.mechanism=PLAIN\n"
+            f'sasl.jaas.config={PLAIN_MODULE} required username="broker" password="{PASSWORDS["broker"]}";\n')
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[dict[int, int]]:
+    """The controller and brokers 1 and 2; broker id -> its client port."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
+    controller = ControllerProcess(tmp_path / "controller", controller_properties(pki))
+    brokers: list[BrokerProcess] = []
+    try:
+        controller.start()
+        (tmp_path / "listener.properties").write_text(listener_properties(pki))
+        (tmp_path / "controller-client.properties").write_text(controller_client_properties(pki))
+        ports = {}
+        for node_id in (1, 2):
+            ports[node_id] = free_port()
+            brokers.append(BrokerProcess(tmp_path / f"broker-{node_id}", [
+                "--controller", f"{controller.host}:{controller.port}", "--node-id", str(node_id),
+                "--port", str(ports[node_id]), "--state-dir", str(tmp_path / f"state-{node_id}"),
+                "--controller-config", str(tmp_path / "controller-client.properties"),
+                "--listener-config", str(tmp_path / "listener.properties"),
+                "--heartbeat-interval-ms", "500"]).start())
+        for node_id, broker in zip((1, 2), brokers):
+            broker.wait_for_state(node_id, "ACTIVE", timeout=30)
+        yield ports
+    finally:
+        for broker in brokers:
+            broker.kill9()
+        controller.stop()
+
+
+def admin(pki: Pki, port: int, user: str, password: str, mechanism: str = "PLAIN") -> KafkaAdminClient:
+    return KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_SSL", ssl_cafile=str(pki.ca),
+        sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password,
+        request_timeout_ms=15000)
+
+
+def test_clients_log_in_at_a_broker_and_the_controllers_acls_judge_them(pki: Pki, cluster: dict[int, int]) -> None:
+    root = admin(pki, cluster[1], "admin", PASSWORDS["admin"])
+    try:
+        granted = root.create_acls([ACL(f"User:{user}", "*", operation, ACLPermissionType.ALLOW,
+                                        ResourcePattern(ResourceType.TOPIC, TOPIC))
+                                    for user in ("alice", CAROL)
+                                    for operation in (ACLOperation.CREATE, ACLOperation.DESCRIBE)])
+        assert not granted["failed"], granted
+        assert root.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            CAROL, ScramMechanism.SCRAM_SHA_512, CAROL_PASSWORD, iterations=4096)]) == {CAROL: None}
+    finally:
+        root.close()
+
+    # bob may log in, but no ACL lets him create the topic: the controller refuses him.
+    bob = admin(pki, cluster[1], "bob", PASSWORDS["bob"])
+    try:
+        refused = bob.create_topics([NewTopic(TOPIC, 3, 2)], raise_errors=False)
+        assert [(t["name"], t["error_code"]) for t in refused["topics"]] == [(TOPIC, Error.TOPIC_AUTHORIZATION_FAILED)]
+    finally:
+        bob.close()
+
+    alice = admin(pki, cluster[2], "alice", PASSWORDS["alice"])
+    try:
+        created = alice.create_topics([NewTopic(TOPIC, 3, 2)])
+        assert [(t["name"], t["error_code"]) for t in created["topics"]] == [(TOPIC, Error.NONE)]
+    finally:
+        alice.close()
+
+    # carol logs in with SCRAM at the other broker: her credential came to it with the metadata.
+    carol = admin(pki, cluster[1], CAROL, CAROL_PASSWORD, "SCRAM-SHA-512")
+    try:
+        (described,) = carol.describe_topics([TOPIC])
+        assert described["error_code"] == Error.NONE
+        assert len(described["partitions"]) == 3
+        assert all(len(p["replica_nodes"]) == 2 for p in described["partitions"]), described
+    finally:
+        carol.close()
+
+
+@pytest.mark.parametrize("mechanism, user, password, code", [
+    ("PLAIN", "alice", PASSWORDS["alice"], Error.NONE),
+    ("PLAIN", "alice", "wrong", Error.SASL_AUTHENTICATION_FAILED),
+    ("PLAIN", "nobody", "x", Error.SASL_AUTHENTICATION_FAILED),
+    ("SCRAM-SHA-512", "nobody", "x", Error.SASL_AUTHENTICATION_FAILED),
+])
+def test_a_brokers_listener_refuses_wrong_logins(pki: Pki, cluster: dict[int, int], mechanism: str, user: str,
+                                                 password: str, code: int) -> None:
+    with tls_client("127.0.0.1", cluster[2], pki.ca) as client:
+        if mechanism == "PLAIN":
+            answer = plain_login(client, user, password)
+        else:
+            answer = scram_login(client, mechanism, user, password)
+        assert answer.error_code == code, answer
+
+
+def _options(tmp_path: Path, text: str) -> object:
+    path = tmp_path / "listener.properties"
+    path.write_text(text)
+    options, _ = options_from_args(["--controller", "127.0.0.1:9093", "--node-id", "1",
+                                    "--listener-config", str(path)])
+    return options
+
+
+def test_the_listener_config_is_read_as_a_kafka_brokers(tmp_path: Path, pki: Pki) -> None:
+    options = _options(tmp_path, listener_properties(pki))
+    assert isinstance(options, FleetOptions)
+    assert options.listener_name == "CLIENT"
+    security = options.client_security
+    assert security.protocol == "SASL_SSL" and security.sasl_mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert security.plain_users == PASSWORDS and security.authorizer is None
+
+
+@pytest.mark.parametrize("text, said", [
+    ("listener.security.protocol.map=A:SSL,B:SSL\n", "listener.security.protocol.map: expected the one listener"),
+    ("listener.security.protocol.map=CLIENT:TLS\n", "expected NAME:PROTOCOL with a Kafka security protocol"),
+    ("listener.security.protocol.map=CLIENT:SSL\n", "ssl.keystore.location: listener CLIENT uses SSL and needs"),
+    ("listener.security.protocol.map=CLIENT:SASL_PLAINTEXT\nsasl.enabled.mechanisms=PLAIN\n",
+     "listener.name.client.plain.sasl.jaas.config: is required for PLAIN"),
+    ("listener.security.protocol.map=CLIENT:SASL_PLAINTEXT\nsasl.enabled.mechanisms=GSSAPI\n",
+     "GSSAPI is not supported"),
+    ("listener.security.protocol.map=CLIENT:PLAINTEXT\nauthorizer.class.name=x\n",
+     "authorizer.class.name: is not read here: the controller authorizes"),
+    ("listener.security.protocol.map=CLIENT:PLAINTEXT\nssl.keystore.locaton=x\n",
+     "ssl.keystore.locaton: unknown listener configuration key"),
+    ("listener.security.protocol.map=CLIENT:SSL\nssl.keystore.location=/nonexistent.pem\n",
+     "the TLS stores cannot be used (ssl.keystore.location=/nonexistent.pem)"),
+])
+def test_a_bad_listener_config_is_refused_with_its_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       text: str, said: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _options(tmp_path, text)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err, err
+
+
+def test_confluent_kafka_creates_through_a_broker_as_its_user(pki: Pki, cluster: dict[int, int]) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    import confluent_kafka.admin as confluent
+
+    def create(user: str, topic: str) -> None:
+        client = confluent.AdminClient({
+            "bootstrap.servers": f"127.0.0.1:{cluster[2]}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(pki.ca), "sasl.mechanism": "PLAIN", "sasl.username": user,
+            "sasl.password": PASSWORDS[user], "log_level": 0})
+        client.create_topics([confluent.NewTopic(topic, 1, 1)], request_timeout=15)[topic].result(timeout=30)
+
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        create("bob", "payments")
+    assert refused.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create("admin", "payments")
