@@ -28,6 +28,7 @@ from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from server.apis import NO_WAIT, Reply, Router
 from server.config import ControllerConfig
+from server.security.settings import SECURITY_PROTOCOL_IDS
 from server.controller.replica import ControllerReplica
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
@@ -51,7 +52,6 @@ from server.raft.quorum_config import QuorumConfig
 
 log = logging.getLogger("kraftwire.server")
 
-PLAINTEXT = 0
 # A snapshot that could not be written is tried again after this, doubling up to the limit.
 SNAPSHOT_RETRY_S = 1.0
 SNAPSHOT_RETRY_MAX_S = 60.0
@@ -99,7 +99,8 @@ class ControllerServer:
         self.leadership = Leadership(self.replica, self.replication.confirm_leadership)
         self.router = Router(self.controller, self.committer, config.security, self.leadership)
         self.fetch_server = MetadataFetchServer(
-            self.log, self.committer, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints)
+            self.log, self.committer, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints,
+            config.advertised_controller_listener.name)
         self.fetch_server.leader_id = -1
         self.fetch_server.voter_progress = self.replication.replica_progress
         self.router.register(ApiKey.FETCH, accepting(FetchRequest, self._fetch))
@@ -181,12 +182,14 @@ class ControllerServer:
     def _new_controller(self) -> QuorumController:
         advertised = self.config.advertised_controller_listener
         c = self.config
-        voter_endpoints = {node: Endpoint(advertised.name, host, port, PLAINTEXT)
+        # Every voter listens as this one does: the same listener name and security protocol.
+        protocol = SECURITY_PROTOCOL_IDS[c.security.protocol]
+        voter_endpoints = {node: Endpoint(advertised.name, host, port, protocol)
                            for node, (host, port) in self.endpoints.items()} if len(self.voters) > 1 else None
         return QuorumController(
             self.cluster_id, c.node_id, self.clock,
             session_timeout_ms=c.broker_session_timeout_ms,
-            controller_endpoints=[Endpoint(advertised.name, advertised.host, advertised.port, PLAINTEXT)],
+            controller_endpoints=[Endpoint(advertised.name, advertised.host, advertised.port, protocol)],
             static_configs=static_configs(c),
             metadata_lists_brokers=c.metadata_nodes == "brokers",
             voter_ids=c.voters or {c.node_id},

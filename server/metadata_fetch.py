@@ -53,7 +53,7 @@ def _failed(data: PartitionData, code: int) -> PartitionData:
 
 class MetadataFetchServer:
     def __init__(self, log: MetadataLog, committer: CommitPath, cluster_id: str, node_id: int,
-                 epoch: int, voters: list[int], endpoints: dict[int, tuple[str, int]]) -> None:
+                 epoch: int, voters: list[int], endpoints: dict[int, tuple[str, int]], listener_name: str) -> None:
         self.log = log
         self.committer = committer
         self.cluster_id = cluster_id
@@ -62,6 +62,7 @@ class MetadataFetchServer:
         self.leader_id = node_id  # -1 while a quorum has no known leader
         self.voters = voters
         self.endpoints = endpoints  # every voter's, this node's own included
+        self.listener_name = listener_name  # the controller listener's, the same on every voter
         # The voters' progress, known to the quorum's leader (None when it is not leading any
         # more).
         self.voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None
@@ -207,7 +208,7 @@ class MetadataFetchServer:
                     continue
                 out.partitions.append(self._quorum_partition())
         if version >= 2:
-            response.nodes = [Node(node_id=n, listeners=[Listener(name="CONTROLLER", host=h, port=p)])
+            response.nodes = [Node(node_id=n, listeners=[Listener(name=self.listener_name, host=h, port=p)])
                               for n, (h, p) in sorted(self.endpoints.items())]
         return response
 
