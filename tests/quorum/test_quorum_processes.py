@@ -179,7 +179,7 @@ def test_metrics_tell_the_active_controller_and_the_quorums_leader(tmp_path):
         for node, member in q.members.items():
             values = poll(lambda: (v := _scrape(member))["kafka_server_raft_metrics_current_leader"] == leader
                           and v or None, 10, message=f"voter {node}'s metrics to name the leader")
-            assert values["kafka_controller_KafkaController_ActiveControllerCount"] == (node == leader)
+            assert values["kafka_controller_kafkacontroller_activecontrollercount"] == (node == leader)
             assert values["kafka_server_raft_metrics_current_epoch"] >= 1
             assert values["kafka_server_raft_metrics_high_watermark"] > 0
     finally:
