@@ -88,18 +88,21 @@ def test_shell_opens_the_directory(directory: Path) -> None:
     expected = read_directory(directory)
     shell = Shell(build_tree(image), io.StringIO(), io.StringIO())
     # The shell lists names in natural order (2 before 101); compared as sets here.
-    assert set(run(shell, "ls /topics")) == set(expected.topics)
-    assert set(run(shell, "ls /brokers")) == set(map(str, expected.brokers))
-    assert set(run(shell, "ls /features")) == set(expected.features)
+    assert set(run(shell, "ls /image/topics/byName")) == set(expected.topics)
+    assert set(run(shell, "ls /image/cluster/brokers")) == set(map(str, expected.brokers))
+    features = {f"finalized_{name}" for name in expected.features if name != "metadata.version"}
+    assert set(run(shell, "ls /image/features")) == features | {"metadataVersion", "zkMigrationState"}
     for name, level in expected.features.items():
-        assert run(shell, f"cat /features/{name}") == [str(level)]
+        if name != "metadata.version":
+            assert run(shell, f"cat /image/features/finalized_{name}") == [str(level)]
     if expected.topics:
         name = min(expected.topics)
         tid = expected.topics[name]
         leader = expected.partitions[(tid, 0)].leader
-        assert run(shell, f"cat '/topics/{name}/0/leader'") == [str(leader)]
+        assert json.loads(run(shell, f"cat '/image/topics/byName/{name}/0'")[0])["leader"] == leader
+        assert run(shell, f"cat /image/topics/byId/{uuid_to_str(tid)}/name") == [name]
     if expected.next_producer_id is not None:
-        assert run(shell, "cat /producerIds/nextProducerId") == [str(expected.next_producer_id)]
+        assert run(shell, "cat /image/producerIds/nextProducerId") == [str(expected.next_producer_id)]
     assert image.leader is not None or not list((directory / "__cluster_metadata-0").glob("*.log"))
 
 
