@@ -1,22 +1,30 @@
-# Two commands for a fresh machine: `make run` and `make test`. Both create .venv and install
-# the project (with its test dependencies) first; the stamp file re-runs the install only when
-# pyproject.toml changes.
+# Two commands for a fresh machine: `make run` and `make test`. `make run` installs only what
+# the controller needs; `make test` (and the other development targets) installs the test
+# extras too, PySpark among them. Each stamp re-runs its install only when pyproject.toml changes.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: setup run test typecheck bench codegen clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+# The test extras include the project itself, so they satisfy `make run` as well.
+$(TEST_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $(TEST_STAMP) $(RUN_STAMP)
 
-setup: $(STAMP)
+setup: $(TEST_STAMP)
 
-run: setup
+run: $(RUN_STAMP)
 	$(PY) -m server
 
 typecheck: setup
@@ -29,7 +37,7 @@ test: setup typecheck
 bench: setup
 	$(PY) -m tools.bench all --doc BENCHMARKS.md
 
-codegen: setup
+codegen: $(RUN_STAMP)
 	$(PY) -m tools.codegen
 
 clean:

@@ -49,6 +49,14 @@ class BatchEntry:
     size: int
 
 
+def offset_gap(header: BatchHeader, expected: int) -> str | None:
+    """Why a batch where the log is at ``expected`` does not continue it (None if it does):
+    the log is refused at start-up for it."""
+    if header.base_offset != expected:
+        return f"batch starts at offset {header.base_offset}, expected {expected}"
+    return None
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SUFFIX}"
 
@@ -103,10 +111,9 @@ class MetadataLog:
             problem = _check_batch(data, pos)
             if problem is None:
                 header = read_batch_header(data, pos)
-                if header.base_offset != expected:
+                if (gap := offset_gap(header, expected)) is not None:
                     # Name the offset the log is at: the damaged field is not to be trusted.
-                    raise LogCorruption(path, pos, expected,
-                                        f"batch starts at offset {header.base_offset}, expected {expected}")
+                    raise LogCorruption(path, pos, expected, gap)
                 self._check_epoch(path, pos, header)
                 self._index(BatchEntry(header.base_offset, header.last_offset,
                                        header.partition_leader_epoch, index, pos, header.size))

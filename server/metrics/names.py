@@ -4,8 +4,9 @@ from __future__ import annotations
 
 
 def prometheus_name(domain: str, type_: str, name: str) -> str:
-    """``kafka.<domain>:type=<type_>,name=<name>`` as a Prometheus metric name."""
-    return f"kafka_{domain}_{type_}_{name}"
+    """``kafka.<domain>:type=<type_>,name=<name>`` as a Prometheus metric name, lowercased as
+    the JMX exporter's usual configuration (``lowercaseOutputName: true``) writes it."""
+    return f"kafka_{domain}_{type_}_{name}".lower()
 
 
 def controller(name: str) -> str:

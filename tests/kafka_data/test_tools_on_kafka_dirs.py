@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from protocol.generated.metadata.metadata_record_type import MetadataRecordType
+from protocol.primitives import uuid_to_str
 from server.image.files import open_directory, open_snapshot
+from tests.conftest import ROOT
 from tests.kafka_data.independent import read_directory
 from tests.kafka_data.test_control_records import metadata_files
 from tests.shared_data import metadata_dir_params
@@ -28,6 +34,45 @@ def test_dump_log_decodes_every_record(directory: Path) -> None:
         kinds = {r["payload"]["type"] for r in records if r["batch"]["isControl"]}
         if path.suffix == ".checkpoint":
             assert {"SnapshotHeader", "SnapshotFooter"} <= kinds
+        # Kafka's names: the record type enum's, and camelCase fields all the way down.
+        data = [r["payload"] for r in records if not r["batch"]["isControl"]]
+        assert {d["type"] for d in data} <= {t.name for t in MetadataRecordType}
+        assert all(camel_case(d["data"]) for d in data), path.name
+
+
+def camel_case(value: object) -> bool:
+    if isinstance(value, dict):
+        return all(k[:1].islower() and "_" not in k and camel_case(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(camel_case(v) for v in value)
+    return True
+
+
+@pytest.mark.parametrize("directory", metadata_dir_params())
+def test_dump_log_topics_read_by_jq_as_from_kafka(directory: Path) -> None:
+    """kafka-dump-log.sh's command line over Kafka's own files, its payloads read by jq: the
+    topics and their ids are the ones the files hold (read by the independent reader)."""
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
+    logs = sorted((directory / "__cluster_metadata-0").glob("*.log"))
+    if not logs:
+        pytest.skip("no log segment")
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.dump_log", "--cluster-metadata-decoder", "--skip-record-metadata",
+         "--files", ",".join(map(str, logs))], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    payloads = "\n".join(line.split("payload: ", 1)[1] for line in result.stdout.splitlines()
+                         if line.startswith(" payload: "))
+    removed = subprocess.run(["jq", "-r", 'select(.type == "REMOVE_TOPIC_RECORD") | .data.topicId'],
+                             input=payloads, capture_output=True, text=True, timeout=120, check=True)
+    created = subprocess.run(["jq", "-r", 'select(.type == "TOPIC_RECORD") | "\\(.data.name) \\(.data.topicId)"'],
+                             input=payloads, capture_output=True, text=True, timeout=120, check=True)
+    gone = set(removed.stdout.split())
+    live = {name: tid for name, tid in (line.split() for line in created.stdout.splitlines()) if tid not in gone}
+    expected = read_directory(directory)
+    snapshot_only = {n for n in expected.topics if n not in live}
+    # Topics a snapshot holds before the oldest segment begins are not in the segments.
+    assert {n: uuid_to_str(t) for n, t in expected.topics.items() if n not in snapshot_only} == live
 
 
 def run(shell: Shell, line: str) -> list[str]:
@@ -43,18 +88,21 @@ def test_shell_opens_the_directory(directory: Path) -> None:
     expected = read_directory(directory)
     shell = Shell(build_tree(image), io.StringIO(), io.StringIO())
     # The shell lists names in natural order (2 before 101); compared as sets here.
-    assert set(run(shell, "ls /topics")) == set(expected.topics)
-    assert set(run(shell, "ls /brokers")) == set(map(str, expected.brokers))
-    assert set(run(shell, "ls /features")) == set(expected.features)
+    assert set(run(shell, "ls /image/topics/byName")) == set(expected.topics)
+    assert set(run(shell, "ls /image/cluster/brokers")) == set(map(str, expected.brokers))
+    features = {f"finalized_{name}" for name in expected.features if name != "metadata.version"}
+    assert set(run(shell, "ls /image/features")) == features | {"metadataVersion", "zkMigrationState"}
     for name, level in expected.features.items():
-        assert run(shell, f"cat /features/{name}") == [str(level)]
+        if name != "metadata.version":
+            assert run(shell, f"cat /image/features/finalized_{name}") == [str(level)]
     if expected.topics:
         name = min(expected.topics)
         tid = expected.topics[name]
         leader = expected.partitions[(tid, 0)].leader
-        assert run(shell, f"cat '/topics/{name}/0/leader'") == [str(leader)]
+        assert json.loads(run(shell, f"cat '/image/topics/byName/{name}/0'")[0])["leader"] == leader
+        assert run(shell, f"cat /image/topics/byId/{uuid_to_str(tid)}/name") == [name]
     if expected.next_producer_id is not None:
-        assert run(shell, "cat /producerIds/nextProducerId") == [str(expected.next_producer_id)]
+        assert run(shell, "cat /image/producerIds/nextProducerId") == [str(expected.next_producer_id)]
     assert image.leader is not None or not list((directory / "__cluster_metadata-0").glob("*.log"))
 
 

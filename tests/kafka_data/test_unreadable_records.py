@@ -59,7 +59,7 @@ def test_dump_log_shows_it_as_undecodable_and_goes_on(tmp_path: Path) -> None:
     assert not dump_file(segment, Options(json=True), out, err)
     records = {r["offset"]: r for r in map(json.loads, out.getvalue().splitlines())}
     assert "unknown metadata record type 99" in records[offset]["error"]
-    assert records[offset + 1]["payload"]["type"] == "NoOpRecord"
+    assert records[offset + 1]["payload"]["type"] == "NO_OP_RECORD"
 
 
 def test_a_snapshot_record_of_a_newer_version_names_its_offset(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ brokers die: the values follow what happens."""
 
 from __future__ import annotations
 
+import re
 import urllib.request
 
 import pytest
@@ -19,7 +20,37 @@ pytestmark = pytest.mark.controller_properties({
     "broker.session.timeout.ms": "2000", "kraftwire.metrics.port": str(METRICS_PORT),
     "kraftwire.metadata.nodes": "controller"})  # its brokers are simulated and serve no clients
 
-KC = "kafka_controller_KafkaController_"
+# Kafka's MBeans, as the JMX exporter's usual Kafka configuration names them: the rule
+# ``kafka.(\w+)<type=(.+), name=(.+)><>Value`` -> ``kafka_$1_$2_$3`` with
+# ``lowercaseOutputName: true``, and characters a Prometheus name cannot hold as underscores.
+KAFKA_MBEANS = [
+    "kafka.controller:type=KafkaController,name=ActiveControllerCount",
+    "kafka.controller:type=KafkaController,name=ActiveBrokerCount",
+    "kafka.controller:type=KafkaController,name=FencedBrokerCount",
+    "kafka.controller:type=KafkaController,name=GlobalTopicCount",
+    "kafka.controller:type=KafkaController,name=GlobalPartitionCount",
+    "kafka.controller:type=KafkaController,name=OfflinePartitionsCount",
+    "kafka.controller:type=KafkaController,name=PreferredReplicaImbalanceCount",
+    "kafka.controller:type=KafkaController,name=LastAppliedRecordOffset",
+    "kafka.controller:type=KafkaController,name=LastCommittedRecordOffset",
+    "kafka.controller:type=KafkaController,name=LastAppliedRecordTimestamp",
+    "kafka.controller:type=KafkaController,name=LastAppliedRecordLagMs",
+    "kafka.controller:type=KafkaController,name=TimedOutBrokerHeartbeatCount",
+    "kafka.controller:type=KafkaController,name=MetadataErrorCount",
+    "kafka.controller:type=ControllerEventManager,name=EventQueueProcessingTimeMs",
+    "kafka.controller:type=ControllerEventManager,name=EventQueueTimeMs",
+    "kafka.network:type=RequestMetrics,name=TotalTimeMs",
+]
+
+
+def jmx_exporter_name(mbean: str) -> str:
+    domain, keys = mbean.split(":", 1)
+    parts = dict(kv.split("=", 1) for kv in keys.split(","))
+    name = f"{domain.replace('.', '_')}_{parts['type']}_{parts['name']}".lower()
+    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9_:]", "_", name))
+
+
+KC = jmx_exporter_name("kafka.controller:type=KafkaController,name=X")[:-1]
 
 
 def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -31,17 +62,26 @@ def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def gauge(samples: dict, name: str) -> float:
-    return samples[(KC + name, ())]
+    return samples[(KC + name.lower(), ())]
 
 
 def requests(samples: dict, api: str) -> float:
-    return samples.get(("kafka_network_RequestMetrics_RequestsPerSec_total", (("request", api),)), 0.0)
+    return samples.get(("kafka_network_requestmetrics_requestspersec_total", (("request", api),)), 0.0)
 
 
 def wait_for(name: str, value: float, timeout: float = 20.0) -> dict:
     poll(lambda: gauge(scrape(), name) == value, timeout,
          message=f"{name} to be {value}; it is {gauge(scrape(), name)}")
     return scrape()
+
+
+def test_metric_names_are_the_jmx_exporters_lowercase_ones(controller):
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as response:
+        families = {f.name for f in text_string_to_metric_families(response.read().decode())}
+    assert {jmx_exporter_name(m) for m in KAFKA_MBEANS} <= families
+    assert "kafka_controller_kafkacontroller_activecontrollercount" in families
+    kafka_names = {n for n in families if n.startswith("kafka_")}
+    assert kafka_names and all(n == n.lower() for n in kafka_names)
 
 
 def test_metrics_follow_a_walkthrough(controller, broker_factory, tmp_path):
@@ -59,7 +99,7 @@ def test_metrics_follow_a_walkthrough(controller, broker_factory, tmp_path):
     assert requests(registered, "BrokerRegistration") == 3
     assert requests(registered, "BrokerHeartbeat") >= 3
     assert gauge(registered, "LastCommittedRecordOffset") > gauge(first, "LastCommittedRecordOffset")
-    assert registered[(KC + "MetadataCommitRate_total", ())] > first[(KC + "MetadataCommitRate_total", ())]
+    assert registered[(KC + "metadatacommitrate_total", ())] > first[(KC + "metadatacommitrate_total", ())]
     # The brokers report how far they replayed: none is more than a few no-op records behind.
     assert 0 <= gauge(registered, "MetadataLag") < 50
 
@@ -74,14 +114,14 @@ def test_metrics_follow_a_walkthrough(controller, broker_factory, tmp_path):
     assert gauge(created, "OfflinePartitionsCount") == 0
     assert gauge(created, "PreferredReplicaImbalanceCount") == 0
     assert requests(created, "CreateTopics") == 1
-    total_time = created[("kafka_network_RequestMetrics_TotalTimeMs_count", (("request", "CreateTopics"),))]
+    total_time = created[("kafka_network_requestmetrics_totaltimems_count", (("request", "CreateTopics"),))]
     assert total_time == 1
     assert gauge(created, "LastAppliedRecordTimestamp") > 0
     assert 0 <= gauge(created, "LastAppliedRecordLagMs") < 60_000
     assert gauge(created, "MetadataSnapshotLag") == gauge(created, "LastCommittedRecordOffset") + 1
-    latency = created[(KC + "MetadataCommitLatencyMs_count", ())]
-    assert latency > 0 and created[(KC + "MetadataCommitLatencyMs_sum", ())] > 0
-    assert created[("kafka_controller_ControllerEventManager_EventQueueProcessingTimeMs_count", ())] \
+    latency = created[(KC + "metadatacommitlatencyms_count", ())]
+    assert latency > 0 and created[(KC + "metadatacommitlatencyms_sum", ())] > 0
+    assert created[("kafka_controller_controllereventmanager_eventqueueprocessingtimems_count", ())] \
         >= requests(created, "BrokerHeartbeat")
 
     fleet.kill9()

@@ -1,11 +1,16 @@
 """pyspark is the optional ``replay`` extra: every module but the capture validation imports
-without it, and the controller starts without it."""
+without it, the controller starts without it, and ``make run`` does not install it."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import textwrap
+import tomllib
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import PYTHON, ROOT, free_port
 from tools.processes import bounded_child
@@ -68,3 +73,28 @@ def test_the_controller_starts_without_pyspark(tmp_path: Path):
     result = run_blocked(code)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "is active on" in result.stdout
+
+
+def make_dry_run(target: str, venv: Path) -> list[str]:
+    """The commands ``make TARGET`` would run on a fresh clone whose venv is ``venv``."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    result = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def pip_installs(commands: list[str]) -> list[str]:
+    return [c.split(" install ", 1)[1] for c in commands if " -m pip install " in c and "--upgrade pip" not in c]
+
+
+def test_make_run_installs_the_project_without_its_extras(tmp_path: Path):
+    """``make run`` installs the project's own dependencies only, and none of them is pyspark;
+    ``make test`` still installs the test extras, pyspark among them."""
+    assert pip_installs(make_dry_run("run", tmp_path / "venv")) == ["--quiet -e ."]
+    assert pip_installs(make_dry_run("test", tmp_path / "venv")) == ["--quiet -e '.[test]'"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]]
+    assert names and not {"pyspark", "py4j"} & set(names)
+    assert any("pyspark" in d for d in project["optional-dependencies"]["replay"])

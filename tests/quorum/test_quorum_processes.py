@@ -187,9 +187,9 @@ def test_metrics_tell_the_active_controller_and_the_quorums_leader(tmp_path):
             # A follower hears of the leader (BeginQuorumEpoch) before its first fetch brings the
             # high watermark.
             values = poll(lambda: (v := _scrape(member))["kafka_server_raft_metrics_current_leader"] == leader
-                          and v["kafka_server_raft_metrics_high_watermark"] > 0 and v or None, 10,
+                          and v["kafka_server_raft_metrics_high_watermark"] > 0 and v or None, 60,
                           message=f"voter {node}'s metrics to name the leader and a high watermark")
-            assert values["kafka_controller_KafkaController_ActiveControllerCount"] == (node == leader)
+            assert values["kafka_controller_kafkacontroller_activecontrollercount"] == (node == leader)
             assert values["kafka_server_raft_metrics_current_epoch"] >= 1
     finally:
         q.stop()

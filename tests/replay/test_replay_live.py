@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import ROOT, ControllerProcess, free_port
 from tests.replay import browser, tshark
-from tests.server.wire import WireBroker, api_versions, connect
+from tests.server.test_envelope import create_topics, forward
+from tests.server.wire import WireBroker, api_versions, connect, raw_socket
 from tools.replay import job, report, send
 from tools.replay.decode import validate
 
@@ -20,6 +21,7 @@ kafka = pytest.importorskip("kafka")
 
 TOPICS = {"orders": 3, "payments": 1, "audit": 2}
 HEARTBEATS = 4
+FORWARDED = "forwarded"
 CREATE_TOPICS, DESCRIBE_CLUSTER, API_VERSIONS, METADATA, REGISTRATION, HEARTBEAT = 19, 60, 18, 3, 62, 63
 
 
@@ -64,6 +66,9 @@ def live(tmp_path_factory):
             listed = admin.list_topics()
         finally:
             admin.close()
+        # A broker forwards a client's CreateTopics in an Envelope: its answer carries a topic id.
+        with raw_socket(controller) as forwarder:
+            assert forward(forwarder, create_topics(FORWARDED, partitions=2), 77).topics[0].error_code == 0
         for broker in brokers:
             broker.close()
     finally:
@@ -173,6 +178,12 @@ def test_send_replays_the_capture_and_reports_what_changed(live, tmp_path):
     assert ("CreateTopics v7", "topics[0].error_code") in changed  # TOPIC_ALREADY_EXISTS now
     # The same server advertises the same versions; only state (the features' epoch) moved on.
     assert {path for api, path in changed if api.startswith("ApiVersions")} <= {"finalized_features_epoch"}
+    # The forwarded CreateTopics is compared inside its Envelope, field by field.
+    assert ("Envelope v0", "response_data.topics[0].error_code") in changed
+    summary = send.render(report)
+    assert "Envelope v0" in summary and "response_data.topics[].error_code" in summary
+    assert "(--verbose lists every difference)" in summary
+    assert len(send.render(report, verbose=True).splitlines()) > len(report.differences)
 
 
 def test_clean_send_to_a_fresh_cluster_finds_no_difference(live, tmp_path):

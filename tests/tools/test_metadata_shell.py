@@ -142,63 +142,83 @@ def log_dir(tmp_path: Path) -> Path:
 
 # --- from a snapshot file --------------------------------------------------------------------------
 
+T = "/image/topics/byName/t"
+BROKERS = "/image/cluster/brokers"
+
+
+def part(result: subprocess.CompletedProcess[str]) -> list[dict]:
+    """The partition registrations ``cat`` printed, one JSON object a line."""
+    return [json.loads(line) for line in lines(result)]
+
+
 def test_snapshot_ls_cat_find(snapshot: Path, run: Run) -> None:
-    assert lines(shell("--snapshot", snapshot, "ls", "/topics")) == ["other", "t"]
-    assert lines(run("--snapshot", snapshot, "ls")) == [
-        "acls", "brokers", "clientQuotas", "configs", "controllers", "delegationToken", "features",
-        "metadataQuorum", "producerIds", "scram", "topicIds", "topics"]
-    assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/leader")) == ["1"]
-    assert lines(run("--snapshot", snapshot, "cat", "/topics/t/0/isr", "/topics/t/1/replicas")) == [
-        "/topics/t/0/isr: [1, 2]", "/topics/t/1/replicas: [1, 2]"]
-    assert lines(run("--snapshot", snapshot, "find", "/brokers")) == [
-        "/brokers", "/brokers/1", *[f"/brokers/1/{n}" for n in sorted(BROKER_NODES)],
-        "/brokers/2", *[f"/brokers/2/{n}" for n in sorted(BROKER_NODES)]]
-    assert lines(run("--snapshot", snapshot, "cat", "/brokers/1/isFenced", "/brokers/2/isFenced")) == [
-        "/brokers/1/isFenced: false", "/brokers/2/isFenced: true"]
-    registration = json.loads(lines(run("--snapshot", snapshot, "cat", "/brokers/2/registration"))[0])
+    assert lines(shell("--snapshot", snapshot, "ls", "/image/topics/byName")) == ["other", "t"]
+    assert lines(run("--snapshot", snapshot, "ls")) == ["image", "local"]
+    assert lines(run("--snapshot", snapshot, "ls", "/image")) == [
+        "acls", "clientQuotas", "cluster", "configs", "delegationToken", "features", "producerIds",
+        "provenance", "scram", "topics"]
+    assert lines(run("--snapshot", snapshot, "ls", "/image/topics")) == ["byId", "byName"]
+    assert lines(run("--snapshot", snapshot, "ls", T)) == ["0", "1", "id", "name"]
+    zero, one = part(run("--snapshot", snapshot, "cat", f"{T}/0", f"{T}/1"))
+    assert (zero["leader"], zero["isr"], one["replicas"]) == (1, [1, 2], [1, 2])
+    assert lines(run("--snapshot", snapshot, "find", BROKERS)) == [BROKERS, f"{BROKERS}/1", f"{BROKERS}/2"]
+    fenced = [r["fenced"] for r in part(run("--snapshot", snapshot, "cat", f"{BROKERS}/1", f"{BROKERS}/2"))]
+    assert fenced == [False, True]
+    registration = json.loads(lines(run("--snapshot", snapshot, "cat", f"{BROKERS}/2"))[0])
     assert registration["listeners"] == [
         {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092, "securityProtocol": 0}]
     assert (registration["epoch"], registration["incarnationId"]) == (12, uuid_to_str(INCARNATION))
-    assert lines(run("--snapshot", snapshot, "cat", f"/topicIds/{uuid_to_str(T_ID)}", "/topics/other/id")) == [
-        f"/topicIds/{uuid_to_str(T_ID)}: t", f"/topics/other/id: {uuid_to_str(OTHER_ID)}"]
-    assert lines(run("--snapshot", snapshot, "cat", "/features/metadata.version")) == [str(metadata_level("3.7"))]
-    assert lines(run("--snapshot", snapshot, "cat", "/configs/topic/t/cleanup.policy",
-                     "/configs/broker/<default>/min.insync.replicas")) == [
-        "/configs/topic/t/cleanup.policy: compact", "/configs/broker/<default>/min.insync.replicas: 2"]
+    # Several paths: the values alone, as Kafka's shell prints them.
+    assert lines(run("--snapshot", snapshot, "cat", f"/image/topics/byId/{uuid_to_str(T_ID)}/name",
+                     "/image/topics/byName/other/id")) == ["t", uuid_to_str(OTHER_ID)]
+    assert lines(run("--snapshot", snapshot, "cat", "/image/features/metadataVersion")) == ["3.7-IV4"]
+    assert lines(run("--snapshot", snapshot, "cat", "/image/configs/TOPIC:t/cleanup.policy",
+                     "/image/configs/BROKER/min.insync.replicas")) == ["compact", "2"]
     # A snapshot ending before offset 11 holds everything up to offset 10.
-    assert lines(run("--snapshot", snapshot, "cat", "/metadataQuorum/offset")) == ["10"]
+    assert lines(run("--snapshot", snapshot, "cat", "/image/provenance"))[0].startswith("offset 10, epoch ")
+    assert lines(run("--snapshot", snapshot, "ls", "/local")) == ["commitId", "version"]
 
 
-BROKER_NODES = ["registration", "isFenced", "inControlledShutdown", "epoch", "incarnationId", "rack"]
-PARTITION_NODES = ["leader", "isr", "replicas", "leaderEpoch", "partitionEpoch", "elr", "lastKnownElr",
-                   "addingReplicas", "removingReplicas", "leaderRecoveryState"]
+def test_one_shot_command_as_one_argument_or_several(snapshot: Path, run: Run) -> None:
+    assert lines(shell("--snapshot", snapshot, "ls /image/topics/byName")) == ["other", "t"]
+    assert lines(run("--snapshot", snapshot, "cat /image/topics/byName/t/name")) == ["t"]
+    assert lines(run("--snapshot", snapshot, "ls", "/image/topics/byName")) == ["other", "t"]
 
 
-def test_partition_nodes(snapshot: Path, run: Run) -> None:
-    assert sorted(lines(run("--snapshot", snapshot, "ls", "/topics/t/1"))) == sorted(PARTITION_NODES)
-    values = lines(run("--snapshot", snapshot, "cat", *[f"/topics/t/1/{n}" for n in PARTITION_NODES]))
-    expected = ["2", "[2]", "[1, 2]", "0", "0", "[]", "[]", "[]", "[]", "RECOVERED"]
-    assert values == [f"/topics/t/1/{n}: {v}" for n, v in zip(PARTITION_NODES, expected)]
+def test_tree_prints_names_and_values_indented(snapshot: Path, run: Run) -> None:
+    out = lines(run("--snapshot", snapshot, "tree", "/image/topics/byName/other"))
+    assert out[:2] == ["0:", "  " + lines(run("--snapshot", snapshot, "cat", "/image/topics/byName/other/0"))[0]]
+    assert out[2:] == ["id:", f"  {uuid_to_str(OTHER_ID)}", "name:", "  other"]
+    assert lines(run("--snapshot", snapshot, "tree", "/image/configs")) == [
+        "BROKER:", "  min.insync.replicas:", "    2", "TOPIC:t:", "  cleanup.policy:", "    compact"]
+
+
+def test_partition_registration(snapshot: Path, run: Run) -> None:
+    (registration,) = part(run("--snapshot", snapshot, "cat", f"{T}/1"))
+    assert registration == {
+        # A record without directories: each replica's is Kafka's MIGRATING id (all zeros).
+        "replicas": [1, 2], "directories": [uuid_to_str(bytes(16))] * 2, "isr": [2], "removingReplicas": [], "addingReplicas": [],
+        "elr": [], "lastKnownElr": [], "leader": 2, "leaderRecoveryState": "RECOVERED", "leaderEpoch": 0,
+        "partitionEpoch": 0}
 
 
 def test_errors_for_missing_paths_and_wrong_kinds(snapshot: Path, run: Run) -> None:
     result = shell("--snapshot", snapshot, "ls", "/x")
     assert (result.returncode, result.stdout, result.stderr) == (1, "", "ls: /x: no such node\n")
-    result = run("--snapshot", snapshot, "cat", "/topics", "/topics/t/0/leader", "/topics/t/9")
+    result = run("--snapshot", snapshot, "cat", "/image/topics", f"{T}/name", f"{T}/9")
     assert result.returncode == 1
-    assert result.stdout == "1\n"
-    assert result.stderr == "cat: /topics: is a directory; /topics/t/9: no such node\n"
-    result = run("--snapshot", snapshot, "cd", "/topics/t/0/leader")
-    assert (result.returncode, result.stderr) == (1, "cd: /topics/t/0/leader: not a directory\n")
+    assert result.stdout == "t\n"
+    assert result.stderr == f"cat: /image/topics: is a directory; {T}/9: no such node\n"
+    result = run("--snapshot", snapshot, "cd", f"{T}/0")
+    assert (result.returncode, result.stderr) == (1, f"cd: {T}/0: not a directory\n")
     result = run("--snapshot", snapshot, "frobnicate")
     assert (result.returncode, result.stderr) == (1, "frobnicate: unknown command; type help for the list\n")
 
 
 def test_globs(snapshot: Path, run: Run) -> None:
-    assert lines(run("--snapshot", snapshot, "cat", "/topics/*/0/leader")) == [
-        "/topics/other/0/leader: 2", "/topics/t/0/leader: 1"]
-    assert lines(run("--snapshot", snapshot, "ls", "/topics/t/[0-9]")) == [
-        "/topics/t/0:", *sorted(PARTITION_NODES), "", "/topics/t/1:", *sorted(PARTITION_NODES)]
+    assert [r["leader"] for r in part(run("--snapshot", snapshot, "cat", "/image/topics/byName/*/0"))] == [2, 1]
+    assert lines(run("--snapshot", snapshot, "ls", "/image/topics/byName/*")) == [
+        "/image/topics/byName/other:", "0", "id", "name", "", "/image/topics/byName/t:", "0", "1", "id", "name"]
 
 
 def test_missing_or_damaged_snapshot(tmp_path: Path, snapshot: Path, run: Run) -> None:
@@ -214,20 +234,16 @@ def test_missing_or_damaged_snapshot(tmp_path: Path, snapshot: Path, run: Run) -
 @pytest.mark.parametrize("nested", [False, True], ids=["metadata.log.dir", "partition dir"])
 def test_log_dir_is_the_newest_snapshot_then_the_log(log_dir: Path, nested: bool, run: Run) -> None:
     where = log_dir / PARTITION_DIR if nested else log_dir
-    result = shell("--directory", where, "ls", "/topics")
+    result = shell("--directory", where, "ls", "/image/topics/byName")
     assert result.stdout.splitlines() == ["late", "t"]
     assert result.stderr == ""
-    assert lines(run("--directory", where, "cat", "/producerIds/nextProducerId")) == ["1000"]
-    assert lines(run("--directory", where, "cat", "/topics/t/0/leader", "/topics/t/0/isr",
-                     "/topics/t/0/leaderEpoch", "/topics/late/0/leader")) == [
-        "/topics/t/0/leader: 2", "/topics/t/0/isr: [2]", "/topics/t/0/leaderEpoch: 1", "/topics/late/0/leader: 1"]
+    assert lines(run("--directory", where, "cat", "/image/producerIds/nextProducerId")) == ["1000"]
+    t0, late0 = part(run("--directory", where, "cat", f"{T}/0", "/image/topics/byName/late/0"))
+    assert (t0["leader"], t0["isr"], t0["leaderEpoch"], late0["leader"]) == (2, [2], 1, 1)
     # Only the snapshot has this config: the snapshot was loaded, not the log prefix.
-    assert lines(run("--directory", where, "cat", "/configs/topic/t/retention.ms")) == ["1000"]
-    assert lines(run("--directory", where, "cat", "/metadataQuorum/offset")) == ["10"]
-    assert json.loads(lines(run("--directory", where, "cat", "/metadataQuorum/leader"))[0]) == {
-        "leaderId": 1, "epoch": EPOCH}
-    assert lines(run("--directory", where, "find", "/brokers/1")) == [
-        "/brokers/1", *[f"/brokers/1/{n}" for n in sorted(BROKER_NODES)]]
+    assert lines(run("--directory", where, "cat", "/image/configs/TOPIC:t/retention.ms")) == ["1000"]
+    assert lines(run("--directory", where, "cat", "/image/provenance")) == [f"offset 10, epoch {EPOCH}"]
+    assert lines(run("--directory", where, "find", f"{BROKERS}/1")) == [f"{BROKERS}/1"]
 
 
 def test_corrupt_segment_names_the_file_and_byte(log_dir: Path, run: Run) -> None:
@@ -242,9 +258,9 @@ def test_corrupt_segment_names_the_file_and_byte(log_dir: Path, run: Run) -> Non
 
 def test_formatted_directory_that_never_ran_shows_the_bootstrap(tmp_path: Path, run: Run) -> None:
     write_bootstrap(tmp_path, bootstrap_records("3.6"))
-    assert lines(run("--directory", tmp_path, "cat", "/features/metadata.version")) == [
-        str(metadata_level("3.6"))]
-    assert lines(run("--snapshot", tmp_path / "bootstrap.checkpoint", "ls", "/features")) == ["metadata.version"]
+    assert lines(run("--directory", tmp_path, "cat", "/image/features/metadataVersion")) == ["3.6-IV2"]
+    assert lines(run("--snapshot", tmp_path / "bootstrap.checkpoint", "ls", "/image/features")) == [
+        "metadataVersion", "zkMigrationState"]
 
 
 def test_not_a_directory(tmp_path: Path, run: Run) -> None:
@@ -255,22 +271,22 @@ def test_not_a_directory(tmp_path: Path, run: Run) -> None:
 # --- interactive ----------------------------------------------------------------------------------
 
 def test_interactive_through_a_pipe(log_dir: Path) -> None:
-    commands = ["cd /topics/t", "pwd", "ls", "cd 0", "cat leader isr", "ls /nowhere", "cd ../..",
+    commands = ["cd /image/topics/byName/t", "pwd", "ls", "cat name id", "ls /nowhere", "cd ../..",
                 "pwd", "history 3", "exit", "pwd"]
     result = shell("--directory", log_dir, stdin="\n".join(commands) + "\n")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
-        "/topics/t", "0", "id", "name", "/topics/t/0/leader: 2", "/topics/t/0/isr: [2]", "/topics",
-        "    7  cd ../..", "    8  pwd", "    9  history 3"]
+        T, "0", "id", "name", "t", uuid_to_str(T_ID), "/image/topics",
+        "    6  cd ../..", "    7  pwd", "    8  history 3"]
     assert result.stderr.splitlines()[-1] == "ls: /nowhere: no such node"
 
 
 def test_interactive_ends_at_end_of_input(snapshot: Path) -> None:
-    result = shell("--snapshot", snapshot, stdin="ls /features\nhelp\nman cat\n")
+    result = shell("--snapshot", snapshot, stdin="ls /image/features\nhelp\nman cat\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()
-    assert out[0] == "metadata.version"
-    assert any(line.split()[:1] == ["find"] for line in out)
+    assert out[:2] == ["metadataVersion", "zkMigrationState"]
+    assert {"find", "tree"} <= {line.split()[0] for line in out if line.startswith("  ")}
     assert out[-2:] == ["usage: cat PATH...", "  Show the contents of metadata nodes."]
 
 
@@ -302,12 +318,11 @@ def register(controller, broker_id: int) -> int:
 def test_live_controller_lists_a_registered_broker(controller, run: Run) -> None:
     epoch = register(controller, 7)
     address = f"{controller.host}:{controller.port}"
-    assert lines(shell("--controllers", address, "ls", "/brokers")) == ["7"]
-    assert lines(run("--controllers", address, "cat", "/brokers/7/epoch", "/brokers/7/isFenced")) == [
-        f"/brokers/7/epoch: {epoch}", "/brokers/7/isFenced: true"]
-    assert lines(run("--controllers", f"1@{address}", "cat", "/features/metadata.version")) == ["25"]
-    leader = json.loads(lines(run("--controllers", address, "cat", "/metadataQuorum/leader"))[0])
-    assert leader["leaderId"] == EMBEDDED_NODE_ID
+    assert lines(shell("--controllers", address, "ls", BROKERS)) == ["7"]
+    (registration,) = part(run("--controllers", address, "cat", f"{BROKERS}/7"))
+    assert (registration["epoch"], registration["fenced"]) == (epoch, True)
+    assert lines(run("--controllers", f"1@{address}", "cat", "/image/features/metadataVersion")) == ["4.0-IV3"]
+    assert lines(run("--controllers", address, "ls", "/image/cluster/controllers")) in ([], [str(EMBEDDED_NODE_ID)])
 
 
 @pytest.mark.controller_properties({"metadata.log.segment.bytes": "4096"})
@@ -320,9 +335,9 @@ def test_live_controller_behind_a_snapshot_is_read_with_fetch_snapshot(controlle
     poll(lambda: not first.exists(), 10, message="the first segment to be deleted after the snapshot")
     last = register(controller, 99)
     address = f"{controller.host}:{controller.port}"
-    assert lines(shell("--controllers", address, "ls", "/brokers")) == [*map(str, epochs), "99"]
-    assert lines(run("--controllers", address, "cat", "/brokers/1/epoch", "/brokers/99/epoch")) == [
-        f"/brokers/1/epoch: {epochs[1]}", f"/brokers/99/epoch: {last}"]
+    assert lines(shell("--controllers", address, "ls", BROKERS)) == [*map(str, epochs), "99"]
+    assert [r["epoch"] for r in part(run("--controllers", address, "cat", f"{BROKERS}/1", f"{BROKERS}/99"))] == [
+        epochs[1], last]
 
 
 def test_unreachable_controller(tmp_path: Path, run: Run) -> None:
@@ -342,7 +357,7 @@ def test_ls_long_and_cat_of_a_multi_line_value() -> None:
     assert out.getvalue().splitlines() == ["d        1  0", "-        3  id", "-        9  note"]
     out.truncate(0), out.seek(0)
     assert sh.run_line("cat /note /topics/t/id")
-    assert out.getvalue().splitlines() == ["/note:", "two", "lines", "/topics/t/id: abc"]
+    assert out.getvalue().splitlines() == ["two", "lines", "abc"]
 
 
 def test_refresh_without_a_source_is_an_error() -> None:
@@ -361,11 +376,11 @@ def test_refresh_follows_a_live_controller(controller) -> None:
                             text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write("ls /brokers\ncat /metadataQuorum/offset\n")
+        proc.stdin.write(f"ls {BROKERS}\ncat /image/provenance\n")
         proc.stdin.flush()
-        before = int(proc.stdout.readline())
+        before = int(proc.stdout.readline().split()[1].rstrip(","))
         register(controller, 5)
-        out, err = proc.communicate("cd /brokers\nrefresh\npwd\nls\n", timeout=60)
+        out, err = proc.communicate(f"cd {BROKERS}\nrefresh\npwd\nls\n", timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -374,4 +389,4 @@ def test_refresh_follows_a_live_controller(controller) -> None:
     refreshed, pwd, listed = out.splitlines()
     after = int(refreshed.split()[4])
     assert refreshed == f"read up to offset {after} (was {before})" and after > before
-    assert (pwd, listed) == ("/brokers", "5")
+    assert (pwd, listed) == (BROKERS, "5")

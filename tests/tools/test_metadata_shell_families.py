@@ -1,5 +1,5 @@
 """The metadata shell shows ACLs, client quotas, SCRAM credentials, delegation tokens, producer
-ids and the quorum records under Kafka's shell names."""
+ids and the ZooKeeper migration state under the names of Kafka 3.5+'s shell."""
 
 from __future__ import annotations
 
@@ -29,16 +29,14 @@ def run(shell: Shell, line: str) -> list[str]:
 
 def test_every_family_has_its_node(tmp_path: Path) -> None:
     shell = shell_on(tmp_path)
-    assert run(shell, "ls /acls") == [uuid_to_str(ACL_ID)]
-    assert json.loads(run(shell, f"cat /acls/{uuid_to_str(ACL_ID)}")[0])["principal"] == "User:alice"
-    assert run(shell, "ls /clientQuotas") == ["user(<default>)", "user(alice)"]
-    assert run(shell, "cat '/clientQuotas/user(alice)/producer_byte_rate'") == ["1024.0"]
-    assert run(shell, "ls /scram") == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
-    assert run(shell, "ls /scram/SCRAM-SHA-256") == ["alice"]
-    assert run(shell, "ls /scram/SCRAM-SHA-512") == []
-    assert run(shell, "ls /delegationToken") == ["t1"]
-    assert json.loads(run(shell, "cat /delegationToken/t1")[0])["expiration_timestamp"] == 90
-    assert run(shell, "cat /producerIds/nextProducerId") == ["2000"]
-    assert run(shell, "cat /metadataQuorum/kraftVersion /metadataQuorum/zkMigrationState") == [
-        "/metadataQuorum/kraftVersion: 1", "/metadataQuorum/zkMigrationState: NONE"]
-    assert [v["voter_id"] for v in json.loads(run(shell, "cat /metadataQuorum/voters")[0])] == [1]
+    assert run(shell, "ls /image/acls") == [uuid_to_str(ACL_ID)]
+    assert json.loads(run(shell, f"cat /image/acls/{uuid_to_str(ACL_ID)}")[0])["principal"] == "User:alice"
+    assert run(shell, "ls /image/clientQuotas") == ["user(<default>)", "user(alice)"]
+    assert run(shell, "cat '/image/clientQuotas/user(alice)/producer_byte_rate'") == ["1024.0"]
+    assert run(shell, "ls /image/scram") == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert run(shell, "ls /image/scram/SCRAM-SHA-256") == ["alice"]
+    assert run(shell, "ls /image/scram/SCRAM-SHA-512") == []
+    assert run(shell, "ls /image/delegationToken") == ["t1"]
+    assert json.loads(run(shell, "cat /image/delegationToken/t1")[0])["expiration_timestamp"] == 90
+    assert run(shell, "cat /image/producerIds/nextProducerId") == ["2000"]
+    assert run(shell, "cat /image/features/zkMigrationState") == ["NONE"]

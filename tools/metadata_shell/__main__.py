@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("-C", "--controllers", metavar="HOST:PORT[,...]",
                         help="controllers to read the committed log from, as an observer")
     parser.add_argument("command", nargs=argparse.REMAINDER,
-                        help="a command to run instead of the interactive shell, e.g. ls /topics")
+                        help="a command to run instead of the interactive shell, as words or as one argument: "
+                             "ls /image/topics/byName, or 'ls /image/topics/byName'")
     return parser
 
 
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     shell = Shell(build_tree(image), sys.stdout, sys.stderr, lambda: _reload(args), image.offset)
+    if len(args.command) == 1:
+        # One argument holding a whole command line, as Kafka's shell also takes it.
+        return 0 if shell.run_line(args.command[0]) else 1
     if args.command:
         shell.history.append(" ".join(args.command))
         return 0 if shell.run(args.command) else 1

@@ -1,4 +1,5 @@
-"""The shell's commands over the metadata tree: ls, cd, cat, find, pwd, history, man/help, exit.
+"""The shell's commands over the metadata tree: ls, cd, cat, find, tree, pwd, history, man/help,
+refresh, exit.
 
 Output goes to ``out`` and errors to ``err``, one ``command: path: problem`` line each, so
 the same code serves the interactive loop and a single command given on the command line.
@@ -135,12 +136,9 @@ def _cat(shell: Shell, args: list[str]) -> None:
                 problems.append(f"{to_text(parts)}: is a directory")
             else:
                 found.append((parts, node))
-    # Several values are told apart by their paths; a value of several lines starts on its own.
-    for parts, value in found:
-        if len(found) == 1:
-            shell.print(value)
-        else:
-            shell.print(f"{to_text(parts)}:{chr(10) if chr(10) in value else ' '}{value}")
+    # As Kafka's shell: the values alone, one after the other.
+    for _, value in found:
+        shell.print(value)
     if problems:
         raise CommandError("; ".join(problems))
 
@@ -156,6 +154,24 @@ def _walk(shell: Shell, parts: list[str], node: Node) -> None:
     if isinstance(node, dict):
         for name in sorted_names(node):
             _walk(shell, [*parts, name], node[name])
+
+
+def _tree(shell: Shell, args: list[str]) -> None:
+    for text in args or ["."]:
+        for _, node in shell.expand(text):
+            _print_tree(shell, node, 0)
+
+
+def _print_tree(shell: Shell, node: Node, depth: int) -> None:
+    """Kafka's layout: a value as it is, a directory as ``name:`` lines over its children,
+    two spaces deeper each level."""
+    indent = "  " * depth
+    if not isinstance(node, dict):
+        shell.print(indent + node)
+        return
+    for name in sorted_names(node):
+        shell.print(f"{indent}{name}:")
+        _print_tree(shell, node[name], depth + 1)
 
 
 def _pwd(shell: Shell, args: list[str]) -> None:
@@ -223,6 +239,7 @@ COMMANDS: dict[str, Command] = {
                   "characters) of each.", _ls),
     "man": Command("man COMMAND", "Show the help text for a specific command.", _man),
     "pwd": Command("pwd", "Print the current working directory.", _pwd),
+    "tree": Command("tree [PATH...]", "Print the nodes under each path and their values, as a tree.", _tree),
     "refresh": Command("refresh", "Read the metadata again from the source, with what was written since.",
                        _refresh),
 }

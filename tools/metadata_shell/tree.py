@@ -7,64 +7,87 @@ built once from the replayed state: the shell shows one consistent moment of the
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from typing import Any, Union
 
-from protocol.constants import DIRECTORY_MIGRATING, ConfigResourceType, LeaderRecoveryState
+from protocol.constants import ConfigResourceType, LeaderRecoveryState
 from protocol.generated.metadata.config_record import ConfigRecord
 from protocol.primitives import uuid_to_str
 from server.controller.cluster import BrokerRegistration, ControllerRegistration, Endpoint
 from server.controller.partitions import PartitionState
+from server.controller.replication import TopicState
 from server.controller.quorum_records import MIGRATION_STATES
 from server.controller.quotas import Entity
 from server.controller.scram import MECHANISMS
 from server.image.image import MetadataImage
+from server.metalog.bootstrap import METADATA_VERSION, RELEASE_VERSIONS
 
 Node = Union["Dir", str]
 Dir = dict[str, Node]
 
-# Keyed by int: a record's field may hold a number these do not name.
+# Kafka's ConfigResource.Type names. Keyed by int: a record's field may hold a number these do not name.
 _RESOURCE_TYPES: dict[int, str] = {
-    ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker",
-    ConfigResourceType.BROKER_LOGGER: "broker_logger", ConfigResourceType.CLIENT_METRICS: "client_metrics",
-    ConfigResourceType.GROUP: "group",
+    ConfigResourceType.TOPIC: "TOPIC", ConfigResourceType.BROKER: "BROKER",
+    ConfigResourceType.BROKER_LOGGER: "BROKER_LOGGER", ConfigResourceType.CLIENT_METRICS: "CLIENT_METRICS",
+    ConfigResourceType.GROUP: "GROUP",
 }
-CLUSTER_DEFAULT = "<default>"  # the broker resource named "", which holds cluster-wide defaults
 _RECOVERY_STATES: dict[int, str] = {
     LeaderRecoveryState.RECOVERED: "RECOVERED", LeaderRecoveryState.RECOVERING: "RECOVERING"}
 
 
 def build_tree(image: MetadataImage) -> Dir:
-    """The tree; the names of the ACL, quota, SCRAM, delegation token and producer id nodes
-    are those of Kafka's metadata shell."""
+    """The tree of Kafka 3.5+'s metadata shell: ``/image``, the metadata image under Kafka's
+    node names, and ``/local``, this tool. The names of the ACL, quota, SCRAM, delegation
+    token and producer id nodes are Kafka's too."""
+    by_name: Dir = {t.name: _topic(t) for t in image.replication.topics.values()}
     return {
-        "brokers": {str(b.broker_id): _broker(b) for b in image.cluster.brokers.values()},
-        "controllers": {str(r.controller_id): _controller(r) for r in image.cluster.controllers.values()},
-        "topics": _topics(image),
-        "topicIds": {uuid_to_str(t.topic_id): t.name for t in image.replication.topics.values()},
-        "features": {name: str(level) for name, level in image.features.finalized.items()},
-        "configs": _configs(image),
-        "acls": _acls(image),
-        "clientQuotas": {_entity_name(entity): {k: repr(v) for k, v in quotas.items()}
-                         for entity, quotas in image.quotas.by_entity().items()},
-        "scram": _scram(image),
-        "delegationToken": {r.token_id: _json(r.to_dict()) for _, r in image.delegation_tokens.tokens.items()},
-        "producerIds": {"nextProducerId": str(image.producer_ids.next_producer_id)},
-        "metadataQuorum": _quorum(image),
+        "image": {
+            "provenance": _provenance(image),
+            "features": _features_node(image),
+            "cluster": {
+                "brokers": {str(b.broker_id): _broker(b) for b in image.cluster.brokers.values()},
+                "controllers": {str(r.controller_id): _controller(r) for r in image.cluster.controllers.values()},
+            },
+            "topics": {
+                "byName": by_name,
+                "byId": {uuid_to_str(t.topic_id): by_name[t.name] for t in image.replication.topics.values()},
+            },
+            "configs": _configs(image),
+            "clientQuotas": {_entity_name(entity): {k: repr(v) for k, v in quotas.items()}
+                             for entity, quotas in image.quotas.by_entity().items()},
+            "producerIds": {"nextProducerId": str(image.producer_ids.next_producer_id)},
+            "acls": _acls(image),
+            "scram": _scram(image),
+            "delegationToken": {r.token_id: _json(r.to_dict()) for _, r in image.delegation_tokens.tokens.items()},
+        },
+        "local": {"version": _version(), "commitId": "unknown"},
     }
 
 
-def _quorum(image: MetadataImage) -> Dir:
-    quorum: Dir = {"offset": str(image.offset)}
-    if image.leader is not None:
-        quorum["leader"] = _json({"leaderId": image.leader.leader_id, "epoch": image.leader.epoch})
-    q = image.quorum
-    if q.kraft_version is not None:
-        quorum["kraftVersion"] = str(q.kraft_version)
-    if q.voters is not None:
-        quorum["voters"] = _json(q.voters.to_dict()["voters"])
-    if q.zk_migration_state is not None:
-        quorum["zkMigrationState"] = MIGRATION_STATES.get(q.zk_migration_state, str(q.zk_migration_state))
-    return quorum
+def _version() -> str:
+    try:
+        return metadata.version("kraftwire")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _provenance(image: MetadataImage) -> str:
+    """Where the image was read up to, as Kafka's ``offset N, epoch E`` (the time of that
+    batch is not kept here, so it is left out)."""
+    return f"offset {image.offset}, epoch {image.last_epoch}"
+
+
+def _features_node(image: MetadataImage) -> Dir:
+    finalized = image.features.finalized
+    level = finalized.get(METADATA_VERSION)
+    releases = {lvl: name for name, lvl in RELEASE_VERSIONS.items()}
+    state = image.quorum.zk_migration_state
+    node: Dir = {
+        "metadataVersion": "" if level is None else releases.get(level, str(level)),
+        "zkMigrationState": "NONE" if state is None else MIGRATION_STATES.get(state, str(state)),
+    }
+    node.update({f"finalized_{name}": str(lvl) for name, lvl in finalized.items() if name != METADATA_VERSION})
+    return node
 
 
 def _acls(image: MetadataImage) -> Dir:
@@ -113,21 +136,13 @@ def _features(features: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]
     return {name: {"min": lo, "max": hi} for name, (lo, hi) in sorted(features.items())}
 
 
-def _broker(b: BrokerRegistration) -> Dir:
-    registration = {
+def _broker(b: BrokerRegistration) -> str:
+    return _json({
         "id": b.broker_id, "epoch": b.epoch, "incarnationId": uuid_to_str(b.incarnation_id),
         "listeners": _endpoints(b.endpoints), "supportedFeatures": _features(b.features),
         "rack": b.rack, "fenced": b.fenced, "inControlledShutdown": b.in_controlled_shutdown,
         "logDirs": [uuid_to_str(d) for d in b.log_dirs],
-    }
-    return {
-        "registration": _json(registration),
-        "isFenced": _json(b.fenced),
-        "inControlledShutdown": _json(b.in_controlled_shutdown),
-        "epoch": str(b.epoch),
-        "incarnationId": uuid_to_str(b.incarnation_id),
-        "rack": "" if b.rack is None else b.rack,
-    }
+    })
 
 
 def _controller(r: ControllerRegistration) -> str:
@@ -135,40 +150,32 @@ def _controller(r: ControllerRegistration) -> str:
                   "listeners": _endpoints(r.endpoints), "supportedFeatures": _features(r.features)})
 
 
-def _topics(image: MetadataImage) -> Dir:
-    topics: Dir = {}
-    for t in image.replication.topics.values():
-        node: Dir = {"id": uuid_to_str(t.topic_id), "name": t.name}
-        for p in t.partitions:
-            node[str(p.partition_id)] = _partition(p)
-        topics[t.name] = node
-    return topics
-
-
-def _partition(p: PartitionState) -> Dir:
-    node: Dir = {
-        "leader": str(p.leader),
-        "isr": _json(p.isr),
-        "replicas": _json(p.replicas),
-        "leaderEpoch": str(p.leader_epoch),
-        "partitionEpoch": str(p.partition_epoch),
-        "elr": _json(p.elr),
-        "lastKnownElr": _json(p.last_known_elr),
-        "addingReplicas": _json(p.adding),
-        "removingReplicas": _json(p.removing),
-        "leaderRecoveryState": _RECOVERY_STATES.get(p.recovery, str(p.recovery)),
-    }
-    if any(d != DIRECTORY_MIGRATING for d in p.directories):  # none reported yet says nothing
-        node["directories"] = _json([uuid_to_str(d) for d in p.directories])
+def _topic(t: TopicState) -> Dir:
+    node: Dir = {"name": t.name, "id": uuid_to_str(t.topic_id)}
+    for p in t.partitions:
+        node[str(p.partition_id)] = _partition(p)
     return node
 
 
+def _partition(p: PartitionState) -> str:
+    """A partition's registration, its fields in the order Kafka's shell prints them."""
+    return _json({
+        "replicas": p.replicas, "directories": [uuid_to_str(d) for d in p.directories], "isr": p.isr,
+        "removingReplicas": p.removing, "addingReplicas": p.adding, "elr": p.elr,
+        "lastKnownElr": p.last_known_elr, "leader": p.leader,
+        "leaderRecoveryState": _RECOVERY_STATES.get(p.recovery, str(p.recovery)),
+        "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
+    })
+
+
 def _configs(image: MetadataImage) -> Dir:
-    configs: Dir = {"topic": {}, "broker": {}}
+    """Kafka's node names: ``TOPIC:<name>``, ``BROKER:<id>``, and ``BROKER`` alone for the
+    cluster-wide defaults."""
+    configs: Dir = {}
     for record, _ in image.configs.snapshot_records():
         # Deletions (a None value) are replayed away: a snapshot holds only values that are set.
         assert isinstance(record, ConfigRecord) and record.value is not None
-        kind = _subdir(configs, _RESOURCE_TYPES.get(record.resource_type, str(record.resource_type)))
-        resource = _subdir(kind, record.resource_name or CLUSTER_DEFAULT)
+        kind = _RESOURCE_TYPES.get(record.resource_type, str(record.resource_type))
+        resource = _subdir(configs, f"{kind}:{record.resource_name}" if record.resource_name else kind)
         resource[record.name] = record.value
     return configs

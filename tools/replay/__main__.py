@@ -7,10 +7,11 @@
         goes to DIR/spark.log. Exit status: 0 when no rule of severity "error" was broken,
         1 when one was, 2 for a capture that does not exist (checked before Spark starts),
         3 when no Kafka flow was found. --figures FILE also writes the summary as JSON.
-    send CAPTURE --target HOST:PORT[,HOST:PORT...] [--ports ...] [--ignore FIELD ...] [--clean]
+    send CAPTURE --target HOST:PORT[,HOST:PORT...] [--ports ...] [--ignore FIELD ...] [--clean] [--verbose]
         Re-send each flow's requests, in order, on a fresh connection per flow (to the active
-        controller when several addresses of a quorum are given), and report
-        the responses that differ from the captured ones; --clean replays against another
+        controller when several addresses of a quorum are given), and report the responses
+        that differ from the captured ones, counted by API and field (each one with --verbose;
+        forwarded answers inside Envelopes field by field); --clean replays against another
         cluster: time order across flows, the target's cluster id and broker epochs mapped
         in, and the fields a fresh cluster answers differently not compared. Exit status 0
         without differences, 1 with some, 2 when the target cannot be reached.
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     send.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each response")
     send.add_argument("--clean", action="store_true",
                       help="compare against another cluster: map cluster id and broker epochs, skip fields that differ")
+    send.add_argument("--verbose", action="store_true",
+                      help="list every difference, not only their counts by API and field")
     args = parser.parse_args(argv)
 
     if args.command == "validate":
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the target itself: refused, unreachable, closed while asked its cluster id
         print(f"python -m tools.replay send: {args.target}: {exc}", file=sys.stderr)
         return 2
-    print(resend.render(report))
+    print(resend.render(report, args.verbose))
     return 1 if report.differences or report.failures else 0
 
 

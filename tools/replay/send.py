@@ -2,7 +2,8 @@
 
 Each Kafka flow of the capture gets a fresh connection; its requests go out in their captured
 order, byte for byte, and each answer is matched by correlation id to the captured one.
-Answers are compared field by field on their decoded form (`Message.to_dict()`).
+Answers are compared field by field on their decoded form (`Message.to_dict()`), an
+Envelope's forwarded answer included (decoded as the API and version of the request it carried).
 
 Only `throttle_time_ms` is ignored by default: it reflects the server's load at that moment,
 never the meaning of the answer. Everything else that differs is reported, including what
@@ -20,8 +21,10 @@ features' epoch) are not compared.
 """
 from __future__ import annotations
 
+import re
 import socket
 import struct
+from collections import Counter
 from typing import Any, Iterable, NamedTuple
 
 from protocol.api_keys import APIS
@@ -277,12 +280,48 @@ def compare(flow: str, exchange: Exchange, live: bytes, ignored: frozenset[str] 
     name = f"{api.name if api else f'key {exchange.api_key}'} v{exchange.version}"
     before = decode_response(exchange.api_key, exchange.version, captured)
     after = decode_response(exchange.api_key, exchange.version, live)
+    if exchange.api_key == ApiKey.ENVELOPE and before is not None and after is not None:
+        _open_envelopes(exchange.request, before, after)
     if before is None or after is None:
         # Undecodable on either side: only the bytes after the correlation id can be compared.
         if captured[4:] == live[4:]:
             return []
         return [Difference(flow, exchange.correlation_id, name, "", captured.hex(), live.hex())]
     return [Difference(flow, exchange.correlation_id, name, path, a, b) for path, a, b in diff(before, after, ignored)]
+
+
+def _open_envelopes(request: bytes, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Put the forwarded answers in place of their bytes, decoded as the forwarded request's
+    API and version say, so they are compared field by field (and what a clean replay ignores,
+    topic ids among it, is ignored in them too)."""
+    inner = _envelope_request(request)
+    if inner is None:
+        return
+    key, version = inner
+    for answer in (before, after):
+        data = answer.get("response_data")
+        if isinstance(data, str):
+            decoded = decode_response(key, version, bytes.fromhex(data))
+            if decoded is not None:
+                answer["response_data"] = decoded
+
+
+def _envelope_request(request: bytes) -> tuple[int, int] | None:
+    """The API key and version of the request an Envelope forwards, if it can be read."""
+    api = APIS.get(ApiKey.ENVELOPE)
+    version = _PREFIX.unpack_from(request)[1]
+    if api is None or not api.min_version <= version <= api.max_version:
+        return None
+    try:
+        _, pos = RequestHeader.decode(request, api.request_header_version(version))
+        body, _ = api.request.decode(request, version, pos)
+    except DecodeError:
+        return None
+    data = getattr(body, "request_data", None)
+    if not isinstance(data, bytes) or len(data) < _PREFIX.size:
+        return None
+    key, inner_version, _ = _PREFIX.unpack_from(data)
+    return key, inner_version
 
 
 def diff(a: Any, b: Any, ignored: frozenset[str] | set[str], path: str = "") -> list[tuple[str, Any, Any]]:
@@ -303,16 +342,31 @@ def diff(a: Any, b: Any, ignored: frozenset[str] | set[str], path: str = "") -> 
     return [] if a == b else [(path, a, b)]
 
 
-def render(report: Report) -> str:
+def render(report: Report, verbose: bool = False) -> str:
+    """The totals, then the differences counted by API and field (``verbose``: one row each)."""
     lines = [f"{report.flows} flows, {report.sent} requests sent, {report.compared} answers compared, "
              f"{len(report.differences)} differences, {len(report.failures)} failed flows"]
-    if report.differences:
+    if report.differences and verbose:
         lines += ["", table(["flow", "correlation id", "api", "field", "captured", "live"],
                             [(d.flow, d.correlation_id, d.api, d.path, _short(d.captured), _short(d.live))
                              for d in report.differences])]
+    elif report.differences:
+        counts = Counter((d.api, _field(d.path)) for d in report.differences)
+        first: dict[tuple[str, str], Difference] = {}
+        for d in report.differences:
+            first.setdefault((d.api, _field(d.path)), d)
+        lines += ["", table(["api", "field", "differences", "first captured", "first live"],
+                            [(api, fld, n, _short(first[api, fld].captured), _short(first[api, fld].live))
+                             for (api, fld), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]),
+                  "", "(--verbose lists every difference)"]
     if report.failures:
         lines += ["", table(["flow", "failure"], report.failures)]
     return "\n".join(lines)
+
+
+def _field(path: str) -> str:
+    """A field's path with its list indexes left out: ``topics[].error_code``."""
+    return re.sub(r"\[\d+\]", "[]", path)
 
 
 def _short(value: Any) -> str:
