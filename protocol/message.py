@@ -45,14 +45,16 @@ class Message:
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview, version: int, pos: int = 0) -> tuple[Self, int]:
         """Decode one message at ``buf[pos:]``; returns the message and the end offset."""
-        decoders = cls._DECODERS
-        decoder = decoders[version] if 0 <= version < len(decoders) else None
-        if decoder is None:
-            raise DecodeError(cls.NAME, version, pos, "unsupported version")
-        if type(buf) is not bytes:
-            buf = bytes(buf)
+        # Asking forgiveness for a version past the table costs less per call than a length
+        # check, and this wrapper is a fair share of decoding a small message.
         try:
-            return decoder(buf, pos)
+            decoder = cls._DECODERS[version]
+        except IndexError:
+            decoder = None
+        if decoder is None or version < 0:
+            raise DecodeError(cls.NAME, version, pos, "unsupported version")
+        try:
+            return decoder(buf if type(buf) is bytes else bytes(buf), pos)
         except DecodeError as exc:
             raise exc.within(cls.NAME, version) from None
 
