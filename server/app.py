@@ -25,7 +25,6 @@ from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequ
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.vote_request import VoteRequest
-from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from server.apis import NO_WAIT, Reply, Router
 from server.config import ControllerConfig
 from server.controller_replica import ControllerReplica, abort_open_transaction
@@ -45,6 +44,7 @@ from server.metalog.snapshots import (
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
+from server.periodic import StaleBrokerFencing
 from server.quorum import QuorumEvents, QuorumReplication
 from server.raft.fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id
@@ -105,6 +105,7 @@ class ControllerServer:
         else:
             self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
         self.router = Router(self.controller, self.committer, config.security)
+        self.fencing = StaleBrokerFencing(self)
         # Not active until it leads: alone, once start-up has written its epoch; in a quorum,
         # once elected.
         self.router.standby = True
@@ -407,15 +408,7 @@ class ControllerServer:
         self._timer = asyncio.get_running_loop().call_later(interval, self._check_leases)
 
     def _check_leases(self) -> None:
-        if self.router.standby:
-            self._schedule_lease_check()
-            return
-        applied = self.controller.fence_expired_brokers()
-        if applied.records:
-            fenced = [r.id for r, _ in applied.records if isinstance(r, FenceBrokerRecord)]
-            shown = ", ".join(map(str, fenced[:10])) + (f" and {len(fenced) - 10} more" if len(fenced) > 10 else "")
-            log.info("fencing brokers [%s]: their sessions expired", shown)
-            self.committer.submit(applied.records, applied.base_offset)
+        self.fencing.tick()
         self._schedule_lease_check()
 
     def _schedule_no_op(self) -> None:
@@ -434,6 +427,7 @@ class ControllerServer:
         for timer in (self._timer, self._no_op_timer):
             if timer is not None:
                 timer.cancel()
+        self.fencing.stop()
         if self.replication is not None:
             # Hand leadership over (EndQuorumEpoch) while still answering the other voters.
             await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)

@@ -108,6 +108,9 @@ class ClusterControl:
         # broker has caught up with the records that moved its leaderships (Kafka's lowest
         # active offset).
         self._metadata_offset: dict[int, int] = {}
+        # Soft state: brokers whose lease ran out and whose fencing is under way in slices;
+        # nothing new is placed on them or elected to them meanwhile.
+        self.being_fenced: set[int] = set()
 
     # --- leases (soft state) -------------------------------------------------------------
     def has_live_session(self, broker_id: int, now_ms: int) -> bool:
@@ -128,6 +131,7 @@ class ClusterControl:
         may take its id at once, as before the failover."""
         self._last_contact = {b.broker_id: now_ms for b in self.brokers.values() if not b.fenced}
         self._metadata_offset = {}
+        self.being_fenced = set()
 
     def lowest_active_offset(self) -> int:
         """The lowest metadata offset reported by an active broker (unfenced, not shutting
@@ -151,7 +155,8 @@ class ClusterControl:
     def is_usable(self, broker_id: int) -> bool:
         """May lead or join an ISR: registered, unfenced and not shutting down."""
         b = self.brokers.get(broker_id)
-        return b is not None and not b.fenced and not b.in_controlled_shutdown
+        return b is not None and not b.fenced and not b.in_controlled_shutdown \
+            and broker_id not in self.being_fenced
 
     # --- BrokerRegistration ----------------------------------------------------------------
     def refuse_registration(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult | None:
@@ -293,9 +298,9 @@ class ClusterControl:
         return [b.broker_id for b in self.brokers.values()
                 if not b.fenced and not self.has_live_session(b.broker_id, now_ms)]
 
-    def fence(self, broker_id: int) -> ControllerResult:
+    def fence_record(self, broker_id: int) -> VersionedRecord:
         broker = self.brokers[broker_id]
-        return ControllerResult([(FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0)])
+        return FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0
 
     # --- UnregisterBroker ------------------------------------------------------------------
     def unregister_broker(self, broker_id: int) -> ControllerResult:

@@ -9,7 +9,7 @@ partition.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from protocol.constants import NO_LEADER, NO_LEADER_CHANGE, ElectionType, LeaderRecoveryState
 from protocol.error_codes import Error
@@ -205,18 +205,26 @@ class ReplicationControl:
         goes leaderless), so that it can lead again when it comes back; with them enabled the
         ISR may empty and the member is remembered in the ELR instead.
         """
+        return list(self.leadership_moves(broker_id, only))
+
+    def leadership_moves(self, broker_id: int,
+                         only: Iterable[PartitionState] | None = None) -> Iterator[VersionedRecord]:
+        """``move_leadership_away``, one partition at a time: each change is built when it is
+        asked for, on the state as it is then, so that the work can be cut into slices that
+        are applied in between. A partition that left the broker's ISR meanwhile (changed,
+        deleted) is passed over."""
         def usable(b: int) -> bool:
             return b != broker_id and self.cluster.is_usable(b)
 
-        records: list[VersionedRecord] = []
         members = self.isr_of.get(broker_id, set())
         for p in sorted(members if only is None else members.intersection(only), key=_order):
+            if p not in members:
+                continue
             change = self.change(p, usable)
             remaining = [r for r in p.isr if r != broker_id]
             if remaining or change.elr_enabled:
                 change.isr = remaining
-            records += self._record(change)
-        return records
+            yield from self._record(change)
 
     def elect_after_unfence(self, broker_id: int) -> list[VersionedRecord]:
         """A broker coming back may lead the partitions that had no leader without it."""

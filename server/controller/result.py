@@ -18,6 +18,11 @@ VersionedRecord = tuple[Message, int]
 # batches, inside a metadata transaction so that they still apply together.
 MAX_RECORDS_PER_BATCH = 10_000
 
+# The controller's own work that touches many partitions (fencing a broker, moving its
+# leaderships) is written as non-atomic results of at most this many records, applied one
+# slice per turn of the event loop, so that requests are answered in between.
+SLICE_RECORDS = 1_000
+
 
 @dataclass
 class ControllerResult:

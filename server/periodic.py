@@ -1,0 +1,73 @@
+"""The active controller's own work, driven on the event loop a slice at a time.
+
+The controller says what the next bounded slice of its work is (``fence_stale_brokers``);
+this shell applies nothing itself: it hands each slice to the commit path and comes back for
+the next one on a later turn of the loop, so that heartbeats and other requests are answered
+between slices. At most two slices wait for their commit at any time: the memory held for
+uncommitted work (records to write, changes that could be undone) stays bounded however much
+work there is, and a response that waits for the state it saw waits for little.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
+from server.apis import Router
+from server.controller.quorum_controller import QuorumController
+from server.controller.result import SLICE_RECORDS
+from server.metalog.committer import CommitFailed, CommitPath
+
+log = logging.getLogger("kraftwire.server")
+
+
+class Shell(Protocol):
+    """What the driver needs of the server; each is read anew, as a reload replaces them."""
+
+    controller: QuorumController
+    committer: CommitPath
+    router: Router
+
+
+class StaleBrokerFencing:
+    """Fences the brokers whose sessions expired, as Kafka's periodic task does: started by
+    the lease timer, and going on at once, slice after slice, while more remains."""
+
+    def __init__(self, shell: Shell, slice_records: int = SLICE_RECORDS) -> None:
+        self.shell = shell
+        self.slice_records = slice_records
+        self._task: asyncio.Task[None] | None = None
+
+    def tick(self) -> None:
+        """The lease timer fired: start fencing unless it is already under way."""
+        if self._task is None or self._task.done():
+            if not self.shell.router.standby:
+                self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        waiting = -1  # last offset of the slice before the latest
+        while not self.shell.router.standby:
+            applied = self.shell.controller.fence_stale_brokers(self.slice_records)
+            if applied is None:
+                return
+            last, _ = applied.records[-1]
+            if isinstance(last, FenceBrokerRecord):
+                # Worded as the README and operators' greps know it.
+                log.info("fencing brokers [%d]: their sessions expired", last.id)
+            committer = self.shell.committer
+            committer.submit(applied.records, applied.base_offset)
+            previous, waiting = waiting, applied.last_offset
+            committed = committer.wait(previous) if previous >= 0 else None
+            if committed is None:
+                await asyncio.sleep(0)
+                continue
+            try:
+                await committed
+            except CommitFailed:
+                return  # the server rebuilds the controller from the log; the timer starts again
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
