@@ -40,6 +40,10 @@ from server.controller.result import ControllerResult, VersionedRecord
 from server.controller.shared_lists import SharedLists
 
 
+# min.insync.replicas, eligible leader replicas enabled, unclean leader election enabled
+TopicSettings = tuple[int, bool, bool]
+
+
 @dataclass
 class TopicState:
     name: str
@@ -177,16 +181,22 @@ class ReplicationControl:
         self.reassigning.discard(p)
 
     # --- building changes ----------------------------------------------------------------------
-    def change(self, p: PartitionState, usable: Callable[[int], bool] | None = None) -> PartitionChange:
-        name = self.topics[p.topic_id].name
+    def change(self, p: PartitionState, usable: Callable[[int], bool] | None = None,
+               settings: TopicSettings | None = None) -> PartitionChange:
+        min_isr, elr_enabled, unclean_allowed = settings or self.settings(p.topic_id)
         return PartitionChange(
             p, usable or self.cluster.is_usable,
-            min_isr=self.configs.min_insync_replicas(name),
-            elr_enabled=self.configs.elr_enabled(name),
-            unclean_allowed=self.configs.unclean_leader_election(name),
+            min_isr=min_isr, elr_enabled=elr_enabled, unclean_allowed=unclean_allowed,
             record_version=self.features.partition_record_version(),
             bump_epoch_on_isr_shrink=self.features.metadata_version < MV_3_6_IV0,
             default_dir=self.cluster.default_dir)
+
+    def settings(self, topic_id: bytes) -> TopicSettings:
+        """The topic's configs that elections follow: min.insync.replicas, eligible leader
+        replicas, unclean elections."""
+        name = self.topics[topic_id].name
+        return (self.configs.min_insync_replicas(name), self.configs.elr_enabled(name),
+                self.configs.unclean_leader_election(name))
 
     def _record(self, change: PartitionChange) -> list[VersionedRecord]:
         rec = change.build()
@@ -217,10 +227,16 @@ class ReplicationControl:
             return b != broker_id and self.cluster.is_usable(b)
 
         members = self.isr_of.get(broker_id, set())
+        topic_id, settings = b"", None
         for p in sorted(members if only is None else members.intersection(only), key=_order):
             if p not in members:
                 continue
-            change = self.change(p, usable)
+            if p.topic_id != topic_id or settings is None:
+                # Partitions come topic by topic, and the configs are read once per topic: a
+                # topic's partitions move as under one reading of its configs, as they would
+                # in one command.
+                topic_id, settings = p.topic_id, self.settings(p.topic_id)
+            change = self.change(p, usable, settings)
             remaining = [r for r in p.isr if r != broker_id]
             if remaining or change.elr_enabled:
                 change.isr = remaining
