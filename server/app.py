@@ -44,7 +44,7 @@ from server.metalog.snapshots import (
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
-from server.periodic import StaleBrokerFencing
+from server.periodic import SlicedWork
 from server.quorum import QuorumEvents, QuorumReplication
 from server.raft.fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id
@@ -105,7 +105,7 @@ class ControllerServer:
         else:
             self.committer = Committer(self.log, self.epoch, self._on_commit_failure, wall_clock_ms)
         self.router = Router(self.controller, self.committer, config.security)
-        self.fencing = StaleBrokerFencing(self)
+        self.sliced_work = SlicedWork(self)
         # Not active until it leads: alone, once start-up has written its epoch; in a quorum,
         # once elected.
         self.router.standby = True
@@ -408,7 +408,7 @@ class ControllerServer:
         self._timer = asyncio.get_running_loop().call_later(interval, self._check_leases)
 
     def _check_leases(self) -> None:
-        self.fencing.tick()
+        self.sliced_work.tick()
         self._schedule_lease_check()
 
     def _schedule_no_op(self) -> None:
@@ -427,7 +427,7 @@ class ControllerServer:
         for timer in (self._timer, self._no_op_timer):
             if timer is not None:
                 timer.cancel()
-        self.fencing.stop()
+        self.sliced_work.stop()
         if self.replication is not None:
             # Hand leadership over (EndQuorumEpoch) while still answering the other voters.
             await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)

@@ -1,6 +1,7 @@
 """The active controller's own work, driven on the event loop a slice at a time.
 
-The controller says what the next bounded slice of its work is (``fence_stale_brokers``);
+The controller says what the next bounded slice of its work is (``next_slice``: what commands
+left to write later, then fencing the brokers whose sessions expired);
 this shell applies nothing itself: it hands each slice to the commit path and comes back for
 the next one on a later turn of the loop, so that heartbeats and other requests are answered
 between slices. At most two slices wait for their commit at any time: the memory held for
@@ -31,9 +32,9 @@ class Shell(Protocol):
     router: Router
 
 
-class StaleBrokerFencing:
-    """Fences the brokers whose sessions expired, as Kafka's periodic task does: started by
-    the lease timer, and going on at once, slice after slice, while more remains."""
+class SlicedWork:
+    """Writes the controller's own work as Kafka's periodic tasks do: started by the lease
+    timer, and going on at once, slice after slice, while more remains."""
 
     def __init__(self, shell: Shell, slice_records: int = SLICE_RECORDS) -> None:
         self.shell = shell
@@ -41,7 +42,7 @@ class StaleBrokerFencing:
         self._task: asyncio.Task[None] | None = None
 
     def tick(self) -> None:
-        """The lease timer fired: start fencing unless it is already under way."""
+        """The lease timer fired: start writing unless it is already under way."""
         if self._task is None or self._task.done():
             if not self.shell.router.standby:
                 self._task = asyncio.get_running_loop().create_task(self._run())
@@ -49,7 +50,7 @@ class StaleBrokerFencing:
     async def _run(self) -> None:
         waiting = -1  # last offset of the slice before the latest
         while not self.shell.router.standby:
-            applied = self.shell.controller.fence_stale_brokers(self.slice_records)
+            applied = self.shell.controller.next_slice(self.slice_records)
             if applied is None:
                 return
             last, _ = applied.records[-1]

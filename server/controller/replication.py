@@ -36,7 +36,7 @@ from server.controller.configs import ConfigControl
 from server.controller.features import MV_3_6_IV0, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.partitions import Election, PartitionChange, PartitionState
-from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.result import SLICE_RECORDS, ControllerResult, VersionedRecord
 from server.controller.shared_lists import SharedLists
 
 
@@ -242,16 +242,29 @@ class ReplicationControl:
                 change.isr = remaining
             yield from self._record(change)
 
+    def many_moves(self, broker_id: int) -> bool:
+        """Whether moving the broker's leaderships away may take more than one slice."""
+        return len(self.isr_of.get(broker_id, ())) > SLICE_RECORDS
+
+    def many_elections(self) -> bool:
+        """Whether electing leaders for the leaderless partitions may take more than one slice."""
+        return len(self.leaderless) > SLICE_RECORDS
+
     def elect_after_unfence(self, broker_id: int) -> list[VersionedRecord]:
         """A broker coming back may lead the partitions that had no leader without it."""
+        return list(self.elections_after_unfence(broker_id))
+
+    def elections_after_unfence(self, broker_id: int) -> Iterator[VersionedRecord]:
+        """``elect_after_unfence``, one partition at a time, each built when asked for: KIP-704
+        unclean recovery and ELR elections of many partitions are written in slices. A partition
+        that found a leader meanwhile is passed over."""
         def usable(b: int) -> bool:
             return b == broker_id or self.cluster.is_usable(b)
 
-        records: list[VersionedRecord] = []
-        for p in sorted(self.leaderless, key=_order):
-            if broker_id in p.replicas:
-                records += self._record(self.change(p, usable))
-        return records
+        leaderless = self.leaderless
+        for p in sorted((p for p in leaderless if broker_id in p.replicas), key=_order):
+            if p in leaderless:
+                yield from self._record(self.change(p, usable))
 
     def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]:
         """KIP-966: a broker that did not shut down cleanly may have lost unflushed data, so it
