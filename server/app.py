@@ -40,11 +40,11 @@ from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from server.metalog.raft_log import DiskRaftLog
 from server.metalog.snapshots import (
-    SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot)
+    SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, set_aside_newer)
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
-from server.periodic import SlicedWork
+from server.periodic import SlicedWork, fork_snapshot
 from server.quorum import QuorumEvents, QuorumReplication
 from server.raft.fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id
@@ -354,12 +354,10 @@ class ControllerServer:
         self._snapshot_wanted = False
         self._snapshotting = True
         snapshot = SnapshotId(committed + 1, self._epoch_at(committed))
-        # The records are built now, on the loop, so they are exactly the committed state;
-        # only the file writing runs on the writer thread.
-        records = list(self.controller.snapshot_records())
-        loop = asyncio.get_running_loop()
-        task = loop.run_in_executor(None, write_snapshot, self.log.directory, snapshot, records)
-        task.add_done_callback(lambda f: self._snapshot_written(f, snapshot, len(records)))
+        # The child forked now sees exactly the committed state, however long it takes.
+        wait = fork_snapshot(self.log.directory, snapshot, self.controller.snapshot_records)
+        task = asyncio.get_running_loop().run_in_executor(None, wait)
+        task.add_done_callback(lambda f: self._snapshot_written(f, snapshot))
 
     def _epoch_at(self, offset: int) -> int:
         """The leader epoch of the batch holding ``offset``: a snapshot is named after the
@@ -367,7 +365,7 @@ class ControllerServer:
         i = self.log.entry_for(offset)
         return self.log.entries[i].epoch if i is not None else max(self.epoch, 0)
 
-    def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId, count: int) -> None:
+    def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId) -> None:
         self._snapshotting = False
         if task.exception() is not None:
             self._snapshot_failures += 1
@@ -384,8 +382,9 @@ class ControllerServer:
         # The log below the older kept snapshot goes: the newest can fall back to that one.
         kept = oldest_kept(self.log.directory)
         removed = self.log.delete_segments_before(kept.end_offset if kept else snapshot.end_offset)
+        size, count = task.result()
         log.info("wrote snapshot %s (%d records, %d bytes); removed %d old segments",
-                 snapshot.file_name, count, task.result(), len(removed))
+                 snapshot.file_name, count, size, len(removed))
 
     # --- serving ------------------------------------------------------------------------------
     async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:

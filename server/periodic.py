@@ -7,19 +7,26 @@ the next one on a later turn of the loop, so that heartbeats and other requests 
 between slices. At most two slices wait for their commit at any time: the memory held for
 uncommitted work (records to write, changes that could be undone) stays bounded however much
 work there is, and a response that waits for the state it saw waits for little.
+
+Snapshots are built the same way, off the loop: a forked child writes the state as it was at
+the fork.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
-from typing import Protocol
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Protocol
 
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from server.apis import Router
 from server.controller.quorum_controller import QuorumController
-from server.controller.result import SLICE_RECORDS
+from server.controller.result import SLICE_RECORDS, VersionedRecord
 from server.metalog.committer import CommitFailed, CommitPath
+from server.metalog.snapshots import SnapshotId, write_snapshot
 
 log = logging.getLogger("kraftwire.server")
 
@@ -72,3 +79,48 @@ class SlicedWork:
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+
+
+def fork_snapshot(partition_dir: Path, snapshot: SnapshotId,
+                  records: Callable[[], Iterable[VersionedRecord]]) -> Callable[[], tuple[int, int]]:
+    """Start writing a snapshot of the state as it is at this moment, without holding the loop
+    while its records are built: a forked child sees the state copy-on-write, frozen at the
+    fork, builds and writes the records and exits, while this process goes on changing its
+    own. Returns the wait for the child, to run off the loop: (bytes, records) written, or
+    OSError with the child's reason."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no loop, no logging, nothing but the file
+        status, message = 0, ""
+        try:
+            gc.disable()  # a collection would touch, and so copy, every page of the state
+            os.close(read_end)
+            counted = _Counted(records())
+            message = f"{write_snapshot(partition_dir, snapshot, counted)} {counted.count}"
+        except BaseException as exc:  # every failure goes to the parent, which logs it
+            status, message = 1, f"{type(exc).__name__}: {exc}"
+        finally:
+            os.write(write_end, message.encode())
+            os._exit(status)
+    os.close(write_end)
+
+    def wait() -> tuple[int, int]:
+        with os.fdopen(read_end, "rb") as pipe:
+            message = pipe.read().decode(errors="replace")
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise OSError(message or f"the snapshot writer ended with status {status}")
+        size, count = message.split()
+        return int(size), int(count)
+    return wait
+
+
+class _Counted:
+    def __init__(self, records: Iterable[VersionedRecord]) -> None:
+        self.records = records
+        self.count = 0
+
+    def __iter__(self) -> Iterator[VersionedRecord]:
+        for record in self.records:
+            self.count += 1
+            yield record
