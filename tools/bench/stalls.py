@@ -36,6 +36,7 @@ import random
 import shutil
 import socket
 import struct
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -54,6 +55,7 @@ from protocol.generated.messages.broker_registration_response import BrokerRegis
 from protocol.generated.messages.create_acls_request import AclCreation, CreateAclsRequest
 from protocol.generated.messages.create_topics_request import (
     CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
+from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 from protocol.generated.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest, UserName)
@@ -186,8 +188,6 @@ class Bystanders:
             await asyncio.sleep(max(0.0, HEARTBEAT_S - took))
 
     async def _cluster_id(self) -> str:
-        from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
-
         conn = await connect(self.port, "stalls-cluster-id", self.login)
         try:
             answer = await conn.request(DescribeClusterRequest(), 1, REQUEST_TIMEOUT_S)
@@ -246,9 +246,9 @@ def emit_scenario(name: str, r: dict[str, Any], bound_ms: float, **extra: Any) -
          anchor_is=f"the bound: worst probe <= {bound_ms:.0f} ms", **figures, **extra)
 
 
-def controller(workdir: Path, properties: dict[str, str], log_level: str = "WARNING") -> ControllerProcess:
+def controller(workdir: Path, properties: dict[str, str]) -> ControllerProcess:
     return ControllerProcess(workdir, {"metadata.max.idle.interval.ms": "0", **properties},
-                             server_args=["--log-level", log_level], lifetime_s=LIFETIME_S, start_timeout_s=600)
+                             server_args=["--log-level", "WARNING"], lifetime_s=LIFETIME_S, start_timeout_s=600)
 
 
 # --- (a) SCRAM, (b) ACLs, (c) a frame before login ----------------------------------------------
@@ -341,8 +341,7 @@ def write_directory(proc: ControllerProcess, partitions: int) -> int:
 
 
 def restart(workdir: Path, partitions: int, session_ms: int) -> None:
-    # INFO: each fenced broker is logged as its FenceBrokerRecord is written.
-    proc = controller(workdir, {"broker.session.timeout.ms": str(session_ms)}, "INFO")
+    proc = controller(workdir, {"broker.session.timeout.ms": str(session_ms)})
     began = time.perf_counter()
     partitions = write_directory(proc, partitions)
     note(f"stalls: wrote {partitions:,} partitions in {time.perf_counter() - began:.1f} s")
@@ -352,15 +351,18 @@ def restart(workdir: Path, partitions: int, session_ms: int) -> None:
         listening = time.perf_counter()
 
         async def heavy() -> dict[str, Any]:
-            # Every dead broker is fenced once its FenceBrokerRecord is in the log's end.
-            def fenced() -> bool:
-                text = proc.stderr_text()
-                return all(f"fencing brokers [{b}]" in text for b in dead)
-            while not fenced():
-                if time.perf_counter() - listening > 20 * session_ms / 1000 + 600:
-                    return {"all_fenced_s": None}
-                await asyncio.sleep(0.1)
-            return {"all_fenced_s": round(time.perf_counter() - listening, 2)}
+            # A broker is fenced once DescribeCluster, which lists the unfenced brokers from
+            # committed state only, no longer names it.
+            conn = await connect(proc.port, "stalls-cluster", None)
+            try:
+                while time.perf_counter() - listening < 20 * session_ms / 1000 + 600:
+                    answer = await conn.request(DescribeClusterRequest(), 0, REQUEST_TIMEOUT_S)
+                    if dead.isdisjoint(b.broker_id for b in answer.brokers):  # type: ignore[attr-defined]
+                        return {"all_fenced_s": round(time.perf_counter() - listening, 2)}
+                    await asyncio.sleep(0.1)
+                return {"all_fenced_s": None}
+            finally:
+                conn.close()
 
         r = asyncio.run(watch(proc.port, heavy))
         rss = peak_rss_mb(proc.pid)
@@ -547,3 +549,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     main([])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
