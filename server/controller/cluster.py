@@ -162,7 +162,8 @@ class ClusterControl:
         return broker.log_dirs[0] if len(broker.log_dirs) == 1 else DIRECTORY_UNASSIGNED
 
     def is_usable(self, broker_id: int) -> bool:
-        """May lead or join an ISR: registered, unfenced and not shutting down."""
+        """May lead or join an ISR: registered, unfenced, not shutting down, and not having its
+        leaderships moved away."""
         b = self.brokers.get(broker_id)
         return b is not None and not b.fenced and not b.in_controlled_shutdown \
             and broker_id not in self.leaving
@@ -274,7 +275,8 @@ class ClusterControl:
             elif not req.want_fence and caught_up:
                 records.append((UnfenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
                 if leadership.many_elections():
-                    later = Later(leadership.elections_after_unfence(broker_id))
+                    later = Later(self._while_in_service(
+                        broker_id, broker.epoch, leadership.elections_after_unfence(broker_id)))
                 else:
                     records += leadership.elect_after_unfence(broker_id)
                 fenced = False
@@ -332,6 +334,14 @@ class ClusterControl:
             b = self.brokers.get(broker_id)
             if b is not None and not b.fenced and not b.in_controlled_shutdown:
                 return  # back in service: it may keep what it still leads
+            yield record
+
+    def _while_in_service(self, broker_id: int, epoch: int,
+                          records: Iterator[VersionedRecord]) -> Iterator[VersionedRecord]:
+        for record in records:
+            b = self.brokers.get(broker_id)
+            if b is None or b.epoch != epoch or b.fenced:
+                return  # gone again: it must not be elected
             yield record
 
     def _enter_controlled_shutdown(self, broker: BrokerRegistration) -> VersionedRecord:

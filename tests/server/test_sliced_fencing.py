@@ -203,3 +203,17 @@ def test_unregistering_a_broker_with_many_partitions(monkeypatch: pytest.MonkeyP
     assert [r.NAME for r, _ in first.records][-1] == "UnregisterBrokerRecord"
     drain(c, sliced, live=(1, 3, *LIVE))
     assert view(sliced) == view(atomic)
+
+
+def test_elections_stop_when_the_unfenced_broker_is_fenced_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Cluster(unclean=True)
+    c.brokers(*DEAD, *LIVE)
+    c.topic("dead-only", [[1, 2, 3], [3, 2, 1], [2, 3, 1]] * 6)
+    c.expire(1, 2, 3)
+    monkeypatch.setattr("server.controller.replication.SLICE_RECORDS", BOUND)
+    c.unfence(3)
+    assert c.qc.next_slice(BOUND) is not None
+    c.heartbeat(3, want_fence=True)
+    drain(c, c.qc)
+    leaders = {p.leader for p in c.qc.replication.topics[c.qc.replication.names["dead-only"]].partitions}
+    assert leaders == {-1}
