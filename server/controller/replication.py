@@ -1,9 +1,9 @@
 """Replication control: topics, partitions, ISR, elections and reassignments.
 
 Replayed state: topics and their partitions. Derived indexes (kept by replay only): which
-partitions each broker is in the ISR of, which partitions have no leader, and which are
-being reassigned, so that fencing a broker or listing reassignments never scans every
-partition.
+partitions each broker is in the ISR and the ELR of, which partitions have no leader, and
+which are being reassigned, so that fencing or registering a broker or listing reassignments
+never scans every partition.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class ReplicationControl:
         # so Kafka refuses a new topic whose form another topic already has.
         self.collisions: dict[str, set[str]] = {}
         self.isr_of: dict[int, set[PartitionState]] = {}
+        self.elr_of: dict[int, set[PartitionState]] = {}  # eligible leader replicas (KIP-966)
         self.leaderless: set[PartitionState] = set()
         self.reassigning: set[PartitionState] = set()
         self.partition_count = 0
@@ -167,6 +168,8 @@ class ReplicationControl:
             if members is None:
                 members = isr_of[b] = set()
             members.add(p)
+        for b in p.elr:
+            self.elr_of.setdefault(b, set()).add(p)
         if p.leader == NO_LEADER:
             self.leaderless.add(p)
         if p.adding or p.removing:
@@ -177,6 +180,10 @@ class ReplicationControl:
             members = self.isr_of.get(b)
             if members is not None:
                 members.discard(p)
+        for b in p.elr:
+            eligible = self.elr_of.get(b)
+            if eligible is not None:
+                eligible.discard(p)
         self.leaderless.discard(p)
         self.reassigning.discard(p)
 
@@ -272,15 +279,13 @@ class ReplicationControl:
         records: list[VersionedRecord] = []
         if self.features.partition_record_version() < 2:
             return records
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                if broker_id in p.elr:
-                    elr = [r for r in p.elr if r != broker_id]
-                    rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id,
-                                                eligible_leader_replicas=elr)
-                    if not elr:
-                        rec.last_known_elr = list(p.elr)
-                    records.append((rec, 2))
+        for p in sorted(self.elr_of.get(broker_id, ()), key=_order):
+            elr = [r for r in p.elr if r != broker_id]
+            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id,
+                                        eligible_leader_replicas=elr)
+            if not elr:
+                rec.last_known_elr = list(p.elr)
+            records.append((rec, 2))
         return records
 
     # --- AlterPartition ------------------------------------------------------------------------

@@ -79,6 +79,21 @@ def test_slices_write_what_one_command_writes(elr: bool) -> None:
     assert all(sliced.cluster.brokers[b].fenced for b in DEAD)
     assert not any(sliced.cluster.brokers[b].fenced for b in LIVE)
     assert sliced.timed_out_heartbeats == atomic.timed_out_heartbeats == len(DEAD)
+    assert eligible_index(sliced) == eligible_by_scan(sliced)
+    assert bool(eligible_index(sliced)) is elr
+
+
+def eligible_index(qc: QuorumController) -> dict[int, set]:
+    return {b: set(ps) for b, ps in qc.replication.elr_of.items() if ps}
+
+
+def eligible_by_scan(qc: QuorumController) -> dict[int, set]:
+    found: dict[int, set] = {}
+    for topic in qc.replication.topics.values():
+        for p in topic.partitions:
+            for b in p.elr:
+                found.setdefault(b, set()).add(p)
+    return found
 
 
 def test_nothing_is_placed_on_or_elected_to_a_broker_leaving() -> None:
