@@ -25,7 +25,6 @@ from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequ
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.vote_request import VoteRequest
-from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from server.apis import NO_WAIT, Reply, Router
 from server.config import ControllerConfig
 from server.security.settings import SECURITY_PROTOCOL_IDS
@@ -41,10 +40,11 @@ from server.metalog.meta_properties import check_log_dirs
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.raft_log import DiskRaftLog
-from server.metalog.snapshots import SnapshotId, load_latest_snapshot, oldest_kept, set_aside_newer, write_snapshot
+from server.metalog.snapshots import SnapshotId, load_latest_snapshot, oldest_kept, set_aside_newer
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
+from server.periodic import SlicedWork, fork_snapshot
 from server.quorum import QuorumEvents, QuorumReplication
 from server.metadata_fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id
@@ -98,6 +98,7 @@ class ControllerServer:
         # Not active until the quorum (of one, or more) elects it.
         self.leadership = Leadership(self.replica, self.replication.confirm_leadership)
         self.router = Router(self.controller, self.committer, config.security, self.leadership)
+        self.sliced_work = SlicedWork(self)
         self.fetch_server = MetadataFetchServer(
             self.log, self.committer, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints,
             config.advertised_controller_listener.name)
@@ -311,12 +312,10 @@ class ControllerServer:
         self._snapshot_wanted = False
         self._snapshotting = True
         snapshot = SnapshotId(committed + 1, self._epoch_at(committed))
-        # The records are built now, on the loop, so they are exactly the committed state;
-        # only the file writing runs on the writer thread.
-        records = list(self.controller.snapshot_records())
-        loop = asyncio.get_running_loop()
-        task = loop.run_in_executor(None, write_snapshot, self.log.directory, snapshot, records)
-        task.add_done_callback(lambda f: self._snapshot_written(f, snapshot, len(records)))
+        # The child forked now sees exactly the committed state, however long it takes.
+        wait = fork_snapshot(self.log.directory, snapshot, self.controller.snapshot_records)
+        task = asyncio.get_running_loop().run_in_executor(None, wait)
+        task.add_done_callback(lambda f: self._snapshot_written(f, snapshot))
 
     def _epoch_at(self, offset: int) -> int:
         """The leader epoch of the batch holding ``offset``: a snapshot is named after the
@@ -324,7 +323,7 @@ class ControllerServer:
         i = self.log.entry_for(offset)
         return self.log.entries[i].epoch if i is not None else max(self.replication.epoch, 0)
 
-    def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId, count: int) -> None:
+    def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId) -> None:
         self._snapshotting = False
         if task.exception() is not None:
             self._snapshot_failures += 1
@@ -340,8 +339,9 @@ class ControllerServer:
         # The log below the older kept snapshot goes: the newest can fall back to that one.
         kept = oldest_kept(self.log.directory)
         removed = self.log.delete_segments_before(kept.end_offset if kept else snapshot.end_offset)
+        size, count = task.result()
         log.info("wrote snapshot %s (%d records, %d bytes); removed %d old segments",
-                 snapshot.file_name, count, task.result(), len(removed))
+                 snapshot.file_name, count, size, len(removed))
 
     # --- serving ------------------------------------------------------------------------------
     async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
@@ -366,15 +366,7 @@ class ControllerServer:
         self._timer = asyncio.get_running_loop().call_later(interval, self._check_leases)
 
     def _check_leases(self) -> None:
-        if not self.leadership.active:
-            self._schedule_lease_check()
-            return
-        applied = self.controller.fence_expired_brokers()
-        if applied.records:
-            fenced = [r.id for r, _ in applied.records if isinstance(r, FenceBrokerRecord)]
-            shown = ", ".join(map(str, fenced[:10])) + (f" and {len(fenced) - 10} more" if len(fenced) > 10 else "")
-            log.info("fencing brokers [%s]: their sessions expired", shown)
-            self.committer.submit(applied.records, applied.base_offset)
+        self.sliced_work.tick()
         self._schedule_lease_check()
 
     def _schedule_no_op(self) -> None:
@@ -393,6 +385,7 @@ class ControllerServer:
         for timer in (self._timer, self._no_op_timer):
             if timer is not None:
                 timer.cancel()
+        self.sliced_work.stop()
         # What the active controller has written commits first; then it hands leadership
         # over (EndQuorumEpoch) while still answering the other voters.
         await self.committer.drain()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable, Protocol
+from typing import Iterable, Iterator, Protocol
 
 from protocol.constants import DIRECTORY_MIGRATING, DIRECTORY_UNASSIGNED, ControlledShutdownChange, FencingChange
 from protocol.error_codes import Error
@@ -30,7 +30,7 @@ from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecor
 from protocol.generated.metadata.unregister_broker_record import UnregisterBrokerRecord
 from server.controller.features import METADATA_VERSION, MV_3_7_IV2, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
-from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.result import ControllerResult, Later, VersionedRecord
 
 
 @dataclass
@@ -85,7 +85,15 @@ class Leadership(Protocol):
 
     def leads_any(self, broker_id: int) -> bool: ...
 
+    def many_moves(self, broker_id: int) -> bool: ...
+
     def move_leadership_away(self, broker_id: int) -> list[VersionedRecord]: ...
+
+    def leadership_moves(self, broker_id: int) -> Iterator[VersionedRecord]: ...
+
+    def many_elections(self) -> bool: ...
+
+    def elections_after_unfence(self, broker_id: int) -> Iterator[VersionedRecord]: ...
 
     def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]: ...
 
@@ -108,6 +116,10 @@ class ClusterControl:
         # broker has caught up with the records that moved its leaderships (Kafka's lowest
         # active offset).
         self._metadata_offset: dict[int, int] = {}
+        # Soft state: brokers whose leaderships are being moved away in slices (fencing,
+        # controlled shutdown, unregistration); nothing new is placed on them or elected to
+        # them meanwhile.
+        self.leaving: set[int] = set()
 
     # --- leases (soft state) -------------------------------------------------------------
     def has_live_session(self, broker_id: int, now_ms: int) -> bool:
@@ -128,6 +140,7 @@ class ClusterControl:
         may take its id at once, as before the failover."""
         self._last_contact = {b.broker_id: now_ms for b in self.brokers.values() if not b.fenced}
         self._metadata_offset = {}
+        self.leaving = set()
 
     def lowest_active_offset(self) -> int:
         """The lowest metadata offset reported by an active broker (unfenced, not shutting
@@ -149,9 +162,11 @@ class ClusterControl:
         return broker.log_dirs[0] if len(broker.log_dirs) == 1 else DIRECTORY_UNASSIGNED
 
     def is_usable(self, broker_id: int) -> bool:
-        """May lead or join an ISR: registered, unfenced and not shutting down."""
+        """May lead or join an ISR: registered, unfenced, not shutting down, and not having its
+        leaderships moved away."""
         b = self.brokers.get(broker_id)
-        return b is not None and not b.fenced and not b.in_controlled_shutdown
+        return b is not None and not b.fenced and not b.in_controlled_shutdown \
+            and broker_id not in self.leaving
 
     # --- BrokerRegistration ----------------------------------------------------------------
     def refuse_registration(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult | None:
@@ -251,6 +266,7 @@ class ClusterControl:
         self._metadata_offset[broker_id] = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= broker.epoch
         records: list[VersionedRecord] = []
+        later: Later | None = None
         fenced = broker.fenced
         shut_down = False
         if broker.fenced:
@@ -258,30 +274,75 @@ class ClusterControl:
                 shut_down = True  # it leads nothing and holds no ISR slot: it may go at once
             elif not req.want_fence and caught_up:
                 records.append((UnfenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
-                records += leadership.elect_after_unfence(broker_id)
+                if leadership.many_elections():
+                    later = Later(self._while_in_service(
+                        broker_id, broker.epoch, leadership.elections_after_unfence(broker_id)))
+                else:
+                    records += leadership.elect_after_unfence(broker_id)
                 fenced = False
         elif broker.in_controlled_shutdown:
             # Kafka decides here without looking at the request's wishes: the broker goes as
             # soon as it leads nothing and every active broker has seen its leaderships move.
-            if not leadership.leads_any(broker_id) \
-                    and broker.controlled_shutdown_offset <= self.lowest_active_offset():
+            # Moves cut short (this controller became active meanwhile) are taken up again.
+            if leadership.leads_any(broker_id):
+                if broker_id not in self.leaving:
+                    later = self._moves(broker_id, leadership, records)
+            elif broker.controlled_shutdown_offset <= self.lowest_active_offset():
                 shut_down = fenced = True
         elif req.want_fence:
             fenced = True
             shut_down = req.want_shut_down
         elif req.want_shut_down:
             if leadership.leads_any(broker_id):
-                records += leadership.move_leadership_away(broker_id)
-                records.append(self._enter_controlled_shutdown(broker))
+                # The broker leaves first when its moves are many: it is then no candidate
+                # for any election while they are written in slices.
+                if leadership.many_moves(broker_id):
+                    records.append(self._enter_controlled_shutdown(broker))
+                    later = self._moves(broker_id, leadership, records)
+                else:
+                    later = self._moves(broker_id, leadership, records)
+                    records.append(self._enter_controlled_shutdown(broker))
             else:
                 shut_down = fenced = True
         if fenced and not broker.fenced:
-            records += leadership.move_leadership_away(broker_id)
-            records.append((FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
+            if leadership.many_moves(broker_id):
+                records.append((FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
+                later = self._moves(broker_id, leadership, records)
+            else:
+                later = self._moves(broker_id, leadership, records)
+                records.append((FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
         if shut_down:
             self._last_contact.pop(broker_id, None)  # a clean exit frees the id
         return ControllerResult(records, BrokerHeartbeatResponse(
-            is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down))
+            is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down), later)
+
+    def _moves(self, broker_id: int, leadership: Leadership, records: list[VersionedRecord]) -> Later | None:
+        """Move the broker's leaderships away: added to ``records`` when they are few, else
+        written later in slices, for as long as the broker stays out of service."""
+        if not leadership.many_moves(broker_id):
+            records += leadership.move_leadership_away(broker_id)
+            return None
+        return self.moves_later(broker_id, leadership)
+
+    def moves_later(self, broker_id: int, leadership: Leadership) -> Later:
+        """The broker's leaderships moved away in slices, for as long as it stays out of
+        service (fenced, shutting down or unregistered)."""
+        return Later(self._while_out_of_service(broker_id, leadership.leadership_moves(broker_id)), broker_id)
+
+    def _while_out_of_service(self, broker_id: int, records: Iterator[VersionedRecord]) -> Iterator[VersionedRecord]:
+        for record in records:
+            b = self.brokers.get(broker_id)
+            if b is not None and not b.fenced and not b.in_controlled_shutdown:
+                return  # back in service: it may keep what it still leads
+            yield record
+
+    def _while_in_service(self, broker_id: int, epoch: int,
+                          records: Iterator[VersionedRecord]) -> Iterator[VersionedRecord]:
+        for record in records:
+            b = self.brokers.get(broker_id)
+            if b is None or b.epoch != epoch or b.fenced:
+                return  # gone again: it must not be elected
+            yield record
 
     def _enter_controlled_shutdown(self, broker: BrokerRegistration) -> VersionedRecord:
         # Version 1, as Kafka writes it at every metadata.version: the change has no log dirs.
@@ -293,9 +354,9 @@ class ClusterControl:
         return [b.broker_id for b in self.brokers.values()
                 if not b.fenced and not self.has_live_session(b.broker_id, now_ms)]
 
-    def fence(self, broker_id: int) -> ControllerResult:
+    def fence_record(self, broker_id: int) -> VersionedRecord:
         broker = self.brokers[broker_id]
-        return ControllerResult([(FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0)])
+        return FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0
 
     # --- UnregisterBroker ------------------------------------------------------------------
     def unregister_broker(self, broker_id: int) -> ControllerResult:

@@ -9,9 +9,10 @@ once the log has committed everything the response could have seen.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
-from functools import partial
-from typing import Callable, Iterable
+from itertools import islice
+from typing import Callable, Iterable, Iterator
 
 from protocol.constants import EndpointType
 from protocol.error_codes import Error
@@ -65,7 +66,8 @@ from server.controller.producer_ids import ProducerIdControl
 from server.controller.quorum_records import QuorumRecords
 from server.controller.quotas import ClientQuotaControl
 from server.controller.replication import ReplicationControl
-from server.controller.result import MAX_RECORDS_PER_BATCH, ControllerResult, VersionedRecord, accepting
+from server.controller.result import (
+    MAX_RECORDS_PER_BATCH, SLICE_RECORDS, ControllerResult, Later, VersionedRecord, accepting)
 from server.controller.scram import ScramControl
 from server.controller.topics import TopicAdmin
 from server.controller.unserved import refuse_find_coordinator
@@ -98,6 +100,8 @@ class QuorumController:
         self.node_id = node_id
         self.clock = clock
         self.timed_out_heartbeats = 0  # brokers fenced because their sessions expired
+        self._fencing: Iterator[VersionedRecord] | None = None  # the stale broker being fenced
+        self._later: deque[Later] = deque()  # commands' work still to write, in slices
         self.offsets = OffsetControl()
         self.features = FeatureControl(offsets=self.offsets)
         self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features, self.offsets,
@@ -204,6 +208,10 @@ class QuorumController:
         except BaseException:
             self.offsets.revert_to(base)
             raise
+        if result.later is not None:
+            self._later.append(result.later)
+            if result.later.leaving is not None:
+                self.cluster.leaving.add(result.later.leaving)
         return Applied(records, base, result.response)
 
     def activate(self) -> None:
@@ -211,6 +219,8 @@ class QuorumController:
         here on can be undone until it is committed."""
         self.offsets.activate()
         self.cluster.activate(self.clock.now_ms())
+        self._fencing = None
+        self._later.clear()
 
     def committed(self, offset: int) -> None:
         """Everything up to ``offset`` is durable and will never be reverted."""
@@ -248,6 +258,14 @@ class QuorumController:
         if broker_id not in self.cluster.brokers:
             return self.apply(self.cluster.unregister_broker(broker_id))
         # An id that comes back later is a new, empty broker: it must not stay an eligible leader.
+        if self.replication.many_moves(broker_id):
+            # The registration goes at once; its many leaderships move away after, in slices.
+            def unregister() -> ControllerResult:
+                result = self.cluster.unregister_broker(broker_id)
+                result.later = self.cluster.moves_later(broker_id, self.leadership)
+                return result
+            return self._steps([
+                lambda: ControllerResult(self.leadership.forget_unclean_broker(broker_id)), unregister])
         return self._steps([
             lambda: ControllerResult(self.leadership.move_leadership_away(broker_id)),
             lambda: ControllerResult(self.leadership.forget_unclean_broker(broker_id)),
@@ -257,16 +275,73 @@ class QuorumController:
         return self.apply(self.cluster.register_controller(req))
 
     def fence_expired_brokers(self) -> Applied:
-        steps: list[Callable[[], ControllerResult]] = []
-        expired = self.cluster.expired_brokers(self.clock.now_ms())
-        self.timed_out_heartbeats += len(expired)
-        for broker_id in expired:
-            steps.append(partial(self._move_leadership_away, broker_id))
-            steps.append(partial(self.cluster.fence, broker_id))
-        return self._steps(steps)
+        """Fence every broker whose lease ran out, as one command: the slices of
+        ``fence_stale_brokers`` back to back, undone whole if one fails."""
+        base = self.offsets.next_offset
+        records: list[VersionedRecord] = []
+        try:
+            while (applied := self.fence_stale_brokers(None)) is not None:
+                records += applied.records
+        except BaseException:
+            self.offsets.revert_to(base)
+            raise
+        return Applied(records, base, None)
 
-    def _move_leadership_away(self, broker_id: int) -> ControllerResult:
-        return ControllerResult(self.leadership.move_leadership_away(broker_id))
+    def next_slice(self, max_records: int = SLICE_RECORDS) -> Applied | None:
+        """The next slice of the controller's own work, applied: at most ``max_records``
+        records of what commands left to write later (in the order they left it), then of
+        fencing stale brokers; None when nothing is left. The caller submits it and asks again
+        on a later turn of its loop, so that requests are served between slices."""
+        while self._later:
+            later = self._later[0]
+            records = list(islice(later.records, max_records))
+            if len(records) < max_records:
+                self._later.popleft()
+                if later.leaving is not None and not any(w.leaving == later.leaving for w in self._later):
+                    self.cluster.leaving.discard(later.leaving)
+            if records:
+                return self.apply(ControllerResult(records))
+        return self.fence_stale_brokers(max_records)
+
+    def fence_stale_brokers(self, max_records: int | None = SLICE_RECORDS) -> Applied | None:
+        """The next slice of fencing the brokers whose leases ran out, applied: at most
+        ``max_records`` records (None: no bound), or None when nobody is left to fence.
+
+        Kafka's periodic maybeFenceStaleBroker: one broker at a time, its leaderships moved
+        away and then its FenceBrokerRecord, written as a non-atomic result. Each slice is
+        built on the state the previous ones left, so requests may be served between slices;
+        the caller asks again at once while this returns records."""
+        while True:
+            if self._fencing is None:
+                expired = self.cluster.expired_brokers(self.clock.now_ms())
+                if not expired:
+                    return None
+                self.timed_out_heartbeats += 1
+                self._fencing = self._fence_one(expired[0])
+            records = list(islice(self._fencing, max_records))
+            if max_records is None or len(records) < max_records:
+                self._fencing = None
+            if records:
+                return self.apply(ControllerResult(records))
+
+    def _fence_one(self, broker_id: int) -> Iterator[VersionedRecord]:
+        """Move the leaderships of ``broker_id`` away, then fence it, lazily. If the broker
+        is fenced, registers again or goes away meanwhile, what is left is not needed."""
+        epoch = self.cluster.brokers[broker_id].epoch
+        self.cluster.leaving.add(broker_id)
+
+        def unchanged() -> bool:
+            broker = self.cluster.brokers.get(broker_id)
+            return broker is not None and broker.epoch == epoch and not broker.fenced
+        try:
+            for record in self.leadership.leadership_moves(broker_id):
+                if not unchanged():
+                    return
+                yield record
+            if unchanged():
+                yield self.cluster.fence_record(broker_id)
+        finally:
+            self.cluster.leaving.discard(broker_id)
 
     def write_no_op(self) -> Applied:
         """KIP-835: the active controller appends a record even when nothing changes, so that

@@ -1,15 +1,15 @@
 """Replication control: topics, partitions, ISR, elections and reassignments.
 
 Replayed state: topics and their partitions. Derived indexes (kept by replay only): which
-partitions each broker is in the ISR of, which partitions have no leader, and which are
-being reassigned, so that fencing a broker or listing reassignments never scans every
-partition.
+partitions each broker is in the ISR and the ELR of, which partitions have no leader, and
+which are being reassigned, so that fencing or registering a broker or listing reassignments
+never scans every partition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from protocol.constants import NO_LEADER, NO_LEADER_CHANGE, ElectionType, LeaderRecoveryState
 from protocol.error_codes import Error
@@ -36,8 +36,12 @@ from server.controller.configs import ConfigControl
 from server.controller.features import MV_3_6_IV0, FeatureControl
 from server.controller.offsets import OffsetControl, restore_attrs, restore_key
 from server.controller.partitions import Election, PartitionChange, PartitionState
-from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.result import SLICE_RECORDS, ControllerResult, VersionedRecord
 from server.controller.shared_lists import SharedLists
+
+
+# min.insync.replicas, eligible leader replicas enabled, unclean leader election enabled
+TopicSettings = tuple[int, bool, bool]
 
 
 @dataclass
@@ -60,6 +64,7 @@ class ReplicationControl:
         # so Kafka refuses a new topic whose form another topic already has.
         self.collisions: dict[str, set[str]] = {}
         self.isr_of: dict[int, set[PartitionState]] = {}
+        self.elr_of: dict[int, set[PartitionState]] = {}  # eligible leader replicas (KIP-966)
         self.leaderless: set[PartitionState] = set()
         self.reassigning: set[PartitionState] = set()
         self.partition_count = 0
@@ -163,6 +168,8 @@ class ReplicationControl:
             if members is None:
                 members = isr_of[b] = set()
             members.add(p)
+        for b in p.elr:
+            self.elr_of.setdefault(b, set()).add(p)
         if p.leader == NO_LEADER:
             self.leaderless.add(p)
         if p.adding or p.removing:
@@ -173,20 +180,30 @@ class ReplicationControl:
             members = self.isr_of.get(b)
             if members is not None:
                 members.discard(p)
+        for b in p.elr:
+            eligible = self.elr_of.get(b)
+            if eligible is not None:
+                eligible.discard(p)
         self.leaderless.discard(p)
         self.reassigning.discard(p)
 
     # --- building changes ----------------------------------------------------------------------
-    def change(self, p: PartitionState, usable: Callable[[int], bool] | None = None) -> PartitionChange:
-        name = self.topics[p.topic_id].name
+    def change(self, p: PartitionState, usable: Callable[[int], bool] | None = None,
+               settings: TopicSettings | None = None) -> PartitionChange:
+        min_isr, elr_enabled, unclean_allowed = settings or self.settings(p.topic_id)
         return PartitionChange(
             p, usable or self.cluster.is_usable,
-            min_isr=self.configs.min_insync_replicas(name),
-            elr_enabled=self.configs.elr_enabled(name),
-            unclean_allowed=self.configs.unclean_leader_election(name),
+            min_isr=min_isr, elr_enabled=elr_enabled, unclean_allowed=unclean_allowed,
             record_version=self.features.partition_record_version(),
             bump_epoch_on_isr_shrink=self.features.metadata_version < MV_3_6_IV0,
             default_dir=self.cluster.default_dir)
+
+    def settings(self, topic_id: bytes) -> TopicSettings:
+        """The topic's configs that elections follow: min.insync.replicas, eligible leader
+        replicas, unclean elections."""
+        name = self.topics[topic_id].name
+        return (self.configs.min_insync_replicas(name), self.configs.elr_enabled(name),
+                self.configs.unclean_leader_election(name))
 
     def _record(self, change: PartitionChange) -> list[VersionedRecord]:
         rec = change.build()
@@ -205,29 +222,56 @@ class ReplicationControl:
         goes leaderless), so that it can lead again when it comes back; with them enabled the
         ISR may empty and the member is remembered in the ELR instead.
         """
+        return list(self.leadership_moves(broker_id, only))
+
+    def leadership_moves(self, broker_id: int,
+                         only: Iterable[PartitionState] | None = None) -> Iterator[VersionedRecord]:
+        """``move_leadership_away``, one partition at a time: each change is built when it is
+        asked for, on the state as it is then, so that the work can be cut into slices that
+        are applied in between. A partition that left the broker's ISR meanwhile (changed,
+        deleted) is passed over."""
         def usable(b: int) -> bool:
             return b != broker_id and self.cluster.is_usable(b)
 
-        records: list[VersionedRecord] = []
         members = self.isr_of.get(broker_id, set())
+        topic_id, settings = b"", None
         for p in sorted(members if only is None else members.intersection(only), key=_order):
-            change = self.change(p, usable)
+            if p not in members:
+                continue
+            if p.topic_id != topic_id or settings is None:
+                # Partitions come topic by topic, and the configs are read once per topic: a
+                # topic's partitions move as under one reading of its configs, as they would
+                # in one command.
+                topic_id, settings = p.topic_id, self.settings(p.topic_id)
+            change = self.change(p, usable, settings)
             remaining = [r for r in p.isr if r != broker_id]
             if remaining or change.elr_enabled:
                 change.isr = remaining
-            records += self._record(change)
-        return records
+            yield from self._record(change)
+
+    def many_moves(self, broker_id: int) -> bool:
+        """Whether moving the broker's leaderships away may take more than one slice."""
+        return len(self.isr_of.get(broker_id, ())) > SLICE_RECORDS
+
+    def many_elections(self) -> bool:
+        """Whether electing leaders for the leaderless partitions may take more than one slice."""
+        return len(self.leaderless) > SLICE_RECORDS
 
     def elect_after_unfence(self, broker_id: int) -> list[VersionedRecord]:
         """A broker coming back may lead the partitions that had no leader without it."""
+        return list(self.elections_after_unfence(broker_id))
+
+    def elections_after_unfence(self, broker_id: int) -> Iterator[VersionedRecord]:
+        """``elect_after_unfence``, one partition at a time, each built when asked for: KIP-704
+        unclean recovery and ELR elections of many partitions are written in slices. A partition
+        that found a leader meanwhile is passed over."""
         def usable(b: int) -> bool:
             return b == broker_id or self.cluster.is_usable(b)
 
-        records: list[VersionedRecord] = []
-        for p in sorted(self.leaderless, key=_order):
-            if broker_id in p.replicas:
-                records += self._record(self.change(p, usable))
-        return records
+        leaderless = self.leaderless
+        for p in sorted((p for p in leaderless if broker_id in p.replicas), key=_order):
+            if p in leaderless:
+                yield from self._record(self.change(p, usable))
 
     def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]:
         """KIP-966: a broker that did not shut down cleanly may have lost unflushed data, so it
@@ -235,15 +279,13 @@ class ReplicationControl:
         records: list[VersionedRecord] = []
         if self.features.partition_record_version() < 2:
             return records
-        for topic in self.topics.values():
-            for p in topic.partitions:
-                if broker_id in p.elr:
-                    elr = [r for r in p.elr if r != broker_id]
-                    rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id,
-                                                eligible_leader_replicas=elr)
-                    if not elr:
-                        rec.last_known_elr = list(p.elr)
-                    records.append((rec, 2))
+        for p in sorted(self.elr_of.get(broker_id, ()), key=_order):
+            elr = [r for r in p.elr if r != broker_id]
+            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id,
+                                        eligible_leader_replicas=elr)
+            if not elr:
+                rec.last_known_elr = list(p.elr)
+            records.append((rec, 2))
         return records
 
     # --- AlterPartition ------------------------------------------------------------------------

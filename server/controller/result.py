@@ -4,7 +4,7 @@ those records are committed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 from protocol.message import Message
 
@@ -18,11 +18,29 @@ VersionedRecord = tuple[Message, int]
 # batches, inside a metadata transaction so that they still apply together.
 MAX_RECORDS_PER_BATCH = 10_000
 
+# The controller's own work that touches many partitions (fencing a broker, moving its
+# leaderships) is written as non-atomic results of at most this many records, applied one
+# slice per turn of the event loop, so that requests are answered in between.
+SLICE_RECORDS = 1_000
+
+
+@dataclass
+class Later:
+    """Records that follow a result's own, written afterwards in slices of at most
+    SLICE_RECORDS as a non-atomic result: each is built only when its slice is, on the state
+    the slices before it left, and requests are served in between."""
+
+    records: Iterator[VersionedRecord]
+    # The broker whose leaderships these records move away: nothing is placed on it or
+    # elected to it until they are written.
+    leaving: int | None = None
+
 
 @dataclass
 class ControllerResult:
     records: list[VersionedRecord] = field(default_factory=list)
     response: Message | None = None
+    later: Later | None = None
 
 
 def accepting(cls: type[M], fn: Callable[[M, int], R]) -> Callable[[Message, int], R]:

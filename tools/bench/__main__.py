@@ -20,6 +20,7 @@ SUITES = {
     "server": "tools.bench.server",
     "quorum": "tools.bench.quorum",
     "replay": "tools.bench.replay",
+    "stalls": "tools.bench.stalls",
 }
 
 

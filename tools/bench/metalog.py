@@ -92,8 +92,9 @@ class Dataset:
             leader_epoch=1 + partition % 5, partition_epoch=2 + partition % 7,
             directories=[self.log_dirs[b] for b in replicas])
 
-    def snapshot_records(self) -> Iterator[VersionedRecord]:
-        """The state as the controller's own snapshot lists it: features, brokers, topics."""
+    def snapshot_records(self, topics: int = TOPICS) -> Iterator[VersionedRecord]:
+        """The state as the controller's own snapshot lists it: features, brokers, the first
+        ``topics`` topics."""
         yield FeatureLevelRecord(name="metadata.version", feature_level=25), 0
         for b in range(BROKERS):
             yield RegisterBrokerRecord(
@@ -104,7 +105,7 @@ class Dataset:
                                         max_supported_version=25)],
                 rack=f"rack-{b % 3}", fenced=False, in_controlled_shutdown=False,
                 log_dirs=[self.log_dirs[b]]), 3
-        for t in range(TOPICS):
+        for t in range(topics):
             yield TopicRecord(name=f"topic-{t:05d}", topic_id=self.topic_ids[t]), 0
             for p in range(PARTITIONS_PER_TOPIC):
                 yield self.partition(t, p), 2

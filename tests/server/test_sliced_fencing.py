@@ -1,0 +1,234 @@
+"""Fencing brokers whose sessions expired, cut into bounded slices (Kafka's non-atomic results).
+
+Deterministic: a ManualClock and the controller's own commands, no sockets. The sliced work
+must write what the one-command version writes, slice by slice, while the live brokers'
+heartbeats are answered in between.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.error_codes import Error
+from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.records import frame_metadata_record
+from server.controller.quorum_controller import QuorumController
+from tests.server.test_replication import SESSION_MS, Cluster, view
+
+DEAD = (1, 2, 3)
+LIVE = (4, 5)
+BOUND = 7
+
+
+def cluster(elr: bool) -> Cluster:
+    """Five brokers, and partitions whose replicas mix dead and live ones in every order."""
+    c = Cluster(min_isr=2 if elr else 1, elr=elr)
+    c.brokers(*DEAD, *LIVE)
+    brokers = [*DEAD, *LIVE]
+    assignments = [[brokers[i % 5], brokers[(i + 1) % 5], brokers[(i + 3) % 5]] for i in range(40)]
+    c.topic("mixed", assignments)
+    c.topic("dead-only", [[1, 2, 3], [3, 2, 1]])
+    c.topic("single", [[2]] * 5)
+    return c
+
+
+def copy(c: Cluster) -> QuorumController:
+    """A controller fed the journal, active from now on: every lease starts now."""
+    qc = c.replayed()
+    qc.activate()
+    return qc
+
+
+def heartbeat(c: Cluster, qc: QuorumController, broker_id: int) -> None:
+    applied = qc.broker_heartbeat(BrokerHeartbeatRequest(
+        broker_id=broker_id, broker_epoch=c.epochs[broker_id],
+        current_metadata_offset=qc.last_applied_offset), 1)
+    assert applied.response.error_code == Error.NONE and not applied.response.is_fenced
+    assert applied.records == []
+
+
+def encoded(records: list) -> list[bytes]:
+    return [frame_metadata_record(r, v) for r, v in records]
+
+
+def let_dead_expire(c: Cluster, *controllers: QuorumController) -> None:
+    c.clock.advance(SESSION_MS)
+    for qc in controllers:
+        for b in LIVE:
+            heartbeat(c, qc, b)
+    c.clock.advance(1)
+
+
+@pytest.mark.parametrize("elr", [False, True], ids=["isr", "elr"])
+def test_slices_write_what_one_command_writes(elr: bool) -> None:
+    c = cluster(elr)
+    atomic, sliced = copy(c), copy(c)
+    let_dead_expire(c, atomic, sliced)
+    whole = atomic.fence_expired_brokers()
+
+    pieces = []
+    while (applied := sliced.fence_stale_brokers(BOUND)) is not None:
+        assert 0 < len(applied.records) <= BOUND
+        assert applied.base_offset == (pieces[-1].last_offset + 1 if pieces else whole.base_offset)
+        pieces.append(applied)
+        for b in LIVE:  # answered between slices, and never fenced
+            heartbeat(c, sliced, b)
+    assert len(pieces) > len(DEAD)
+    assert encoded([r for p in pieces for r in p.records]) == encoded(whole.records)
+    assert view(sliced) == view(atomic)
+    assert all(sliced.cluster.brokers[b].fenced for b in DEAD)
+    assert not any(sliced.cluster.brokers[b].fenced for b in LIVE)
+    assert sliced.timed_out_heartbeats == atomic.timed_out_heartbeats == len(DEAD)
+    assert eligible_index(sliced) == eligible_by_scan(sliced)
+    assert bool(eligible_index(sliced)) is elr
+
+
+def eligible_index(qc: QuorumController) -> dict[int, set]:
+    return {b: set(ps) for b, ps in qc.replication.elr_of.items() if ps}
+
+
+def eligible_by_scan(qc: QuorumController) -> dict[int, set]:
+    found: dict[int, set] = {}
+    for topic in qc.replication.topics.values():
+        for p in topic.partitions:
+            for b in p.elr:
+                found.setdefault(b, set()).add(p)
+    return found
+
+
+def test_nothing_is_placed_on_or_elected_to_a_broker_leaving() -> None:
+    c = cluster(elr=False)
+    qc = copy(c)
+    let_dead_expire(c, qc)
+    first = qc.fence_stale_brokers(BOUND)
+    assert first is not None and 1 in qc.cluster.leaving
+    assert not qc.cluster.is_usable(1)
+    while qc.fence_stale_brokers(BOUND) is not None:
+        pass
+    assert qc.cluster.leaving == set()
+
+
+def test_a_broker_that_registers_again_meanwhile_is_not_fenced() -> None:
+    """Its new incarnation is fenced until it catches up; the old one's remaining work is
+    dropped rather than fencing the new registration."""
+    c = cluster(elr=False)
+    qc = copy(c)
+    c.qc = qc
+    let_dead_expire(c, qc)
+    first = qc.fence_stale_brokers(BOUND)
+    assert first is not None and not qc.cluster.brokers[1].fenced
+    c.register(1, previous_epoch=c.epochs[1])
+    c.unfence(1)
+    rest = []
+    while (applied := qc.fence_stale_brokers(BOUND)) is not None:
+        rest += [r for r, _ in applied.records]
+    assert not any(r.NAME == "FenceBrokerRecord" and r.id == 1 for r in rest)
+    assert not qc.cluster.brokers[1].fenced
+    assert all(qc.cluster.brokers[b].fenced for b in (2, 3))
+
+
+def test_a_topic_deleted_meanwhile_is_passed_over() -> None:
+    c = cluster(elr=False)
+    qc = copy(c)
+    c.qc = qc
+    let_dead_expire(c, qc)
+    assert qc.fence_stale_brokers(BOUND) is not None
+    c.delete("mixed")
+    while qc.fence_stale_brokers(BOUND) is not None:
+        pass
+    assert all(qc.cluster.brokers[b].fenced for b in DEAD)
+    assert "mixed" not in qc.replication.names
+
+
+# --- commands whose leadership moves and elections are many ---------------------------------------
+
+def drain(c: Cluster, qc: QuorumController, live: tuple[int, ...] = LIVE) -> list:
+    """Write what commands left for later, slice by slice, with heartbeats in between."""
+    written = []
+    while (applied := qc.next_slice(BOUND)) is not None:
+        assert 0 < len(applied.records) <= BOUND
+        written += [r for r, _ in applied.records]
+        for b in live:
+            heartbeat(c, qc, b)
+    return written
+
+
+def command_both_ways(c: Cluster, command, monkeypatch: pytest.MonkeyPatch):
+    """``command`` on two copies of the cluster: with every change written at once, and with
+    the moves cut into slices written afterwards. Returns both controllers and the sliced
+    command's own records."""
+    atomic, sliced = copy(c), copy(c)
+    c.qc = atomic
+    command(c)
+    monkeypatch.setattr("server.controller.replication.SLICE_RECORDS", BOUND)
+    c.qc = sliced
+    first = command(c)
+    return atomic, sliced, first
+
+
+def test_controlled_shutdown_of_a_broker_with_many_leaderships(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cluster(elr=False)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.shut_down(1), monkeypatch)
+    assert [r.NAME for r, _ in first.records] == ["BrokerRegistrationChangeRecord"]
+    assert not first.response.should_shut_down and not sliced.cluster.is_usable(1)
+    assert sliced.replication.leads_any(1)
+    assert not c.heartbeat(1).response.should_shut_down  # still leads: not yet
+    drain(c, sliced, live=(2, 3, *LIVE))
+    assert not sliced.replication.leads_any(1) and sliced.cluster.leaving == set()
+    assert view(sliced) == view(atomic)
+    assert c.heartbeat(1).response.should_shut_down
+
+
+def test_moves_cut_short_by_a_failover_are_taken_up_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cluster(elr=False)
+    _, sliced, _ = command_both_ways(c, lambda c: c.shut_down(1), monkeypatch)
+    assert sliced.next_slice(BOUND) is not None
+    sliced.activate()  # what a controller keeps for later does not survive leadership changes
+    assert sliced.next_slice(BOUND) is None
+    again = c.heartbeat(1)
+    assert not again.response.should_shut_down and 1 in sliced.cluster.leaving
+    drain(c, sliced, live=(2, 3, *LIVE))
+    assert c.heartbeat(1).response.should_shut_down
+
+
+def test_a_broker_asking_to_be_fenced_is_fenced_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cluster(elr=True)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.heartbeat(2, want_fence=True), monkeypatch)
+    assert [r.NAME for r, _ in first.records] == ["FenceBrokerRecord"] and first.response.is_fenced
+    drain(c, sliced)
+    assert view(sliced) == view(atomic)
+
+
+def test_unfencing_elects_many_leaderless_partitions_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Cluster(unclean=True)
+    c.brokers(*DEAD, *LIVE)
+    c.topic("dead-only", [[1, 2, 3], [3, 2, 1], [2, 3, 1]] * 6)
+    c.expire(1, 2, 3)
+    assert all(p.leader == -1 for p in c.qc.replication.topics[c.qc.replication.names["dead-only"]].partitions)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.unfence(3), monkeypatch)
+    assert [r.NAME for r, _ in first.records] == ["UnfenceBrokerRecord"]
+    drain(c, sliced, live=(3, *LIVE))
+    assert view(sliced) == view(atomic)
+
+
+def test_unregistering_a_broker_with_many_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = cluster(elr=False)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.unregister(2), monkeypatch)
+    assert first.response.error_code == Error.NONE and 2 not in sliced.cluster.brokers
+    assert [r.NAME for r, _ in first.records][-1] == "UnregisterBrokerRecord"
+    drain(c, sliced, live=(1, 3, *LIVE))
+    assert view(sliced) == view(atomic)
+
+
+def test_elections_stop_when_the_unfenced_broker_is_fenced_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Cluster(unclean=True)
+    c.brokers(*DEAD, *LIVE)
+    c.topic("dead-only", [[1, 2, 3], [3, 2, 1], [2, 3, 1]] * 6)
+    c.expire(1, 2, 3)
+    monkeypatch.setattr("server.controller.replication.SLICE_RECORDS", BOUND)
+    c.unfence(3)
+    assert c.qc.next_slice(BOUND) is not None
+    c.heartbeat(3, want_fence=True)
+    drain(c, c.qc)
+    leaders = {p.leader for p in c.qc.replication.topics[c.qc.replication.names["dead-only"]].partitions}
+    assert leaders == {-1}
