@@ -82,6 +82,27 @@ def test_create_topics_with_configs(c):
     assert bad.records == []
 
 
+def test_create_topics_answers_every_effective_config_with_its_source(c):
+    """ReplicationControlManager.createTopic with KafkaConfigSchemaTest.testResolveEffectiveTopicConfig:
+    the answer lists every topic config, sorted by name, each from the most specific place
+    it is set: the request, a cluster default (through a broker synonym), or Kafka's default."""
+    from protocol.constants import ConfigResourceType, ConfigSource
+    from protocol.generated.metadata.config_record import ConfigRecord
+    from server.controller.config_defs import TOPIC_CONFIGS
+    from server.controller.result import ControllerResult
+    c.run(c.qc.apply(ControllerResult([(ConfigRecord(resource_type=ConfigResourceType.BROKER, resource_name="",
+                                                       name="log.retention.hours", value="2"), 0)])))
+    for validate_only in (True, False):
+        applied = c.create("foo", partitions=1, rf=1, configs={"cleanup.policy": "compact"},
+                           validate_only=validate_only)
+        [topic] = applied.response.topics
+        configs = {e.name: (e.value, e.config_source, e.read_only, e.is_sensitive) for e in topic.configs}
+        assert [e.name for e in topic.configs] == sorted(TOPIC_CONFIGS)
+        assert configs["cleanup.policy"] == ("compact", ConfigSource.TOPIC_CONFIG, False, False)
+        assert configs["retention.ms"] == ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, False, False)
+        assert configs["segment.bytes"] == ("1073741824", ConfigSource.DEFAULT_CONFIG, False, False)
+
+
 def test_colliding_names_in_one_request_are_both_created(c):
     """Kafka checks collisions against existing topics only: two new topics that collide with
     each other in the same request are both created."""

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from protocol.constants import NO_LEADER, LeaderRecoveryState
+from protocol.constants import DIRECTORY_UNASSIGNED, NO_LEADER, LeaderRecoveryState
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic)
@@ -88,7 +88,7 @@ class Cluster:
                                 security_protocol=0)],
             features=[Feature(name="metadata.version", min_supported_version=7,
                               max_supported_version=MV_LATEST)],
-            rack=rack, previous_broker_epoch=previous_epoch), 4))
+            rack=rack, log_dirs=[random_uuid(), random_uuid()], previous_broker_epoch=previous_epoch), 4))
         assert applied.response.error_code == Error.NONE
         self.epochs[broker_id] = applied.response.broker_epoch
         return applied
@@ -662,7 +662,7 @@ def test_a_target_already_in_the_isr_completes_at_once(c5):
     assert reassignment_results(applied) == {("t", 0): Error.NONE}
     # The leader was removed, so it changes (and the leader epoch with it).
     assert written(only_change(applied)) == {"isr": [2, 3], "leader": 3, "replicas": [3, 2],
-                                             "directories": [b"\0" * 16] * 2}
+                                             "directories": [DIRECTORY_UNASSIGNED] * 2}
     p = c5.part("t")
     assert state(p) == ([3, 2], [2, 3], 3) and not p.reassigning and p.leader_epoch == 1
     assert c5.list_reassignments() == {}
@@ -674,7 +674,7 @@ def test_the_seed_example_1_2_3_to_3_4_5(c5):
     assert reassignment_results(applied) == {("t", 0): Error.NONE}
     assert written(only_change(applied)) == {
         "replicas": [3, 4, 5, 1, 2], "adding_replicas": [4, 5], "removing_replicas": [1, 2],
-        "directories": [b"\0" * 16] * 5}
+        "directories": [DIRECTORY_UNASSIGNED] * 5}
     p = c5.part("t")
     assert state(p) == ([3, 4, 5, 1, 2], [1, 2, 3], 1) and p.leader_epoch == 0
     assert c5.list_reassignments() == {("t", 0): ([3, 4, 5, 1, 2], [4, 5], [1, 2])}
@@ -693,7 +693,7 @@ def test_the_seed_example_1_2_3_to_3_4_5(c5):
     applied, result = c5.alter(1, "t", 0, [1, 2, 3, 4, 5])
     assert written(only_change(applied)) == {
         "isr": [3, 4, 5], "leader": 3, "replicas": [3, 4, 5], "adding_replicas": [],
-        "removing_replicas": [], "directories": [b"\0" * 16] * 3}
+        "removing_replicas": [], "directories": [DIRECTORY_UNASSIGNED] * 3}
     # Kafka answers only the error: the old leader learns the new state from the log.
     assert result.error_code == Error.NEW_LEADER_ELECTED and result.isr == []
     p = c5.part("t")
@@ -726,7 +726,7 @@ def test_cancelling_restores_the_original_replicas(c5):
     # Replicas were removed, so the leader is written and its epoch moves on.
     assert written(only_change(applied)) == {
         "isr": [1, 2, 3], "leader": 1, "replicas": [3, 1, 2], "adding_replicas": [],
-        "removing_replicas": [], "directories": [b"\0" * 16] * 3}
+        "removing_replicas": [], "directories": [DIRECTORY_UNASSIGNED] * 3}
     p = c5.part("t")
     assert state(p) == ([3, 1, 2], [1, 2, 3], 1) and not p.reassigning
     assert p.leader_epoch == 1
