@@ -183,6 +183,7 @@ WRITES = {
     ApiKey.CREATE_ACLS: "create_acls",
     ApiKey.DELETE_ACLS: "delete_acls",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "alter_user_scram_credentials",
+    ApiKey.ALTER_CLIENT_QUOTAS: "alter_client_quotas",
 }
 READS = {
     ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
@@ -193,6 +194,7 @@ READS = {
     ApiKey.FIND_COORDINATOR: "find_coordinator",
     ApiKey.DESCRIBE_ACLS: "describe_acls",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "describe_user_scram_credentials",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "describe_client_quotas",
 }
 # Reads every voter answers from its committed state; they name the active controller, so a
 # client that asked a standby finds its way.

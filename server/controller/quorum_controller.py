@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 from protocol.constants import EndpointType
 from protocol.error_codes import Error
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol.generated.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
 from protocol.generated.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from protocol.generated.messages.alter_partition_request import AlterPartitionRequest
@@ -31,6 +32,7 @@ from protocol.generated.messages.create_topics_request import CreateTopicsReques
 from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
 from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
+from protocol.generated.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
@@ -319,6 +321,12 @@ class QuorumController:
 
     def alter_user_scram_credentials(self, req: AlterUserScramCredentialsRequest, version: int) -> Applied:
         return self.apply(self.scram.alter(req))
+
+    def alter_client_quotas(self, req: AlterClientQuotasRequest, version: int) -> Applied:
+        return self.apply(self.quotas.alter(req))
+
+    def describe_client_quotas(self, req: DescribeClientQuotasRequest, version: int) -> Message:
+        return self.quotas.describe(req)
 
     def describe_user_scram_credentials(self, req: DescribeUserScramCredentialsRequest, version: int) -> Message:
         return self.scram.describe(req)
