@@ -73,8 +73,7 @@ def registration(correlation_id: int, broker_id: int, epoch: int, cluster_id: st
     body = BrokerRegistrationRequest(
         broker_id=broker_id, cluster_id=cluster_id, incarnation_id=bytes(16),
         listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29000 + broker_id, security_protocol=0)],
-        features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
-        log_dirs=[bytes(8) + (1000 + broker_id).to_bytes(8, "big")])
+        features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)])
     return (request(body, 4, correlation_id),
             response(BrokerRegistrationResponse(error_code=0, broker_epoch=epoch), 4, correlation_id))
 
