@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from protocol.api_keys import APIS, Api
+from protocol.constants import AclOperation, AclResourceType
 from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages import ApiKey
@@ -39,6 +40,7 @@ from protocol.generated.messages.sasl_handshake_response import SaslHandshakeRes
 from protocol.message import Message
 from protocol.primitives import INT16, INT32
 from server.context import ANONYMOUS, Principal, RequestContext, forwarded_address, forwarded_principal
+from server.controller.delegation_tokens import TokenRequester
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting
 from server.metalog.committer import CommitPath
@@ -196,6 +198,12 @@ READS = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "describe_user_scram_credentials",
     ApiKey.DESCRIBE_CLIENT_QUOTAS: "describe_client_quotas",
 }
+# Delegation token APIs, served with who asks and on what channel (a TokenRequester).
+TOKEN_WRITES = {
+    ApiKey.CREATE_DELEGATION_TOKEN: "create_delegation_token",
+    ApiKey.RENEW_DELEGATION_TOKEN: "renew_delegation_token",
+    ApiKey.EXPIRE_DELEGATION_TOKEN: "expire_delegation_token",
+}
 # Reads every voter answers from its committed state; they name the active controller, so a
 # client that asked a standby finds its way.
 SERVED_BY_STANDBYS = frozenset({"metadata", "describe_cluster"})
@@ -228,6 +236,10 @@ class Router:
             self.register(key, self._writer(name))
         for key, name in READS.items():
             self.register(key, self._reader(name))
+        self.controller.delegation_tokens.configure(self.security.delegation_tokens)
+        for key, name in TOKEN_WRITES.items():
+            self.register(key, self._writer(name, self._token_requester))
+        self.register(ApiKey.DESCRIBE_DELEGATION_TOKEN, self._reader("describe_delegation_token", self._token_requester))
         self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
         self.register(ApiKey.ENVELOPE, accepting(
             EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
@@ -238,9 +250,10 @@ class Router:
             self.register(ApiKey.SASL_AUTHENTICATE, accepting(
                 SaslAuthenticateRequest, lambda request, version: (self._sasl_authenticate(request), NO_WAIT)))
 
-    def _writer(self, name: str) -> Handler:
+    def _writer(self, name: str, extra: Callable[[], object] | None = None) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:
-            applied: Applied = getattr(self.controller, name)(request, version)
+            command = getattr(self.controller, name)
+            applied: Applied = command(request, version) if extra is None else command(request, version, extra())
             if self.standby:
                 # The answer the command would get, every error NOT_CONTROLLER; its records
                 # are undone at once (a standby holds only what the active one committed).
@@ -254,11 +267,12 @@ class Router:
             return applied.response, self.controller.last_applied_offset
         return handle
 
-    def _reader(self, name: str) -> Handler:
+    def _reader(self, name: str, extra: Callable[[], object] | None = None) -> Handler:
         everywhere = name in SERVED_BY_STANDBYS
 
         def handle(request: Message, version: int) -> tuple[Reply, int]:
-            response = getattr(self.controller, name)(request, version)
+            query = getattr(self.controller, name)
+            response = query(request, version) if extra is None else query(request, version, extra())
             if self.standby and not everywhere:
                 return with_error(response, Error.NOT_CONTROLLER), NO_WAIT
             return response, self.controller.last_applied_offset
@@ -369,6 +383,23 @@ class Router:
             return f"unknown or unserved API key {key}"
         lo, hi = self.served_versions(api)
         return f"{api.name} v{version} is not supported (v{lo}-v{hi})"
+
+    def _token_requester(self) -> TokenRequester:
+        """Who asks for a delegation token, with Kafka's allowTokenRequests: never with a token,
+        nor unauthenticated on a PLAINTEXT or one-way SSL listener (a forwarded request is
+        judged by the broker that took it)."""
+        context, authorizer = self.context, self.authorizer
+        principal = context.principal
+        direct = context.forwarded_by is None
+        allowed = not (principal.token_authenticated
+                       or (direct and self.security.protocol == "PLAINTEXT")
+                       or (direct and self.security.protocol == "SSL" and principal == ANONYMOUS))
+        return TokenRequester(
+            f"{principal.type}:{principal.name}", allowed,
+            lambda owner: authorizer is None or authorizer.allowed(
+                context, AclOperation.CREATE_TOKENS, AclResourceType.USER, owner),
+            lambda token_id: authorizer is None or authorizer.allowed(
+                context, AclOperation.DESCRIBE, AclResourceType.DELEGATION_TOKEN, token_id))
 
     # --- SASL -------------------------------------------------------------------------------
     def sasl_session(self) -> SaslSession:

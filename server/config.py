@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from server.controller.delegation_tokens import TokenSettings
 from server.security.acl import AuthorizerConfig
 from server.security.plain import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
 from server.security.settings import (
@@ -89,6 +90,8 @@ _KNOWN_KEYS = frozenset({
     "ssl.client.auth", "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "super.users",
     "allow.everyone.if.no.acl.found", "authorizer.class.name", "queued.max.request.bytes",
     "connections.max.idle.ms", "connections.max.reauth.ms",
+    "delegation.token.secret.key", "delegation.token.master.key", "delegation.token.max.lifetime.ms",
+    "delegation.token.expiry.time.ms",
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -612,7 +615,12 @@ def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
         protocol=protocol, tls=tls, principal_rules=rules, sasl_mechanisms=mechanisms, plain_users=users,
         authorizer=authorizer, queued_max_request_bytes=queued,
         connections_max_idle_ms=reader.int("connections.max.idle.ms", 600000, -1),
-        connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1))
+        connections_max_reauth_ms=reader.int("connections.max.reauth.ms", 0, 0, 2**63 - 1),
+        delegation_tokens=TokenSettings(
+            # delegation.token.master.key is the name Kafka still reads when the new one is unset.
+            reader.get("delegation.token.secret.key") or reader.get("delegation.token.master.key") or None,
+            reader.int("delegation.token.max.lifetime.ms", 7 * 24 * 3600 * 1000, 1, 2**63 - 1),
+            reader.int("delegation.token.expiry.time.ms", 24 * 3600 * 1000, 1, 2**63 - 1)))
 
 
 def load_config(path: str | Path) -> ControllerConfig:

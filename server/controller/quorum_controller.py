@@ -27,6 +27,7 @@ from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeat
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
 from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
 from protocol.generated.messages.create_acls_request import CreateAclsRequest
+from protocol.generated.messages.create_delegation_token_request import CreateDelegationTokenRequest
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
 from protocol.generated.messages.create_topics_request import CreateTopicsRequest
 from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
@@ -36,13 +37,16 @@ from protocol.generated.messages.describe_client_quotas_request import DescribeC
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
+from protocol.generated.messages.describe_delegation_token_request import DescribeDelegationTokenRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
+from protocol.generated.messages.expire_delegation_token_request import ExpireDelegationTokenRequest
 from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest
+from protocol.generated.messages.renew_delegation_token_request import RenewDelegationTokenRequest
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
 from protocol.generated.metadata import (
@@ -58,7 +62,7 @@ from server.controller.acls import AclControl
 from server.controller.clock import Clock
 from server.controller.cluster import ClusterControl, Endpoint
 from server.controller.configs import ConfigControl
-from server.controller.delegation_tokens import DelegationTokenControl
+from server.controller.delegation_tokens import DelegationTokenControl, TokenRequester
 from server.controller.describe import TopicViews
 from server.controller.directories import assign_replicas_to_dirs, fail_directories
 from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl
@@ -327,6 +331,22 @@ class QuorumController:
 
     def describe_client_quotas(self, req: DescribeClientQuotasRequest, version: int) -> Message:
         return self.quotas.describe(req)
+
+    def create_delegation_token(self, req: CreateDelegationTokenRequest, version: int,
+                                who: TokenRequester) -> Applied:
+        return self.apply(self.delegation_tokens.create(req, who, self.clock.now_ms(), self.features.metadata_version))
+
+    def renew_delegation_token(self, req: RenewDelegationTokenRequest, version: int,
+                               who: TokenRequester) -> Applied:
+        return self.apply(self.delegation_tokens.renew(req, who, self.clock.now_ms(), self.features.metadata_version))
+
+    def expire_delegation_token(self, req: ExpireDelegationTokenRequest, version: int,
+                                who: TokenRequester) -> Applied:
+        return self.apply(self.delegation_tokens.expire(req, who, self.clock.now_ms(), self.features.metadata_version))
+
+    def describe_delegation_token(self, req: DescribeDelegationTokenRequest, version: int,
+                                  who: TokenRequester) -> Message:
+        return self.delegation_tokens.describe(req, who, self.features.metadata_version)
 
     def describe_user_scram_credentials(self, req: DescribeUserScramCredentialsRequest, version: int) -> Message:
         return self.scram.describe(req)

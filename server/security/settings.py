@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from server.controller.delegation_tokens import TokenSettings
 from server.security.acl import AuthorizerConfig
 from server.security.tls import MappingRule, TlsSettings
 
@@ -24,6 +25,7 @@ class SecurityConfig:
     queued_max_request_bytes: int = -1  # -1: no bound on the bytes buffered in total
     connections_max_idle_ms: int = 600000
     connections_max_reauth_ms: int = 0
+    delegation_tokens: TokenSettings = field(default_factory=TokenSettings)
 
     @property
     def uses_tls(self) -> bool:
