@@ -24,6 +24,7 @@ from protocol.generated.messages.alter_user_scram_credentials_request import Alt
 from protocol.generated.messages.api_versions_response import FinalizedFeatureKey, SupportedFeatureKey
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
 from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
 from protocol.generated.messages.create_acls_request import CreateAclsRequest
@@ -62,6 +63,7 @@ from server.controller.acls import AclControl
 from server.controller.clock import Clock
 from server.controller.cluster import ClusterControl, Endpoint
 from server.controller.configs import ConfigControl
+from server.controller import event_log
 from server.controller.delegation_tokens import DelegationTokenControl, TokenRequester
 from server.controller.describe import TopicViews
 from server.controller.directories import assign_replicas_to_dirs, fail_directories
@@ -204,6 +206,8 @@ class QuorumController:
         if len(records) > MAX_RECORDS_PER_BATCH and self.offsets.transaction_start < 0 \
                 and self.features.metadata_version >= MV_3_6_IV1:
             records = [(BeginTransactionRecord(), 0), *records, (EndTransactionRecord(), 0)]
+        if self.offsets.recording:
+            event_log.changes((r for r, _ in records), self._topic_name)
         try:
             for i, (record, _version) in enumerate(records):
                 self.replay(record, base + i)
@@ -223,13 +227,21 @@ class QuorumController:
         self.offsets.committed(offset)
 
     # --- broker lifecycle ------------------------------------------------------------------
+    def _topic_name(self, topic_id: bytes) -> str | None:
+        topic = self.replication.topics.get(topic_id)
+        return topic.name if topic is not None else None
+
     def register_broker(self, req: BrokerRegistrationRequest, version: int) -> Applied:
         now = self.clock.now_ms()
-        refusal = self.cluster.refuse_registration(req, now)
-        if refusal is not None:
-            return self.apply(refusal)
         broker_id = req.broker_id
         existing = self.cluster.brokers.get(broker_id)
+        refusal = self.cluster.refuse_registration(req, now)
+        if refusal is not None:
+            applied = self.apply(refusal)
+            if existing is not None and self.offsets.recording \
+                    and getattr(applied.response, "error_code", None) == Error.NONE:
+                event_log.registered(req, existing.incarnation_id, existing.epoch, 0, existing.epoch)
+            return applied
         steps: list[Callable[[], ControllerResult]] = []
         if existing is not None and not existing.fenced:
             # The old incarnation's lease ran out before the fence timer noticed: it must not
@@ -240,10 +252,20 @@ class QuorumController:
             # an eligible leader may be lost.
             steps.append(lambda: ControllerResult(self.leadership.forget_unclean_broker(broker_id)))
         steps.append(lambda: self.cluster.register_broker(req, self.next_offset, now))
-        return self._steps(steps)
+        applied = self._steps(steps)
+        if self.offsets.recording:
+                event_log.registered(req, existing.incarnation_id if existing else None,
+                                 existing.epoch if existing else -1, len(applied.records) - 1, applied.last_offset)
+        return applied
 
     def broker_heartbeat(self, req: BrokerHeartbeatRequest, version: int) -> Applied:
+        before = self.cluster.brokers.get(req.broker_id)
+        fenced, shutting_down = (before.fenced, before.in_controlled_shutdown) if before else (True, False)
         heartbeat = self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership)
+        if self.offsets.recording and isinstance(heartbeat.response, BrokerHeartbeatResponse) \
+                and not heartbeat.response.error_code:
+            event_log.heartbeat(req.broker_id, fenced, shutting_down, req.broker_epoch,
+                                (r for r, _ in heartbeat.records), heartbeat.response)
         if not req.offline_log_dirs:
             return self.apply(heartbeat)
         return self._steps([lambda: heartbeat, lambda: ControllerResult(
@@ -267,6 +289,7 @@ class QuorumController:
         expired = self.cluster.expired_brokers(self.clock.now_ms())
         self.timed_out_heartbeats += len(expired)
         for broker_id in expired:
+            event_log.session_expired(broker_id)
             steps.append(partial(self._move_leadership_away, broker_id))
             steps.append(partial(self.cluster.fence, broker_id))
         return self._steps(steps)
