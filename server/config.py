@@ -30,6 +30,10 @@ controller.quorum.retry.backoff.ms               20           >= 0
 controller.quorum.append.linger.ms               25           >= 0
 kraftwire.metrics.port                           (off)        0..65535: Prometheus endpoint (0 = any free port)
 kraftwire.log.format                             text         "text" or "json" (one JSON object a line)
+delegation.token.secret.key                      (none)       tokens are disabled without it (also read as
+                                                              delegation.token.master.key)
+delegation.token.max.lifetime.ms                 604800000    >= 1
+delegation.token.expiry.time.ms                  86400000     >= 1
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
 the controller listeners use PLAINTEXT. PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
