@@ -561,7 +561,8 @@ def test_describe_fills_elr_fields_and_offline_replicas():
     c.expire(3, 2, 1)
     c.register(2, previous_epoch=-1)  # an unclean restart: 2 is not eligible any more
     p = describe(c).topics[0].partitions[0]
-    assert (p.leader_id, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr) == (NO_LEADER, [], [1], [])
+    # The last known ELR holds the last leader, 1.
+    assert (p.leader_id, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr) == (NO_LEADER, [], [1], [1])
     assert p.offline_replicas == [1, 2, 3]
     c.register(1, previous_epoch=-1)
     p = describe(c).topics[0].partitions[0]
