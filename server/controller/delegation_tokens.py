@@ -123,9 +123,11 @@ class DelegationTokenControl:
             principal_type=owner_type, principal_name=owner_name, token_requester_principal_type=requester_type,
             token_requester_principal_name=requester_name, issue_timestamp_ms=ERROR_TIMESTAMP,
             expiry_timestamp_ms=ERROR_TIMESTAMP, max_timestamp_ms=ERROR_TIMESTAMP, token_id="", hmac=b"")
-        refusal = self._refusal(who, metadata_version)
+        # ControllerApis judges the channel and the owner before the manager looks at anything.
+        refusal = None if who.allowed else Error.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
         if refusal is None and owner != who.principal and not who.may_create_for(owner):
             refusal = Error.DELEGATION_TOKEN_AUTHORIZATION_FAILED
+        refusal = refusal or self._refusal(who, metadata_version)
         if refusal is None and any(r.principal_type != "User" for r in req.renewers):
             refusal = Error.INVALID_PRINCIPAL_TYPE
         if refusal is not None:
