@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, TypeVar
 
 from protocol.api_keys import APIS, Api
+from protocol.constants import AclOperation, AclResourceType
 from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages import ApiKey
@@ -36,7 +37,8 @@ from protocol.generated.messages.sasl_authenticate_request import SaslAuthentica
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
 from protocol.message import Message, api_key_of
 from protocol.primitives import INT16, INT32
-from server.context import ANONYMOUS, RequestContext, forwarded_address, forwarded_principal
+from server.context import ANONYMOUS, Principal, RequestContext, forwarded_address, forwarded_principal
+from server.controller.delegation_tokens import TokenRequester
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting
 from server.metalog.committer import CommitPath
@@ -188,6 +190,7 @@ WRITES = {
     ApiKey.CREATE_ACLS: "create_acls",
     ApiKey.DELETE_ACLS: "delete_acls",
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "alter_user_scram_credentials",
+    ApiKey.ALTER_CLIENT_QUOTAS: "alter_client_quotas",
 }
 READS = {
     ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
@@ -198,6 +201,13 @@ READS = {
     ApiKey.FIND_COORDINATOR: "find_coordinator",
     ApiKey.DESCRIBE_ACLS: "describe_acls",
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "describe_user_scram_credentials",
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: "describe_client_quotas",
+}
+# Delegation token APIs, served with who asks and on what channel (a TokenRequester).
+TOKEN_WRITES = {
+    ApiKey.CREATE_DELEGATION_TOKEN: "create_delegation_token",
+    ApiKey.RENEW_DELEGATION_TOKEN: "renew_delegation_token",
+    ApiKey.EXPIRE_DELEGATION_TOKEN: "expire_delegation_token",
 }
 # Reads every voter answers from its committed state; they name the active controller, so a
 # client that asked a standby finds its way.
@@ -245,6 +255,11 @@ class Router:
             self.register(key, self._writer(key, name))
         for key, name in READS.items():
             self.register(key, self._reader(key, name))
+        self.controller.delegation_tokens.configure(self.security.delegation_tokens)
+        for key, name in TOKEN_WRITES.items():
+            self.register(key, self._writer(key, name, self._token_requester))
+        self.register(ApiKey.DESCRIBE_DELEGATION_TOKEN,
+                      self._reader(ApiKey.DESCRIBE_DELEGATION_TOKEN, "describe_delegation_token", self._token_requester))
         self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
         self.register(ApiKey.ENVELOPE, accepting(
             EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
@@ -260,24 +275,26 @@ class Router:
         assert conn is not None  # set by dispatch
         return conn
 
-    def _writer(self, key: int, name: str) -> Handler:
+    def _writer(self, key: int, name: str, extra: Callable[[], object] | None = None) -> Handler:
         def handle(request: Message, version: int) -> tuple[Reply, int]:
             if not self.role.active:
                 return not_controller(key, request, version), NO_WAIT
-            applied: Applied = getattr(self.controller, name)(request, version)
+            command = getattr(self.controller, name)
+            applied: Applied = command(request, version) if extra is None else command(request, version, extra())
             self.committer.submit(applied.records, applied.base_offset)
             if applied.response is None:
                 raise ValueError(f"{name} produced no response")
             return applied.response, self.controller.last_applied_offset
         return handle
 
-    def _reader(self, key: int, name: str) -> Handler:
+    def _reader(self, key: int, name: str, extra: Callable[[], object] | None = None) -> Handler:
         everywhere = name in SERVED_BY_STANDBYS
 
         def handle(request: Message, version: int) -> tuple[Reply, int]:
             if not everywhere and not self.role.active:
                 return not_controller(key, request, version), NO_WAIT
-            response = getattr(self.controller, name)(request, version)
+            query = getattr(self.controller, name)
+            response = query(request, version) if extra is None else query(request, version, extra())
             return response, self.controller.last_applied_offset
         return handle
 
@@ -402,6 +419,23 @@ class Router:
             return f"unknown or unserved API key {key}"
         lo, hi = self.served_versions(api)
         return f"{api.name} v{version} is not supported (v{lo}-v{hi})"
+
+    def _token_requester(self) -> TokenRequester:
+        """Who asks for a delegation token, with Kafka's allowTokenRequests: never with a token,
+        nor unauthenticated on a PLAINTEXT or one-way SSL listener (a forwarded request is
+        judged by the broker that took it)."""
+        context, authorizer = self.context, self.authorizer
+        principal = context.principal
+        direct = context.forwarded_by is None
+        allowed = not (principal.token_authenticated
+                       or (direct and self.security.protocol == "PLAINTEXT")
+                       or (direct and self.security.protocol == "SSL" and principal == ANONYMOUS))
+        return TokenRequester(
+            f"{principal.type}:{principal.name}", allowed,
+            lambda owner: authorizer is None or authorizer.allowed(
+                context, AclOperation.CREATE_TOKENS, AclResourceType.USER, owner),
+            lambda token_id: authorizer is None or authorizer.allowed(
+                context, AclOperation.DESCRIBE, AclResourceType.DELEGATION_TOKEN, token_id))
 
     # --- SASL -------------------------------------------------------------------------------
     def sasl_session(self) -> SaslSession:

@@ -244,7 +244,7 @@ class ControllerServer:
         if not self._leading or self.replica.active or not self.replica.caught_up:
             return
         epoch = self.replication.epoch
-        writes = self.replica.activate(read_bootstrap(self.config.metadata_log_dir) if self.snapshot is None else [])
+        writes = self.replica.activate(lambda: read_bootstrap(self.config.metadata_log_dir))
         for applied in writes:
             self.committer.submit(applied.records, applied.base_offset)
         log.info("active controller of epoch %d (state at offset %d)", epoch, self.controller.last_applied_offset)

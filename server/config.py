@@ -33,6 +33,10 @@ kraftwire.log.format                             text         "text" or "json" (
 sasl.mechanism.controller.protocol               GSSAPI       with several voters on a SASL listener: PLAIN,
                                                               SCRAM-SHA-256 or SCRAM-SHA-512, enabled on it
 ssl.endpoint.identification.algorithm            https        https or empty: check the voters' host names
+delegation.token.secret.key                      (none)       tokens are disabled without it (also read as
+                                                              delegation.token.master.key)
+delegation.token.max.lifetime.ms                 604800000    >= 1
+delegation.token.expiry.time.ms                  86400000     >= 1
 
 Without listener.security.protocol.map, a listener named after a protocol uses that protocol and
 the controller listeners use PLAINTEXT. PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
@@ -62,6 +66,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
+from server.controller.delegation_tokens import TokenSettings
 from server.security.acl import AuthorizerConfig
 from server.security.client import ENDPOINT_IDENTIFICATION, ClientSecurity, jaas_credentials
 from server.security.plain import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
@@ -102,6 +107,9 @@ _KNOWN_KEYS = frozenset({
 }) | LISTENER_SECURITY_KEYS | AUTHORIZER_KEYS | frozenset({
     # the voters' connections to each other (server/security/client.py)
     "sasl.mechanism.controller.protocol", "ssl.endpoint.identification.algorithm",
+    # delegation tokens (server/controller/delegation_tokens.py)
+    "delegation.token.secret.key", "delegation.token.master.key", "delegation.token.max.lifetime.ms",
+    "delegation.token.expiry.time.ms",
 })
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
@@ -559,7 +567,8 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
 
 def _security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
     """TLS, SASL, authorization and connection limits, with Kafka's keys and defaults."""
-    return replace(_listener_security(reader, listener, protocol), authorizer=_authorizer(reader))
+    return replace(_listener_security(reader, listener, protocol), authorizer=_authorizer(reader),
+                   delegation_tokens=_delegation_tokens(reader))
 
 
 def _listener_security(reader: _Reader, listener: str, protocol: str) -> SecurityConfig:
@@ -688,6 +697,15 @@ def _controller_client(reader: _Reader, security: SecurityConfig, listener: str,
     except ValueError as exc:
         raise ConfigError(jaas_key, str(exc)) from None
     return ClientSecurity(security.protocol, security.tls, algorithm == "https", mechanism, username, password)
+
+
+def _delegation_tokens(reader: _Reader) -> TokenSettings:
+    return TokenSettings(
+        # delegation.token.master.key is the name Kafka still reads when the new one is unset.
+        reader.get("delegation.token.secret.key") or reader.get("delegation.token.master.key") or None,
+        reader.int("delegation.token.max.lifetime.ms", 7 * 24 * 3600 * 1000, 1, 2**63 - 1),
+        reader.int("delegation.token.expiry.time.ms", 24 * 3600 * 1000, 1, 2**63 - 1))
+
 
 def _receive_size(reader: _Reader) -> int:
     """sasl.server.max.receive.size: an int, as Kafka reads it; -1 means no bound, as for

@@ -172,7 +172,7 @@ class ClusterControl:
     def refuse_registration(self, req: BrokerRegistrationRequest, now_ms: int) -> ControllerResult | None:
         """The answer when no new registration is written: an error, or a retry's epoch.
         The checks come in Kafka's order: cluster id, a live session held by another
-        incarnation, log directories, then features; a voter's node id is refused after the
+        incarnation, a ZooKeeper broker, log directories, then features; a voter's node id is refused after the
         cluster id."""
         def fail(code: int) -> ControllerResult:
             return ControllerResult([], BrokerRegistrationResponse(error_code=code))
@@ -190,6 +190,10 @@ class ClusterControl:
         if existing is not None and existing.incarnation_id != req.incarnation_id \
                 and self.has_live_session(req.broker_id, now_ms):
             return fail(Error.DUPLICATE_BROKER_REGISTRATION)
+        if req.is_migrating_zk_broker:
+            log.info("refusing the registration of broker %d: a KRaft controller does not "
+                     "register ZooKeeper brokers", req.broker_id)
+            return fail(Error.BROKER_ID_NOT_REGISTERED)
         problem = self.log_dirs_problem(req)
         if problem is not None:
             log.info("refusing the registration of broker %d: %s", req.broker_id, problem)
@@ -206,11 +210,11 @@ class ClusterControl:
         return None
 
     def log_dirs_problem(self, req: BrokerRegistrationRequest) -> str | None:
-        """KIP-858: why the directories a broker registers with are not acceptable, or None.
-        A registration without directories is accepted (unlike Kafka) so that simulated
-        brokers, which have none, can register at any metadata.version."""
-        if self.features.metadata_version < MV_3_7_IV2 or not req.log_dirs:
+        """KIP-858: why the directories a broker registers with are not acceptable, or None."""
+        if self.features.metadata_version < MV_3_7_IV2:
             return None
+        if not req.log_dirs:
+            return "no directories in the request"
         if any(_reserved_dir(d) for d in req.log_dirs):
             return "reserved directory id in the request"
         if len(set(req.log_dirs)) != len(req.log_dirs):

@@ -151,8 +151,8 @@ class ConfigControl:
     def _resource(self, rtype: int, rname: str) -> Mapping[str, str]:
         return self._configs.get((rtype, rname), {})
 
-    def _topic_chain(self, topic: str, defn: ConfigDef) -> list[_Found]:
-        own = self._resource(ConfigResourceType.TOPIC, topic).get(defn.name)
+    def _topic_chain(self, topic: str, defn: ConfigDef, own_configs: Mapping[str, str] | None = None) -> list[_Found]:
+        own = (self._resource(ConfigResourceType.TOPIC, topic) if own_configs is None else own_configs).get(defn.name)
         found = [] if own is None else [
             _Found(defn.name, own, ConfigSource.TOPIC_CONFIG, Synonym(defn.name))]
         return found + self._broker_chain(defn.synonyms, broker=None)
@@ -222,9 +222,17 @@ class ConfigControl:
             entries = self._describe_broker(res.resource_name)
         return [e for e in entries if wanted is None or e.name in wanted]
 
-    def _describe_topic_config(self, topic: str, name: str) -> _Described:
+    def effective_topic_configs(self, creation: Mapping[str, str]) -> list[tuple[str, str | None, ConfigSource]]:
+        """Every topic config a new topic with ``creation`` set on it would have, with where its
+        value comes from, sorted by name: what Kafka's CreateTopics answers
+        (KafkaConfigSchema.resolveEffectiveTopicConfigs)."""
+        return [(d.name, d.value, d.source)
+                for d in (self._describe_topic_config("", name, creation) for name in sorted(TOPIC_CONFIGS))]
+
+    def _describe_topic_config(self, topic: str, name: str,
+                               own_configs: Mapping[str, str] | None = None) -> _Described:
         defn = DEFINITIONS[name]
-        chain = self._topic_chain(topic, defn)
+        chain = self._topic_chain(topic, defn, own_configs)
         if not chain:
             return _Described(name, defn, defn.default, ConfigSource.DEFAULT_CONFIG, [])
         value = to_topic_units(chain[0].synonym, chain[0].value)

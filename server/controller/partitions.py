@@ -148,7 +148,8 @@ class PartitionChange:
         isr = [r for r in self.isr if r in self.replicas]
         elr = [r for r in p.elr if r in self.replicas and r not in isr]
         leader, isr, elr, recovery = self._elect(isr, elr)
-        elr, last_known = self._eligible_replicas(isr, elr)
+        elr = self._eligible_replicas(isr, elr)
+        last_known = self._last_known_leader(isr, leader)
         self.leader = leader
         self.isr_after = isr
         rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
@@ -216,6 +217,12 @@ class PartitionChange:
                 if r in elr and self.usable(r):
                     # An eligible leader replica holds everything committed: a clean election.
                     return r, [r], [e for e in elr if e != r], recovery
+        last = p.last_known_elr
+        if self.elr_enabled and not isr and not elr and len(last) == 1 and self.usable(last[0]):
+            # KIP-966's balanced recovery: with nobody eligible left, the last leader is the
+            # replica most likely to hold everything; it leads uncleanly, as Kafka elects it.
+            self.unclean = True
+            return last[0], [last[0]], [], LeaderRecoveryState.RECOVERING
         if self.unclean_allowed or self.election == Election.UNCLEAN:
             for r in self.replicas:
                 if self.usable(r):
@@ -224,22 +231,27 @@ class PartitionChange:
                     return r, [r], [], LeaderRecoveryState.RECOVERING
         return NO_LEADER, isr, elr, recovery
 
-    def _eligible_replicas(self, isr: list[int], elr: list[int]) -> tuple[list[int], list[int]]:
+    def _eligible_replicas(self, isr: list[int], elr: list[int]) -> list[int]:
         """KIP-966: members leaving an ISR smaller than min.insync.replicas stay eligible."""
         p = self.p
         if not self.elr_enabled or self.unclean:
-            # After an unclean election nobody is known to hold everything committed: Kafka
-            # clears the ELR and the last known ELR.
-            return [], []
+            # After an unclean election nobody is known to hold everything committed.
+            return []
         min_isr = min(self.min_isr, len(self.replicas))
         if len(isr) >= min_isr:
-            return [], []
+            return []
         leaving = [r for r in p.isr if r not in isr and r in self.replicas]
-        new_elr = [r for r in self.replicas if (r in elr or r in leaving) and r not in isr]
-        last_known = list(p.last_known_elr)
-        if not new_elr and (p.elr or leaving):
-            # The last eligible replicas are gone; remember who they were for recovery.
-            last_known = [r for r in self.replicas if r in p.elr or r in leaving] or last_known
-        elif new_elr:
-            last_known = []
-        return new_elr, last_known
+        return [r for r in self.replicas if (r in elr or r in leaving) and r not in isr]
+
+    def _last_known_leader(self, isr: list[int], leader: int) -> list[int]:
+        """Kafka's LastKnownElr with useLastKnownLeaderInBalancedRecovery: the leader the
+        partition had when its ISR emptied, kept while it stays leaderless (an unclean
+        restart of that broker included) and cleared once it has a leader again."""
+        p = self.p
+        if not self.elr_enabled:
+            return list(p.last_known_elr)
+        if p.isr and not isr and p.leader != NO_LEADER:
+            return [p.leader]
+        if leader != NO_LEADER:
+            return []
+        return list(p.last_known_elr)

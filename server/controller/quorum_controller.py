@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 from protocol.constants import EndpointType
 from protocol.error_codes import Error
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol.generated.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
 from protocol.generated.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from protocol.generated.messages.alter_partition_request import AlterPartitionRequest
@@ -24,24 +25,30 @@ from protocol.generated.messages.alter_user_scram_credentials_request import Alt
 from protocol.generated.messages.api_versions_response import FinalizedFeatureKey, SupportedFeatureKey
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
 from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
 from protocol.generated.messages.create_acls_request import CreateAclsRequest
+from protocol.generated.messages.create_delegation_token_request import CreateDelegationTokenRequest
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
 from protocol.generated.messages.create_topics_request import CreateTopicsRequest
 from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
 from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
+from protocol.generated.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
+from protocol.generated.messages.describe_delegation_token_request import DescribeDelegationTokenRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
+from protocol.generated.messages.expire_delegation_token_request import ExpireDelegationTokenRequest
 from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest
+from protocol.generated.messages.renew_delegation_token_request import RenewDelegationTokenRequest
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
 from protocol.generated.metadata import (
@@ -57,7 +64,8 @@ from server.controller.acls import AclControl
 from server.controller.clock import Clock
 from server.controller.cluster import ClusterControl, Endpoint
 from server.controller.configs import ConfigControl
-from server.controller.delegation_tokens import DelegationTokenControl
+from server.controller import event_log
+from server.controller.delegation_tokens import DelegationTokenControl, TokenRequester
 from server.controller.describe import TopicViews
 from server.controller.directories import assign_replicas_to_dirs, fail_directories
 from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl
@@ -202,6 +210,8 @@ class QuorumController:
         if len(records) > MAX_RECORDS_PER_BATCH and self.offsets.transaction_start < 0 \
                 and self.features.metadata_version >= MV_3_6_IV1:
             records = [(BeginTransactionRecord(), 0), *records, (EndTransactionRecord(), 0)]
+        if self.offsets.recording:
+            event_log.changes((r for r, _ in records), self._topic_name)
         try:
             for i, (record, _version) in enumerate(records):
                 self.replay(record, base + i)
@@ -227,13 +237,21 @@ class QuorumController:
         self.offsets.committed(offset)
 
     # --- broker lifecycle ------------------------------------------------------------------
+    def _topic_name(self, topic_id: bytes) -> str | None:
+        topic = self.replication.topics.get(topic_id)
+        return topic.name if topic is not None else None
+
     def register_broker(self, req: BrokerRegistrationRequest, version: int) -> Applied:
         now = self.clock.now_ms()
-        refusal = self.cluster.refuse_registration(req, now)
-        if refusal is not None:
-            return self.apply(refusal)
         broker_id = req.broker_id
         existing = self.cluster.brokers.get(broker_id)
+        refusal = self.cluster.refuse_registration(req, now)
+        if refusal is not None:
+            applied = self.apply(refusal)
+            if existing is not None and self.offsets.recording \
+                    and getattr(applied.response, "error_code", None) == Error.NONE:
+                event_log.registered(req, existing.incarnation_id, existing.epoch, 0, existing.epoch)
+            return applied
         steps: list[Callable[[], ControllerResult]] = []
         if existing is not None and not existing.fenced:
             # The old incarnation's lease ran out before the fence timer noticed: it must not
@@ -244,10 +262,20 @@ class QuorumController:
             # an eligible leader may be lost.
             steps.append(lambda: ControllerResult(self.leadership.forget_unclean_broker(broker_id)))
         steps.append(lambda: self.cluster.register_broker(req, self.next_offset, now))
-        return self._steps(steps)
+        applied = self._steps(steps)
+        if self.offsets.recording:
+                event_log.registered(req, existing.incarnation_id if existing else None,
+                                 existing.epoch if existing else -1, len(applied.records) - 1, applied.last_offset)
+        return applied
 
     def broker_heartbeat(self, req: BrokerHeartbeatRequest, version: int) -> Applied:
+        before = self.cluster.brokers.get(req.broker_id)
+        fenced, shutting_down = (before.fenced, before.in_controlled_shutdown) if before else (True, False)
         heartbeat = self.cluster.heartbeat(req, self.clock.now_ms(), self.leadership)
+        if self.offsets.recording and isinstance(heartbeat.response, BrokerHeartbeatResponse) \
+                and not heartbeat.response.error_code:
+            event_log.heartbeat(req.broker_id, fenced, shutting_down, req.broker_epoch,
+                                (r for r, _ in heartbeat.records), heartbeat.response)
         if not req.offline_log_dirs:
             return self.apply(heartbeat)
         return self._steps([lambda: heartbeat, lambda: ControllerResult(
@@ -317,6 +345,7 @@ class QuorumController:
                 if not expired:
                     return None
                 self.timed_out_heartbeats += 1
+                event_log.session_expired(expired[0])
                 self._fencing = self._fence_one(expired[0])
             records = list(islice(self._fencing, max_records))
             if max_records is None or len(records) < max_records:
@@ -394,6 +423,28 @@ class QuorumController:
 
     def alter_user_scram_credentials(self, req: AlterUserScramCredentialsRequest, version: int) -> Applied:
         return self.apply(self.scram.alter(req))
+
+    def alter_client_quotas(self, req: AlterClientQuotasRequest, version: int) -> Applied:
+        return self.apply(self.quotas.alter(req))
+
+    def describe_client_quotas(self, req: DescribeClientQuotasRequest, version: int) -> Message:
+        return self.quotas.describe(req)
+
+    def create_delegation_token(self, req: CreateDelegationTokenRequest, version: int,
+                                who: TokenRequester) -> Applied:
+        return self.apply(self.delegation_tokens.create(req, who, self.clock.now_ms(), self.features.metadata_version))
+
+    def renew_delegation_token(self, req: RenewDelegationTokenRequest, version: int,
+                               who: TokenRequester) -> Applied:
+        return self.apply(self.delegation_tokens.renew(req, who, self.clock.now_ms(), self.features.metadata_version))
+
+    def expire_delegation_token(self, req: ExpireDelegationTokenRequest, version: int,
+                                who: TokenRequester) -> Applied:
+        return self.apply(self.delegation_tokens.expire(req, who, self.clock.now_ms(), self.features.metadata_version))
+
+    def describe_delegation_token(self, req: DescribeDelegationTokenRequest, version: int,
+                                  who: TokenRequester) -> Message:
+        return self.delegation_tokens.describe(req, who, self.features.metadata_version)
 
     def describe_user_scram_credentials(self, req: DescribeUserScramCredentialsRequest, version: int) -> Message:
         return self.scram.describe(req)

@@ -13,10 +13,10 @@ what the next leader commits is replayed from the log like any standby's. The ne
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
 from protocol.records import read_batch_header
-from server.controller.features import METADATA_VERSION
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult, VersionedRecord
 from server.image.loader import MetadataLoader
@@ -86,19 +86,25 @@ class ControllerReplica:
                 return False  # not in this log (yet): the next commit or snapshot brings it
         return not self.caught_up
 
-    def activate(self, bootstrap: list[VersionedRecord]) -> list[Applied]:
+    def activate(self, bootstrap: Callable[[], list[VersionedRecord]]) -> list[Applied]:
         """Elected, with everything committed replayed (``caught_up``): act from now on.
-        Returns the records to write first: ``bootstrap`` when the log held no metadata yet
-        (the quorum's first leader writes it), and the abort of a metadata transaction the log
+        Returns the records to write first: ``bootstrap()`` when the log held no metadata yet
+        (the quorum's first leader writes it; only then is it read, since a directory Kafka
+        wrote may have no bootstrap checkpoint), and the abort of a metadata transaction the log
         ends inside, as Kafka's controller writes on activation."""
         controller = self.controller
         # First: from here on every change can be undone, these writes included, should the
         # leadership go before they commit.
         controller.activate()
         writes = []
-        if METADATA_VERSION not in controller.features.finalized:
-            log.info("bootstrapping the metadata log with %d records", len(bootstrap))
-            writes.append(controller.apply(ControllerResult(bootstrap)))
+        # An empty log gets the bootstrap records. One that holds metadata but no
+        # metadata.version (written by Kafka before 3.3) is not empty: Kafka reads it as
+        # 3.0-IV1 and writes no bootstrap, and such directories have no checkpoint to read.
+        empty = not (controller.features.finalized or controller.cluster.brokers or controller.replication.topics)
+        if empty:
+            records = bootstrap()
+            log.info("bootstrapping the metadata log with %d records", len(records))
+            writes.append(controller.apply(ControllerResult(records)))
         aborted = abort_open_transaction(controller)
         if aborted is not None:
             writes.append(aborted)

@@ -281,11 +281,9 @@ class ReplicationControl:
             return records
         for p in sorted(self.elr_of.get(broker_id, ()), key=_order):
             elr = [r for r in p.elr if r != broker_id]
-            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id,
-                                        eligible_leader_replicas=elr)
-            if not elr:
-                rec.last_known_elr = list(p.elr)
-            records.append((rec, 2))
+            # The last known leader stays: it may still be elected when nobody else can.
+            records.append((PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id,
+                                                  eligible_leader_replicas=elr), 2))
         return records
 
     # --- AlterPartition ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from protocol.constants import NO_LEADER, ConfigResourceType, ConfigSource
+from protocol.constants import NO_LEADER, ConfigResourceType
 from protocol.error_codes import Error
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.generated.messages.create_partitions_response import (
@@ -162,9 +162,9 @@ class TopicAdmin:
             if version >= 5:
                 result.num_partitions = len(assignments)
                 result.replication_factor = len(assignments[0])
-                configs = {c.name: c.value for c in topic.configs}
-                result.configs = [CreatableTopicConfigs(name=k, value=v, config_source=ConfigSource.TOPIC_CONFIG)
-                                  for k, v in sorted(configs.items())]
+                result.configs = [CreatableTopicConfigs(name=name, value=value, config_source=source)
+                                  for name, value, source in self.r.configs.effective_topic_configs(
+                                      {c.name: c.value for c in topic.configs if c.value is not None})]
             if not req.validate_only:
                 records += topic_records
                 placed += len(assignments)

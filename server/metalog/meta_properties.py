@@ -43,13 +43,14 @@ def is_kafka_uuid(text: str) -> bool:
     return True
 
 
-def cluster_id_problem(text: str | None) -> str | None:
+def cluster_id_problem(text: str | None, *, new: bool = True) -> str | None:
     """Why ``text`` cannot be a cluster id, or None. Kafka takes any string it was formatted
-    with (a UUID from random-uuid, or a name such as ``universe-labs-cluster``); only an empty
-    one, or one that would not survive a properties file line, is refused."""
+    with (a UUID from random-uuid, or a name such as ``universe-labs-cluster``); only one that
+    would not survive a properties file line is refused, and an empty one only when a
+    directory is being formatted (Kafka's MetaProperties reads and writes an empty one)."""
     if text is None:
         return "it is missing"
-    if not text.strip():
+    if new and not text.strip():
         return "it is empty"
     if any(ch in text for ch in "\r\n\0"):
         return "it holds a line break or NUL"
@@ -77,7 +78,7 @@ def read_meta_properties(directory: Path) -> MetaProperties:
     if version != "1":
         raise StorageError(f"{path}: version: expected 1 (KRaft), got {version!r}")
     cluster_id = props.get("cluster.id")
-    problem = cluster_id_problem(cluster_id)
+    problem = cluster_id_problem(cluster_id, new=False)
     if cluster_id is None or problem is not None:
         raise StorageError(f"{path}: cluster.id: {cluster_id!r} is not usable: {problem}")
     node_text = props.get("node.id")
@@ -92,7 +93,7 @@ def read_meta_properties(directory: Path) -> MetaProperties:
 
 def write_meta_properties(directory: Path, meta: MetaProperties) -> None:
     """Write ``directory/meta.properties`` so that a crash leaves the old file or the new one."""
-    if (problem := cluster_id_problem(meta.cluster_id)) is not None:
+    if (problem := cluster_id_problem(meta.cluster_id, new=False)) is not None:
         raise StorageError(f"cluster.id {meta.cluster_id!r} is not usable: {problem}")
     lines = ["#", "#" + time.strftime("%a %b %d %H:%M:%S %Z %Y"),
              f"cluster.id={_escape_value(meta.cluster_id)}", f"node.id={meta.node_id}",

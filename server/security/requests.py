@@ -30,6 +30,9 @@ from protocol.generated.messages.describe_configs_response import DescribeConfig
 from protocol.generated.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponseTopic
 from protocol.generated.messages.incremental_alter_configs_response import AlterConfigsResourceResponse
 from protocol.generated.messages.metadata_response import MetadataResponseTopic
+from protocol.generated.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from protocol.generated.messages.alter_client_quotas_response import (
+    AlterClientQuotasResponse, EntityData as AlterClientQuotasEntity, EntryData as AlterClientQuotasEntry)
 from protocol.message import Message
 from server.context import RequestContext
 from protocol.constants import AclOperation, AclResourceType
@@ -68,6 +71,8 @@ CLUSTER_OPERATIONS: dict[int, AclOperation] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
     ApiKey.DESCRIBE_ACLS: AclOperation.DESCRIBE,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
+    ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: AclOperation.DESCRIBE_CONFIGS,
 }
 
 
@@ -148,6 +153,10 @@ def refused_items(request: Message, response: Message, code: int, version: int =
         response.results = [AclCreationResult(error_code=code) for _ in request.creations]
     elif isinstance(request, DeleteAclsRequest) and isinstance(response, DeleteAclsResponse):
         response.filter_results = [DeleteAclsFilterResult(error_code=code) for _ in request.filters]
+    elif isinstance(request, AlterClientQuotasRequest) and isinstance(response, AlterClientQuotasResponse):
+        response.entries = [AlterClientQuotasEntry(error_code=code, entity=[
+            AlterClientQuotasEntity(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity])
+            for entry in request.entries]
     elif isinstance(request, AlterUserScramCredentialsRequest) and isinstance(response, AlterUserScramCredentialsResponse):
         names = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
         response.results = [AlterUserScramCredentialsResult(user=n, error_code=code) for n in dict.fromkeys(names)]

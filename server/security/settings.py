@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from server.controller.delegation_tokens import TokenSettings
 from server.security.acl import AuthorizerConfig
 from server.security.tls import MappingRule, TlsSettings
 
@@ -26,6 +27,7 @@ class SecurityConfig:
     connections_max_reauth_ms: int = 0
     # The largest frame before SASL authentication (Kafka's sasl.server.max.receive.size); -1: none.
     sasl_server_max_receive_size: int = 524288
+    delegation_tokens: TokenSettings = field(default_factory=TokenSettings)
 
     @property
     def uses_tls(self) -> bool:

@@ -100,3 +100,31 @@ def test_a_client_port_in_use_stops_the_broker_with_one_line(broker_factory, con
     errors = [line for line in proc.stderr().splitlines() if " ERROR " in line]
     assert len(errors) == 1 and f"broker 7 cannot listen on 127.0.0.1:{port}" in errors[0]
     assert "Traceback" not in proc.stderr()
+
+
+def test_describes_a_broker_answers_from_its_image(broker_factory, controller) -> None:
+    """DescribeAcls, DescribeUserScramCredentials and DescribeClientQuotas are answered from
+    the broker's image, as a Kafka broker answers them; a quota set through the broker
+    (AlterClientQuotas, forwarded) is described back by it at once."""
+    from protocol.generated.messages.alter_client_quotas_request import (
+        AlterClientQuotasRequest, EntityData, EntryData, OpData)
+    from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
+    from protocol.generated.messages.describe_client_quotas_request import (
+        ComponentData, DescribeClientQuotasRequest)
+    from protocol.generated.messages.describe_user_scram_credentials_request import (
+        DescribeUserScramCredentialsRequest)
+    brokers = _start_fleet(broker_factory, controller, size=1)
+    with KafkaClient(*brokers[1], client_id="describes") as c:
+        altered = c.request(AlterClientQuotasRequest(entries=[EntryData(
+            entity=[EntityData(entity_type="client-id", entity_name="app")],
+            ops=[OpData(key="consumer_byte_rate", value=4096.0)])]), 1)
+        assert [e.error_code for e in altered.entries] == [Error.NONE]
+        quotas = c.request(DescribeClientQuotasRequest(components=[
+            ComponentData(entity_type="client-id", match_type=0, match="app")]), 1)
+        assert quotas.error_code == Error.NONE
+        assert [(v.key, v.value) for e in quotas.entries for v in e.values] == [("consumer_byte_rate", 4096.0)]
+        acls = c.request(DescribeAclsRequest(resource_type_filter=1, operation=1, permission_type=1,
+                                             pattern_type_filter=1), 3)
+        assert (acls.error_code, acls.resources) == (Error.NONE, [])
+        scram = c.request(DescribeUserScramCredentialsRequest(users=None), 0)
+        assert (scram.error_code, scram.results) == (Error.NONE, [])

@@ -179,7 +179,7 @@ def registration(cluster_id: str, broker_id: int, incarnation: bytes | None = No
                             security_protocol=0)],
         features=[Feature(name="metadata.version", min_supported_version=MV_RANGE[0],
                           max_supported_version=MV_RANGE[1])],
-        rack=None, previous_broker_epoch=-1)
+        rack=None, log_dirs=[random_uuid()], previous_broker_epoch=-1)
 
 
 def heartbeat(broker_id: int, epoch: int, offset: int | None = None) -> BrokerHeartbeatRequest:

@@ -24,7 +24,9 @@ LIMIT = 48 * 1024  # bytes any one file of the process may reach
 
 
 def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
-    controller = LimitedController(tmp_path / "controller", PROPS)
+    # The limit binds the controller's stderr file too: INFO lines for each registration would
+    # fill it before the log, so only warnings and errors are written.
+    controller = LimitedController(tmp_path / "controller", PROPS, server_args=["--log-level", "WARNING"])
     controller.file_size_limit = LIMIT
     try:
         controller.start()

@@ -272,7 +272,7 @@ class Simulation:
             self._note_leader(output.epoch, node.node_id)
             self.client_target = node.node_id
             assert node.replica is not None
-            for applied in node.replica.activate(BOOTSTRAP):
+            for applied in node.replica.activate(lambda: BOOTSTRAP):
                 self._queue_proposal(node, applied.records, applied.base_offset)
         elif isinstance(output, LostLeadership):
             assert node.replica is not None

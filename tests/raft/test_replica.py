@@ -52,5 +52,5 @@ def test_activating_a_caught_up_standby_replays_nothing_and_bootstraps_only_a_ne
     while replica.replay_slice():
         pass
     before = replica.controller.next_offset
-    assert replica.activate(BOOTSTRAP) == []  # metadata.version is there already
+    assert replica.activate(lambda: BOOTSTRAP) == []  # metadata.version is there already
     assert replica.active and replica.controller.next_offset == before

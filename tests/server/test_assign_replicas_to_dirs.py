@@ -30,12 +30,13 @@ PROPS = {"broker.session.timeout.ms": "120000"}
 DIR_A = uuid.UUID("5e7c0a1b-2d3f-4a5b-8c6d-7e8f9a0b1c2d")
 DIR_B = uuid.UUID("0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0")
 DIR_C = uuid.UUID("7a6b5c4d-3e2f-4a1b-9c8d-0e1f2a3b4c5d")
+DIR_D = uuid.UUID("3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f")
 # A directory belongs to one broker: Kafka refuses a registration naming another's.
-DIRECTORIES = {1: [DIR_A.bytes, DIR_B.bytes], 2: [DIR_C.bytes], 3: []}
+DIRECTORIES = {1: [DIR_A.bytes, DIR_B.bytes], 2: [DIR_C.bytes], 3: [DIR_D.bytes]}
 
 
 class Cluster:
-    """Brokers 1-3 (1 with directories A and B, 2 with C), and a topic with replicas on 1 and 2."""
+    """Brokers 1-3 (1 with directories A and B, 2 with C, 3 with D), and a topic with replicas on 1 and 2."""
 
     def __init__(self, controller) -> None:
         self.controller = controller

@@ -128,6 +128,26 @@ def test_a_new_incarnation_may_keep_its_own_directories():
     assert again.response.error_code == Error.NONE
 
 
+def test_registration_without_log_directories():
+    """ClusterControlManagerTest.testRegisterWithDuplicateDirectoryId's empty list: from
+    3.7-IV2 a broker must name its directories; before, none is needed."""
+    h = Harness()
+    refused = h.command("register_broker", _with_dirs(registration(1), []), 4)
+    assert (refused.response.error_code, refused.records) == (Error.INVALID_REGISTRATION, [])
+    old = Harness(metadata_version=7)
+    assert old.command("register_broker", _with_dirs(registration(1), []), 4).response.error_code == Error.NONE
+
+
+def test_a_migrating_zk_broker_is_not_registered():
+    """ClusterControlManager.registerBroker: Kafka 4's controller registers no ZooKeeper
+    broker, after checking the session and before the directories."""
+    h = Harness()
+    request = registration(1)
+    request.is_migrating_zk_broker = True
+    refused = h.command("register_broker", request, 4)
+    assert (refused.response.error_code, refused.records) == (Error.BROKER_ID_NOT_REGISTERED, [])
+
+
 def test_a_broker_may_not_use_the_node_id_of_a_voter():
     """Kafka shares a node id between broker and controller only in combined mode; a
     kraftwire controller is never combined, so a broker with a voter's id is misconfigured

@@ -82,6 +82,27 @@ def test_create_topics_with_configs(c):
     assert bad.records == []
 
 
+def test_create_topics_answers_every_effective_config_with_its_source(c):
+    """ReplicationControlManager.createTopic with KafkaConfigSchemaTest.testResolveEffectiveTopicConfig:
+    the answer lists every topic config, sorted by name, each from the most specific place
+    it is set: the request, a cluster default (through a broker synonym), or Kafka's default."""
+    from protocol.constants import ConfigResourceType, ConfigSource
+    from protocol.generated.metadata.config_record import ConfigRecord
+    from server.controller.config_defs import TOPIC_CONFIGS
+    from server.controller.result import ControllerResult
+    c.run(c.qc.apply(ControllerResult([(ConfigRecord(resource_type=ConfigResourceType.BROKER, resource_name="",
+                                                       name="log.retention.hours", value="2"), 0)])))
+    for validate_only in (True, False):
+        applied = c.create("foo", partitions=1, rf=1, configs={"cleanup.policy": "compact"},
+                           validate_only=validate_only)
+        [topic] = applied.response.topics
+        configs = {e.name: (e.value, e.config_source, e.read_only, e.is_sensitive) for e in topic.configs}
+        assert [e.name for e in topic.configs] == sorted(TOPIC_CONFIGS)
+        assert configs["cleanup.policy"] == ("compact", ConfigSource.TOPIC_CONFIG, False, False)
+        assert configs["retention.ms"] == ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, False, False)
+        assert configs["segment.bytes"] == ("1073741824", ConfigSource.DEFAULT_CONFIG, False, False)
+
+
 def test_colliding_names_in_one_request_are_both_created(c):
     """Kafka checks collisions against existing topics only: two new topics that collide with
     each other in the same request are both created."""
@@ -415,7 +436,8 @@ def test_unclean_election_clears_the_elr_and_the_last_known_elr():
     c.unregister(1)
     c.unregister(3)
     p = c.part("t")
-    assert (p.leader, p.elr, p.last_known_elr) == (-1, [], [3])
+    # The last known ELR holds the last leader (useLastKnownLeaderInBalancedRecovery).
+    assert (p.leader, p.elr, p.last_known_elr) == (-1, [], [1])
     applied = c.elect(1, {"t": [0]})
     assert applied.response.replica_election_results[0].partition_result[0].error_code == Error.NONE
     p = c.part("t")
@@ -566,3 +588,26 @@ def test_manual_partition_assignment_on_all_fenced_brokers(c):
         Error.INVALID_REPLICA_ASSIGNMENT,
         "All brokers specified in the manual partition assignment for partition 1 are fenced or in "
         "controlled shutdown.")
+
+
+def test_unclean_shutdown_broker():
+    """QuorumControllerTest.testUncleanShutdownBroker: every broker fenced, the last leader is
+    the last known ELR; an unclean re-registration takes it out of the ELR but leaves it the
+    last known ELR, even registering again; the remaining eligible replica is then elected and
+    the ELR and last known ELR clear."""
+    c = Cluster(elr=True, min_isr=2)
+    c.brokers(1, 2, 3)
+    c.topic("foo", [[1, 2, 3]])
+    c.expire(1, 2, 3)
+    p = c.part("foo")
+    assert (p.isr, p.leader, len(p.last_known_elr), len(p.elr)) == ([], -1, 1, 2)
+    [last_leader] = p.last_known_elr
+    [to_lead] = [r for r in p.elr if r != last_leader]
+    c.register(last_leader)
+    assert list(c.part("foo").elr) == [to_lead]
+    c.register(last_leader)
+    assert list(c.part("foo").last_known_elr) == [last_leader]
+    c.unfence(to_lead)
+    p = c.part("foo")
+    assert (p.isr, p.elr, p.last_known_elr, p.leader) == ([to_lead], [], [], to_lead)
+    assert_replays(c)

@@ -61,10 +61,18 @@ def test_any_cluster_id_kafka_accepts_reads_back(tmp_path: Path, cluster_id: str
     assert read_meta_properties(tmp_path).cluster_id == cluster_id
 
 
+def test_an_empty_cluster_id_is_read_and_written(tmp_path: Path) -> None:
+    """MetaProperties.Builder(Properties): only a missing cluster.id is an error
+    (MetaPropertiesTest.testClusterIdRequiredInV1); an empty one is a cluster id."""
+    (tmp_path / "meta.properties").write_text("cluster.id=\nversion=1\nnode.id=1\n")
+    assert read_meta_properties(tmp_path) == MetaProperties(cluster_id="", node_id=1)
+    write_meta_properties(tmp_path, MetaProperties(cluster_id="", node_id=1))
+    assert read_meta_properties(tmp_path).cluster_id == ""
+
+
 @pytest.mark.parametrize("body, key", [
     ("cluster.id=3Db5QLSqSZieL3rJBUUegA\nversion=0\nnode.id=1\n", "version"),
     ("cluster.id=3Db5QLSqSZieL3rJBUUegA\nnode.id=1\n", "version"),
-    ("cluster.id=\nversion=1\nnode.id=1\n", "cluster.id"),
     ("version=1\nnode.id=1\n", "cluster.id"),
     ("cluster.id=3Db5QLSqSZieL3rJBUUegA\nversion=1\nnode.id=x\n", "node.id"),
     ("cluster.id=3Db5QLSqSZieL3rJBUUegA\nversion=1\nnode.id=1\ndirectory.id=zz\n", "directory.id"),

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from protocol.constants import NO_LEADER, LeaderRecoveryState
+from protocol.constants import DIRECTORY_UNASSIGNED, NO_LEADER, LeaderRecoveryState
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest, ReassignablePartition, ReassignableTopic)
@@ -88,7 +88,7 @@ class Cluster:
                                 security_protocol=0)],
             features=[Feature(name="metadata.version", min_supported_version=7,
                               max_supported_version=MV_LATEST)],
-            rack=rack, previous_broker_epoch=previous_epoch), 4))
+            rack=rack, log_dirs=[random_uuid(), random_uuid()], previous_broker_epoch=previous_epoch), 4))
         assert applied.response.error_code == Error.NONE
         self.epochs[broker_id] = applied.response.broker_epoch
         return applied
@@ -662,7 +662,7 @@ def test_a_target_already_in_the_isr_completes_at_once(c5):
     assert reassignment_results(applied) == {("t", 0): Error.NONE}
     # The leader was removed, so it changes (and the leader epoch with it).
     assert written(only_change(applied)) == {"isr": [2, 3], "leader": 3, "replicas": [3, 2],
-                                             "directories": [b"\0" * 16] * 2}
+                                             "directories": [DIRECTORY_UNASSIGNED] * 2}
     p = c5.part("t")
     assert state(p) == ([3, 2], [2, 3], 3) and not p.reassigning and p.leader_epoch == 1
     assert c5.list_reassignments() == {}
@@ -674,7 +674,7 @@ def test_the_seed_example_1_2_3_to_3_4_5(c5):
     assert reassignment_results(applied) == {("t", 0): Error.NONE}
     assert written(only_change(applied)) == {
         "replicas": [3, 4, 5, 1, 2], "adding_replicas": [4, 5], "removing_replicas": [1, 2],
-        "directories": [b"\0" * 16] * 5}
+        "directories": [DIRECTORY_UNASSIGNED] * 5}
     p = c5.part("t")
     assert state(p) == ([3, 4, 5, 1, 2], [1, 2, 3], 1) and p.leader_epoch == 0
     assert c5.list_reassignments() == {("t", 0): ([3, 4, 5, 1, 2], [4, 5], [1, 2])}
@@ -693,7 +693,7 @@ def test_the_seed_example_1_2_3_to_3_4_5(c5):
     applied, result = c5.alter(1, "t", 0, [1, 2, 3, 4, 5])
     assert written(only_change(applied)) == {
         "isr": [3, 4, 5], "leader": 3, "replicas": [3, 4, 5], "adding_replicas": [],
-        "removing_replicas": [], "directories": [b"\0" * 16] * 3}
+        "removing_replicas": [], "directories": [DIRECTORY_UNASSIGNED] * 3}
     # Kafka answers only the error: the old leader learns the new state from the log.
     assert result.error_code == Error.NEW_LEADER_ELECTED and result.isr == []
     p = c5.part("t")
@@ -726,7 +726,7 @@ def test_cancelling_restores_the_original_replicas(c5):
     # Replicas were removed, so the leader is written and its epoch moves on.
     assert written(only_change(applied)) == {
         "isr": [1, 2, 3], "leader": 1, "replicas": [3, 1, 2], "adding_replicas": [],
-        "removing_replicas": [], "directories": [b"\0" * 16] * 3}
+        "removing_replicas": [], "directories": [DIRECTORY_UNASSIGNED] * 3}
     p = c5.part("t")
     assert state(p) == ([3, 1, 2], [1, 2, 3], 1) and not p.reassigning
     assert p.leader_epoch == 1
@@ -830,9 +830,11 @@ def test_replicas_leaving_an_isr_below_min_isr_join_the_elr_and_the_isr_may_empt
     # The last member leaves too: the ISR empties and the partition has no leader.
     applied = e.expire(1)
     assert only_change(applied).isr == []
-    assert written(only_change(applied)) == {"isr": [], "leader": NO_LEADER, "eligible_leader_replicas": [1, 2]}
+    # Kafka remembers the leader it had then as the last known ELR.
+    assert written(only_change(applied)) == {"isr": [], "leader": NO_LEADER, "eligible_leader_replicas": [1, 2],
+                                             "last_known_elr": [1]}
     p = e.part("t")
-    assert state(p) == ([1, 2, 3], [], NO_LEADER) and elr(p) == ([1, 2], [])
+    assert state(p) == ([1, 2, 3], [], NO_LEADER) and elr(p) == ([1, 2], [1])
     assert p in e.qc.replication.leaderless
     assert_replays(e)
 
@@ -843,7 +845,8 @@ def test_an_eligible_replica_that_comes_back_is_elected(e):
     applied = e.unfence(3)
     assert change_records(applied) == []
     applied = e.unfence(2)
-    assert written(only_change(applied)) == {"isr": [2], "leader": 2, "eligible_leader_replicas": [1]}
+    assert written(only_change(applied)) == {"isr": [2], "leader": 2, "eligible_leader_replicas": [1],
+                                             "last_known_elr": []}
     p = e.part("t")
     assert state(p) == ([1, 2, 3], [2], 2) and elr(p) == ([1], [])
     # An eligible replica has every committed record: a clean election.
@@ -867,19 +870,25 @@ def test_election_picks_a_live_eligible_replica_when_no_isr_member_is_live(e):
     assert_replays(e)
 
 
-def test_last_known_elr_is_kept_when_the_elr_empties(e):
+def test_last_known_leader_survives_unclean_restarts_and_is_elected_last(e):
+    """PartitionChangeBuilder with useLastKnownLeaderInBalancedRecovery: the last known ELR
+    holds the last leader, an unclean restart takes a broker out of the ELR but not out of
+    the last known ELR, and with nobody eligible left that leader is elected, uncleanly."""
     e.expire(3, 2, 1)
-    assert elr(e.part("t")) == ([1, 2], [])
+    assert elr(e.part("t")) == ([1, 2], [1])
     # Both eligible replicas restart without a clean shutdown: they may have lost data.
     applied = e.register(2, previous_epoch=-1)
     assert written(only_change(applied)) == {"eligible_leader_replicas": [1]}
     applied = e.register(1, previous_epoch=e.epochs[1] - 1)
-    assert written(only_change(applied)) == {"eligible_leader_replicas": [], "last_known_elr": [1]}
+    assert written(only_change(applied)) == {"eligible_leader_replicas": []}
     p = e.part("t")
     assert state(p) == ([1, 2, 3], [], NO_LEADER) and elr(p) == ([], [1])
-    # Nobody is eligible now: coming back elects no one.
-    assert change_records(e.unfence(1)) == [] and change_records(e.unfence(2)) == []
-    assert e.part("t").leader == NO_LEADER
+    # Broker 2 was never the leader: it cannot lead.
+    assert change_records(e.unfence(2)) == []
+    applied = e.unfence(1)
+    assert written(only_change(applied)) == {"isr": [1], "leader": 1, "last_known_elr": [],
+                                             "leader_recovery_state": LeaderRecoveryState.RECOVERING}
+    assert state(e.part("t")) == ([1, 2, 3], [1], 1) and elr(e.part("t")) == ([], [])
     assert_replays(e)
 
 
@@ -900,7 +909,8 @@ def test_a_clean_restart_stays_eligible(e):
     e.expire(1)
     assert state(e.part("t")) == ([1, 2, 3], [], NO_LEADER)
     applied = e.unfence(2)
-    assert written(only_change(applied)) == {"isr": [2], "leader": 2, "eligible_leader_replicas": [1]}
+    assert written(only_change(applied)) == {"isr": [2], "leader": 2, "eligible_leader_replicas": [1],
+                                             "last_known_elr": []}
     assert_replays(e)
 
 
@@ -910,9 +920,9 @@ def test_an_unclean_restart_is_no_longer_eligible(e):
     old_epoch = e.epochs[2]
     applied = e.register(2, previous_epoch=old_epoch - 1)
     assert [r.NAME for r, _ in applied.records] == ["PartitionChangeRecord", "RegisterBrokerRecord"]
-    assert written(only_change(applied)) == {"eligible_leader_replicas": [], "last_known_elr": [2]}
+    assert written(only_change(applied)) == {"eligible_leader_replicas": []}
     p = e.part("t")
-    assert state(p) == ([1, 2, 3], [1], 1) and elr(p) == ([], [2])
+    assert state(p) == ([1, 2, 3], [1], 1) and elr(p) == ([], [])
     e.expire(1)
     assert change_records(e.unfence(2)) == []
     assert e.part("t").leader == NO_LEADER

@@ -103,7 +103,8 @@ def registration(broker_id: int, incarnation: bytes | None = None, *, cluster_id
         broker_id=broker_id, cluster_id=cluster_id, incarnation_id=incarnation or random_uuid(),
         listeners=[Listener(name="PLAINTEXT", host=f"broker-{broker_id}.test",
                             port=port or 9092 + broker_id, security_protocol=0)],
-        features=features, rack=rack, previous_broker_epoch=previous_broker_epoch)
+        features=features, rack=rack, log_dirs=[random_uuid()],
+        previous_broker_epoch=previous_broker_epoch)
 
 
 def names(applied: Applied) -> list[str]:

@@ -24,6 +24,7 @@ from protocol.generated.messages.describe_topic_partitions_request import (
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID, random_uuid
+from server.controller.config_defs import TOPIC_CONFIGS
 from tests.server.test_replication import CONTROLLER_ENDPOINT, CONTROLLER_ID, Cluster
 
 TOPIC_CONFIG_SOURCE = 1  # DYNAMIC_TOPIC_CONFIG
@@ -79,8 +80,10 @@ def test_create_topics_at_every_version(c, version):
     assert result.topic_id == (topic_id if version >= 7 else ZERO_UUID)
     if version >= 5:
         assert (result.num_partitions, result.replication_factor) == (4, 2)
-        assert [(x.name, x.value, x.config_source) for x in result.configs] == [
-            ("retention.ms", "3600000", TOPIC_CONFIG_SOURCE)]
+        # Every effective config is listed, as Kafka's controller lists them.
+        assert ("retention.ms", "3600000", TOPIC_CONFIG_SOURCE) in [
+            (x.name, x.value, x.config_source) for x in result.configs]
+        assert len(result.configs) == len(TOPIC_CONFIGS)
     assert c.qc.configs.topic_configs("orders") == {"retention.ms": "3600000"}
     parts = partitions_of(c, "orders")
     assert [p.partition_id for p in parts] == [0, 1, 2, 3]
@@ -558,7 +561,8 @@ def test_describe_fills_elr_fields_and_offline_replicas():
     c.expire(3, 2, 1)
     c.register(2, previous_epoch=-1)  # an unclean restart: 2 is not eligible any more
     p = describe(c).topics[0].partitions[0]
-    assert (p.leader_id, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr) == (NO_LEADER, [], [1], [])
+    # The last known ELR holds the last leader, 1.
+    assert (p.leader_id, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr) == (NO_LEADER, [], [1], [1])
     assert p.offline_replicas == [1, 2, 3]
     c.register(1, previous_epoch=-1)
     p = describe(c).topics[0].partitions[0]

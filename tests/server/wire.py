@@ -37,7 +37,7 @@ def registration_request(cluster_id: str, broker_id: int, incarnation: bytes | N
                             security_protocol=0)],
         features=[Feature(name="metadata.version", min_supported_version=mv_range[0],
                           max_supported_version=mv_range[1])],
-        rack=None, previous_broker_epoch=previous_broker_epoch)
+        rack=None, log_dirs=[random_uuid()], previous_broker_epoch=previous_broker_epoch)
 
 
 class WireBroker:

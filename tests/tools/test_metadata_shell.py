@@ -308,7 +308,7 @@ def register(controller, broker_id: int) -> int:
         broker_id=broker_id, cluster_id=controller.cluster_id, incarnation_id=random_uuid(),
         listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29000 + broker_id, security_protocol=0)],
         features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
-        rack=None)
+        rack=None, log_dirs=[random_uuid()])
     with KafkaClient(controller.host, controller.port, client_id="test-broker") as client:
         response = client.request(request, 4)
     assert response.error_code == 0

@@ -94,7 +94,7 @@ def register_brokers(client: KafkaClient, cluster_id: str, count: int) -> None:
             listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id,
                                 security_protocol=PLAINTEXT)],
             features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
-            rack=f"rack-{broker_id % RACKS}", previous_broker_epoch=-1), 4)
+            rack=f"rack-{broker_id % RACKS}", log_dirs=[random_uuid()], previous_broker_epoch=-1), 4)
         assert isinstance(response, BrokerRegistrationResponse)
         if response.error_code != Error.NONE:
             raise RuntimeError(f"broker {broker_id} could not register: {Error(response.error_code).name}")

@@ -59,7 +59,7 @@ def _register(client: KafkaClient, cluster_id: str) -> int:
         broker_id=BROKER_ID, cluster_id=cluster_id, incarnation_id=random_uuid(),
         listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29092)],
         features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
-        rack=None), REGISTER_V)
+        rack=None, log_dirs=[random_uuid()]), REGISTER_V)
     assert isinstance(response, BrokerRegistrationResponse)
     if response.error_code:
         raise RuntimeError(f"registration failed: {Error(response.error_code).name}")

@@ -93,7 +93,7 @@ def play_session(port: int, cluster_id: str) -> None:
                 broker_id=broker_id, cluster_id=cluster_id, incarnation_id=random_uuid(),
                 listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id)],
                 features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
-                rack=None), 4)
+                rack=None, log_dirs=[random_uuid()]), 4)
             assert isinstance(response, BrokerRegistrationResponse)
             epochs[broker_id] = response.broker_epoch
 

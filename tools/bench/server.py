@@ -111,7 +111,8 @@ def register_brokers(port: int, cluster_id: str, count: int) -> list[bytes]:
                 broker_id=broker_id, cluster_id=cluster_id, incarnation_id=random_uuid(),
                 listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id)],
                 features=[Feature(name="metadata.version", min_supported_version=7,
-                                  max_supported_version=25)], rack=None), 4)
+                                  max_supported_version=25)], rack=None,
+                log_dirs=[random_uuid()]), 4)
             client.sock.sendall(frame)
             sent.append(cid)
         epochs = {}

@@ -36,10 +36,13 @@ from protocol.generated.messages.create_topics_request import CreateTopicsReques
 from protocol.generated.messages.create_topics_response import CreatableTopicResult, CreateTopicsResponse
 from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.generated.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
+from protocol.generated.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
 from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
@@ -57,6 +60,7 @@ from protocol.primitives import INT32, ZERO_UUID
 from server.apis import FORWARDABLE, with_error
 from server.controller.describe import TopicViews
 from server.controller.features import SUPPORTED_FEATURES
+from server.controller.result import accepting
 from server.controller.unserved import (
     refuse_fetch, refuse_find_coordinator, refuse_init_producer_id, refuse_list_offsets, refuse_produce)
 from server.image.image import MetadataImage
@@ -100,6 +104,12 @@ class ClientApis:
             ApiKey.LIST_OFFSETS: self._list_offsets,
             ApiKey.FIND_COORDINATOR: self._find_coordinator,
             ApiKey.INIT_PRODUCER_ID: lambda r, v: refuse_init_producer_id(),
+            # A Kafka broker answers these from its metadata image; they are not forwardable.
+            ApiKey.DESCRIBE_ACLS: accepting(DescribeAclsRequest, lambda r, v: image.acls.describe_acls(r)),
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: accepting(
+                DescribeUserScramCredentialsRequest, lambda r, v: image.scram.describe(r)),
+            ApiKey.DESCRIBE_CLIENT_QUOTAS: accepting(
+                DescribeClientQuotasRequest, lambda r, v: image.quotas.describe(r)),
         }
         # Listed on every listener, as Kafka lists them: librdkafka refuses SASL with a broker
         # whose ApiVersions lacks SaslHandshake.

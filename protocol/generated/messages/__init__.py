@@ -9,6 +9,8 @@ from .add_raft_voter_request import AddRaftVoterRequest
 from .add_raft_voter_response import AddRaftVoterResponse
 from .allocate_producer_ids_request import AllocateProducerIdsRequest
 from .allocate_producer_ids_response import AllocateProducerIdsResponse
+from .alter_client_quotas_request import AlterClientQuotasRequest
+from .alter_client_quotas_response import AlterClientQuotasResponse
 from .alter_configs_request import AlterConfigsRequest
 from .alter_configs_response import AlterConfigsResponse
 from .alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
@@ -31,6 +33,8 @@ from .controller_registration_request import ControllerRegistrationRequest
 from .controller_registration_response import ControllerRegistrationResponse
 from .create_acls_request import CreateAclsRequest
 from .create_acls_response import CreateAclsResponse
+from .create_delegation_token_request import CreateDelegationTokenRequest
+from .create_delegation_token_response import CreateDelegationTokenResponse
 from .create_partitions_request import CreatePartitionsRequest
 from .create_partitions_response import CreatePartitionsResponse
 from .create_topics_request import CreateTopicsRequest
@@ -42,10 +46,14 @@ from .delete_topics_request import DeleteTopicsRequest
 from .delete_topics_response import DeleteTopicsResponse
 from .describe_acls_request import DescribeAclsRequest
 from .describe_acls_response import DescribeAclsResponse
+from .describe_client_quotas_request import DescribeClientQuotasRequest
+from .describe_client_quotas_response import DescribeClientQuotasResponse
 from .describe_cluster_request import DescribeClusterRequest
 from .describe_cluster_response import DescribeClusterResponse
 from .describe_configs_request import DescribeConfigsRequest
 from .describe_configs_response import DescribeConfigsResponse
+from .describe_delegation_token_request import DescribeDelegationTokenRequest
+from .describe_delegation_token_response import DescribeDelegationTokenResponse
 from .describe_quorum_request import DescribeQuorumRequest
 from .describe_quorum_response import DescribeQuorumResponse
 from .describe_topic_partitions_request import DescribeTopicPartitionsRequest
@@ -58,6 +66,8 @@ from .end_quorum_epoch_request import EndQuorumEpochRequest
 from .end_quorum_epoch_response import EndQuorumEpochResponse
 from .envelope_request import EnvelopeRequest
 from .envelope_response import EnvelopeResponse
+from .expire_delegation_token_request import ExpireDelegationTokenRequest
+from .expire_delegation_token_response import ExpireDelegationTokenResponse
 from .fetch_request import FetchRequest
 from .fetch_response import FetchResponse
 from .fetch_snapshot_request import FetchSnapshotRequest
@@ -80,6 +90,8 @@ from .produce_request import ProduceRequest
 from .produce_response import ProduceResponse
 from .remove_raft_voter_request import RemoveRaftVoterRequest
 from .remove_raft_voter_response import RemoveRaftVoterResponse
+from .renew_delegation_token_request import RenewDelegationTokenRequest
+from .renew_delegation_token_response import RenewDelegationTokenResponse
 from .request_header import RequestHeader
 from .response_header import ResponseHeader
 from .sasl_authenticate_request import SaslAuthenticateRequest
@@ -100,6 +112,8 @@ BY_NAME: dict[str, type[Message]] = {
     'AddRaftVoterResponse': AddRaftVoterResponse,
     'AllocateProducerIdsRequest': AllocateProducerIdsRequest,
     'AllocateProducerIdsResponse': AllocateProducerIdsResponse,
+    'AlterClientQuotasRequest': AlterClientQuotasRequest,
+    'AlterClientQuotasResponse': AlterClientQuotasResponse,
     'AlterConfigsRequest': AlterConfigsRequest,
     'AlterConfigsResponse': AlterConfigsResponse,
     'AlterPartitionReassignmentsRequest': AlterPartitionReassignmentsRequest,
@@ -122,6 +136,8 @@ BY_NAME: dict[str, type[Message]] = {
     'ControllerRegistrationResponse': ControllerRegistrationResponse,
     'CreateAclsRequest': CreateAclsRequest,
     'CreateAclsResponse': CreateAclsResponse,
+    'CreateDelegationTokenRequest': CreateDelegationTokenRequest,
+    'CreateDelegationTokenResponse': CreateDelegationTokenResponse,
     'CreatePartitionsRequest': CreatePartitionsRequest,
     'CreatePartitionsResponse': CreatePartitionsResponse,
     'CreateTopicsRequest': CreateTopicsRequest,
@@ -133,10 +149,14 @@ BY_NAME: dict[str, type[Message]] = {
     'DeleteTopicsResponse': DeleteTopicsResponse,
     'DescribeAclsRequest': DescribeAclsRequest,
     'DescribeAclsResponse': DescribeAclsResponse,
+    'DescribeClientQuotasRequest': DescribeClientQuotasRequest,
+    'DescribeClientQuotasResponse': DescribeClientQuotasResponse,
     'DescribeClusterRequest': DescribeClusterRequest,
     'DescribeClusterResponse': DescribeClusterResponse,
     'DescribeConfigsRequest': DescribeConfigsRequest,
     'DescribeConfigsResponse': DescribeConfigsResponse,
+    'DescribeDelegationTokenRequest': DescribeDelegationTokenRequest,
+    'DescribeDelegationTokenResponse': DescribeDelegationTokenResponse,
     'DescribeQuorumRequest': DescribeQuorumRequest,
     'DescribeQuorumResponse': DescribeQuorumResponse,
     'DescribeTopicPartitionsRequest': DescribeTopicPartitionsRequest,
@@ -149,6 +169,8 @@ BY_NAME: dict[str, type[Message]] = {
     'EndQuorumEpochResponse': EndQuorumEpochResponse,
     'EnvelopeRequest': EnvelopeRequest,
     'EnvelopeResponse': EnvelopeResponse,
+    'ExpireDelegationTokenRequest': ExpireDelegationTokenRequest,
+    'ExpireDelegationTokenResponse': ExpireDelegationTokenResponse,
     'FetchRequest': FetchRequest,
     'FetchResponse': FetchResponse,
     'FetchSnapshotRequest': FetchSnapshotRequest,
@@ -171,6 +193,8 @@ BY_NAME: dict[str, type[Message]] = {
     'ProduceResponse': ProduceResponse,
     'RemoveRaftVoterRequest': RemoveRaftVoterRequest,
     'RemoveRaftVoterResponse': RemoveRaftVoterResponse,
+    'RenewDelegationTokenRequest': RenewDelegationTokenRequest,
+    'RenewDelegationTokenResponse': RenewDelegationTokenResponse,
     'RequestHeader': RequestHeader,
     'ResponseHeader': ResponseHeader,
     'SaslAuthenticateRequest': SaslAuthenticateRequest,
@@ -192,6 +216,8 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 80): AddRaftVoterResponse,
     ('request', 67): AllocateProducerIdsRequest,
     ('response', 67): AllocateProducerIdsResponse,
+    ('request', 49): AlterClientQuotasRequest,
+    ('response', 49): AlterClientQuotasResponse,
     ('request', 33): AlterConfigsRequest,
     ('response', 33): AlterConfigsResponse,
     ('request', 45): AlterPartitionReassignmentsRequest,
@@ -214,6 +240,8 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 70): ControllerRegistrationResponse,
     ('request', 30): CreateAclsRequest,
     ('response', 30): CreateAclsResponse,
+    ('request', 38): CreateDelegationTokenRequest,
+    ('response', 38): CreateDelegationTokenResponse,
     ('request', 37): CreatePartitionsRequest,
     ('response', 37): CreatePartitionsResponse,
     ('request', 19): CreateTopicsRequest,
@@ -224,10 +252,14 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 20): DeleteTopicsResponse,
     ('request', 29): DescribeAclsRequest,
     ('response', 29): DescribeAclsResponse,
+    ('request', 48): DescribeClientQuotasRequest,
+    ('response', 48): DescribeClientQuotasResponse,
     ('request', 60): DescribeClusterRequest,
     ('response', 60): DescribeClusterResponse,
     ('request', 32): DescribeConfigsRequest,
     ('response', 32): DescribeConfigsResponse,
+    ('request', 41): DescribeDelegationTokenRequest,
+    ('response', 41): DescribeDelegationTokenResponse,
     ('request', 55): DescribeQuorumRequest,
     ('response', 55): DescribeQuorumResponse,
     ('request', 75): DescribeTopicPartitionsRequest,
@@ -240,6 +272,8 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 54): EndQuorumEpochResponse,
     ('request', 58): EnvelopeRequest,
     ('response', 58): EnvelopeResponse,
+    ('request', 40): ExpireDelegationTokenRequest,
+    ('response', 40): ExpireDelegationTokenResponse,
     ('request', 1): FetchRequest,
     ('response', 1): FetchResponse,
     ('request', 59): FetchSnapshotRequest,
@@ -262,6 +296,8 @@ BY_API_KEY: dict[tuple[str, int], type[Message]] = {
     ('response', 0): ProduceResponse,
     ('request', 81): RemoveRaftVoterRequest,
     ('response', 81): RemoveRaftVoterResponse,
+    ('request', 39): RenewDelegationTokenRequest,
+    ('response', 39): RenewDelegationTokenResponse,
     ('request', 36): SaslAuthenticateRequest,
     ('response', 36): SaslAuthenticateResponse,
     ('request', 17): SaslHandshakeRequest,

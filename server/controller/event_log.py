@@ -1,0 +1,95 @@
+"""The controller's INFO lines about what it decides, worded as Kafka's controller words them:
+registrations, fencing and unfencing with their reason, controlled shutdowns, topic creations
+and deletions, and leader elections (a large batch summarised).
+
+Lines are written when the records are generated, as Kafka logs them, by the active controller
+only; a standby or a restart replaying the log says nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from protocol.constants import NO_LEADER, NO_LEADER_CHANGE
+from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
+from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
+from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
+from protocol.generated.metadata.partition_record import PartitionRecord
+from protocol.generated.metadata.remove_topic_record import RemoveTopicRecord
+from protocol.generated.metadata.topic_record import TopicRecord
+from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
+from protocol.message import Message
+from protocol.primitives import uuid_to_str
+
+log = logging.getLogger("kraftwire.controller")
+
+# Partitions named one by one in an election line; the rest are counted.
+LISTED_PARTITIONS = 10
+
+
+def registered(req: BrokerRegistrationRequest, previous_incarnation: bytes | None, previous_epoch: int,
+               cleanup_records: int, epoch: int) -> None:
+    """ClusterControlManager.registerBroker's three cases."""
+    incarnation = uuid_to_str(req.incarnation_id)
+    if previous_incarnation is None:
+        log.info("No previous registration found for broker %d. New incarnation ID is %s.  Generated %d "
+                 "record(s) to clean up previous incarnations. New broker epoch is %d.",
+                 req.broker_id, incarnation, cleanup_records, epoch)
+    elif previous_incarnation != req.incarnation_id:
+        log.info("Registering a new incarnation of broker %d. Previous incarnation ID was %s; new incarnation "
+                 "ID is %s. Generated %d record(s) to clean up previous incarnations. Broker epoch will "
+                 "become %d.", req.broker_id, uuid_to_str(previous_incarnation), incarnation, cleanup_records, epoch)
+    else:
+        log.info("Amending registration of broker %d, incarnation ID %s. Broker epoch remains %d.",
+                 req.broker_id, incarnation, previous_epoch)
+
+
+def session_expired(broker_id: int) -> None:
+    log.info("Fencing broker %d because its session has timed out.", broker_id)
+
+
+def heartbeat(broker_id: int, was_fenced: bool, was_shutting_down: bool, epoch: int,
+              records: Iterable[Message], response: BrokerHeartbeatResponse) -> None:
+    """BrokerHeartbeatManager's state transitions, each with why it was granted."""
+    written = list(records)
+    if any(isinstance(r, UnfenceBrokerRecord) for r in written):
+        log.info("The request from broker %d to unfence has been granted because it has caught up with "
+                 "the offset of its register broker record %d.", broker_id, epoch)
+    elif any(isinstance(r, BrokerRegistrationChangeRecord) and r.in_controlled_shutdown for r in written):
+        log.info("Unfenced broker %d has requested and been granted a controlled shutdown.", broker_id)
+    elif response.should_shut_down:
+        if was_shutting_down:
+            log.info("The request from broker %d to shut down has been granted: it leads no partition and "
+                     "every active broker has replicated its controlled shutdown.", broker_id)
+        elif was_fenced:
+            log.info("Fenced broker %d has requested and been granted an immediate shutdown.", broker_id)
+        else:
+            log.info("Unfenced broker %d has requested and been granted an immediate shutdown.", broker_id)
+    elif response.is_fenced and not was_fenced:
+        log.info("Unfenced broker %d has requested and been granted fencing", broker_id)
+
+
+def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None]) -> None:
+    """Topic creations and deletions, and every leader the records change, in one line each."""
+    created: dict[bytes, tuple[str, int]] = {}
+    elected: list[str] = []
+    for record in records:
+        if isinstance(record, TopicRecord):
+            created[record.topic_id] = (record.name, 0)
+        elif isinstance(record, PartitionRecord) and record.topic_id in created:
+            name, count = created[record.topic_id]
+            created[record.topic_id] = (name, count + 1)
+        elif isinstance(record, RemoveTopicRecord):
+            log.info("Deleting topic %s with ID %s.", topic_name(record.topic_id), uuid_to_str(record.topic_id))
+        elif isinstance(record, PartitionChangeRecord) and record.leader != NO_LEADER_CHANGE:
+            topic = topic_name(record.topic_id)
+            leader = "none" if record.leader == NO_LEADER else str(record.leader)
+            elected.append(f"{topic}-{record.partition_id} -> {leader}")
+    for topic_id, (name, count) in created.items():
+        log.info("Created topic %s with topic ID %s and %d partition(s).", name, uuid_to_str(topic_id), count)
+    if elected:
+        more = len(elected) - LISTED_PARTITIONS
+        log.info("Changed the leader of %d partition(s): %s%s", len(elected), ", ".join(elected[:LISTED_PARTITIONS]),
+                 f" (and {more} more)" if more > 0 else "")

@@ -1,0 +1,83 @@
+"""The controller's INFO lines, as Kafka's controller writes them: registrations, fencing and
+unfencing with their reason, controlled shutdowns, topic creations and deletions, and leader
+elections (a large batch summarised)."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol.primitives import random_uuid
+from server.controller.event_log import LISTED_PARTITIONS
+from tests.server.test_replication import Cluster
+from tests.server.test_state_machine import Harness
+
+LOGGER = "kraftwire.controller"
+
+
+@pytest.fixture
+def c() -> Cluster:
+    cluster = Cluster()
+    cluster.brokers(1, 2, 3)
+    return cluster
+
+
+def lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    out = [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelname == "INFO"]
+    caplog.clear()
+    return out
+
+
+def test_registration_and_unfencing(caplog):
+    h = Harness()
+    incarnation = random_uuid()
+    with caplog.at_level("INFO", logger=LOGGER):
+        first = h.register(1, incarnation).response.broker_epoch
+        assert lines(caplog) == [
+            f"No previous registration found for broker 1. New incarnation ID is {_text(incarnation)}.  "
+            f"Generated 0 record(s) to clean up previous incarnations. New broker epoch is {first}."]
+        h.register(1, incarnation)
+        assert lines(caplog) == [f"Amending registration of broker 1, incarnation ID {_text(incarnation)}. "
+                                 f"Broker epoch remains {first}."]
+        again = random_uuid()
+        second = h.register(1, again).response.broker_epoch
+        assert lines(caplog) == [
+            f"Registering a new incarnation of broker 1. Previous incarnation ID was {_text(incarnation)}; "
+            f"new incarnation ID is {_text(again)}. Generated 0 record(s) to clean up previous incarnations. "
+            f"Broker epoch will become {second}."]
+        h.heartbeat(1, second, offset=second)
+        assert lines(caplog) == [f"The request from broker 1 to unfence has been granted because it has "
+                                 f"caught up with the offset of its register broker record {second}."]
+
+
+def test_topics_fencing_and_elections(c, caplog):
+    with caplog.at_level("INFO", logger=LOGGER):
+        topic_id = c.topic("orders", [[1, 2], [2, 1]])
+        assert lines(caplog) == [f"Created topic orders with topic ID {_text(topic_id)} and 2 partition(s)."]
+        c.expire(1)
+        assert lines(caplog) == ["Fencing broker 1 because its session has timed out.",
+                                 "Changed the leader of 1 partition(s): orders-0 -> 2"]
+        c.shut_down(2)
+        # The reason comes first, then what it changed.
+        assert lines(caplog) == ["Unfenced broker 2 has requested and been granted a controlled shutdown.",
+                                 "Changed the leader of 2 partition(s): orders-0 -> none, orders-1 -> none"]
+        c.heartbeat(3)  # every active broker has seen the shutdown begin
+        c.shut_down(2)
+        assert lines(caplog) == ["The request from broker 2 to shut down has been granted: it leads no partition "
+                                 "and every active broker has replicated its controlled shutdown."]
+        c.delete("orders")
+        assert lines(caplog) == [f"Deleting topic orders with ID {_text(topic_id)}."]
+
+
+def test_a_large_election_is_summarised(c, caplog):
+    partitions = LISTED_PARTITIONS + 5
+    c.topic("big", [[1, 2]] * partitions)
+    with caplog.at_level("INFO", logger=LOGGER):
+        c.expire(1)
+    [_, elected] = lines(caplog)
+    assert elected.startswith(f"Changed the leader of {partitions} partition(s): big-0 -> 2, big-1 -> 2")
+    assert elected.endswith("(and 5 more)") and elected.count("->") == LISTED_PARTITIONS
+
+
+def _text(uuid: bytes) -> str:
+    from protocol.primitives import uuid_to_str
+    return uuid_to_str(uuid)
