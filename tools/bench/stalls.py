@@ -160,7 +160,7 @@ class Bystanders:
             broker_id=LIVE_BROKER, cluster_id=await self._cluster_id(), incarnation_id=random_uuid(),
             listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol=0)],
             features=[Feature(name=n, min_supported_version=lo, max_supported_version=hi)
-                      for n, (lo, hi) in SUPPORTED_FEATURES.items()]), 4, REQUEST_TIMEOUT_S)
+                      for n, (lo, hi) in SUPPORTED_FEATURES.items()], log_dirs=[random_uuid()]), 4, REQUEST_TIMEOUT_S)
         assert isinstance(registered, BrokerRegistrationResponse)
         if registered.error_code != Error.NONE:
             raise RuntimeError(f"the live broker's registration failed: {registered.error_code}")
@@ -415,7 +415,7 @@ def quorum(workdir: Path, topics: int) -> None:
                 broker_id=1, cluster_id=leader.cluster_id or "", incarnation_id=random_uuid(),
                 listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol=0)],
                 features=[Feature(name=n, min_supported_version=lo, max_supported_version=hi)
-                          for n, (lo, hi) in SUPPORTED_FEATURES.items()]), 4)
+                          for n, (lo, hi) in SUPPORTED_FEATURES.items()], log_dirs=[random_uuid()]), 4)
             epoch = registered.broker_epoch  # type: ignore[attr-defined]
             c.request(BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch, current_metadata_offset=epoch), 1)
         for start in range(0, topics, 1000):
