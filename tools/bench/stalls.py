@@ -404,8 +404,9 @@ def create_topics(port: int, names: list[str]) -> bool:
 
 
 def quorum(workdir: Path, topics: int) -> None:
-    voters = QuorumProcesses(workdir, 3, {"metadata.max.idle.interval.ms": "0"}, lifetime_s=LIFETIME_S,
-                             start_timeout_s=600).start()
+    # Broker 1 heartbeats once: its session must outlast creating every topic on it.
+    voters = QuorumProcesses(workdir, 3, {"metadata.max.idle.interval.ms": "0", "broker.session.timeout.ms": "3600000"},
+                             lifetime_s=LIFETIME_S, start_timeout_s=600).start()
     try:
         leader = voters.members[voters.wait_for_leader(timeout=60)]
         with KafkaClient(leader.host, leader.port, timeout=REQUEST_TIMEOUT_S) as c:
