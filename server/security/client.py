@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import secrets
 import ssl
-import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -22,7 +21,7 @@ from server.security.errors import AuthenticationFailed
 from server.security.plain import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas
 from server.security.scram import MECHANISMS, MIN_ITERATIONS, salted_password
 from server.security.settings import SASL_PROTOCOLS, SUPPORTED_MECHANISMS, TLS_PROTOCOLS
-from server.security.tls import TlsSettings
+from server.security.tls import TlsSettings, load_keystore
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's ssl.endpoint.identification.algorithm: "https" checks the server's name, "" does not.
@@ -64,7 +63,7 @@ def client_context(settings: TlsSettings, check_hostname: bool) -> ssl.SSLContex
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.check_hostname = check_hostname
     _load_truststore(context, settings)
-    _load_keystore(context, settings)
+    load_keystore(context, settings)
     return context
 
 
@@ -75,17 +74,6 @@ def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
         context.load_verify_locations(cadata=settings.truststore_certificates)
     else:
         context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-
-
-def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
-    if settings.keystore_location is not None:
-        context.load_cert_chain(settings.keystore_location, password=settings.key_password)
-    elif settings.keystore_key is not None and settings.keystore_certificate_chain is not None:
-        # ssl reads keys only from files: the PEM text goes through a private temporary file.
-        with tempfile.NamedTemporaryFile("w", suffix=".pem") as pem:
-            pem.write(settings.keystore_key.strip() + "\n" + settings.keystore_certificate_chain.strip() + "\n")
-            pem.flush()
-            context.load_cert_chain(pem.name, password=settings.key_password)
 
 
 def jaas_credentials(jaas: str, mechanism: str) -> tuple[str, str]:
@@ -140,7 +128,7 @@ def client_security_from_properties(props: dict[str, str]) -> ClientSecurity:
             raise ClientSettingsError("sasl.jaas.config", str(exc)) from None
     if protocol in TLS_PROTOCOLS:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        for key, load in (("ssl.truststore.location", _load_truststore), ("ssl.keystore.location", _load_keystore)):
+        for key, load in (("ssl.truststore.location", _load_truststore), ("ssl.keystore.location", load_keystore)):
             try:
                 load(context, tls)
             except (ssl.SSLError, OSError) as exc:

@@ -30,6 +30,21 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     """An SSLContext for a listener; ssl.SSLError or OSError when the stores cannot be used."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if not load_keystore(context, settings):
+        raise ValueError("a TLS listener needs ssl.keystore.location or ssl.keystore.key and "
+                         "ssl.keystore.certificate.chain")
+    if settings.truststore_location is not None:
+        context.load_verify_locations(cafile=settings.truststore_location)
+    elif settings.truststore_certificates is not None:
+        context.load_verify_locations(cadata=settings.truststore_certificates)
+    context.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(
+        settings.client_auth, ssl.CERT_NONE)
+    return context
+
+
+def load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> bool:
+    """Present the keystore's certificate (a listener's, or a client's where the server asks
+    for one); False when the settings name no keystore."""
     if settings.keystore_location is not None:
         # A PEM keystore file holds the private key and the certificate chain together.
         context.load_cert_chain(settings.keystore_location, password=settings.key_password)
@@ -40,15 +55,8 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
             pem.flush()
             context.load_cert_chain(pem.name, password=settings.key_password)
     else:
-        raise ValueError("a TLS listener needs ssl.keystore.location or ssl.keystore.key and "
-                         "ssl.keystore.certificate.chain")
-    if settings.truststore_location is not None:
-        context.load_verify_locations(cafile=settings.truststore_location)
-    elif settings.truststore_certificates is not None:
-        context.load_verify_locations(cadata=settings.truststore_certificates)
-    context.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(
-        settings.client_auth, ssl.CERT_NONE)
-    return context
+        return False
+    return True
 
 
 def distinguished_name(peer_certificate: dict[str, Any]) -> str:
