@@ -77,7 +77,8 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
         dict(client_id=r.client_id, api_name=r.name, versions=sorted(r.versions))
         for r in sorted(by_set.get(client_set, []), key=lambda r: (_nulls_first(r.client_id), r.name)) if r.requests
     ]
-    (frame_totals,) = by_set[total_set]  # an aggregate without grouping is one row, even over an empty table
+    # Grouping sets give no row at all over an empty table, not even the grand total's.
+    frame_totals = by_set[total_set][0].asDict() if total_set in by_set else dict(frames=0)
     histogram: dict[str, list[int]] = {}
     for r in by_set.get(histogram_set, []):
         if r.latency_bin is not None:
@@ -107,7 +108,7 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
             F.sum("gap_bytes").alias("gap_bytes"), F.sum("unanswered").alias("unanswered"),
             _grouping(flow_sets, ["capture"]).alias("set")).collect():
         flow_rows.setdefault(r.set, []).append(r)
-    (flow_totals,) = flow_rows[0]
+    flow_totals = flow_rows[0][0].asDict() if 0 in flow_rows else dict(flows=0)
 
     per_capture: dict[str, dict[str, int]] = {}
     for r in flow_rows.get(1, []):
@@ -121,15 +122,15 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
 
     sizes = [(path, os.path.getsize(local) if os.path.exists(local := local_path(path)) else None) for path in captures]
     totals = dict(
-        captures=len(captures), bytes=sum(size or 0 for _, size in sizes), frames=frame_totals.frames,
-        requests=frame_totals.requests or 0, kafka_bytes=frame_totals.kafka_bytes or 0,
-        flows=flow_totals.flows, kafka_flows=flow_totals.kafka_flows or 0, gap_bytes=flow_totals.gap_bytes or 0,
-        unanswered=flow_totals.unanswered or 0, violations=sum(severities.values()), **severities,
+        captures=len(captures), bytes=sum(size or 0 for _, size in sizes), frames=frame_totals["frames"],
+        requests=frame_totals.get("requests") or 0, kafka_bytes=frame_totals.get("kafka_bytes") or 0,
+        flows=flow_totals["flows"], kafka_flows=flow_totals.get("kafka_flows") or 0,
+        gap_bytes=flow_totals.get("gap_bytes") or 0, unanswered=flow_totals.get("unanswered") or 0, violations=sum(severities.values()), **severities,
     )
     return dict(
         captures=[dict(capture=path, bytes=size, **per_capture.get(path, _NOTHING)) for path, size in sizes],
         totals=totals, apis=apis, rules=rules, latency=latency, clients=clients, problems=problems,
-        timeline=_timeline(named, frame_totals.first, frame_totals.last),
+        timeline=_timeline(named, frame_totals.get("first"), frame_totals.get("last")),
         latency_histogram=dict(edges_ms=edges, series=dict(sorted(histogram.items()))),
     )
 
