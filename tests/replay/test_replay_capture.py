@@ -134,6 +134,14 @@ def test_pcapng_binary_resolution_and_time_offset():
     assert list(read_packets(raw)) == [Packet(105_500_000_000, f.LINKTYPE_RAW, frame(40), 40)]
 
 
+def test_pcapng_packet_time_beyond_64_bit_nanoseconds_is_a_corrupt_block():
+    # 2^64 - 1 microseconds is about 1.8e22 ns, more than any 64-bit column of the tables holds.
+    raw = shb("<") + idb("<", f.LINKTYPE_RAW) + epb("<", 0, (1 << 64) - 1, frame(40)) + epb("<", 0, 5, frame(41))
+    packets, problems = split(read_packets(raw))
+    assert packets == [Packet(5_000, f.LINKTYPE_RAW, frame(41), 41)]
+    assert [p.kind for p in problems] == ["corrupt_block"]
+
+
 def test_pcapng_simple_packet_block_uses_snaplen_and_previous_timestamp():
     raw = (
         shb("<")

@@ -20,6 +20,9 @@ Buffer = Union[bytes, mmap.mmap]
 _MAX_RECORD = 262144
 # A resynchronised pcap record must lie within a day of the last good one.
 _MAX_CLOCK_JUMP_S = 86400
+# Packet times, in nanoseconds, must fit the tables' 64-bit columns: a damaged 64-bit pcapng
+# timestamp can overflow them and would fail a whole Spark job.
+_MIN_TS_NS, _MAX_TS_NS = -(1 << 63), (1 << 63) - 1
 
 
 class Packet(NamedTuple):
@@ -190,6 +193,7 @@ def _read_pcapng(buf: Buffer) -> Iterator[Packet | Problem]:
     n = len(buf)
     epb_type, spb_type, idb_type, shb_type = f.PCAPNG_EPB, f.PCAPNG_SPB, f.PCAPNG_IDB, f.PCAPNG_SHB
     min_block, epb_fixed = f.PCAPNG_MIN_BLOCK_SIZE, f.PCAPNG_EPB_FIXED_SIZE
+    min_ts, max_ts = _MIN_TS_NS, _MAX_TS_NS
     order = "<"
     header = f.PCAPNG_BLOCK_HEADER_FAST[order].unpack_from
     u32 = f.PCAPNG_U32[order].unpack_from
@@ -235,11 +239,15 @@ def _read_pcapng(buf: Buffer) -> Iterator[Packet | Problem]:
                 if iface.known:
                     ticks = (ts_high << 32) | ts_low
                     if iface.ts_mult:
-                        last_ts = ticks * iface.ts_mult + iface.ts_offset_ns
+                        ts = ticks * iface.ts_mult + iface.ts_offset_ns
                     else:
-                        last_ts = ticks * 1_000_000_000 // iface.ts_units + iface.ts_offset_ns
-                    data_at = pos + epb_fixed
-                    yield Packet(last_ts, iface.link_type, buf[data_at : data_at + caplen], orig)
+                        ts = ticks * 1_000_000_000 // iface.ts_units + iface.ts_offset_ns
+                    if not min_ts <= ts <= max_ts:
+                        yield Problem("corrupt_block", pos, total, f"packet time {ts} ns is out of range")
+                    else:
+                        last_ts = ts
+                        data_at = pos + epb_fixed
+                        yield Packet(last_ts, iface.link_type, buf[data_at : data_at + caplen], orig)
                 else:
                     skipped[if_id] = skipped.get(if_id, 0) + 1
         elif block_type == spb_type:

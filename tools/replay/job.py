@@ -14,6 +14,7 @@ readable by them (a shared filesystem).
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -72,9 +73,10 @@ def local_path(path: str) -> str:
     return path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
 
 
-def arrow_tasks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The executors' side of the job: decode the tasks named in `batches` and hand the rows
-    to the JVM as Arrow record batches of the TAGGED schema, one kind of row per batch."""
+def arrow_tasks(tasks: list[Task], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The executors' side of the job: decode the tasks whose indexes in `tasks` are the
+    `id`s in `batches` and hand the rows to the JVM as Arrow record batches of the TAGGED
+    schema, one kind of row per batch."""
     import pyarrow as pa
 
     from tools.replay import schema
@@ -90,9 +92,8 @@ def arrow_tasks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return pa.RecordBatch.from_arrays([pa.array([tag] * len(rows), pa.int32()), *columns], schema=target)
 
     for batch in batches:
-        for task in batch.to_pylist():
-            for tag, row in run_task(Task(task["path"], task["capture"], task["part"], task["parts"],
-                                          tuple(task["ports"]))):
+        for index in batch.column(0).to_pylist():
+            for tag, row in run_task(tasks[index]):
                 pending[tag].append(row)
                 if len(pending[tag]) >= ARROW_BATCH_ROWS:
                     yield flush(tag)
@@ -107,8 +108,14 @@ def to_arrow_schema(spark_schema: StructType) -> pa.Schema:
     return convert(spark_schema)
 
 
-def controller_task(events: Iterable[RowTuple]) -> Iterator[RowTuple]:
-    return (tuple(v) for v in controller_violations(ControllerEvent(*e) for e in events))
+def judge_capture(events: pa.Table) -> pa.Table:
+    """The cross-flow rules' violations in one capture's controller events, as Arrow."""
+    import pyarrow as pa
+
+    from tools.replay import schema
+
+    found = controller_violations(ControllerEvent(**e) for e in events.to_pylist())
+    return pa.Table.from_pylist([v._asdict() for v in found], schema=to_arrow_schema(schema.VIOLATIONS))
 
 
 def plan(captures: Iterable[str], ports: Iterable[int], parallelism: int) -> list[Task]:
@@ -156,6 +163,7 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: s
         # The decoding is Python's work; the JVM only moves rows, and its full JIT's warm-up
         # would double the time of a small run.
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        builder = builder.config("spark.python.daemon.module", "tools.replay.daemon")
     # The job's notes say how far it is; the web UI is not needed.
     builder = builder.config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
     if log is None:
@@ -190,21 +198,20 @@ def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] 
 
     from tools.replay import schema
 
-    sc = spark.sparkContext
-    tasks = plan(captures, ports, sc.defaultParallelism)
+    tasks = plan(captures, ports, spark.sparkContext.defaultParallelism)
     _note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
     # The executors decode their tasks and hand every kind of row to the JVM in Arrow batches
     # of one cached table, one struct column per kind, split apart by the JVM; the driver
-    # sends nothing but the tasks' paths.
-    named = spark.createDataFrame(sc.parallelize([tuple(t) for t in tasks], len(tasks)), schema.TASKS)
-    rows = named.mapInArrow(arrow_tasks, schema.TAGGED).persist()
+    # sends nothing but the tasks' paths, with the function. A range of task indexes, one per
+    # partition, needs no Python worker to build, as a DataFrame of Python rows would.
+    indexes = spark.range(0, len(tasks), 1, max(1, len(tasks)))
+    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks), schema.TAGGED).persist()
     # Decode once, now: the jobs below would otherwise each decode before the cache is filled
     # (the broadcast of the cross-flow violations runs beside the frames' own job).
     _note(f"decoded {rows.count()} rows")
     frames = rows.where("tag = 0").select("frame.*")
-    events = rows.where("tag = 3").select("event.*").rdd.map(tuple)
-    judged = spark.createDataFrame(events.groupBy(lambda e: e[0]).flatMap(lambda kv: controller_task(kv[1])),
-                                   schema.VIOLATIONS, verifySchema=False).persist()  # read twice below
+    events = rows.where("tag = 3").select("event.*")
+    judged = events.groupBy("capture").applyInArrow(judge_capture, schema.VIOLATIONS).persist()  # read twice below
     violations = rows.where("tag = 1").select("violation.*").unionByName(judged)
     flows = rows.where("tag = 2").select("flow.*")
     # Rules judged across flows name their frame; add them to that frame's own list.

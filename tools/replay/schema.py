@@ -40,7 +40,3 @@ EVENTS = _schema(ControllerEvent._fields, _NULLABLE - {"flow", "frame", "timesta
 TAGGED = StructType([StructField("tag", IntegerType(), False)] + [
     StructField(name, kind, True) for name, kind in
     (("frame", FRAMES), ("violation", VIOLATIONS), ("flow", FLOWS), ("event", EVENTS))])
-# What a Spark task is told: one share of one capture (`job.Task`).
-TASKS = StructType([StructField("path", StringType(), False), StructField("capture", StringType(), False),
-                    StructField("part", IntegerType(), False), StructField("parts", IntegerType(), False),
-                    StructField("ports", ArrayType(IntegerType(), False), False)])

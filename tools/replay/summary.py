@@ -30,93 +30,115 @@ def latency_edges() -> list[float]:
 
 
 def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
+    """Each table is read by one aggregation pass over grouping sets (the frames' timeline,
+    binned from the first frame's time, by a second): every extra Spark job costs about as
+    much as a small table's whole pass. The few rows come back unsorted and are ordered here,
+    since a sorted collect costs Spark a sampling job of its own."""
     from pyspark.sql import functions as F
 
     frames, violations, flows = tables.frames, tables.violations, tables.flows
-    is_request = F.col("direction") == "request"
+    is_request = (F.col("direction") == "request").cast("int")
     name = F.coalesce("api_name", F.concat(F.lit("key "), F.col("api_key").cast("string")), F.lit(_NO_NAME))
-    named = frames.withColumn("name", name)
+    edges = latency_edges()
+    last_bin = len(edges) - 2
+    scaled = F.floor(F.log10(F.col("latency_ms") / LATENCY_MIN_MS) * LATENCY_BINS_PER_DECADE)
+    latency_bin = F.least(F.greatest(F.coalesce(scaled, F.lit(0)), F.lit(0)), F.lit(last_bin))
+    named = frames.select(
+        "capture", "api_key", name.alias("name"), "api_version", "client_id", is_request.alias("request"), "size",
+        "timestamp_ns", "latency_ms",
+        F.when(F.col("latency_ms").isNotNull(), latency_bin).alias("latency_bin"))
 
-    # A response carries its request's API, so what a version's requests lack in responses
-    # went unanswered.
+    api_set, latency_set, client_set, total_set, capture_set, histogram_set = range(6)
+    frame_sets = [["api_key", "name", "api_version"], ["name"], ["client_id", "name"], [], ["capture"],
+                  ["name", "latency_bin"]]
+    frame_rows = named.groupingSets(
+        frame_sets, "capture", "api_key", "name", "api_version", "client_id", "latency_bin").agg(
+        F.count("*").alias("frames"), F.sum("request").alias("requests"), F.sum("size").alias("kafka_bytes"),
+        F.min("timestamp_ns").alias("first"), F.max("timestamp_ns").alias("last"),
+        F.count("latency_ms").alias("answered"), F.max("latency_ms").alias("max"),
+        F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p"),
+        F.collect_set(F.when(F.col("request") == 1, F.col("api_version"))).alias("versions"),
+        _grouping(frame_sets, ["capture", "api_key", "name", "api_version", "client_id", "latency_bin"]).alias("set"),
+    ).collect()
+    by_set: dict[int, list[Any]] = {}
+    for r in frame_rows:
+        by_set.setdefault(r.set, []).append(r)
+
     apis = [
-        dict(api_key=r.api_key, api_name=r.name, api_version=r.api_version, requests=r.requests, responses=r.responses,
-             unanswered=max(0, r.requests - r.responses))
-        for r in named.groupBy("api_key", "name", "api_version")
-        .agg(F.sum(is_request.cast("int")).alias("requests"), F.sum((~is_request).cast("int")).alias("responses"))
-        .orderBy(F.col("api_key").asc_nulls_last(), "api_version").collect()
-    ]
-    rules = [
-        dict(rule=r.rule, severity=r.severity, count=r["count"], example=r.example)
-        for r in violations.groupBy("rule", "severity")
-        .agg(F.count("*").alias("count"), F.first("detail").alias("example"))
-        .orderBy(F.desc("count")).collect()
+        dict(api_key=r.api_key, api_name=r.name, api_version=r.api_version, requests=r.requests,
+             responses=r.frames - r.requests, unanswered=max(0, 2 * r.requests - r.frames))
+        for r in sorted(by_set.get(api_set, []), key=lambda r: (_nulls_last(r.api_key), _nulls_first(r.api_version)))
     ]
     latency = [
-        dict(api_name=r.name, count=r["count"], p50=r.p[0], p90=r.p[1], p99=r.p[2], max=r.max)
-        for r in named.where(F.col("latency_ms").isNotNull()).groupBy("name")
-        .agg(F.count("*").alias("count"), F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p"),
-             F.max("latency_ms").alias("max"))
-        .orderBy("name").collect()
+        dict(api_name=r.name, count=r.answered, p50=r.p[0], p90=r.p[1], p99=r.p[2], max=r.max)
+        for r in sorted(by_set.get(latency_set, []), key=lambda r: r.name) if r.answered
     ]
     clients = [
         dict(client_id=r.client_id, api_name=r.name, versions=sorted(r.versions))
-        for r in named.where(is_request).groupBy("client_id", "name")
-        .agg(F.collect_set("api_version").alias("versions"))
-        .orderBy(F.col("client_id").asc_nulls_first(), "name").collect()
+        for r in sorted(by_set.get(client_set, []), key=lambda r: (_nulls_first(r.client_id), r.name)) if r.requests
     ]
+    # Grouping sets give no row at all over an empty table, not even the grand total's.
+    frame_totals = by_set[total_set][0].asDict() if total_set in by_set else dict(frames=0)
+    histogram: dict[str, list[int]] = {}
+    for r in by_set.get(histogram_set, []):
+        if r.latency_bin is not None:
+            histogram.setdefault(r.name, [0] * (last_bin + 1))[int(r.latency_bin)] += r.answered
+
+    violation_sets = [["rule", "severity"], ["severity"], ["capture", "severity"]]
+    rule_set, severity_set, capture_severity_set = range(3)
+    violation_rows: dict[int, list[Any]] = {}
+    for r in violations.groupingSets(violation_sets, "rule", "severity", "capture").agg(
+            F.count("*").alias("count"), F.first("detail").alias("example"),
+            _grouping(violation_sets, ["rule", "severity", "capture"]).alias("set")).collect():
+        violation_rows.setdefault(r.set, []).append(r)
+    rules = [
+        dict(rule=r.rule, severity=r.severity, count=r["count"], example=r.example)
+        for r in sorted(violation_rows.get(rule_set, []), key=lambda r: -r["count"])
+    ]
+    severities = {r.severity: r["count"] for r in violation_rows.get(severity_set, [])}
     problems = [
         dict(capture=r.capture, flow=r.flow, rule=r.rule, severity=r.severity, detail=r.detail)
         for r in violations.where(F.col("frame").isNull()).orderBy("capture", "flow").limit(50).collect()
     ]
-    # An aggregate without grouping is one row, even over an empty table.
-    (flow_totals,) = flows.agg(
-        F.count("*").alias("flows"), F.sum(F.col("kafka").cast("int")).alias("kafka_flows"),
-        F.sum("gap_bytes").alias("gap_bytes"), F.sum("unanswered").alias("unanswered")).collect()
-    (frame_totals,) = frames.agg(
-        F.count("*").alias("frames"), F.sum(is_request.cast("int")).alias("requests"),
-        F.sum("size").alias("kafka_bytes"), F.min("timestamp_ns").alias("first"),
-        F.max("timestamp_ns").alias("last")).collect()
-    severities = {r.severity: r["count"] for r in violations.groupBy("severity").count().collect()}
 
-    per_capture = _per_capture(tables, is_request)
+    flow_sets: list[list[str]] = [[], ["capture"]]
+    flow_rows: dict[int, list[Any]] = {}
+    for r in flows.groupingSets(flow_sets, "capture").agg(
+            F.count("*").alias("flows"), F.sum(F.col("kafka").cast("int")).alias("kafka_flows"),
+            F.sum("gap_bytes").alias("gap_bytes"), F.sum("unanswered").alias("unanswered"),
+            _grouping(flow_sets, ["capture"]).alias("set")).collect():
+        flow_rows.setdefault(r.set, []).append(r)
+    flow_totals = flow_rows[0][0].asDict() if 0 in flow_rows else dict(flows=0)
+
+    per_capture: dict[str, dict[str, int]] = {}
+    for r in flow_rows.get(1, []):
+        per_capture.setdefault(r.capture, dict(_NOTHING)).update(
+            flows=r.flows, kafka_flows=r.kafka_flows or 0, unanswered=r.unanswered or 0)
+    for r in by_set.get(capture_set, []):
+        per_capture.setdefault(r.capture, dict(_NOTHING)).update(frames=r.frames, requests=r.requests or 0)
+    for r in violation_rows.get(capture_severity_set, []):
+        if r.severity in ("error", "warning"):
+            per_capture.setdefault(r.capture, dict(_NOTHING))[f"{r.severity}s"] = r["count"]
+
     sizes = [(path, os.path.getsize(local) if os.path.exists(local := local_path(path)) else None) for path in captures]
     totals = dict(
-        captures=len(captures), bytes=sum(size or 0 for _, size in sizes), frames=frame_totals.frames,
-        requests=frame_totals.requests or 0, kafka_bytes=frame_totals.kafka_bytes or 0,
-        flows=flow_totals.flows, kafka_flows=flow_totals.kafka_flows or 0, gap_bytes=flow_totals.gap_bytes or 0,
-        unanswered=flow_totals.unanswered or 0, violations=sum(severities.values()), **severities,
+        captures=len(captures), bytes=sum(size or 0 for _, size in sizes), frames=frame_totals["frames"],
+        requests=frame_totals.get("requests") or 0, kafka_bytes=frame_totals.get("kafka_bytes") or 0,
+        flows=flow_totals["flows"], kafka_flows=flow_totals.get("kafka_flows") or 0,
+        gap_bytes=flow_totals.get("gap_bytes") or 0, unanswered=flow_totals.get("unanswered") or 0, violations=sum(severities.values()), **severities,
     )
     return dict(
-        captures=[dict(capture=path, bytes=size, **per_capture.get(path, _NOTHING)) for path, size in sizes], totals=totals, apis=apis, rules=rules,
-        latency=latency, clients=clients, problems=problems,
-        timeline=_timeline(named, is_request, frame_totals.first, frame_totals.last),
-        latency_histogram=_latency_histogram(named),
+        captures=[dict(capture=path, bytes=size, **per_capture.get(path, _NOTHING)) for path, size in sizes],
+        totals=totals, apis=apis, rules=rules, latency=latency, clients=clients, problems=problems,
+        timeline=_timeline(named, frame_totals.get("first"), frame_totals.get("last")),
+        latency_histogram=dict(edges_ms=edges, series=dict(sorted(histogram.items()))),
     )
 
 
 _NOTHING = dict(flows=0, kafka_flows=0, frames=0, requests=0, unanswered=0, errors=0, warnings=0)
 
 
-def _per_capture(tables: Tables, is_request: Column) -> dict[str, dict[str, int]]:
-    """Per capture: its flows, frames, requests left unanswered, and broken rules by severity."""
-    from pyspark.sql import functions as F
-
-    out: dict[str, dict[str, int]] = {}
-    for r in tables.flows.groupBy("capture").agg(
-            F.count("*").alias("flows"), F.sum(F.col("kafka").cast("int")).alias("kafka_flows"),
-            F.sum("unanswered").alias("unanswered")).collect():
-        out.setdefault(r.capture, dict(_NOTHING)).update(flows=r.flows, kafka_flows=r.kafka_flows or 0,
-                                                          unanswered=r.unanswered or 0)
-    for r in tables.frames.groupBy("capture").agg(
-            F.count("*").alias("frames"), F.sum(is_request.cast("int")).alias("requests")).collect():
-        out.setdefault(r.capture, dict(_NOTHING)).update(frames=r.frames, requests=r.requests or 0)
-    for r in tables.violations.where(F.col("severity").isin("error", "warning")).groupBy("capture", "severity").count().collect():
-        out.setdefault(r.capture, dict(_NOTHING))[f"{r.severity}s"] = r["count"]
-    return out
-
-
-def _timeline(named: DataFrame, is_request: Column, first: int | None, last: int | None) -> dict[str, Any]:
+def _timeline(named: DataFrame, first: int | None, last: int | None) -> dict[str, Any]:
     """Requests per second per API, in bins of a whole number of heartbeat intervals: a bin
     of any other width holds one heartbeat of a broker or two by turns, and the rate would
     zigzag with no change in the traffic."""
@@ -128,21 +150,27 @@ def _timeline(named: DataFrame, is_request: Column, first: int | None, last: int
     bin_ns = beats * HEARTBEAT_NS
     bins = (last - first) // bin_ns + 1
     series: dict[str, list[float]] = {}
-    for r in (named.where(is_request).groupBy("name", F.floor((F.col("timestamp_ns") - first) / bin_ns).alias("bin"))
+    for r in (named.where(F.col("request") == 1).groupBy("name", F.floor((F.col("timestamp_ns") - first) / bin_ns).alias("bin"))
               .count().collect()):
         series.setdefault(r.name, [0.0] * bins)[int(r.bin)] += r["count"] / (bin_ns / 1e9)
     return dict(start_ns=first, bin_ns=bin_ns, series=dict(sorted(series.items())))
 
 
-def _latency_histogram(named: DataFrame) -> dict[str, Any]:
-    """Responses per API in logarithmic latency bins (`latency_edges`)."""
+def _grouping(sets: list[list[str]], columns: list[str]) -> Column:
+    """Which of `sets` a row of `groupingSets(sets, *columns)` aggregates: its index."""
     from pyspark.sql import functions as F
 
-    edges = latency_edges()
-    last = len(edges) - 2
-    scaled = F.floor(F.log10(F.col("latency_ms") / LATENCY_MIN_MS) * LATENCY_BINS_PER_DECADE)
-    bin_column = F.least(F.greatest(F.coalesce(scaled, F.lit(0)), F.lit(0)), F.lit(last)).alias("bin")
-    series: dict[str, list[int]] = {}
-    for r in named.where(F.col("latency_ms").isNotNull()).groupBy("name", bin_column).count().collect():
-        series.setdefault(r.name, [0] * (last + 1))[int(r.bin)] += r["count"]
-    return dict(edges_ms=edges, series=dict(sorted(series.items())))
+    # grouping_id() sets a bit, the first column's the highest, for each column left out of the set.
+    ids = [sum(1 << (len(columns) - 1 - i) for i, c in enumerate(columns) if c not in group) for group in sets]
+    index = F.lit(None).cast("int")
+    for i, gid in enumerate(ids):
+        index = F.when(F.grouping_id() == gid, F.lit(i)).otherwise(index)
+    return index
+
+
+def _nulls_first(value: Any) -> tuple[bool, Any]:
+    return value is not None, value if value is not None else 0
+
+
+def _nulls_last(value: Any) -> tuple[bool, Any]:
+    return value is None, value if value is not None else 0

@@ -1,0 +1,13 @@
+"""The Python daemon that local Spark forks its workers from, with the decoder and the Arrow
+path already imported: each forked worker would otherwise import them anew (most of a second
+of CPU each, before its first row)."""
+from __future__ import annotations
+
+import pyarrow  # noqa: F401
+import pyspark.sql.pandas.serializers  # noqa: F401
+from pyspark import daemon
+
+import tools.replay.job  # noqa: F401
+
+if __name__ == "__main__":
+    daemon.manager()
