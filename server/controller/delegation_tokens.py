@@ -113,12 +113,13 @@ class DelegationTokenControl:
 
     # --- CreateDelegationToken --------------------------------------------------------------
     def create(self, req: CreateDelegationTokenRequest, who: TokenRequester, now_ms: int,
-               metadata_version: int) -> ControllerResult:
+               metadata_version: int, version: int) -> ControllerResult:
         owner = who.principal
         if req.owner_principal_name:
             owner = f"{req.owner_principal_type}:{req.owner_principal_name}"
         owner_type, owner_name = _split(owner)
-        requester_type, requester_name = _split(who.principal)
+        # The requester is named from version 3 on (KIP-373); earlier versions cannot carry it.
+        requester_type, requester_name = _split(who.principal) if version >= 3 else ("", "")
         response = CreateDelegationTokenResponse(
             principal_type=owner_type, principal_name=owner_name, token_requester_principal_type=requester_type,
             token_requester_principal_name=requester_name, issue_timestamp_ms=ERROR_TIMESTAMP,
@@ -196,7 +197,7 @@ class DelegationTokenControl:
 
     # --- DescribeDelegationToken ------------------------------------------------------------
     def describe(self, req: DescribeDelegationTokenRequest, who: TokenRequester,
-                 metadata_version: int) -> DescribeDelegationTokenResponse:
+                 metadata_version: int, version: int) -> DescribeDelegationTokenResponse:
         """As a Kafka broker answers: the tokens of the owners named (all owners when the list
         is null), each only if the requester owns it, may renew it, or may describe it."""
         code = self._refusal(who, metadata_version)
@@ -213,7 +214,7 @@ class DelegationTokenControl:
                     and not who.may_describe(token_id):
                 continue
             owner_type, owner_name = _split(token.owner)
-            requester_type, requester_name = _split(token.requester)
+            requester_type, requester_name = _split(token.requester) if version >= 3 else ("", "")
             described.append(DescribedDelegationToken(
                 principal_type=owner_type, principal_name=owner_name,
                 token_requester_principal_type=requester_type, token_requester_principal_name=requester_name,

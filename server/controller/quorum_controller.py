@@ -432,7 +432,8 @@ class QuorumController:
 
     def create_delegation_token(self, req: CreateDelegationTokenRequest, version: int,
                                 who: TokenRequester) -> Applied:
-        return self.apply(self.delegation_tokens.create(req, who, self.clock.now_ms(), self.features.metadata_version))
+        return self.apply(self.delegation_tokens.create(req, who, self.clock.now_ms(), self.features.metadata_version,
+                                                        version))
 
     def renew_delegation_token(self, req: RenewDelegationTokenRequest, version: int,
                                who: TokenRequester) -> Applied:
@@ -444,7 +445,7 @@ class QuorumController:
 
     def describe_delegation_token(self, req: DescribeDelegationTokenRequest, version: int,
                                   who: TokenRequester) -> Message:
-        return self.delegation_tokens.describe(req, who, self.features.metadata_version)
+        return self.delegation_tokens.describe(req, who, self.features.metadata_version, version)
 
     def describe_user_scram_credentials(self, req: DescribeUserScramCredentialsRequest, version: int) -> Message:
         return self.scram.describe(req)

@@ -77,6 +77,21 @@ def test_create_renew_expire_describe():
     assert gone.response.error_code == Error.DELEGATION_TOKEN_NOT_FOUND
 
 
+def test_every_version_of_the_answers_can_be_encoded():
+    """The requester is named from version 3 on: earlier answers leave it out, so they encode."""
+    from protocol.generated.messages.create_delegation_token_response import CreateDelegationTokenResponse
+    from protocol.generated.messages.describe_delegation_token_response import DescribeDelegationTokenResponse
+    for version in range(4):
+        h = harness()
+        created = h.run(h.qc.create_delegation_token(CreateDelegationTokenRequest(), version, who())).response
+        assert created.error_code == Error.NONE
+        assert (created.token_requester_principal_name != "") == (version >= 3)
+        CreateDelegationTokenResponse._ENCODERS[version](created, bytearray())
+        described = h.qc.describe_delegation_token(DescribeDelegationTokenRequest(owners=None), version, who())
+        assert len(described.tokens) == 1
+        DescribeDelegationTokenResponse._ENCODERS[version](described, bytearray())
+
+
 def test_an_expired_token_cannot_be_renewed():
     h = harness()
     r = create(h, who(), max_lifetime_ms=HOUR_MS).response
