@@ -251,10 +251,8 @@ def test_a_thousand_concurrent_connections(controller):
         return await asyncio.wait_for(
             asyncio.gather(*(one(i, opened, ready) for i in range(count))), timeout=60)
 
-    start = time.monotonic()
     codes = asyncio.run(everyone())
     assert codes == [Error.NONE] * count
-    assert time.monotonic() - start < 60
     assert_served(controller)
     assert_no_tracebacks(controller)
 
@@ -371,7 +369,8 @@ def test_a_client_that_never_reads_is_throttled(controller):
     pending = b""
     start = last_progress = time.monotonic()
     while time.monotonic() - last_progress < 1.0:
-        assert time.monotonic() - start < 15, (
+        # Generous: a server that never stops reading would go on for ever.
+        assert time.monotonic() - start < 120, (
             f"the server kept reading {sent / 1e6:.1f} MB of requests nobody reads answers to")
         if not pending:
             pending = numbered_requests(sent // frame_len, batch)
