@@ -9,8 +9,11 @@ import pytest
 
 from tests.broker.observe import client, eligible_leaders, unfenced_brokers, wait_until
 
+# The admin client is sent to the controller itself: with the default (brokers in Metadata) it
+# would pick a broker that the faults may have just killed, and fail to connect.
 FAULTY_CLUSTER = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
-                  "eligible.leader.replicas.enabled": "true", "min.insync.replicas": "2"}
+                  "eligible.leader.replicas.enabled": "true", "min.insync.replicas": "2",
+                  "kraftwire.metadata.nodes": "controller"}
 FAULT_COUNTS = re.compile(r"faults kill (\d+), pause (\d+), restart (\d+), skipped (\d+)")
 
 
