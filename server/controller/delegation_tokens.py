@@ -148,23 +148,24 @@ class DelegationTokenControl:
         return ControllerResult([(record, 0)], response)
 
     # --- RenewDelegationToken and ExpireDelegationToken -------------------------------------
-    def _token(self, mac: bytes) -> DelegationTokenRecord | None:
+    def _held(self, mac: bytes, who: TokenRequester,
+              metadata_version: int) -> tuple[DelegationTokenRecord | None, Error | None]:
+        """The token an HMAC names, or why a renewal or expiry cannot look for it."""
+        code = self._refusal(who, metadata_version)
+        if code is not None:
+            return None, code
         token_id = self._by_hmac.get(bytes(mac))
-        return None if token_id is None else self.tokens.entries.get(token_id)
+        token = None if token_id is None else self.tokens.entries.get(token_id)
+        return token, Error.DELEGATION_TOKEN_NOT_FOUND if token is None else None
 
     def renew(self, req: RenewDelegationTokenRequest, who: TokenRequester, now_ms: int,
               metadata_version: int) -> ControllerResult:
         response = RenewDelegationTokenResponse(expiry_timestamp_ms=ERROR_TIMESTAMP)
-        token = self._token(req.hmac)
-        code = self._refusal(who, metadata_version)
-        if code is None:
-            if token is None:
-                code = Error.DELEGATION_TOKEN_NOT_FOUND
-            elif token.max_timestamp < now_ms or token.expiration_timestamp < now_ms:
-                code = Error.DELEGATION_TOKEN_EXPIRED
-            elif who.principal != token.owner and who.principal not in token.renewers:
-                code = Error.DELEGATION_TOKEN_OWNER_MISMATCH
-        if code is not None or token is None:
+        token, code = self._held(req.hmac, who, metadata_version)
+        # Kafka checks the expiry before the owner here, and the other way round for an expiry.
+        if token is not None:
+            code = Error.DELEGATION_TOKEN_EXPIRED if _expired(token, now_ms) else _owner_mismatch(who, token)
+        if token is None or code is not None:
             response.error_code = code or Error.DELEGATION_TOKEN_NOT_FOUND
             return ControllerResult([], response)
         period = min(self.settings.expiry_time_ms, req.renew_period_ms) if req.renew_period_ms > 0 \
@@ -175,21 +176,17 @@ class DelegationTokenControl:
     def expire(self, req: ExpireDelegationTokenRequest, who: TokenRequester, now_ms: int,
                metadata_version: int) -> ControllerResult:
         response = ExpireDelegationTokenResponse(expiry_timestamp_ms=ERROR_TIMESTAMP)
-        token = self._token(req.hmac)
-        code = self._refusal(who, metadata_version)
-        if code is None:
-            if token is None:
-                code = Error.DELEGATION_TOKEN_NOT_FOUND
-            elif who.principal != token.owner and who.principal not in token.renewers:
-                code = Error.DELEGATION_TOKEN_OWNER_MISMATCH
-        if code is not None or token is None:
+        token, code = self._held(req.hmac, who, metadata_version)
+        if token is not None:
+            code = _owner_mismatch(who, token)
+        if token is None or code is not None:
             response.error_code = code or Error.DELEGATION_TOKEN_NOT_FOUND
             return ControllerResult([], response)
         if req.expiry_time_period_ms < 0:
             # A negative period expires the token at once: it is removed.
             response.expiry_timestamp_ms = now_ms
             return ControllerResult([(RemoveDelegationTokenRecord(token_id=token.token_id), 0)], response)
-        if token.max_timestamp < now_ms or token.expiration_timestamp < now_ms:
+        if _expired(token, now_ms):
             response.error_code = Error.DELEGATION_TOKEN_EXPIRED
             return ControllerResult([], response)
         response.expiry_timestamp_ms = min(token.max_timestamp, _sum(now_ms, req.expiry_time_period_ms))
@@ -210,8 +207,7 @@ class DelegationTokenControl:
         for token_id, token in self.tokens.items():
             if owners is not None and token.owner not in owners:
                 continue
-            if who.principal != token.owner and who.principal not in token.renewers \
-                    and not who.may_describe(token_id):
+            if _owner_mismatch(who, token) and not who.may_describe(token_id):
                 continue
             owner_type, owner_name = _split(token.owner)
             requester_type, requester_name = _split(token.requester) if version >= 3 else ("", "")
@@ -223,6 +219,17 @@ class DelegationTokenControl:
                 renewers=[DescribedDelegationTokenRenewer(principal_type=t, principal_name=n)
                           for t, n in map(_split, token.renewers)]))
         return DescribeDelegationTokenResponse(tokens=described)
+
+
+def _expired(token: DelegationTokenRecord, now_ms: int) -> bool:
+    return token.max_timestamp < now_ms or token.expiration_timestamp < now_ms
+
+
+def _owner_mismatch(who: TokenRequester, token: DelegationTokenRecord) -> Error | None:
+    """Only the owner and the renewers may renew, expire or (without a Describe ACL) see a token."""
+    if who.principal == token.owner or who.principal in token.renewers:
+        return None
+    return Error.DELEGATION_TOKEN_OWNER_MISMATCH
 
 
 def _with_expiry(token: DelegationTokenRecord, expiry: int) -> DelegationTokenRecord:

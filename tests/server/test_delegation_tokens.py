@@ -102,6 +102,19 @@ def test_an_expired_token_cannot_be_renewed():
     moved = h.run(h.qc.expire_delegation_token(ExpireDelegationTokenRequest(hmac=r.hmac, expiry_time_period_ms=5), 2,
                                                who()))
     assert moved.response.error_code == Error.DELEGATION_TOKEN_EXPIRED
+    # Kafka's order: a renewal looks at the expiry before the owner, an expiry the other way round.
+    stranger = who("User:mallory")
+    renewed = h.run(h.qc.renew_delegation_token(RenewDelegationTokenRequest(hmac=r.hmac, renew_period_ms=1), 2,
+                                                stranger))
+    assert renewed.response.error_code == Error.DELEGATION_TOKEN_EXPIRED
+    moved = h.run(h.qc.expire_delegation_token(ExpireDelegationTokenRequest(hmac=r.hmac, expiry_time_period_ms=5), 2,
+                                               stranger))
+    assert moved.response.error_code == Error.DELEGATION_TOKEN_OWNER_MISMATCH
+    # Expiring at once removes even an expired token.
+    removed = h.run(h.qc.expire_delegation_token(ExpireDelegationTokenRequest(hmac=r.hmac, expiry_time_period_ms=-1),
+                                                 2, who()))
+    assert (removed.response.error_code, [rec.NAME for rec, _ in removed.records]) == (
+        Error.NONE, ["RemoveDelegationTokenRecord"])
 
 
 def test_refusals():
