@@ -24,6 +24,7 @@ from protocol.generated.messages.describe_cluster_request import DescribeCluster
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
+from tests.conftest import poll
 from tests.security.certs import Pki, make_pki
 from tests.security.clients import (
     ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, plain_login, sasl_client, scram_login, tls_client)
@@ -178,8 +179,11 @@ def test_confluent_kafka_scram_sha_512_and_plain(sasl_ssl_controller, pki: Pki, 
         if password == "wrong":
             with pytest.raises(confluent_kafka.KafkaException):
                 client.list_topics(timeout=3)
-            client.poll(0.5)  # delivers the errors librdkafka reported meanwhile
-            assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors), errors
+            def refused() -> bool:
+                client.poll(0.2)  # delivers the errors librdkafka reported meanwhile
+                return any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors)
+
+            poll(refused, 60, message="librdkafka to report the failed login")
             continue
         metadata = client.list_topics(timeout=10)
         assert metadata.cluster_id == sasl_ssl_controller.cluster_id
