@@ -151,4 +151,4 @@ def test_kill_9_during_a_burst_of_1000_writes(controller_factory):
     controller.start()
     controller.stop()
     assert state_of(load_data_dir(controller.data_dir)) == state_of(qc)
-    wait_until(lambda: not controller.running, 5, "the controller to stop")
+    wait_until(lambda: not controller.running, 60, "the controller to stop")

@@ -99,7 +99,7 @@ def test_fencing_on_lease_expiry(controller, admin):
         assert chatty.heartbeat().is_fenced is False  # broker 2 keeps its lease
         return listed_brokers(admin) == [2]
 
-    poll(quiet_fenced, timeout=10, interval=0.05, message="broker 1 to be fenced")
+    poll(quiet_fenced, timeout=60, interval=0.05, message="broker 1 to be fenced")
     assert time.monotonic() - sent >= 1.0, "fenced before its session timeout"
     controller.wait_for_stderr(r"fencing brokers \[1\]")
 
@@ -115,7 +115,7 @@ def test_fencing_on_lease_expiry(controller, admin):
 @pytest.mark.controller_properties(SHORT_SESSION)
 def test_a_fenced_broker_heartbeating_again_is_unfenced(controller, admin):
     b = active(controller, 1)
-    poll(lambda: listed_brokers(admin) == [], timeout=10, interval=0.05, message="the lease to expire")
+    poll(lambda: listed_brokers(admin) == [], timeout=60, interval=0.05, message="the lease to expire")
     hb = b.heartbeat()
     assert (hb.error_code, hb.is_fenced) == (Error.NONE, False)
     assert listed_brokers(admin) == [1]
