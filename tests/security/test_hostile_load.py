@@ -68,15 +68,20 @@ def hostile(port: int, seconds: float, fetch_repeats: int, out: "multiprocessing
 async def all_active(fleet: Fleet) -> None:
     """Wait until every broker is active, however slowly they come; fail at once when the fleet
     stopped (a broker could not start), or when none became active for NO_PROGRESS_S."""
-    loop = asyncio.get_running_loop()
-    active, progressed = 0, loop.time()
+    async def more_than(active: int) -> int:
+        while True:
+            assert not fleet.failed.is_set(), f"the fleet stopped: {fleet.state_counts()}"
+            now_active: int = fleet.state_counts()[State.ACTIVE.value]
+            if now_active > active:
+                return now_active
+            await asyncio.sleep(0.2)
+
+    active = 0
     while active < BROKERS:
-        assert not fleet.failed.is_set(), f"the fleet stopped: {fleet.state_counts()}"
-        now_active = fleet.state_counts()[State.ACTIVE.value]
-        if now_active > active:
-            active, progressed = now_active, loop.time()
-        assert loop.time() - progressed < NO_PROGRESS_S, f"brokers not active: {fleet.state_counts()}"
-        await asyncio.sleep(0.2)
+        try:
+            active = await asyncio.wait_for(more_than(active), NO_PROGRESS_S)
+        except asyncio.TimeoutError:
+            pytest.fail(f"brokers not active: {fleet.state_counts()}")
 
 
 async def measure(port: int, state_root: Path, fetch_repeats: int) -> tuple[Stats, dict[str, list[int]], int]:

@@ -351,11 +351,13 @@ def server_rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def probe_rtt(controller) -> float:
+def probe(controller) -> None:
+    """Another client is answered: a starved one would wait out the generous socket timeout."""
     with connect(controller, timeout=60) as client:
-        start = time.monotonic()
         assert api_versions(client).error_code == Error.NONE
-        return time.monotonic() - start
+
+
+SENT_LIMIT = 64 << 20
 
 
 def test_a_client_that_never_reads_is_throttled(controller):
@@ -367,11 +369,11 @@ def test_a_client_that_never_reads_is_throttled(controller):
     sock.setblocking(False)
     sent = 0
     pending = b""
-    start = last_progress = time.monotonic()
+    last_progress = time.monotonic()
     while time.monotonic() - last_progress < 1.0:
-        # Generous: a server that never stops reading would go on for ever.
-        assert time.monotonic() - start < 120, (
-            f"the server kept reading {sent / 1e6:.1f} MB of requests nobody reads answers to")
+        # A throttled server stops after a few MB (its output cap plus the kernel's buffers);
+        # one that never stops reading would take requests for ever.
+        assert sent < SENT_LIMIT, f"the server kept reading {sent / 1e6:.1f} MB of requests nobody reads answers to"
         if not pending:
             pending = numbered_requests(sent // frame_len, batch)
         try:
@@ -385,7 +387,7 @@ def test_a_client_that_never_reads_is_throttled(controller):
     grew = server_rss_mb(controller.pid) - rss_before
     assert grew < 64, f"the server buffered {grew:.0f} MB for one client"
     # Others are served while that client sits on its answers.
-    assert probe_rtt(controller) < 2.0
+    probe(controller)
 
     # Once it reads, its answers come, in order (the first few thousand are checked).
     sock.setblocking(True)
@@ -423,11 +425,14 @@ def test_a_pipelining_client_does_not_starve_the_others(controller):
     flooder.start()
     try:
         poll(lambda: answered[0] > 1 << 18, timeout=20, message="the flood to get going")
-        rtts = [probe_rtt(controller) for _ in range(8)]
+        flooded = answered[0]
+        for _ in range(8):
+            probe(controller)
+        # The probes were answered while the flood went on being answered too.
+        assert flooder.is_alive() and answered[0] > flooded
     finally:
         stop.set()
     flooder.join(timeout=30)
-    assert max(rtts) < 2.0, f"round trips of other clients while one floods: {rtts}"
     assert controller.running
 
 

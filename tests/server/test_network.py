@@ -371,13 +371,14 @@ def test_a_connection_waiting_for_the_budget_is_not_idle_and_its_peer_close_is_s
         security = SecurityConfig(queued_max_request_bytes=1000, connections_max_idle_ms=300)
         listener = Listener(router.dispatch, 1 << 20, security=security)
         _, port = await listener.start("127.0.0.1", 0)
-        loop = asyncio.get_running_loop()
-
         async def until(condition, what: str) -> None:
-            deadline = loop.time() + 120  # a bound on waiting for the event, generous for busy machines
-            while not condition():
-                assert loop.time() < deadline, what
-                await asyncio.sleep(0.02)
+            async def watch() -> None:
+                while not condition():
+                    await asyncio.sleep(0.02)
+            try:  # a bound on waiting for the event, generous for busy machines
+                await asyncio.wait_for(watch(), 120)
+            except asyncio.TimeoutError:
+                pytest.fail(f"waited in vain for {what}")
 
         try:
             # The holder overdraws the budget with one frame and keeps sending it slowly, so
