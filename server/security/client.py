@@ -20,7 +20,7 @@ from functools import cached_property
 from server.security.errors import AuthenticationFailed
 from server.security.plain import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas
 from server.security.scram import MECHANISMS, MIN_ITERATIONS, salted_password
-from server.security.settings import SASL_PROTOCOLS, SUPPORTED_MECHANISMS, TLS_PROTOCOLS
+from server.security.settings import SASL_PROTOCOLS, SUPPORTED_MECHANISMS, TLS_PROTOCOLS, SecurityProtocol
 from server.security.tls import TlsSettings, load_keystore
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -29,21 +29,13 @@ ENDPOINT_IDENTIFICATION = ("https", "")
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(SecurityProtocol):
     protocol: str = "PLAINTEXT"
     tls: TlsSettings = field(default_factory=TlsSettings)  # truststore; keystore for client certificates
     check_hostname: bool = True
     sasl_mechanism: str = ""
     sasl_username: str = ""
     sasl_password: str = ""
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.protocol in TLS_PROTOCOLS
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol in SASL_PROTOCOLS
 
     @cached_property
     def ssl_context(self) -> ssl.SSLContext | None:

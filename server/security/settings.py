@@ -14,8 +14,21 @@ SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
+class SecurityProtocol:
+    """What a Kafka security protocol name (a listener's or a client's) asks for."""
+    protocol: str
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in TLS_PROTOCOLS
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in SASL_PROTOCOLS
+
+
 @dataclass(frozen=True)
-class SecurityConfig:
+class SecurityConfig(SecurityProtocol):
     protocol: str = "PLAINTEXT"  # of the controller listener
     tls: TlsSettings = field(default_factory=TlsSettings)
     principal_rules: tuple[MappingRule, ...] = (MappingRule(None),)
@@ -28,14 +41,6 @@ class SecurityConfig:
     # The largest frame before SASL authentication (Kafka's sasl.server.max.receive.size); -1: none.
     sasl_server_max_receive_size: int = 524288
     delegation_tokens: TokenSettings = field(default_factory=TokenSettings)
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.protocol in TLS_PROTOCOLS
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol in SASL_PROTOCOLS
 
 
 # Kafka's SecurityProtocol ids, as a broker's registration names its listeners' protocols.
