@@ -250,15 +250,19 @@ def test_tls_client_without_a_trusted_certificate_is_refused(mtls_controller, pk
                 client.close()
 
 
-def test_kcat_lists_metadata_over_tls(mtls_controller, pki: Pki) -> None:
+def kcat_list(controller, **settings: str) -> subprocess.CompletedProcess[str]:
+    """kcat -L -J against the controller, with librdkafka settings given as -X KEY=VALUE."""
     kcat = shutil.which("kcat")
     if kcat is None:
         pytest.skip("kcat is not installed (apt-get install kcat)")
-    out = subprocess.run(
-        [kcat, "-b", f"{mtls_controller.host}:{mtls_controller.port}", "-L", "-J",
-         "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}",
-         "-X", f"ssl.certificate.location={pki.client_cert}", "-X", f"ssl.key.location={pki.client_key}",
-         "-m", "10"], capture_output=True, text=True, timeout=30)
+    options = [arg for key, value in settings.items() for arg in ("-X", f"{key.replace('_', '.')}={value}")]
+    return subprocess.run([kcat, "-b", f"{controller.host}:{controller.port}", "-L", "-J", *options, "-m", "10"],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_kcat_lists_metadata_over_tls(mtls_controller, pki: Pki) -> None:
+    out = kcat_list(mtls_controller, security_protocol="SSL", ssl_ca_location=str(pki.ca),
+                    ssl_certificate_location=str(pki.client_cert), ssl_key_location=str(pki.client_key))
     assert out.returncode == 0, out.stderr
     listing = json.loads(out.stdout)
     assert listing["brokers"] == [{"id": 3000, "name": f"127.0.0.1:{mtls_controller.port}"}]
@@ -284,14 +288,8 @@ def test_api_versions_before_login_lists_the_sasl_apis_as_kafka(sasl_ssl_control
 
 
 def test_kcat_logs_in_with_sasl_plain_over_tls(sasl_ssl_controller, pki: Pki) -> None:
-    kcat = shutil.which("kcat")
-    if kcat is None:
-        pytest.skip("kcat is not installed (apt-get install kcat)")
-    out = subprocess.run(
-        [kcat, "-b", f"{sasl_ssl_controller.host}:{sasl_ssl_controller.port}", "-L", "-J",
-         "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.ca}", "-X", "sasl.mechanism=PLAIN",
-         "-X", f"sasl.username={ADMIN}", "-X", f"sasl.password={ADMIN_PASSWORD}", "-m", "10"],
-        capture_output=True, text=True, timeout=30)
+    out = kcat_list(sasl_ssl_controller, security_protocol="SASL_SSL", ssl_ca_location=str(pki.ca),
+                    sasl_mechanism="PLAIN", sasl_username=ADMIN, sasl_password=ADMIN_PASSWORD)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["brokers"] == [{"id": 3000, "name": f"127.0.0.1:{sasl_ssl_controller.port}"}]
 
