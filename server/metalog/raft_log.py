@@ -13,10 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from protocol.message import Message
+from protocol.records import HEADER_SIZE, read_batch_header
 from server.metalog.durable import write_atomically
+from server.raft.voters import IN_SNAPSHOT, quorum_messages
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId, list_snapshots
 
@@ -29,6 +33,17 @@ def _fsync_and_close(fd: int) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _snapshot_quorum_messages(path: Path) -> list[Message]:
+    """The kraft.version and voter set of a snapshot file: Kafka writes them in its first
+    batch, beside the header, so only that batch is read."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE)
+        if len(head) < HEADER_SIZE:
+            return []
+        rest = f.read(read_batch_header(head).size - HEADER_SIZE)
+    return [message for _, message in quorum_messages(head + rest)]
 
 
 class DiskRaftLog:
@@ -135,6 +150,15 @@ class DiskRaftLog:
                 return f.read(max_bytes), size
         except FileNotFoundError:
             return None
+
+    def quorum_messages(self) -> list[tuple[int, Message]]:
+        found: list[tuple[int, Message]] = []
+        if self._snapshot is not None:
+            path = self.log.directory / SnapshotId(*self._snapshot).file_name
+            found.extend((IN_SNAPSHOT, message) for message in _snapshot_quorum_messages(path))
+        for raw in self.log.control_batches():
+            found.extend(quorum_messages(raw))
+        return found
 
     def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
         write_atomically(self.log.directory / SnapshotId(*snapshot).file_name, data)

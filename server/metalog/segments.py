@@ -47,6 +47,7 @@ class BatchEntry:
     segment: int  # index into MetadataLog.segments
     position: int
     size: int
+    control: bool = False  # a control batch (leader change, voters, kraft.version)
 
 
 def offset_gap(header: BatchHeader, expected: int) -> str | None:
@@ -116,7 +117,7 @@ class MetadataLog:
                     raise LogCorruption(path, pos, expected, gap)
                 self._check_epoch(path, pos, header)
                 self._index(BatchEntry(header.base_offset, header.last_offset,
-                                       header.partition_leader_epoch, index, pos, header.size))
+                                       header.partition_leader_epoch, index, pos, header.size, header.is_control))
                 expected = header.last_offset + 1
                 pos += header.size
                 continue
@@ -201,7 +202,7 @@ class MetadataLog:
             for raw in batches:
                 header = read_batch_header(raw)
                 self._index(BatchEntry(header.base_offset, header.last_offset,
-                                       header.partition_leader_epoch, segment, pos, len(raw)))
+                                       header.partition_leader_epoch, segment, pos, len(raw), header.is_control))
                 pos += len(raw)
             self.appended_bytes += pos - start
             self._active_size = pos
@@ -328,6 +329,13 @@ class MetadataLog:
         for data, e in self.raw_batches(from_offset):
             yield record_values(data, e.position)
 
+    def control_batches(self) -> Iterator[bytes]:
+        """The bytes of every control batch in the log, in order."""
+        with self._lock:
+            entries = [e for e in self.entries if e.control]
+        for entry in entries:
+            yield self._read_entry(entry)
+
     def raw_batches(self, from_offset: int) -> Iterator[tuple[bytes, BatchEntry]]:
         """(segment bytes, entry) of each batch from the one holding ``from_offset``; the batch
         is at ``entry.position`` of the bytes, and its file is ``segments[entry.segment]``."""
@@ -382,7 +390,7 @@ class MetadataLog:
                     break
                 removed.append(self.segments.pop(0))
                 removed[-1].unlink()
-                entries = [BatchEntry(e.base_offset, e.last_offset, e.epoch, e.segment - 1, e.position, e.size)
+                entries = [BatchEntry(e.base_offset, e.last_offset, e.epoch, e.segment - 1, e.position, e.size, e.control)
                            for e in self.entries if e.segment > 0]
                 self._bases = [e.base_offset for e in entries]
                 self.entries = entries

@@ -23,6 +23,14 @@ from enum import Enum
 from typing import Callable
 
 from protocol.error_codes import Error
+from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
+from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+from protocol.generated.messages.api_versions_response import ApiVersionsResponse
+from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+from protocol.generated.messages.update_raft_voter_request import KRaftVersionFeature as UpdateKRaftVersionFeature
+from protocol.generated.messages.update_raft_voter_request import Listener as UpdateListener
+from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
+from protocol.generated.messages.update_raft_voter_response import UpdateRaftVoterResponse
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol.generated.messages.begin_quorum_epoch_response import BeginQuorumEpochResponse
 from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
@@ -35,28 +43,33 @@ from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotRes
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.vote_response import VoteResponse
 from protocol.message import Message
+from protocol.primitives import ZERO_UUID
 from protocol.records import read_batch_header
 from server.raft import messages as rpc
 from server.raft.log import RaftLog, split_batches
 from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
-    SnapshotInstalled)
+    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, Refused, SendRequest,
+    SendResponse, SnapshotInstalled)
+from server.raft.membership import Membership
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
     fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
     SnapshotDownload, Tally, Unattached)
+from server.raft.voters import (
+    KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterHistory, VoterSet, quorum_messages,
+    snapshot_quorum_messages)
 
 # A leader resigns when a majority has not fetched from it for this many fetch timeouts.
 CHECK_QUORUM_FACTOR = 1.5
 
-
 class NotLeader(Exception):
     """A proposal reached a node that is not the leader."""
 
-
 class _Kind(Enum):
+    API_VERSIONS = "api-versions"
+    UPDATE_VOTER = "update-voter"
     PRE_VOTE = "pre-vote"
     VOTE = "vote"
     BEGIN_EPOCH = "begin-epoch"
@@ -64,13 +77,11 @@ class _Kind(Enum):
     FETCH = "fetch"
     FETCH_SNAPSHOT = "fetch-snapshot"
 
-
 @dataclass(frozen=True)
 class _InFlight:
     destination: int
     kind: _Kind
     sent_ms: int
-
 
 class RaftCore:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, persisted: Election | None,
@@ -78,17 +89,24 @@ class RaftCore:
         """``now_ms`` and every later ``now_ms`` are monotonic; ``wall_time`` turns one into
         the wall-clock milliseconds that batch timestamps carry. Nothing is done until the
         first call (``tick``), so the shell decides when the node starts to act."""
-        if node_id not in config.voters:
-            raise ValueError(f"node {node_id} is not one of the voters {list(config.voters)}")
         if config.election_timeout_ms <= 0 or config.fetch_timeout_ms <= 0:
             raise ValueError("the election and fetch timeouts must be positive")
         self.node_id = node_id
+        self.local_key = ReplicaKey(node_id, config.directory_id)
         self.config = config
         self.log = log
         self.rng = rng
         self.wall_time = wall_time
-        self.voters = frozenset(config.voters)
-        self.only_voter = self.voters == {node_id}
+        # The voter set and kraft.version as the log holds them (the configured static voters
+        # until a VotersRecord says otherwise).
+        self.history = VoterHistory(VoterSet.static(config.voter_addresses, config.voters, config.listener_name))
+        for offset, message in log.quorum_messages():
+            self.history.add(offset, message)
+        # Where leaders and bootstrap servers were learnt to listen, by id (bootstrap servers
+        # have ids below -1, as in Kafka).
+        self._learnt: dict[int, tuple[str, int]] = {}
+        self._next_bootstrap = 0
+        self.membership = Membership(self)
         self.outputs: list[Output] = []
         # Offsets below it are committed. Not persisted: after a restart it is learnt again
         # from the leader, as in Kafka.
@@ -121,6 +139,24 @@ class RaftCore:
     def is_leader(self) -> bool:
         return isinstance(self.state, Leader)
 
+    @property
+    def voter_set(self) -> VoterSet:
+        return self.history.latest
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return self.history.latest.ids
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether this replica (id and directory) is in the latest voter set; an observer
+        only fetches, and never stands or votes."""
+        return self.history.latest.is_voter(self.local_key)
+
+    @property
+    def only_voter(self) -> bool:
+        return self.voters == {self.node_id} and self.is_voter
+
     def take_outputs(self) -> list[Output]:
         out, self.outputs = self.outputs, []
         return out
@@ -136,6 +172,8 @@ class RaftCore:
             self._on_end_epoch_request(source, correlation_id, message, now_ms)
         elif isinstance(message, FetchSnapshotRequest):
             self._on_fetch_snapshot_request(source, correlation_id, message, now_ms)
+        elif isinstance(message, (AddRaftVoterRequest, RemoveRaftVoterRequest, UpdateRaftVoterRequest)):
+            self.membership.receive_request(source, correlation_id, message, now_ms)
         else:
             raise ValueError(f"the Raft core does not handle {message.NAME}")
         self._poll(now_ms)
@@ -156,6 +194,10 @@ class RaftCore:
             ok = self._on_end_epoch_response(source, message, now_ms)
         elif isinstance(message, FetchSnapshotResponse):
             ok = self._on_fetch_snapshot_response(source, message, now_ms)
+        elif isinstance(message, ApiVersionsResponse):
+            self.membership.on_api_versions(source, message, now_ms)
+        elif isinstance(message, UpdateRaftVoterResponse):
+            ok = message.error_code == Error.NONE
         if not ok:
             self._backoff_until[source] = now_ms + self.config.retry_backoff_ms
         self._poll(now_ms)
@@ -189,7 +231,7 @@ class RaftCore:
             header = read_batch_header(raw)
             if header.partition_leader_epoch != self.epoch:
                 raise ValueError(f"a batch of epoch {header.partition_leader_epoch} proposed in epoch {self.epoch}")
-        self.log.append(batches)
+        self._append(batches)
         if self._flush_due is None:
             # Alone, its own flush is the commit: lingering would only delay it. Appends made
             # while a flush runs join the next one (group commit).
@@ -197,6 +239,16 @@ class RaftCore:
         self._answer_parked(state, now_ms, only_due=False)
         self._poll(now_ms)
         return self.log.end_offset - 1
+
+    def append_control(self, make: Callable[[int, int], bytes], now_ms: int) -> int:
+        """As the leader, append one control batch built by ``make(base offset, epoch)`` (a
+        voter set or kraft.version change); returns its offset."""
+        state = self.state
+        if not isinstance(state, Leader):
+            raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
+        offset = self.log.end_offset
+        self.propose_batches([make(offset, self.epoch)], now_ms)
+        return offset
 
     def resign(self, now_ms: int) -> None:
         """Step down from leadership now (the controller asks, e.g. after a failed write)."""
@@ -216,14 +268,14 @@ class RaftCore:
         if not isinstance(state, Leader):
             raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
         progress = {replica: replace(p) for replica, p in state.replicas.items()}
-        progress[self.node_id] = ReplicaProgress(self.log.end_offset, now_ms, now_ms)
+        progress[self.node_id] = ReplicaProgress(self.log.end_offset, now_ms, now_ms, self.local_key.directory_id)
         return progress
 
     @property
     def shutdown_complete(self) -> bool:
         """The node may stop: another node leads, or there is nobody to hand over to."""
         return self.shutting_down and (
-            len(self.voters) == 1 or self.leader_id not in (NO_ID, self.node_id))
+            not self.is_voter or len(self.voters) == 1 or self.leader_id not in (NO_ID, self.node_id))
 
     def next_deadline(self) -> int:
         """The latest time the shell must call ``tick`` by, if nothing arrives before."""
@@ -236,6 +288,8 @@ class RaftCore:
             times.append(state.check_quorum_deadline)
             times.append(state.begin_epoch_due)
             times.extend(p.deadline for p in state.parked)
+            if state.change is not None:
+                times.append(state.change.deadline)
             if self._flush_due is not None:
                 times.append(self._flush_due)
         else:
@@ -245,6 +299,13 @@ class RaftCore:
     # --- starting up --------------------------------------------------------------------------
     def _initial_state(self, persisted: Election, now: int) -> EpochState:
         log_epoch = self.log.last_epoch
+        if not self.is_voter:
+            # An observer (a controller not yet added, or removed): it follows the leader it
+            # knows, or asks the bootstrap servers for one.
+            epoch = max(persisted.epoch, log_epoch)
+            if persisted.leader_id not in (NO_ID, self.node_id) and persisted.epoch == epoch:
+                return Follower(Election(epoch, persisted.leader_id), now + self.config.fetch_timeout_ms)
+            return Unattached(Election(epoch), now)
         if self.only_voter:
             # Nobody else can lead or vote: it stands at its first poll, in an epoch above
             # any it led (a restarted leader never leads its epoch again).
@@ -283,9 +344,10 @@ class RaftCore:
         self._busy.clear()
         self._backoff_until.clear()
         if isinstance(old, Leader) and not isinstance(new, Leader):
+            self.membership.leadership_lost(old)
             self.outputs.append(LostLeadership(old.election.epoch))
             for parked in old.parked:
-                self._respond(parked.source, parked.correlation_id, self._fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
+                self.respond(parked.source, parked.correlation_id, self._fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
         self._report_leader()
 
     def _persist(self, election: Election) -> None:
@@ -318,6 +380,13 @@ class RaftCore:
         self._set_state(Candidate(election, self._election_deadline(now), self._tally()), now)
         self._check_tally(now)
 
+    def _append(self, batches: list[bytes]) -> None:
+        """Every append goes through here, so that the voter set follows the log."""
+        self.log.append(batches)
+        for raw in batches:
+            for offset, message in quorum_messages(raw):
+                self.history.add(offset, message)
+
     def _to_leader(self, granting: frozenset[int], now: int) -> None:
         start = self.log.end_offset
         election = Election(self.epoch, self.node_id, self.node_id)
@@ -328,8 +397,8 @@ class RaftCore:
         self._lost_elections = 0
         # The epoch's first batch names its leader; committing it is what lets the high
         # watermark move in this epoch.
-        self.log.append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting,
-                                             self.wall_time(now))])
+        self._append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting,
+                                          self.wall_time(now))])
         self._flush_due = now
 
     def _to_resigned(self, leader: Leader, now: int) -> None:
@@ -395,6 +464,8 @@ class RaftCore:
             state = self.state
         if isinstance(state, Leader):
             self._poll_leader(state, now)
+        elif not self.is_voter and isinstance(state, (Follower, Unattached)):
+            self._poll_observer(state, now)
         elif isinstance(state, Follower):
             if now >= state.fetch_deadline and not self.shutting_down:
                 self._to_prospective(now)
@@ -417,6 +488,25 @@ class RaftCore:
         else:
             self._poll_resigned(state, now)
 
+    def _poll_observer(self, state: Follower | Unattached, now: int) -> None:
+        """An observer never stands: it fetches from the leader it knows, and when that
+        leader goes silent (or it knows none) asks a bootstrap server or a known voter,
+        whose answer names the leader, as Kafka's observers do."""
+        if isinstance(state, Follower):
+            if now < state.fetch_deadline:
+                self._send_fetch(state, now)
+                return
+            self._set_state(Unattached(Election(self.epoch), now), now)
+        if self._in_flight:
+            return
+        targets = [-2 - i for i in range(len(self.config.bootstrap_servers))] or sorted(
+            v for v in self.voters if v != self.node_id)
+        if not targets:
+            return
+        target = targets[self._next_bootstrap % len(targets)]
+        self._next_bootstrap += 1
+        self._send(target, self._fetch_request(), _Kind.FETCH, now)
+
     def _poll_leader(self, state: Leader, now: int) -> None:
         if self._flush_due is not None and now >= self._flush_due:
             # The leader's own copy need not be on disk before it is replicated, only before
@@ -425,14 +515,18 @@ class RaftCore:
             self._flush_due = None
         self._update_high_watermark(state, now)
         self._check_quorum(state, now)
+        self.membership.poll(state, now)
         if self.shutting_down or state.resign_requested or now >= state.check_quorum_deadline:
             self._to_resigned(state, now)
             self._poll(now)
             return
         self._answer_parked(state, now, only_due=True)
         if now >= state.begin_epoch_due:
-            for voter in sorted(self.voters - state.begin_epoch_acked - {self.node_id}):
-                self._send(voter, rpc.begin_epoch_request(self.config.cluster_id, self.epoch, self.node_id, voter),
+            for node in self.voter_set.nodes:
+                if node.key.id in state.begin_epoch_acked or node.key.id == self.node_id:
+                    continue
+                self._send(node.key.id, rpc.begin_epoch_request(self.config.cluster_id, self.epoch, self.node_id,
+                                                                 node.key, self.config.endpoints),
                            _Kind.BEGIN_EPOCH, now)
             state.begin_epoch_due = now + self.config.fetch_timeout_ms // 2
 
@@ -453,7 +547,9 @@ class RaftCore:
         pre_vote = isinstance(state, Prospective)
         kind = _Kind.PRE_VOTE if pre_vote else _Kind.VOTE
         for voter in state.tally.unrecorded():
-            message = rpc.vote_request(self.config.cluster_id, self.epoch, self.node_id, voter,
+            node = self.voter_set.node(voter)
+            message = rpc.vote_request(self.config.cluster_id, self.epoch, self.local_key,
+                                       node.key if node is not None else voter,
                                        self.log.last_epoch, self.log.end_offset, pre_vote)
             self._send(voter, message, kind, now)
 
@@ -462,15 +558,50 @@ class RaftCore:
             return
         if state.download is not None:
             self._send(state.election.leader_id, rpc.fetch_snapshot_request(
-                self.config.cluster_id, self.node_id, self.epoch, state.download.snapshot, len(state.download.data),
-                self.config.fetch_max_bytes), _Kind.FETCH_SNAPSHOT, now)
+                self.config.cluster_id, self.local_key, self.epoch, state.download.snapshot,
+                len(state.download.data), self.config.fetch_max_bytes), _Kind.FETCH_SNAPSHOT, now)
             return
+        self._send(state.election.leader_id, self._fetch_request(), _Kind.FETCH, now)
+        if not state.update_sent and state.has_fetched:
+            self._maybe_update_voter(state, now)
+
+    def _fetch_request(self) -> FetchRequest:
         # A voter only ever reports what is on disk, the leader counts it towards commits;
         # a former leader may still hold records it never flushed.
         self._flush()
-        self._send(state.election.leader_id, rpc.fetch_request(
-            self.config.cluster_id, self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch,
-            self.log.start_offset, self.config.fetch_max_wait_ms, self.config.fetch_max_bytes), _Kind.FETCH, now)
+        return rpc.fetch_request(
+            self.config.cluster_id, self.local_key, self.epoch, self.log.end_offset, self.log.last_epoch,
+            self.log.start_offset, self.config.fetch_max_wait_ms, self.config.fetch_max_bytes)
+
+    def _maybe_update_voter(self, state: Follower, now: int) -> None:
+        """A voter whose entry in the voter set names other listeners than it has (it moved,
+        or was added before it knew them) asks the leader to record its own, once an epoch."""
+        node = self.voter_set.node(self.node_id)
+        if self.history.kraft_version < KRAFT_VERSION_DYNAMIC or node is None or not self.is_voter \
+                or not self.config.endpoints or set(node.endpoints) == set(self.config.endpoints):
+            return
+        state.update_sent = True
+        self._send(state.election.leader_id, UpdateRaftVoterRequest(
+            cluster_id=self.config.cluster_id, current_leader_epoch=self.epoch, voter_id=self.node_id,
+            voter_directory_id=self.local_key.directory_id,
+            listeners=[UpdateListener(name=n, host=h, port=p) for n, h, p in self.config.endpoints],
+            k_raft_version_feature=UpdateKRaftVersionFeature(min_supported_version=SUPPORTED_KRAFT_VERSIONS[0],
+                                                             max_supported_version=SUPPORTED_KRAFT_VERSIONS[-1])),
+                   _Kind.UPDATE_VOTER, now)
+
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where ``node_id`` listens, as this node knows it."""
+        if node_id <= -2:
+            index = -2 - node_id
+            servers = self.config.bootstrap_servers
+            return servers[index] if index < len(servers) else None
+        if node_id == self.node_id:
+            own = next(((h, p) for n, h, p in self.config.endpoints if n == self.config.listener_name), None)
+            if own is not None:
+                return own
+        node = self.voter_set.node(node_id)
+        found = node.address(self.config.listener_name) if node is not None else None
+        return found or self.config.voter_addresses.get(node_id) or self._learnt.get(node_id)
 
     def _send(self, destination: int, message: Message, kind: _Kind, now: int) -> None:
         if destination in self._busy or destination in self._backoff_until:
@@ -479,7 +610,7 @@ class RaftCore:
         self._next_correlation += 1
         self._in_flight[correlation_id] = _InFlight(destination, kind, now)
         self._busy[destination] = correlation_id
-        self.outputs.append(SendRequest(destination, correlation_id, message))
+        self.outputs.append(SendRequest(destination, correlation_id, message, self.address_of(destination)))
 
     def _flush(self) -> None:
         self.log.flush()
@@ -490,25 +621,49 @@ class RaftCore:
         if self._busy.get(sent.destination) == correlation_id:
             del self._busy[sent.destination]
 
-    def _respond(self, destination: int, correlation_id: int, message: Message) -> None:
+    def respond(self, destination: int, correlation_id: int, message: Message) -> None:
         self.outputs.append(SendResponse(destination, correlation_id, message))
 
+    def send_api_versions(self, node_id: int, address: tuple[str, int], now: int) -> None:
+        """Ask a node about to be added which kraft.version levels it supports."""
+        self._learnt[node_id] = address
+        self._backoff_until.pop(node_id, None)
+        self._send(node_id, ApiVersionsRequest(client_software_name="kraftwire", client_software_version="1"),
+                   _Kind.API_VERSIONS, now)
+
     # --- Vote ---------------------------------------------------------------------------------
-    def _refusal(self, cluster_id: str | None, one_partition: bool) -> int:
+    def _refusal(self, source: int, cluster_id: str | None, one_partition: bool, api: str) -> int:
         """The error a quorum request gets as a whole: another cluster's, or not about exactly
         the metadata partition; NONE when its partition is to be looked at."""
-        if cluster_id is not None and cluster_id != self.config.cluster_id:
+        if not self.cluster_id_matches(source, cluster_id, api):
             return Error.INCONSISTENT_CLUSTER_ID
         return Error.NONE if one_partition else Error.INVALID_REQUEST
 
+    def cluster_id_matches(self, source: int, cluster_id: str | None, api: str) -> bool:
+        """Whether a request is of this cluster; if not, the operator hears of it here as
+        well as on the other side (INCONSISTENT_CLUSTER_ID)."""
+        if cluster_id is None or cluster_id == self.config.cluster_id:
+            return True
+        self.outputs.append(Refused(f"refused {api} from node {source}: its cluster id {cluster_id!r} is not this "
+                                    f"cluster's {self.config.cluster_id!r} (INCONSISTENT_CLUSTER_ID)"))
+        return False
+
+    def _addressed_here(self, voter_id: int, directory_id: bytes) -> bool:
+        """A request naming a voter key that is not this replica's is refused
+        (INVALID_VOTER_KEY): it was meant for another incarnation of this node."""
+        if voter_id >= 0 and voter_id != self.node_id:
+            return False
+        return directory_id == ZERO_UUID or self.local_key.directory_id == ZERO_UUID \
+            or directory_id == self.local_key.directory_id
+
     def _on_vote_request(self, source: int, correlation_id: int, request: VoteRequest, now: int) -> None:
         def reply(error: int, granted: bool = False) -> None:
-            self._respond(source, correlation_id, rpc.vote_response(error, self.epoch, self.leader_id, granted))
+            self.respond(source, correlation_id, rpc.vote_response(error, self.epoch, self.leader_id, granted))
 
         part = rpc.only_partition(request.topics)
-        refusal = self._refusal(request.cluster_id, part is not None)
+        refusal = self._refusal(source, request.cluster_id, part is not None, request.NAME)
         if refusal != Error.NONE or part is None:
-            self._respond(source, correlation_id, VoteResponse(error_code=refusal))
+            self.respond(source, correlation_id, VoteResponse(error_code=refusal))
             return
         candidate, epoch, pre_vote = part.candidate_id, part.candidate_epoch, part.pre_vote
         last_epoch, last_offset = part.last_offset_epoch, part.last_offset
@@ -517,12 +672,18 @@ class RaftCore:
         if last_offset < 0 or last_epoch < 0 or illegal_epoch or candidate < 0:
             reply(Error.INVALID_REQUEST)
             return
+        if not self._addressed_here(request.voter_id, part.voter_directory_id):
+            reply(Error.INVALID_VOTER_KEY)
+            return
         if epoch < self.epoch:
             reply(Error.FENCED_LEADER_EPOCH)
             return
         if epoch > self.epoch:
             self._to_unattached(epoch, now)
-        if candidate not in self.voters or candidate == self.node_id:
+        # A static quorum knows its voters; a dynamic one may not know a new voter yet, but an
+        # observer never votes.
+        static = self.history.kraft_version < KRAFT_VERSION_DYNAMIC
+        if (static and candidate not in self.voters) or candidate == self.node_id or not self.is_voter:
             reply(Error.NONE)
             return
         up_to_date = (last_epoch, last_offset) >= (self.log.last_epoch, self.log.end_offset)
@@ -601,14 +762,19 @@ class RaftCore:
     def _on_begin_epoch_request(self, source: int, correlation_id: int, request: BeginQuorumEpochRequest,
                                 now: int) -> None:
         part = rpc.only_partition(request.topics)
-        refusal = self._refusal(request.cluster_id, part is not None)
+        refusal = self._refusal(source, request.cluster_id, part is not None, request.NAME)
         if refusal != Error.NONE or part is None:
-            self._respond(source, correlation_id, BeginQuorumEpochResponse(error_code=refusal))
+            self.respond(source, correlation_id, BeginQuorumEpochResponse(error_code=refusal))
             return
         error = self._check_voter_request(part.leader_id, part.leader_epoch)
+        if error == Error.NONE and not self._addressed_here(request.voter_id, part.voter_directory_id):
+            error = Error.INVALID_VOTER_KEY
         if error == Error.NONE:
+            for endpoint in request.leader_endpoints:
+                if endpoint.name == self.config.listener_name:
+                    self._learnt[part.leader_id] = (endpoint.host, endpoint.port)
             self._maybe_transition(part.leader_id, part.leader_epoch, now)
-        self._respond(source, correlation_id, rpc.begin_epoch_response(error, self.epoch, self.leader_id))
+        self.respond(source, correlation_id, rpc.begin_epoch_response(error, self.epoch, self.leader_id))
 
     def _on_begin_epoch_response(self, source: int, response: BeginQuorumEpochResponse, now: int) -> bool:
         part = rpc.only_partition(response.topics)
@@ -626,9 +792,9 @@ class RaftCore:
     def _on_end_epoch_request(self, source: int, correlation_id: int, request: EndQuorumEpochRequest,
                               now: int) -> None:
         part = rpc.only_partition(request.topics)
-        refusal = self._refusal(request.cluster_id, part is not None)
+        refusal = self._refusal(source, request.cluster_id, part is not None, request.NAME)
         if refusal != Error.NONE or part is None:
-            self._respond(source, correlation_id, EndQuorumEpochResponse(error_code=refusal))
+            self.respond(source, correlation_id, EndQuorumEpochResponse(error_code=refusal))
             return
         error = self._check_voter_request(part.leader_id, part.leader_epoch)
         if error == Error.NONE:
@@ -640,7 +806,7 @@ class RaftCore:
                 state.fetch_deadline = now + successor_backoff(
                     self.node_id, rpc.end_epoch_successors(part), self.config.election_backoff_max_ms)
                 state.has_fetched = False
-        self._respond(source, correlation_id, rpc.end_epoch_response(error, self.epoch, self.leader_id))
+        self.respond(source, correlation_id, rpc.end_epoch_response(error, self.epoch, self.leader_id))
 
     def _on_end_epoch_response(self, source: int, response: EndQuorumEpochResponse, now: int) -> bool:
         part = rpc.only_partition(response.topics)
@@ -658,41 +824,43 @@ class RaftCore:
     def _check_voter_request(self, leader_id: int, epoch: int) -> int:
         if epoch < self.epoch:
             return Error.FENCED_LEADER_EPOCH
-        if leader_id < 0 or leader_id not in self.voters or leader_id == self.node_id:
+        static = self.history.kraft_version < KRAFT_VERSION_DYNAMIC
+        if leader_id < 0 or (static and leader_id not in self.voters) or leader_id == self.node_id:
             return Error.INVALID_REQUEST
         return Error.NONE
 
     # --- Fetch: serving as the leader -----------------------------------------------------------
     def _fetch_error(self, error: int) -> FetchResponse:
-        return rpc.fetch_response(error, self.epoch, self.leader_id, -1, self.log.start_offset)
+        return rpc.fetch_response(error, self.epoch, self.leader_id, -1, self.log.start_offset,
+                                  leader_address=self.address_of(self.leader_id))
 
     def _on_fetch_request(self, source: int, correlation_id: int, request: FetchRequest, now: int) -> None:
-        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
-            self._respond(source, correlation_id, FetchResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+        if not self.cluster_id_matches(rpc.fetch_replica_id(request), request.cluster_id, request.NAME):
+            self.respond(source, correlation_id, FetchResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
             return
         part = rpc.only_partition(request.topics, "topic")
         if part is None:
-            self._respond(source, correlation_id, FetchResponse(error_code=Error.INVALID_REQUEST))
+            self.respond(source, correlation_id, FetchResponse(error_code=Error.INVALID_REQUEST))
             return
         if request.max_wait_ms < 0 or part.fetch_offset < 0 or part.last_fetched_epoch < 0 \
                 or part.last_fetched_epoch > part.current_leader_epoch:
-            self._respond(source, correlation_id, self._fetch_error(Error.INVALID_REQUEST))
+            self.respond(source, correlation_id, self._fetch_error(Error.INVALID_REQUEST))
             return
         state = self.state
-        error = self._leader_error(part.current_leader_epoch)
+        error = self.leader_error(part.current_leader_epoch)
         if error != Error.NONE or not isinstance(state, Leader):
-            self._respond(source, correlation_id, self._fetch_error(error))
+            self.respond(source, correlation_id, self._fetch_error(error))
             return
-        replica = rpc.fetch_replica_id(request)
+        replica = rpc.fetch_replica_key(request)
         response = self._read_for(state, replica, part.fetch_offset, part.last_fetched_epoch, now)
         answer = response.responses[0].partitions[0]
         if answer.records or answer.diverging_epoch.epoch >= 0 or answer.snapshot_id.epoch >= 0 \
                 or request.max_wait_ms == 0:
-            self._respond(source, correlation_id, response)
+            self.respond(source, correlation_id, response)
             return
         state.parked.append(ParkedFetch(source, correlation_id, now + request.max_wait_ms, request))
 
-    def _leader_error(self, request_epoch: int) -> int:
+    def leader_error(self, request_epoch: int) -> int:
         """Why a request for the leader's log cannot be served here, or NONE."""
         if request_epoch < self.epoch:
             return Error.FENCED_LEADER_EPOCH
@@ -702,35 +870,41 @@ class RaftCore:
             return Error.NOT_LEADER_OR_FOLLOWER
         return Error.NONE
 
-    def _track_fetch(self, state: Leader, replica: int, offset: int, now: int) -> None:
+    def _track_fetch(self, state: Leader, key: ReplicaKey, offset: int, now: int) -> None:
+        replica = key.id
         if replica >= 0:
-            progress = state.replicas.setdefault(replica, ReplicaProgress())
+            progress = state.replicas.get(replica)
+            if progress is None or progress.directory_id != key.directory_id:
+                # Another directory under the same id is another replica: its progress starts anew.
+                progress = state.replicas[replica] = ReplicaProgress(directory_id=key.directory_id)
             progress.log_end_offset = offset
             progress.last_fetch_ms = now
             if offset >= self.log.end_offset:
                 progress.last_caught_up_ms = now
-        if replica in self.voters and replica != self.node_id:
+        if self.voter_set.is_voter(key) and replica != self.node_id:
             state.voters_fetched.add(replica)
             state.begin_epoch_acked.add(replica)
             self._check_quorum(state, now)
 
-    def _read_for(self, state: Leader, replica: int, offset: int, last_epoch: int, now: int) -> FetchResponse:
+    def _read_for(self, state: Leader, replica: ReplicaKey, offset: int, last_epoch: int,
+                  now: int) -> FetchResponse:
         position = fetch_position(self.log, offset, last_epoch)
+        address = self.address_of(self.node_id)
         if position.snapshot is not None:
             response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
-                                          self.log.start_offset)
+                                          self.log.start_offset, leader_address=address)
             end_offset, epoch = position.snapshot
             response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=end_offset, epoch=epoch)
             return response
         if position.diverging is not None:
             return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
-                                      self.log.start_offset, diverging=position.diverging)
+                                      self.log.start_offset, diverging=position.diverging, leader_address=address)
         self._track_fetch(state, replica, offset, now)
-        if replica in self.voters:
+        if replica.id in self.voters:
             self._update_high_watermark(state, now)
         records = self.log.read(offset, self.config.fetch_max_bytes) if offset < self.log.end_offset else b""
         return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
-                                  self.log.start_offset, records)
+                                  self.log.start_offset, records, leader_address=address)
 
     def _leader_high_watermark(self, state: Leader) -> int:
         # Until this epoch has committed its first batch the leader does not know the
@@ -747,19 +921,26 @@ class RaftCore:
                 continue
             assert isinstance(parked.request, FetchRequest)
             part = parked.request.topics[0].partitions[0]
-            response = self._read_for(state, rpc.fetch_replica_id(parked.request), part.fetch_offset,
+            response = self._read_for(state, rpc.fetch_replica_key(parked.request), part.fetch_offset,
                                       part.last_fetched_epoch, now)
-            self._respond(parked.source, parked.correlation_id, response)
+            self.respond(parked.source, parked.correlation_id, response)
 
     def _check_quorum(self, state: Leader, now: int) -> None:
-        if len(state.voters_fetched) + 1 >= len(self.voters) // 2 + 1:
+        voters = self.voters
+        fetched = len(state.voters_fetched & voters) + (1 if self.node_id in voters else 0)
+        if fetched >= len(voters) // 2 + 1:
             state.voters_fetched.clear()
             state.check_quorum_deadline = now + int(self.config.fetch_timeout_ms * CHECK_QUORUM_FACTOR)
 
     def _update_high_watermark(self, state: Leader, now: int) -> None:
+        voters = self.voters
         offsets = [max(state.replicas[v].log_end_offset, 0) if v in state.replicas else 0
-                   for v in self.voters if v != self.node_id]
-        offsets.append(self.log.flushed_offset)
+                   for v in voters if v != self.node_id]
+        if self.node_id in voters:
+            # A leader that is removing itself leads on, but no longer counts towards commits.
+            offsets.append(self.log.flushed_offset)
+        if not offsets:
+            return
         # Counting only once a majority has flushed past the epoch's first batch is Raft's
         # rule that a leader commits entries of earlier epochs only through one of its own.
         candidate = majority_offset(offsets)
@@ -769,6 +950,7 @@ class RaftCore:
         if not state.announced:
             state.announced = True
             self.outputs.append(BecameLeader(self.epoch, state.epoch_start_offset))
+        self.membership.committed(state, now)
         self._answer_parked(state, now, only_due=False)
 
     def _advance_high_watermark(self, offset: int) -> None:
@@ -777,6 +959,12 @@ class RaftCore:
 
     # --- Fetch: replicating as a follower -------------------------------------------------------
     def _on_fetch_response(self, source: int, response: FetchResponse, now: int) -> bool:
+        for endpoint in response.node_endpoints:
+            if endpoint.node_id != self.node_id:
+                self._learnt[endpoint.node_id] = (endpoint.host, endpoint.port)
+        if response.error_code == Error.INCONSISTENT_CLUSTER_ID:
+            self.outputs.append(Refused(f"node {source} refuses this node's Fetch: this node's cluster id "
+                                        f"{self.config.cluster_id!r} is not that node's (INCONSISTENT_CLUSTER_ID)"))
         part = rpc.only_partition(response.responses, "topic")
         if response.error_code != Error.NONE or part is None:
             return False
@@ -817,6 +1005,7 @@ class RaftCore:
             raise RuntimeError(f"node {self.node_id}: the leader asks to truncate to {offset}, "
                                f"below the high watermark {self.high_watermark}")
         self.log.truncate_to(offset)
+        self.history.truncate(offset)
 
     def _append_fetched(self, batches: list[bytes]) -> bool:
         first = read_batch_header(batches[0])
@@ -825,31 +1014,31 @@ class RaftCore:
         for raw in batches:
             if read_batch_header(raw).partition_leader_epoch > self.epoch:
                 return False
-        self.log.append(batches)
+        self._append(batches)
         self._flush()
         return True
 
     # --- FetchSnapshot --------------------------------------------------------------------------
     def _on_fetch_snapshot_request(self, source: int, correlation_id: int, request: FetchSnapshotRequest,
                                    now: int) -> None:
-        if request.cluster_id is not None and request.cluster_id != self.config.cluster_id:
-            self._respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+        if not self.cluster_id_matches(request.replica_id, request.cluster_id, request.NAME):
+            self.respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
             return
         part = rpc.only_partition(request.topics, "name")
         if part is None:
-            self._respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INVALID_REQUEST))
+            self.respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INVALID_REQUEST))
             return
         snapshot = (part.snapshot_id.end_offset, part.snapshot_id.epoch)
 
         def reply(error: int, size: int = 0, chunk: bytes = b"") -> None:
-            self._respond(source, correlation_id, rpc.fetch_snapshot_response(
+            self.respond(source, correlation_id, rpc.fetch_snapshot_response(
                 error, self.epoch, self.leader_id, snapshot, size, part.position, chunk))
 
         state = self.state
         # An observer that knows no epoch (-1) is not checked against one, as a broker's
         # replica fetcher is not.
         epoch = part.current_leader_epoch if part.current_leader_epoch >= 0 else self.epoch
-        error = self._leader_error(epoch)
+        error = self.leader_error(epoch)
         if error != Error.NONE or not isinstance(state, Leader):
             reply(error)
             return
@@ -863,7 +1052,7 @@ class RaftCore:
             return
         # It counts as following for check quorum, but its log end is unknown until it
         # fetches again after installing the snapshot.
-        self._track_fetch(state, request.replica_id, -1, now)
+        self._track_fetch(state, ReplicaKey(request.replica_id, part.replica_directory_id), -1, now)
         reply(Error.NONE, size, chunk)
 
     def _on_fetch_snapshot_response(self, source: int, response: FetchSnapshotResponse, now: int) -> bool:
@@ -900,6 +1089,7 @@ class RaftCore:
             raise RuntimeError(f"node {self.node_id}: snapshot ending at {end_offset} is below "
                                f"the high watermark {self.high_watermark}")
         self.log.install_snapshot(download.snapshot, bytes(download.data))
+        self.history.restart(snapshot_quorum_messages(bytes(download.data)))
         state.download = None
         self.outputs.append(SnapshotInstalled(end_offset, epoch))
         # A snapshot holds committed records only.

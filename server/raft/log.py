@@ -12,7 +12,9 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Protocol
 
+from protocol.message import Message
 from protocol.records import HEADER_SIZE, read_batch_header
+from server.raft.voters import IN_SNAPSHOT, quorum_messages, snapshot_quorum_messages
 
 
 class RaftLog(Protocol):
@@ -65,6 +67,10 @@ class RaftLog(Protocol):
     def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
         """A snapshot fetched whole from the leader becomes the latest: every batch goes and
         the log starts, and ends, at the snapshot's end offset. Durable on return."""
+
+    def quorum_messages(self) -> list[tuple[int, Message]]:
+        """The kraft.version and voter-set records the latest snapshot (at offset
+        ``IN_SNAPSHOT``) and the log hold, in order, with their offsets."""
 
 
 def split_batches(data: bytes) -> list[bytes]:
@@ -205,6 +211,12 @@ class InMemoryLog:
         self.truncate_to(self.start_offset)
         self._snapshot, self._snapshot_data = snapshot, data
         self._start = self._flushed = snapshot[0]
+
+    def quorum_messages(self) -> list[tuple[int, Message]]:
+        found = [(IN_SNAPSHOT, message) for message in snapshot_quorum_messages(self._snapshot_data)]
+        for batch in self.batches:
+            found.extend(quorum_messages(batch.data))
+        return found
 
     def take_snapshot(self, end_offset: int) -> None:
         """Snapshot everything below ``end_offset`` (a batch boundary) and drop it from the

@@ -15,7 +15,8 @@ from protocol.generated.messages import (
     end_quorum_epoch_request as eqe_req, end_quorum_epoch_response as eqe_resp,
     fetch_request as f_req, fetch_response as f_resp, fetch_snapshot_request as fs_req,
     fetch_snapshot_response as fs_resp, vote_request as v_req, vote_response as v_resp)
-from protocol.primitives import METADATA_TOPIC_ID
+from protocol.primitives import METADATA_TOPIC_ID, ZERO_UUID
+from server.raft.voters import ReplicaKey
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -37,13 +38,21 @@ def only_partition(topics: list[Any], name_field: str = "topic_name") -> Any | N
     return None
 
 
+def as_key(replica: int | ReplicaKey) -> ReplicaKey:
+    """A node id alone is a replica of unknown directory (a kraft.version 0 voter)."""
+    return replica if isinstance(replica, ReplicaKey) else ReplicaKey(replica)
+
+
 # --- Vote -----------------------------------------------------------------------------------
 
-def vote_request(cluster_id: str, epoch: int, candidate_id: int, voter_id: int,
+def vote_request(cluster_id: str, epoch: int, candidate: int | ReplicaKey, voter: int | ReplicaKey,
                  last_epoch: int, last_offset: int, pre_vote: bool = False) -> v_req.VoteRequest:
-    part = v_req.PartitionData(partition_index=0, candidate_epoch=epoch, candidate_id=candidate_id,
+    candidate, voter = as_key(candidate), as_key(voter)
+    part = v_req.PartitionData(partition_index=0, candidate_epoch=epoch, candidate_id=candidate.id,
+                               candidate_directory_id=candidate.directory_id,
+                               voter_directory_id=voter.directory_id,
                                last_offset_epoch=last_epoch, last_offset=last_offset, pre_vote=pre_vote)
-    return v_req.VoteRequest(cluster_id=cluster_id, voter_id=voter_id,
+    return v_req.VoteRequest(cluster_id=cluster_id, voter_id=voter.id,
                              topics=[v_req.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
 
 
@@ -55,12 +64,15 @@ def vote_response(error: int, epoch: int, leader_id: int, granted: bool) -> v_re
 
 # --- BeginQuorumEpoch -------------------------------------------------------------------------
 
-def begin_epoch_request(cluster_id: str, epoch: int, leader_id: int,
-                        voter_id: int) -> bqe_req.BeginQuorumEpochRequest:
-    part = bqe_req.PartitionData(partition_index=0, leader_id=leader_id, leader_epoch=epoch)
+def begin_epoch_request(cluster_id: str, epoch: int, leader_id: int, voter: int | ReplicaKey,
+                        leader_endpoints: tuple[tuple[str, str, int], ...] = ()) -> bqe_req.BeginQuorumEpochRequest:
+    voter = as_key(voter)
+    part = bqe_req.PartitionData(partition_index=0, leader_id=leader_id, leader_epoch=epoch,
+                                 voter_directory_id=voter.directory_id)
     return bqe_req.BeginQuorumEpochRequest(
-        cluster_id=cluster_id, voter_id=voter_id,
-        topics=[bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
+        cluster_id=cluster_id, voter_id=voter.id,
+        topics=[bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=[part])],
+        leader_endpoints=[bqe_req.LeaderEndpoint(name=n, host=h, port=p) for n, h, p in leader_endpoints])
 
 
 def begin_epoch_response(error: int, epoch: int, leader_id: int) -> bqe_resp.BeginQuorumEpochResponse:
@@ -97,13 +109,14 @@ def end_epoch_response(error: int, epoch: int, leader_id: int) -> eqe_resp.EndQu
 
 # --- Fetch ------------------------------------------------------------------------------------
 
-def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: int, last_fetched_epoch: int,
+def fetch_request(cluster_id: str, replica: int | ReplicaKey, epoch: int, fetch_offset: int, last_fetched_epoch: int,
                   log_start_offset: int, max_wait_ms: int, max_bytes: int) -> f_req.FetchRequest:
+    replica = as_key(replica)
     part = f_req.FetchPartition(partition=0, current_leader_epoch=epoch, fetch_offset=fetch_offset,
                                 last_fetched_epoch=last_fetched_epoch, log_start_offset=log_start_offset,
-                                partition_max_bytes=max_bytes)
+                                partition_max_bytes=max_bytes, replica_directory_id=replica.directory_id)
     return f_req.FetchRequest(
-        cluster_id=cluster_id, replica_state=f_req.ReplicaState(replica_id=replica_id),
+        cluster_id=cluster_id, replica_state=f_req.ReplicaState(replica_id=replica.id),
         max_wait_ms=max_wait_ms, max_bytes=max_bytes,
         topics=[f_req.FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
 
@@ -123,25 +136,37 @@ def fetch_replica_id(request: f_req.FetchRequest) -> int:
 
 
 def fetch_response(error: int, epoch: int, leader_id: int, high_watermark: int, log_start_offset: int,
-                   records: bytes = b"", diverging: tuple[int, int] | None = None) -> f_resp.FetchResponse:
+                   records: bytes = b"", diverging: tuple[int, int] | None = None,
+                   leader_address: tuple[str, int] | None = None) -> f_resp.FetchResponse:
     part = f_resp.PartitionData(
         partition_index=0, error_code=error, high_watermark=high_watermark,
         last_stable_offset=high_watermark, log_start_offset=log_start_offset, records=records,
         current_leader=f_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch))
     if diverging is not None:
         part.diverging_epoch = f_resp.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+    # The leader's endpoint (v16+), so that a fetcher that only knew a bootstrap server can
+    # go to it.
+    endpoints = [] if leader_address is None or leader_id < 0 else [
+        f_resp.NodeEndpoint(node_id=leader_id, host=leader_address[0], port=leader_address[1])]
     return f_resp.FetchResponse(responses=[f_resp.FetchableTopicResponse(
-        topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])])
+        topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])], node_endpoints=endpoints)
+
+
+def fetch_replica_key(request: f_req.FetchRequest) -> ReplicaKey:
+    part = request.topics[0].partitions[0] if request.topics and request.topics[0].partitions else None
+    return ReplicaKey(fetch_replica_id(request), part.replica_directory_id if part is not None else ZERO_UUID)
 
 
 
 # --- FetchSnapshot ----------------------------------------------------------------------------
 
-def fetch_snapshot_request(cluster_id: str, replica_id: int, epoch: int, snapshot: tuple[int, int],
+def fetch_snapshot_request(cluster_id: str, replica: int | ReplicaKey, epoch: int, snapshot: tuple[int, int],
                            position: int, max_bytes: int) -> fs_req.FetchSnapshotRequest:
+    replica = as_key(replica)
     part = fs_req.PartitionSnapshot(partition=0, current_leader_epoch=epoch, position=position,
-                                    snapshot_id=fs_req.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]))
-    return fs_req.FetchSnapshotRequest(cluster_id=cluster_id, replica_id=replica_id, max_bytes=max_bytes,
+                                    snapshot_id=fs_req.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]),
+                                    replica_directory_id=replica.directory_id)
+    return fs_req.FetchSnapshotRequest(cluster_id=cluster_id, replica_id=replica.id, max_bytes=max_bytes,
                                        topics=[fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
 
 

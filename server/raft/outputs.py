@@ -23,6 +23,9 @@ class SendRequest:
     destination: int
     correlation_id: int  # the response must come back to ``receive_response`` with it
     message: Message
+    # Where the destination listens, as the core knows it (the voter set, the configured
+    # voters or bootstrap servers, a leader's endpoint learnt from a response); None: unknown.
+    address: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -75,5 +78,13 @@ class LeaderChanged:
     leader_id: int
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A peer refused this node, or this node refused a peer, for a reason an operator must
+    hear of (another cluster's id, a request meant for another replica)."""
+
+    reason: str
+
+
 Output = (PersistElection | SendRequest | SendResponse | Committed | SnapshotInstalled | BecameLeader | LostLeadership
-          | LeaderChanged)
+          | LeaderChanged | Refused)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from protocol.primitives import ZERO_UUID
 
 # Kafka's defaults for the controller.quorum.* settings.
 DEFAULT_ELECTION_TIMEOUT_MS = 1000
@@ -17,8 +19,21 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 @dataclass(frozen=True)
 class QuorumConfig:
+    # controller.quorum.voters' ids (kraft.version 0); empty when the voters come from the log
+    # (a dynamic quorum: formatted with --standalone or --initial-controllers, or joining one).
     voters: tuple[int, ...]
     cluster_id: str = ""
+    # meta.properties directory.id of the metadata log directory: with the node id, this
+    # replica's key.
+    directory_id: bytes = ZERO_UUID
+    # The controller listener: its name, and this node's (name, host, port) endpoints, which
+    # it gives when it asks to join or update its voter entry.
+    listener_name: str = "CONTROLLER"
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    # controller.quorum.voters' addresses, by id.
+    voter_addresses: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # controller.quorum.bootstrap.servers: where a replica that knows no voter asks for the leader.
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
     # controller.quorum.election.timeout.ms: an election starts after a random wait in
     # [timeout, 2 * timeout), so voters seldom start at the same moment.
     election_timeout_ms: int = DEFAULT_ELECTION_TIMEOUT_MS

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol.primitives import ZERO_UUID
+
 NO_ID = -1
 
 
@@ -93,6 +95,8 @@ class Follower:
     has_fetched: bool = False
     # Set while the leader's log starts after this one ends.
     download: SnapshotDownload | None = None
+    # This voter asked the leader (UpdateRaftVoter) to record its current listeners.
+    update_sent: bool = False
 
 
 @dataclass
@@ -113,6 +117,7 @@ class ReplicaProgress:
     log_end_offset: int = -1  # the fetch offset of its last valid Fetch in this epoch
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1  # the last time it fetched from the leader's log end
+    directory_id: bytes = ZERO_UUID  # as its Fetch named it (v17+)
 
 
 @dataclass
@@ -130,6 +135,22 @@ class Leader:
     parked: list[ParkedFetch] = field(default_factory=list)
     announced: bool = False  # BecameLeader sent, once the epoch start is committed
     resign_requested: bool = False
+    # The one voter change in flight (AddRaftVoter, RemoveRaftVoter), if any.
+    change: "VoterChange | None" = None
+
+
+@dataclass
+class VoterChange:
+    """A membership change the leader works on: answered once its VotersRecord (appended at
+    ``last_offset``) commits, or failed when ``deadline`` passes or leadership goes."""
+
+    api: str  # "AddRaftVoter" or "RemoveRaftVoter"
+    source: int
+    correlation_id: int
+    deadline: int
+    key: object  # the voter's ReplicaKey
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    last_offset: int | None = None  # None: still waiting for the new voter's ApiVersions
 
 
 @dataclass

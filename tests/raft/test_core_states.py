@@ -21,7 +21,7 @@ from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
 from server.raft.log import InMemoryLog
 from server.raft.outputs import (
-    BecameLeader, Committed, LostLeadership, PersistElection, SendResponse, SnapshotInstalled)
+    SendRequest, BecameLeader, Committed, LostLeadership, PersistElection, SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import (
     Candidate, Election, Follower, Leader, Prospective, ReplicaProgress, Resigned, Unattached)
@@ -63,9 +63,16 @@ def test_a_log_ahead_of_the_quorum_state_file_wins_without_a_vote() -> None:
     assert isinstance(core.state, Unattached) and core.state.election == Election(5)
 
 
-def test_a_node_outside_the_voters_is_refused() -> None:
-    with pytest.raises(ValueError):
-        new_core(node_id=9)
+def test_a_node_outside_the_voters_is_an_observer_that_never_stands() -> None:
+    core = new_core(node_id=9)
+    assert not core.is_voter
+    for now in range(0, 20_000, 500):
+        core.tick(now)
+        assert isinstance(core.state, Unattached) and core.epoch == 0
+    sent = [o for o in core.take_outputs() if isinstance(o, SendRequest)]
+    # It only asks the voters, one at a time, which of them leads; it never asks for votes.
+    assert sent and all(isinstance(o.message, FetchRequest) for o in sent)
+    assert {o.destination for o in sent} <= {1, 2, 3}
 
 
 # --- elections ------------------------------------------------------------------------------------

@@ -1,0 +1,229 @@
+"""Changing the voters (KIP-853): AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter at the leader.
+
+Kafka's checks, in Kafka's order and with its error codes: the request must be of this cluster
+and reach the leader; a voter key needs a directory id and the leader's listener; only one
+change is in flight; the leader must have committed in its epoch and the last voter change
+must be committed; the quorum must run kraft.version 1. A new voter is asked for its ApiVersions
+(its kraft.version range must hold the cluster's) and must be a caught-up observer; then a
+VotersRecord with the new set is appended and the answer waits for it to commit. A leader that
+removes itself leads until that record commits, then resigns. UpdateRaftVoter is answered at
+once, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from protocol.error_codes import Error
+from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
+from protocol.generated.messages.add_raft_voter_response import AddRaftVoterResponse
+from protocol.generated.messages.api_versions_response import ApiVersionsResponse
+from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+from protocol.generated.messages.remove_raft_voter_response import RemoveRaftVoterResponse
+from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
+from protocol.generated.messages.update_raft_voter_response import CurrentLeader, UpdateRaftVoterResponse
+from protocol.message import Message
+from protocol.primitives import ZERO_UUID
+from server.raft.replication import voters_batch
+from server.raft.state import Leader, VoterChange
+from server.raft.voters import KRAFT_VERSION_DYNAMIC, ReplicaKey, VoterNode
+
+if TYPE_CHECKING:
+    from server.raft.core import RaftCore
+
+KRAFT_VERSION_FEATURE = "kraft.version"
+# Kafka counts an observer as caught up for AddRaftVoter if it fetched from the leader's log
+# end and fetched at all within the last hour.
+CAUGHT_UP_WINDOW_MS = 3_600_000
+
+
+class Membership:
+    def __init__(self, core: "RaftCore") -> None:
+        self.core = core
+
+    # --- requests ------------------------------------------------------------------------------
+    def receive_request(self, source: int, correlation_id: int, message: Message, now: int) -> None:
+        core = self.core
+        if isinstance(message, UpdateRaftVoterRequest):
+            self._update(source, correlation_id, message, now)
+            return
+        assert isinstance(message, (AddRaftVoterRequest, RemoveRaftVoterRequest))
+        reply = _replier(core, source, correlation_id, message)
+        if not core.cluster_id_matches(source, message.cluster_id, message.NAME):
+            reply(Error.INCONSISTENT_CLUSTER_ID, f"The given id \"{message.cluster_id}\" doesn't match the "
+                                                 f"cluster id \"{core.config.cluster_id}\"")
+            return
+        state = core.state
+        if not isinstance(state, Leader) or state.resign_requested or core.shutting_down:
+            reply(Error.NOT_LEADER_OR_FOLLOWER, None)
+            return
+        key = ReplicaKey(message.voter_id, message.voter_directory_id)
+        if key.id < 0 or key.directory_id == ZERO_UUID:
+            reply(Error.INVALID_REQUEST, f"{message.NAME} request didn't include a valid voter")
+            return
+        endpoints: tuple[tuple[str, str, int], ...] = ()
+        if isinstance(message, AddRaftVoterRequest):
+            endpoints = tuple((listener.name, listener.host, listener.port) for listener in message.listeners)
+            if not any(name == core.config.listener_name for name, _, _ in endpoints):
+                reply(Error.INVALID_REQUEST, f"Add voter request didn't include the endpoint for the default "
+                                             f"listener {core.config.listener_name}")
+                return
+        problem = self._not_now(state, now, "adding" if endpoints else "removing")
+        if problem is not None:
+            reply(*problem)
+            return
+        voters = core.voter_set
+        if isinstance(message, AddRaftVoterRequest):
+            if key.id in voters.ids:
+                reply(Error.DUPLICATE_VOTER, f"The voter id for {key} is already part of the set of voters "
+                                             f"{voters.describe()}.")
+                return
+            timeout = message.timeout_ms if message.timeout_ms > 0 else core.config.request_timeout_ms
+            state.change = VoterChange(message.NAME, source, correlation_id, now + timeout, key, endpoints)
+            host_port = next((h, p) for n, h, p in endpoints if n == core.config.listener_name)
+            core.send_api_versions(key.id, host_port, now)
+            return
+        removed = voters.remove(key)
+        if removed is None:
+            reply(Error.VOTER_NOT_FOUND, f"Cannot remove voter {key} from the set of voters {voters.describe()}")
+            return
+        change = VoterChange(message.NAME, source, correlation_id, now + core.config.request_timeout_ms, key)
+        state.change = change
+        change.last_offset = core.append_control(lambda base, epoch: voters_batch(
+            base, epoch, removed, core.wall_time(now)), now)
+
+    def _not_now(self, state: Leader, now: int, doing: str) -> tuple[int, str] | None:
+        """Why no voter change can start now, as Kafka's handlers check it, or None."""
+        core = self.core
+        self._expire(state, now)
+        if state.change is not None:
+            return Error.REQUEST_TIMED_OUT, "Request timed out waiting for leader to handle previous voter change request"
+        if core.high_watermark <= state.epoch_start_offset:
+            return Error.REQUEST_TIMED_OUT, ("Request timed out waiting for leader to establish HWM and fence "
+                                             "previous voter changes")
+        if core.history.kraft_version < KRAFT_VERSION_DYNAMIC:
+            return Error.UNSUPPORTED_VERSION, (f"Cluster doesn't support {doing} voter because the "
+                                               f"{KRAFT_VERSION_FEATURE} feature is {core.history.kraft_version}")
+        last = core.history.latest_offset
+        if last is not None and last >= core.high_watermark:
+            return Error.REQUEST_TIMED_OUT, (f"Request timed out waiting for voters to commit the latest voter "
+                                             f"change at {last} with HWM {core.high_watermark}")
+        return None
+
+    def _update(self, source: int, correlation_id: int, message: UpdateRaftVoterRequest, now: int) -> None:
+        core = self.core
+
+        def reply(error: int) -> None:
+            address = core.address_of(core.leader_id)
+            leader = CurrentLeader(leader_id=core.leader_id, leader_epoch=core.epoch,
+                                   host=address[0] if address else "", port=address[1] if address else -1)
+            core.respond(source, correlation_id, UpdateRaftVoterResponse(error_code=error, current_leader=leader))
+
+        if not core.cluster_id_matches(source, message.cluster_id, message.NAME):
+            reply(Error.INCONSISTENT_CLUSTER_ID)
+            return
+        error = core.leader_error(message.current_leader_epoch)
+        state = core.state
+        if error != Error.NONE or not isinstance(state, Leader):
+            reply(error if error != Error.NONE else Error.NOT_LEADER_OR_FOLLOWER)
+            return
+        key = ReplicaKey(message.voter_id, message.voter_directory_id)
+        endpoints = tuple((listener.name, listener.host, listener.port) for listener in message.listeners)
+        versions = message.k_raft_version_feature
+        if key.id < 0 or key.directory_id == ZERO_UUID \
+                or not any(name == core.config.listener_name for name, _, _ in endpoints) \
+                or versions.min_supported_version < 0 or versions.max_supported_version < versions.min_supported_version:
+            reply(Error.INVALID_REQUEST)
+            return
+        problem = self._not_now(state, now, "updating")
+        if problem is not None:
+            reply(problem[0])
+            return
+        level = core.history.kraft_version
+        if not versions.min_supported_version <= level <= versions.max_supported_version:
+            reply(Error.INVALID_REQUEST)
+            return
+        updated = core.voter_set.update(VoterNode(key, endpoints, (versions.min_supported_version,
+                                                                   versions.max_supported_version)))
+        if updated is None:
+            reply(Error.VOTER_NOT_FOUND)
+            return
+        core.append_control(lambda base, epoch: voters_batch(base, epoch, updated, core.wall_time(now)), now)
+        reply(Error.NONE)
+
+    # --- the new voter's ApiVersions ------------------------------------------------------------
+    def on_api_versions(self, source: int, response: ApiVersionsResponse, now: int) -> None:
+        core = self.core
+        state = core.state
+        if not isinstance(state, Leader) or state.change is None or state.change.last_offset is not None:
+            return
+        change = state.change
+        assert isinstance(change.key, ReplicaKey)
+        if change.key.id != source:
+            return
+        if response.error_code != Error.NONE:
+            self._finish(state, Error.REQUEST_TIMED_OUT, f"Aborted add voter operation since API_VERSIONS returned "
+                                                         f"an error {response.error_code}")
+            return
+        level = core.history.kraft_version
+        supported = next((f for f in response.supported_features if f.name == KRAFT_VERSION_FEATURE), None)
+        if supported is None or not supported.min_version <= level <= supported.max_version:
+            shown = f"(min: {supported.min_version}, max: {supported.max_version})" if supported else "(min: 0, max: 0)"
+            self._finish(state, Error.INVALID_REQUEST, f"Aborted add voter operation for {change.key} since the "
+                                                       f"{KRAFT_VERSION_FEATURE} range {shown} doesn't support the "
+                                                       f"finalized version {level}")
+            return
+        progress = state.replicas.get(change.key.id)
+        caught_up = progress is not None and progress.directory_id == change.key.directory_id \
+            and progress.last_caught_up_ms > 0 and progress.last_fetch_ms > now - CAUGHT_UP_WINDOW_MS
+        if not caught_up:
+            self._finish(state, Error.REQUEST_TIMED_OUT, f"Aborted add voter operation for {change.key} since it is "
+                                                         f"lagging behind")
+            return
+        added = core.voter_set.add(VoterNode(change.key, change.endpoints, (supported.min_version,
+                                                                            supported.max_version)))
+        assert added is not None  # checked when the request came, and no other change since
+        change.last_offset = core.append_control(lambda base, epoch: voters_batch(
+            base, epoch, added, core.wall_time(now)), now)
+
+    # --- the change committing, timing out, or leadership going ---------------------------------
+    def committed(self, state: Leader, now: int) -> None:
+        """The high watermark moved: a change whose record it passed is done."""
+        change = state.change
+        if change is None or change.last_offset is None or self.core.high_watermark <= change.last_offset:
+            return
+        self._finish(state, Error.NONE, None)
+        if not self.core.is_voter:
+            # Removed itself: it led until the change committed, and now hands over.
+            state.resign_requested = True
+
+    def poll(self, state: Leader, now: int) -> None:
+        self._expire(state, now)
+
+    def _expire(self, state: Leader, now: int) -> None:
+        change = state.change
+        if change is not None and now >= change.deadline:
+            self._finish(state, Error.REQUEST_TIMED_OUT, "Request timed out waiting for the voter change to commit")
+
+    def leadership_lost(self, state: Leader) -> None:
+        if state.change is not None:
+            self._finish(state, Error.NOT_LEADER_OR_FOLLOWER, None)
+
+    def _finish(self, state: Leader, error: int, text: str | None) -> None:
+        change = state.change
+        assert change is not None
+        state.change = None
+        cls: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]
+        cls = AddRaftVoterResponse if change.api == AddRaftVoterRequest.NAME else RemoveRaftVoterResponse
+        self.core.respond(change.source, change.correlation_id, cls(error_code=error, error_message=text))
+
+
+def _replier(core: "RaftCore", source: int, correlation_id: int,
+             message: AddRaftVoterRequest | RemoveRaftVoterRequest) -> Callable[[int, str | None], None]:
+    cls: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]
+    cls = AddRaftVoterResponse if isinstance(message, AddRaftVoterRequest) else RemoveRaftVoterResponse
+
+    def reply(error: int, text: str | None) -> None:
+        core.respond(source, correlation_id, cls(error_code=error, error_message=text))
+    return reply
+
