@@ -313,7 +313,8 @@ class ControllerServer:
         self._snapshotting = True
         snapshot = SnapshotId(committed + 1, self._epoch_at(committed))
         # The child forked now sees exactly the committed state, however long it takes.
-        wait = fork_snapshot(self.log.directory, snapshot, self.controller.snapshot_records)
+        wait = fork_snapshot(self.log.directory, snapshot, self.controller.snapshot_records,
+                             self.config.snapshot_writer_delay_ms / 1000)
         task = asyncio.get_running_loop().run_in_executor(None, wait)
         task.add_done_callback(lambda f: self._snapshot_written(f, snapshot))
 
