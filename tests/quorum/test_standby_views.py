@@ -1,10 +1,13 @@
 """What a standby of a real three-voter quorum shows, with test brokers heartbeating to the
-active controller: its metrics mean what Kafka's mean."""
+active controller: its metrics mean what Kafka's mean, and the metadata shell pointed at it
+alone finds the leader and reads the log."""
 
 from __future__ import annotations
 
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -15,7 +18,7 @@ from protocol.error_codes import Error
 from tests.broker.conftest import BrokerProcess
 from tests.ops.scrape import KC, Samples, gauge, scrape
 from tests.quorum.support import create_topic
-from tools.controller_process import ControllerProcess, QuorumProcesses
+from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.processes import poll
 
 BROKERS = [1, 2]
@@ -80,3 +83,15 @@ def test_a_standby_reports_its_own_replay(quorum: QuorumProcesses) -> None:
     active = scrape(metrics_port(leader))
     assert active[(KC + "metadatacommitlatencyms_count", ())] > 0
     assert active[(KC + "metadatacommitlatencyms_sum", ())] > 0
+
+
+def shell(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tools.metadata_shell", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_metadata_shell_given_one_standby_reads_from_the_leader(quorum: QuorumProcesses) -> None:
+    _, standby = leader_and_standby(quorum)
+    result = shell("--controllers", f"{standby.host}:{standby.port}", "ls", "/image/topics/byName")
+    assert result.returncode == 0, result.stderr
+    assert "first" in result.stdout.split()
