@@ -313,7 +313,8 @@ class ControllerServer:
         self._snapshotting = True
         snapshot = SnapshotId(committed + 1, self._epoch_at(committed))
         # The child forked now sees exactly the committed state, however long it takes.
-        wait = fork_snapshot(self.log.directory, snapshot, self.controller.snapshot_records)
+        wait = fork_snapshot(self.log.directory, snapshot, self.controller.snapshot_records,
+                             self.config.snapshot_writer_delay_ms / 1000)
         task = asyncio.get_running_loop().run_in_executor(None, wait)
         task.add_done_callback(lambda f: self._snapshot_written(f, snapshot))
 
@@ -345,16 +346,22 @@ class ControllerServer:
 
     # --- serving ------------------------------------------------------------------------------
     async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
-        """Serve (on ``sock`` when the caller bound the port first), then join the quorum. A
-        single voter elects itself at once: this returns when it is active."""
+        """Join the quorum, then serve (on ``sock`` when the caller bound the port first). A
+        single voter has nothing to wait for: it elects itself, commits its LeaderChange and is
+        active before it accepts a connection, so no client hears NOT_CONTROLLER from it; one
+        that connected meanwhile waits in the listen backlog."""
         listener = self.config.controller_listener
-        self.address = await self.listener.start(listener.host, listener.port, sock)
         self._activated = asyncio.get_running_loop().create_future()
         self.replication.start()
         if len(self.voters) == 1:
-            # Its LeaderChange is committed by its own fsync: a moment, unless the disk fails
-            # (then it has resigned, and says NOT_CONTROLLER until it stands again).
-            await asyncio.wait([self._activated], timeout=self.config.quorum_request_timeout_ms / 1000)
+            # Its own fsync commits its LeaderChange: a moment. A slow or failing disk is said
+            # in the log, not hidden behind a listener that refuses writes.
+            done, _ = await asyncio.wait([self._activated], timeout=self.config.quorum_request_timeout_ms / 1000)
+            if not done:
+                log.warning("not active yet %d ms after start-up (a slow disk?); listening once it is",
+                            self.config.quorum_request_timeout_ms)
+                await self._activated
+        self.address = await self.listener.start(listener.host, listener.port, sock)
         if self.metrics is not None and self.config.metrics_port is not None:
             self.metrics_port = self.metrics.start(listener.host, self.config.metrics_port)
         self._schedule_lease_check()

@@ -91,6 +91,10 @@ LISTENER_SECURITY_KEYS = frozenset({
 })
 AUTHORIZER_KEYS = frozenset({"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"})
 
+# For tests only: the forked snapshot writer waits this long before it writes, so that a test
+# can kill the controller while a writer is at work.
+SNAPSHOT_WRITER_DELAY_KEY = "kraftwire.test.snapshot.writer.delay.ms"
+
 _KNOWN_KEYS = frozenset({
     "process.roles", "node.id", "controller.quorum.voters",
     "listeners", "advertised.listeners", "controller.listener.names",
@@ -103,7 +107,7 @@ _KNOWN_KEYS = frozenset({
     *(f"controller.quorum.{name}" for name in (
         "election.timeout.ms", "election.backoff.max.ms", "fetch.timeout.ms", "request.timeout.ms",
         "retry.backoff.ms", "append.linger.ms")),
-    "kraftwire.metrics.port", "kraftwire.log.format",
+    "kraftwire.metrics.port", "kraftwire.log.format", SNAPSHOT_WRITER_DELAY_KEY,
 }) | LISTENER_SECURITY_KEYS | AUTHORIZER_KEYS | frozenset({
     # the voters' connections to each other (server/security/client.py)
     "sasl.mechanism.controller.protocol", "ssl.endpoint.identification.algorithm",
@@ -216,6 +220,7 @@ class ControllerConfig:
     controller_client: ClientSecurity = field(default_factory=ClientSecurity)
     metrics_port: int | None = None  # None: no metrics endpoint
     log_format: str = "text"
+    snapshot_writer_delay_ms: int = 0  # SNAPSHOT_WRITER_DELAY_KEY
     ignored: list[str] = field(default_factory=list)
 
     @property
@@ -559,6 +564,7 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         controller_client=_controller_client(reader, security, listeners[0].name, len(voters)),
         metrics_port=metrics_port,
         log_format=log_format,
+        snapshot_writer_delay_ms=reader.int(SNAPSHOT_WRITER_DELAY_KEY, 0, 0),
         ignored=sorted(key for key in props if key in IGNORED_KEYS),
     )
 

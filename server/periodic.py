@@ -18,11 +18,13 @@ import asyncio
 import gc
 import logging
 import os
+import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, NoReturn, Protocol
 
 from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
+from server.child_process import close_inherited_fds, die_with_parent
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import SLICE_RECORDS, VersionedRecord
 from server.leadership import Leadership
@@ -97,26 +99,24 @@ class SlicedWork:
 
 
 def fork_snapshot(partition_dir: Path, snapshot: SnapshotId,
-                  records: Callable[[], Iterable[VersionedRecord]]) -> Callable[[], tuple[int, int]]:
+                  records: Callable[[], Iterable[VersionedRecord]],
+                  delay_s: float = 0.0) -> Callable[[], tuple[int, int]]:
     """Start writing a snapshot of the state as it is at this moment, without holding the loop
     while its records are built: a forked child sees the state copy-on-write, frozen at the
     fork, builds and writes the records and exits, while this process goes on changing its
     own. Returns the wait for the child, to run off the loop: (bytes, records) written, or
-    OSError with the child's reason."""
+    OSError with the child's reason. ``delay_s``: the child waits this long before it starts
+    (for tests that need a writer still at work)."""
     read_end, write_end = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
-    if pid == 0:  # the child: no loop, no logging, nothing but the file
-        status, message = 0, ""
+    if pid == 0:
         try:
-            gc.disable()  # a collection would touch, and so copy, every page of the state
-            os.close(read_end)
-            counted = _Counted(records())
-            message = f"{write_snapshot(partition_dir, snapshot, counted)} {counted.count}"
-        except BaseException as exc:  # every failure goes to the parent, which logs it
-            status, message = 1, f"{type(exc).__name__}: {exc}"
+            _snapshot_child(parent, write_end, partition_dir, snapshot, records, delay_s)
         finally:
-            os.write(write_end, message.encode())
-            os._exit(status)
+            # Whatever escaped (a write to the pipe of a parent that died raises
+            # BrokenPipeError): returning would run the copied event loop as a second controller.
+            os._exit(1)
     os.close(write_end)
 
     def wait() -> tuple[int, int]:
@@ -128,6 +128,24 @@ def fork_snapshot(partition_dir: Path, snapshot: SnapshotId,
         size, count = message.split()
         return int(size), int(count)
     return wait
+
+
+def _snapshot_child(parent: int, write_end: int, partition_dir: Path, snapshot: SnapshotId,
+                    records: Callable[[], Iterable[VersionedRecord]], delay_s: float) -> NoReturn:
+    """The forked child's whole life: no loop, no logging, nothing but the file and the pipe
+    to the parent, and it dies with the parent."""
+    gc.disable()  # a collection would touch, and so copy, every page of the state
+    die_with_parent(parent)
+    close_inherited_fds(keep=write_end)
+    status, message = 0, ""
+    try:
+        time.sleep(delay_s)
+        counted = _Counted(records())
+        message = f"{write_snapshot(partition_dir, snapshot, counted)} {counted.count}"
+    except BaseException as exc:  # every failure goes to the parent, which logs it
+        status, message = 1, f"{type(exc).__name__}: {exc}"
+    os.write(write_end, message.encode())
+    os._exit(status)
 
 
 class _Counted:

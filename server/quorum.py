@@ -101,7 +101,7 @@ class QuorumReplication:
         self._proposing = False
         # For the metrics: how long the last commit took (from its proposal), when the last
         # batch was proposed, and writes that failed.
-        self.last_flush_ms = 0.0
+        self.last_flush_ms: float | None = None  # None: the last commit ended none of this node's proposals
         self.last_batch_timestamp_ms = -1
         self.failures = 0
         self._proposed_at: deque[tuple[int, float]] = deque()  # (last offset, monotonic s)
@@ -295,6 +295,7 @@ class QuorumReplication:
             return
         self.committed_offset = last_offset
         proposed = self._proposed_at
+        self.last_flush_ms = None
         if proposed and proposed[0][0] <= last_offset:
             while proposed and proposed[0][0] <= last_offset:
                 _, began = proposed.popleft()

@@ -61,6 +61,7 @@ class ControllerProcess:
         self.config_path: Path | None = None
         self.starts = 0
         self._stderr_offset = 0  # where the current process's stderr begins in the file
+        self._bounded = bounded_child(lifetime_s)  # made anew by each launch, in the launching process
 
     # --- paths ------------------------------------------------------------------------------
     @property
@@ -147,12 +148,13 @@ class ControllerProcess:
 
     def prepare_child(self) -> None:
         """Runs in the child between fork and exec."""
-        bounded_child(self.lifetime_s)()
+        self._bounded()
 
     def _launch(self, args: list[str]) -> None:
         self._stderr_offset = self.stderr_path.stat().st_size if self.stderr_path.exists() else 0
         stdout_offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._bounded = bounded_child(self.lifetime_s)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "server", *args], cwd=ROOT, env=env,
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,

@@ -3,7 +3,6 @@ the run that started them, and stopped by their own PID."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -11,7 +10,7 @@ import subprocess
 import time
 from typing import Callable, TypeVar
 
-PR_SET_PDEATHSIG = 1
+from server.child_process import die_with_parent
 
 T = TypeVar("T")
 
@@ -24,13 +23,13 @@ def free_port() -> int:
 
 
 def bounded_child(lifetime_s: int) -> Callable[[], None]:
-    """A preexec_fn: the child dies with its parent, and after ``lifetime_s`` regardless (an
-    alarm survives exec, and SIGALRM's default action ends the process)."""
+    """A preexec_fn, made in the parent: the child dies with its parent, and after
+    ``lifetime_s`` regardless (an alarm survives exec, and SIGALRM's default action ends the
+    process)."""
+    parent = os.getpid()
+
     def prepare() -> None:
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
+        die_with_parent(parent)
         signal.alarm(lifetime_s)
     return prepare
 

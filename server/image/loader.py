@@ -43,6 +43,7 @@ class MetadataLoader:
         self.controller = controller
         self.leader: Leader | None = None  # the last LeaderChange seen
         self.last_epoch = -1  # leader epoch of the last batch replayed
+        self.last_timestamp_ms = -1  # append time of the last batch replayed (its max timestamp)
 
     @property
     def next_offset(self) -> int:
@@ -101,7 +102,7 @@ class MetadataLoader:
                     record = self._decode(rec.value, offset, where)
                     self._replay(record, offset, where)
                     replayed.append((record, offset))
-        self._done(batch.last_offset, batch.partition_leader_epoch)
+        self._done(batch.last_offset, batch.partition_leader_epoch, batch.max_timestamp)
         return replayed
 
     def raw_batch(self, data: bytes, pos: int, where: str) -> None:
@@ -120,16 +121,17 @@ class MetadataLoader:
         for offset, value in values:
             if offset >= self.next_offset:
                 self._replay(self._decode(value, offset, where), offset, where)
-        self._done(header.last_offset, header.partition_leader_epoch)
+        self._done(header.last_offset, header.partition_leader_epoch, header.max_timestamp)
 
     def _check_continues(self, base_offset: int, where: str) -> None:
         if base_offset > self.next_offset:
             raise LoadError(f"{where}: offsets {self.next_offset} to {base_offset - 1} are missing: the log "
                             f"does not continue the snapshot or the batch before it")
 
-    def _done(self, last_offset: int, epoch: int) -> None:
+    def _done(self, last_offset: int, epoch: int, timestamp_ms: int) -> None:
         self.controller.offsets.skip_to(last_offset + 1)
         self.last_epoch = epoch
+        self.last_timestamp_ms = timestamp_ms
 
     def _control(self, batch: RecordBatch, where: str, replay: bool) -> list[tuple[Message, int]]:
         replayed = []

@@ -33,7 +33,7 @@ class CommitPath(Protocol):
 
     committed_offset: int
     listeners: list[Callable[[int], None]]  # told of every new committed offset
-    last_flush_ms: float  # how long the last commit took
+    last_flush_ms: float | None  # how long the last commit took from its proposal; None if this node proposed none of it
     last_batch_timestamp_ms: int  # append time of the last batch written; -1 before any
     failures: int  # writes that failed
 

@@ -19,8 +19,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from protocol.api_keys import APIS
-from server.controller.cluster import NO_ACTIVE_BROKER
 from server.controller.quorum_controller import QuorumController
+from server.controller.replica import ControllerReplica
 from server.metalog.committer import CommitPath
 from server.metalog.snapshots import SnapshotId
 from server.metrics.names import controller, event_manager, raft, request_metrics
@@ -53,6 +53,10 @@ class Observed(Protocol):
 
     @property
     def snapshot(self) -> SnapshotId | None: ...
+
+    @property
+    def replica(self) -> ControllerReplica:
+        """What replays the committed log on a standby."""
 
 
 def wall_clock_ms() -> int:
@@ -108,7 +112,10 @@ class ControllerMetrics:
     def _on_commit(self, committed: int) -> None:
         self.commits.inc(max(0, committed - self._committed))
         self._committed = committed
-        self.commit_latency.observe(self.observed.committer.last_flush_ms)
+        # As Kafka's, relevant on the active controller: a standby commits nothing it proposed.
+        latency = self.observed.committer.last_flush_ms
+        if latency is not None:
+            self.commit_latency.observe(latency)
 
     def _start_probe(self) -> None:
         """Measure the event loop's queueing delay: how late a timer callback runs."""
@@ -184,10 +191,14 @@ class _StateCollector(Collector):
         fenced = sum(1 for b in brokers if b.fenced)
         partitions = [p for t in c.replication.topics.values() for p in t.partitions]
         committed = committer.committed_offset
-        lowest_broker = c.cluster.lowest_active_offset()
-        stamp = committer.last_batch_timestamp_ms
+        active = self.observed.active
+        # The append time of the last batch applied: one this node wrote, on the active
+        # controller (Kafka's takes the time it hands records to the log), else the last one it
+        # replayed; a standby's own writes of an epoch it lost were never applied for good.
+        replayed = self.observed.replica.loader.last_timestamp_ms
+        stamp = max(committer.last_batch_timestamp_ms, replayed) if active else replayed
         return {
-            "ActiveControllerCount": ("Whether this controller is the active one", int(self.observed.active)),
+            "ActiveControllerCount": ("Whether this controller is the active one", int(active)),
             "ActiveBrokerCount": ("Registered brokers that are not fenced", len(brokers) - fenced),
             "FencedBrokerCount": ("Registered brokers that are fenced", fenced),
             "GlobalTopicCount": ("Topics in the cluster", len(c.replication.topics)),
@@ -198,14 +209,15 @@ class _StateCollector(Collector):
                 sum(1 for p in partitions if p.replicas and p.leader != p.replicas[0])),
             "LastAppliedRecordOffset": ("Offset of the last record applied to the state", c.last_applied_offset),
             "LastCommittedRecordOffset": ("Offset of the last record made durable", committed),
-            "LastAppliedRecordTimestamp": ("Append time of the last batch written (ms since the epoch)", stamp),
-            "LastAppliedRecordLagMs": ("Milliseconds since the last batch was written",
+            "LastAppliedRecordTimestamp": ("Append time of the last batch applied (ms since the epoch)", stamp),
+            "LastAppliedRecordLagMs": ("Milliseconds since the append time of the last batch applied",
                                        max(0, wall_clock_ms() - stamp) if stamp >= 0 else 0),
             "TimedOutBrokerHeartbeatCount": ("Brokers fenced because their heartbeats stopped",
                                              c.timed_out_heartbeats),
             "MetadataErrorCount": ("Metadata log writes that failed", committer.failures),
-            "MetadataLag": ("Records the slowest active broker has yet to replay",
-                            max(0, committed - lowest_broker) if lowest_broker != NO_ACTIVE_BROKER else 0),
+            # KIP-631's: the active controller applies before it commits, so it lags by nothing.
+            "MetadataLag": ("Committed records this controller has yet to replay",
+                            max(0, committed - c.last_applied_offset)),
             "MetadataSnapshotLag": ("Committed records after the latest snapshot",
                                     committed + 1 - (snapshot.end_offset if snapshot is not None else 0)),
         }

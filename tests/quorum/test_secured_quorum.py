@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -32,7 +34,7 @@ from tests.broker.conftest import BrokerProcess
 from tests.security.certs import Pki, make_pki
 from tests.server.wire import HEARTBEAT_V, REGISTRATION_V, registration_request
 from tools.active_controller import NoActiveController, connect_active
-from tools.controller_process import ControllerProcess, QuorumProcesses
+from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.processes import poll
 
 TIMEOUT_S = 10.0
@@ -148,6 +150,16 @@ def register_broker(member, security: ClientSecurity, broker_id: int) -> None:
     poll(unfenced, 20, interval=0.1, message=f"broker {broker_id} to be unfenced")
 
 
+def admin_client_properties(pki: Pki, path: Path) -> Path:
+    """Kafka client properties that log in as the admin user over SASL_SSL."""
+    path.write_text("security.protocol=SASL_SSL\n"
+                    f"ssl.truststore.location={pki.ca}\n"
+                    "sasl.mechanism=PLAIN\n"
+                    f'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                    f'username="{ADMIN}" password="{ADMIN_PASSWORD}";\n')
+    return path
+
+
 def topics(member, security: ClientSecurity) -> set[str]:
     response = request(member, security, MetadataRequest(topics=None), 12)
     assert isinstance(response, MetadataResponse)
@@ -161,12 +173,7 @@ def test_sasl_ssl_quorum_elects_commits_and_fails_over(tmp_path, pki, admin_secu
     assert first.leader_id in quorum.members
     # A test broker reaches the controllers over their SASL_SSL listener too, and follows the
     # active one through the failover.
-    config = tmp_path / "broker-controller.properties"
-    config.write_text("security.protocol=SASL_SSL\n"
-                      f"ssl.truststore.location={pki.ca}\n"
-                      "sasl.mechanism=PLAIN\n"
-                      f'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
-                      f'username="{ADMIN}" password="{ADMIN_PASSWORD}";\n')
+    config = admin_client_properties(pki, tmp_path / "broker-controller.properties")
     broker = BrokerProcess(tmp_path / "broker", [
         "--controller", quorum.bootstrap, "--controller-config", str(config), "--node-id", "1", "--no-clients",
         "--heartbeat-interval-ms", "500", "--state-dir", str(tmp_path / "broker-state")]).start()
@@ -313,3 +320,26 @@ def _client_keystore(pki: Pki) -> Path:
     path = pki.client_key.with_name("client.pem")
     path.write_bytes(pki.client_key.read_bytes() + pki.client_cert.read_bytes())
     return path
+
+
+def test_the_metadata_shell_reads_a_secured_quorum_through_one_standby(tmp_path, pki, admin_security, stopper):
+    quorum = start(tmp_path, pki)
+    stopper.append(quorum)
+    state = leader(quorum, admin_security)
+    register_broker(quorum.members[state.leader_id], admin_security, 1)
+    write(quorum.members[state.leader_id], admin_security, "read-by-the-shell")
+    standby = quorum.members[next(n for n in sorted(quorum.members) if n != state.leader_id)]
+    config = admin_client_properties(pki, tmp_path / "admin.properties")
+
+    def shell(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tools.metadata_shell", "--controllers",
+                               f"{standby.host}:{standby.port}", *args, "ls", "/image/topics/byName"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    found = shell("--command-config", str(config))
+    assert found.returncode == 0, found.stderr
+    assert "read-by-the-shell" in found.stdout.split()
+    # Without the client settings the listener cannot be reached: one line, no traceback.
+    refused = shell()
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("error: could not read the metadata log: ") and refused.stderr.count("\n") == 1

@@ -1,16 +1,24 @@
 """Snapshots written by a forked child: the state as it was at the fork, whatever the parent
-does meanwhile, and the child's failure reported to the parent."""
+does meanwhile, the child's failure reported to the parent, and no child left behind when the
+parent is killed."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
+from protocol.client import KafkaClient
+from protocol.generated.messages.metadata_request import MetadataRequest
+from server.config import EMBEDDED_NODE_ID, SNAPSHOT_WRITER_DELAY_KEY
 from server.metalog.snapshot_file import read_snapshot_file
 from server.metalog.snapshots import SnapshotId
 from server.periodic import fork_snapshot
 from tests.server.test_replication import Cluster
+from tools.controller_process import ControllerProcess
+from tools.processes import poll
 
 
 def topic_names(path: Path) -> set[str]:
@@ -39,3 +47,49 @@ def test_a_failing_child_is_reported(tmp_path: Path) -> None:
     wait = fork_snapshot(tmp_path, SnapshotId(10, 1), broken)
     with pytest.raises(OSError, match="ValueError: no records today"):
         wait()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # ended meanwhile
+            # The command name in parentheses may hold spaces: the fields after it are fixed.
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie that nobody reaped yet."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the writer in /proc")
+def test_a_writer_dies_with_its_controller_and_frees_the_port(tmp_path: Path) -> None:
+    """kill -9 of the controller while its snapshot writer is at work: the writer goes with it,
+    so it never runs on as a second controller, and the controller starts again on its port."""
+    controller = ControllerProcess(tmp_path, {SNAPSHOT_WRITER_DELAY_KEY: "600000"}).start()
+    port = controller.port
+    writers: list[int] = []
+    try:
+        os.kill(controller.pid, signal.SIGUSR1)
+        writers = poll(lambda: children(controller.pid), 60, message="the forked snapshot writer")
+        controller.kill9()
+        poll(lambda: not any(alive(pid) for pid in writers), 60, message=f"the writers {writers} to end")
+        controller.start()
+        assert controller.port == port
+        with KafkaClient(controller.host, controller.port, client_id="fork-test") as client:
+            assert client.request(MetadataRequest(topics=None), 12).controller_id == EMBEDDED_NODE_ID
+    finally:
+        controller.stop()
+        for pid in writers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -344,7 +344,8 @@ def test_unreachable_controller(tmp_path: Path, run: Run) -> None:
     port = free_port()
     result = shell("--controllers", f"127.0.0.1:{port}", "ls")
     assert result.returncode == 1
-    assert result.stderr.startswith(f"error: could not read the metadata log: 127.0.0.1:{port}: ")
+    assert result.stderr.startswith(f"error: could not read the metadata log: no active controller answered: "
+                                    f"127.0.0.1:{port}: ")
     result = run("--controllers", "nonsense", "ls")
     assert (result.returncode, result.stderr) == (1, "error: --controllers: 'nonsense' is not HOST:PORT\n")
 

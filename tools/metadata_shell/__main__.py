@@ -6,9 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from server.client_connection import PLAINTEXT
+from server.config import ConfigError, parse_properties
 from server.image.files import open_directory, open_snapshot
 from server.image.image import MetadataImage
 from server.image.loader import LoadError
+from server.security.client import ClientSecurity, ClientSettingsError, client_security_from_properties
 from tools.metadata_shell.interactive import interact
 from tools.metadata_shell.remote import load_controllers
 from tools.metadata_shell.shell import CommandError, Shell
@@ -26,7 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("-d", "--directory", type=Path, metavar="DIR",
                         help="a metadata log directory (metadata.log.dir or its __cluster_metadata-0)")
     source.add_argument("-C", "--controllers", metavar="HOST:PORT[,...]",
-                        help="controllers to read the committed log from, as an observer")
+                        help="controllers to read the committed log from, as an observer; the active one "
+                             "is found from any of them")
+    parser.add_argument("--command-config", type=Path, metavar="FILE",
+                        help="Kafka client properties for --controllers: security.protocol, ssl.*, "
+                             "sasl.mechanism, sasl.jaas.config")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="a command to run instead of the interactive shell, as words or as one argument: "
                              "ls /image/topics/byName, or 'ls /image/topics/byName'")
@@ -38,11 +45,25 @@ def _load(args: argparse.Namespace) -> tuple[MetadataImage, str]:
         return open_snapshot(args.snapshot), str(args.snapshot)
     if args.directory is not None:
         return open_directory(args.directory), str(args.directory)
-    return load_controllers(args.controllers), args.controllers
+    return load_controllers(args.controllers, _command_config(args.command_config)), args.controllers
+
+
+def _command_config(path: Path | None) -> ClientSecurity:
+    if path is None:
+        return PLAINTEXT
+    try:
+        return client_security_from_properties(parse_properties(path.read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise LoadError(f"--command-config: cannot read {path}: {exc.strerror}") from None
+    except (ConfigError, ClientSettingsError) as exc:
+        raise LoadError(f"--command-config {path}: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command_config is not None and args.controllers is None:
+        parser.error("--command-config is for --controllers")
     try:
         image, source = _load(args)
     except LoadError as exc:

@@ -1,17 +1,20 @@
 """Loading the metadata from a live controller, as a KRaft observer would.
 
-Fetch the committed log from offset 0 (replica id -1: an observer, not a voter); if the
-records are gone, the response names the snapshot to fetch first with FetchSnapshot. Stop at
-the high watermark: everything up to it is committed.
+The active controller is found among the addresses given, as Kafka's admin client finds it
+(a standby's DescribeQuorum answer names the leader and where it listens). Fetch the committed
+log from it from offset 0 (replica id -1: an observer, not a voter); if the records are gone,
+the response names the snapshot to fetch first with FetchSnapshot. Stop at the high
+watermark: everything up to it is committed. A leader that moved meanwhile is looked for again.
 """
 
 from __future__ import annotations
 
-import socket
+import asyncio
 import tempfile
+import time
 from pathlib import Path
 
-from protocol.client import ConnectionClosed, KafkaClient
+from protocol.client import parse_addresses
 from protocol.error_codes import Error, describe
 from protocol.errors import DecodeError
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
@@ -21,13 +24,14 @@ from protocol.generated.messages.fetch_snapshot_request import (
 from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import iter_batches
-from server.client_connection import ConnectionLost
+from server.client_connection import PLAINTEXT, ConnectionLost, KafkaConnection
 from server.controller.result import VersionedRecord
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshot_file import read_snapshot_file
 from server.image.image import MetadataImage
 from server.image.loader import LoadError
-from tools.active_controller import NoActiveController, locate
+from server.security.client import ClientSecurity
+from tools.active_controller import NoActiveController, connect_active, reason
 
 METADATA_TOPIC = "__cluster_metadata"
 OBSERVER = -1
@@ -37,39 +41,45 @@ MAX_BYTES = 8 << 20
 CLIENT_ID = "kraftwire-metadata-shell"
 
 
-def load_controllers(spec: str, timeout: float = 10.0) -> MetadataImage:
-    """Read the whole committed log from the active controller, found among those of ``spec``."""
+class LeaderMoved(LoadError):
+    """The controller asked is no longer the leader: the active one is looked for again."""
+
+
+def load_controllers(spec: str, security: ClientSecurity = PLAINTEXT, timeout: float = 10.0) -> MetadataImage:
+    """Read the whole committed log from the active controller, found among those of ``spec``
+    within ``timeout`` seconds."""
     try:
-        addresses = [locate(spec, timeout)]
+        addresses = parse_addresses(spec)
     except ValueError as exc:
         raise LoadError(f"--controllers: {exc}") from None
-    except (NoActiveController, ConnectionLost) as exc:
+    try:
+        return asyncio.run(_load(addresses, security, timeout))
+    except (NoActiveController, ConnectionLost) as exc:  # refused credentials among them
         raise LoadError(f"could not read the metadata log: {exc}") from None
-    problems = []
-    for host, port in addresses:
+
+
+async def _load(addresses: list[tuple[str, int]], security: ClientSecurity, timeout: float) -> MetadataImage:
+    deadline = time.monotonic() + timeout
+    while True:
+        active = await connect_active(addresses, security, max(0.1, deadline - time.monotonic()), CLIENT_ID)
         try:
-            with KafkaClient(host, port, client_id=CLIENT_ID, timeout=timeout) as client:
-                return _read_log(client)
-        except (OSError, ConnectionClosed, DecodeError, LoadError) as exc:
-            problems.append(f"{host}:{port}: {_reason(exc)}")
-    raise LoadError("could not read the metadata log: " + "; ".join(problems))
+            return await _read_log(active.connection, timeout)
+        except LeaderMoved:
+            if time.monotonic() >= deadline:
+                raise
+        except (OSError, ConnectionLost, asyncio.TimeoutError, DecodeError) as exc:
+            raise LoadError(f"could not read the metadata log: {active.host}:{active.port}: {reason(exc)}") from None
+        finally:
+            active.connection.close()
 
 
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, socket.timeout):
-        return "timed out"
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc)
-
-
-def _read_log(client: KafkaClient) -> MetadataImage:
+async def _read_log(conn: KafkaConnection, timeout: float) -> MetadataImage:
     image = MetadataImage()
     while True:
-        part = _fetch(client, image.next_offset)
+        part = await _fetch(conn, image.next_offset, timeout)
         if part.snapshot_id.end_offset >= 0:
             end, epoch = part.snapshot_id.end_offset, part.snapshot_id.epoch
-            image.load_snapshot(_fetch_snapshot(client, end, epoch), end, f"snapshot {end}-{epoch}")
+            image.load_snapshot(await _fetch_snapshot(conn, end, epoch, timeout), end, f"snapshot {end}-{epoch}")
             continue
         before = image.next_offset
         for batch, _ in iter_batches(part.records or b""):
@@ -83,25 +93,28 @@ def _read_log(client: KafkaClient) -> MetadataImage:
                             f"{part.high_watermark}")
 
 
-def _fetch(client: KafkaClient, offset: int) -> PartitionData:
+async def _fetch(conn: KafkaConnection, offset: int, timeout: float) -> PartitionData:
     request = FetchRequest(
         replica_id=OBSERVER, replica_state=ReplicaState(replica_id=OBSERVER), max_wait_ms=0,
         min_bytes=0, max_bytes=MAX_BYTES,
         topics=[FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
             FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=MAX_BYTES)])])
-    response = client.request(request, FETCH_VERSION)
+    response = await conn.request(request, FETCH_VERSION, timeout)
     assert isinstance(response, FetchResponse)
     if response.error_code != Error.NONE:
         raise LoadError(f"Fetch failed: {describe(response.error_code)}")
     parts = [p for t in response.responses for p in t.partitions]
     if len(parts) != 1:
         raise LoadError(f"Fetch answered for {len(parts)} partitions, expected 1")
-    if parts[0].error_code != Error.NONE:
-        raise LoadError(f"Fetch at offset {offset} failed: {describe(parts[0].error_code)}")
+    code = parts[0].error_code
+    if code == Error.NOT_LEADER_OR_FOLLOWER:
+        raise LeaderMoved(f"Fetch at offset {offset} failed: {describe(code)}")
+    if code != Error.NONE:
+        raise LoadError(f"Fetch at offset {offset} failed: {describe(code)}")
     return parts[0]
 
 
-def _fetch_snapshot(client: KafkaClient, end_offset: int, epoch: int) -> list[VersionedRecord]:
+async def _fetch_snapshot(conn: KafkaConnection, end_offset: int, epoch: int, timeout: float) -> list[VersionedRecord]:
     """The records of snapshot (end_offset, epoch), fetched in chunks and checked whole."""
     what = f"FetchSnapshot of {end_offset}-{epoch}"
     chunks = []
@@ -111,7 +124,7 @@ def _fetch_snapshot(client: KafkaClient, end_offset: int, epoch: int) -> list[Ve
             name=METADATA_TOPIC, partitions=[PartitionSnapshot(
                 partition=0, current_leader_epoch=-1, position=position,
                 snapshot_id=SnapshotId(end_offset=end_offset, epoch=epoch))])])
-        response = client.request(request, FETCH_SNAPSHOT_VERSION)
+        response = await conn.request(request, FETCH_SNAPSHOT_VERSION, timeout)
         assert isinstance(response, FetchSnapshotResponse)
         parts = [p for t in response.topics for p in t.partitions]
         code = response.error_code or (parts[0].error_code if len(parts) == 1 else Error.UNKNOWN_SERVER_ERROR)
