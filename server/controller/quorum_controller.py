@@ -432,16 +432,16 @@ class QuorumController:
 
     def create_delegation_token(self, req: CreateDelegationTokenRequest, version: int,
                                 who: TokenRequester) -> Applied:
-        return self.apply(self.delegation_tokens.create(req, who, self.clock.now_ms(), self.features.metadata_version,
+        return self.apply(self.delegation_tokens.create(req, who, self.clock.wall_ms(), self.features.metadata_version,
                                                         version))
 
     def renew_delegation_token(self, req: RenewDelegationTokenRequest, version: int,
                                who: TokenRequester) -> Applied:
-        return self.apply(self.delegation_tokens.renew(req, who, self.clock.now_ms(), self.features.metadata_version))
+        return self.apply(self.delegation_tokens.renew(req, who, self.clock.wall_ms(), self.features.metadata_version))
 
     def expire_delegation_token(self, req: ExpireDelegationTokenRequest, version: int,
                                 who: TokenRequester) -> Applied:
-        return self.apply(self.delegation_tokens.expire(req, who, self.clock.now_ms(), self.features.metadata_version))
+        return self.apply(self.delegation_tokens.expire(req, who, self.clock.wall_ms(), self.features.metadata_version))
 
     def describe_delegation_token(self, req: DescribeDelegationTokenRequest, version: int,
                                   who: TokenRequester) -> Message:

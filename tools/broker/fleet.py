@@ -101,7 +101,7 @@ class Fleet:
             raise ValueError("a fleet needs at least one broker")
         self.options = options
         self.stats = Stats()
-        self.image = MetadataImage()
+        self.image = MetadataImage(options.client_security.delegation_tokens)
         self.image.listeners.append(self._on_record)
         self.brokers: dict[int, Broker] = {}
         self.killed: set[int] = set()
