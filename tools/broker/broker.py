@@ -77,7 +77,7 @@ class BrokerFailed(Exception):
 
 
 # Registration answers no retry changes: the request itself is wrong for this cluster.
-REFUSED_FOR_GOOD = {
+REFUSED_FOR_GOOD: dict[int, str] = {
     Error.INVALID_REGISTRATION: "the controller refuses its registration (a node id a controller voter uses, "
                                 "or log directories it cannot accept: the controller's log says which)",
     Error.INCONSISTENT_CLUSTER_ID: "it names another cluster id than the controller's (--cluster-id)",
