@@ -134,9 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         config = _with_flags(load_config(args.config) if args.config else embedded_config(args.data_dir, args.port),
                              args)
         configure_logging(args.log_level, config.log_format)
-        # The port first: a port in use stops start-up before anything is created or written.
+        # The ports first: a port in use stops start-up before anything is created or written.
         listener = config.controller_listener
         sock = bind(listener.host, listener.port)
+        if config.metrics_port is not None:
+            from server.metrics.controller_metrics import check_port
+
+            check_port(listener.host, config.metrics_port)
         if not args.config:
             config.metadata_log_dir.mkdir(parents=True, exist_ok=True)
         locks.acquire([d for d in [config.metadata_log_dir, *config.log_dirs] if d.is_dir()])

@@ -156,6 +156,41 @@ def carries_error(response: Message, code: int) -> bool:
     return False
 
 
+def judged(authorizer: RequestAuthorizer, api: Api, request: Message, version: int,
+           context: RequestContext) -> tuple[Message | None, Callable[[Message], Message] | None]:
+    """What the authorizer makes of a request, as a Kafka controller or broker judges it before
+    serving it: the whole answer when it is refused or nothing of it is left to serve; else
+    what adds the refused items' answers to the response (None: every item is allowed)."""
+    refusal = authorizer.refusal(api.key, context)
+    if refusal is not None:
+        refused = with_error(api.response(), refusal)
+        refused_items(request, refused, refusal)
+        return refused, None
+    narrowed = authorizer.narrow(api.key, request, version, context)
+    if narrowed is None:
+        return None, None
+    if narrowed.nothing_to_serve:
+        return narrowed.add_refusals(api.response()), None
+    return None, narrowed.add_refusals
+
+
+def token_requester(context: RequestContext, authorizer: RequestAuthorizer | None, protocol: str) -> TokenRequester:
+    """Who asks for a delegation token on a listener of ``protocol``, with Kafka's
+    allowTokenRequests: never with a token, nor unauthenticated on a PLAINTEXT or one-way SSL
+    listener (a forwarded request is judged by the broker that took it)."""
+    principal = context.principal
+    direct = context.forwarded_by is None
+    allowed = not (principal.token_authenticated
+                   or (direct and protocol == "PLAINTEXT")
+                   or (direct and protocol == "SSL" and principal == ANONYMOUS))
+    return TokenRequester(
+        f"{principal.type}:{principal.name}", allowed,
+        lambda owner: authorizer is None or authorizer.allowed(
+            context, AclOperation.CREATE_TOKENS, AclResourceType.USER, owner),
+        lambda token_id: authorizer is None or authorizer.allowed(
+            context, AclOperation.DESCRIBE, AclResourceType.DELEGATION_TOKEN, token_id))
+
+
 # The APIs a broker may forward inside an Envelope (Kafka's "forwardable" ones); any other
 # inner request is refused with INVALID_REQUEST, as Kafka refuses it.
 FORWARDABLE = {
@@ -241,7 +276,8 @@ class Router:
             self.authorizer = RequestAuthorizer(
                 self.security.authorizer, lambda: self.controller.acls.index, self._topic_name)
         self.connection: Connection | None = None  # whose request is being handled
-        self.logins = SaslLogins(self.security, lambda: self.controller.scram)
+        self.logins = SaslLogins(self.security, lambda: self.controller.scram,
+                                 lambda: self.controller.delegation_tokens)
         self.handlers: dict[int, Handler] = {}
         self._routes: dict[tuple[int, int], Route] = {}
         # Narrower version ranges than the schema's, for APIs only partly served.
@@ -347,23 +383,16 @@ class Router:
     def _serve(self, route: Route, request: Message, context: RequestContext) -> Reply:
         """The response, or a future of it when it must wait for a commit or a long poll."""
         self.context = context
-        add_refusals = None
+        add_refusals: Callable[[Message], Message] | None = None
         if self.authorizer is None and route.api.key in ACL_APIS:
             # As Kafka: ACLs mean nothing without an authorizer, so they are not kept.
             disabled = with_error(route.api.response(), Error.SECURITY_DISABLED)
             refused_items(request, disabled, Error.SECURITY_DISABLED)
             return disabled
         if self.authorizer is not None:
-            refusal = self.authorizer.refusal(route.api.key, context)
-            if refusal is not None:
-                refused = with_error(route.api.response(), refusal)
-                refused_items(request, refused, refusal)
-                return refused
-            narrowed = self.authorizer.narrow(route.api.key, request, route.version, context)
-            if narrowed is not None:
-                if narrowed.nothing_to_serve:
-                    return narrowed.add_refusals(route.api.response())
-                add_refusals = narrowed.add_refusals
+            answer, add_refusals = judged(self.authorizer, route.api, request, route.version, context)
+            if answer is not None:
+                return answer
         deduplicate(route.api.key, request)
         response, visible = route.handler(request, route.version)
         if add_refusals is not None:
@@ -421,21 +450,7 @@ class Router:
         return f"{api.name} v{version} is not supported (v{lo}-v{hi})"
 
     def _token_requester(self) -> TokenRequester:
-        """Who asks for a delegation token, with Kafka's allowTokenRequests: never with a token,
-        nor unauthenticated on a PLAINTEXT or one-way SSL listener (a forwarded request is
-        judged by the broker that took it)."""
-        context, authorizer = self.context, self.authorizer
-        principal = context.principal
-        direct = context.forwarded_by is None
-        allowed = not (principal.token_authenticated
-                       or (direct and self.security.protocol == "PLAINTEXT")
-                       or (direct and self.security.protocol == "SSL" and principal == ANONYMOUS))
-        return TokenRequester(
-            f"{principal.type}:{principal.name}", allowed,
-            lambda owner: authorizer is None or authorizer.allowed(
-                context, AclOperation.CREATE_TOKENS, AclResourceType.USER, owner),
-            lambda token_id: authorizer is None or authorizer.allowed(
-                context, AclOperation.DESCRIBE, AclResourceType.DELEGATION_TOKEN, token_id))
+        return token_requester(self.context, self.authorizer, self.security.protocol)
 
     # --- SASL -------------------------------------------------------------------------------
     def sasl_session(self) -> SaslSession:

@@ -90,6 +90,8 @@ LISTENER_SECURITY_KEYS = frozenset({
     "connections.max.idle.ms", "connections.max.reauth.ms", "sasl.server.max.receive.size",
 })
 AUTHORIZER_KEYS = frozenset({"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"})
+TOKEN_KEYS = frozenset({"delegation.token.secret.key", "delegation.token.master.key",
+                        "delegation.token.max.lifetime.ms", "delegation.token.expiry.time.ms"})
 
 # For tests only: the forked snapshot writer waits this long before it writes, so that a test
 # can kill the controller while a writer is at work.
@@ -111,10 +113,7 @@ _KNOWN_KEYS = frozenset({
 }) | LISTENER_SECURITY_KEYS | AUTHORIZER_KEYS | frozenset({
     # the voters' connections to each other (server/security/client.py)
     "sasl.mechanism.controller.protocol", "ssl.endpoint.identification.algorithm",
-    # delegation tokens (server/controller/delegation_tokens.py)
-    "delegation.token.secret.key", "delegation.token.master.key", "delegation.token.max.lifetime.ms",
-    "delegation.token.expiry.time.ms",
-})
+}) | TOKEN_KEYS  # delegation tokens (server/controller/delegation_tokens.py)
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
 # stock server.properties and controller.properties files; accepting them lets those files be
@@ -653,14 +652,14 @@ def listener_security_from_properties(props: dict[str, str]) -> tuple[str, Secur
     """The name and security of one listener from Kafka broker properties, as a test broker's
     client listener reads them: listener.security.protocol.map naming that listener alone, its
     TLS, SASL and connection keys as the controller reads them, and the SASL users in
-    listener.name.<listener>.<mechanism>.sasl.jaas.config. ConfigError names the offending key."""
+    listener.name.<listener>.<mechanism>.sasl.jaas.config. As on a Kafka broker, the authorizer
+    keys judge what the broker answers from its image (the controller judges what it forwards)
+    and the delegation token keys let token holders log in. ConfigError names the offending key."""
     reader = _Reader(props)
     key = "listener.security.protocol.map"
     for name in sorted(props):
-        if name in AUTHORIZER_KEYS:
-            raise ConfigError(name, "is not read here: the controller authorizes the requests a broker forwards, "
-                                    "as the principal the broker authenticated; set it on the controller")
-        if name not in LISTENER_SECURITY_KEYS and name != key and not _JAAS_KEY.fullmatch(name):
+        if name not in LISTENER_SECURITY_KEYS | AUTHORIZER_KEYS | TOKEN_KEYS and name != key \
+                and not _JAAS_KEY.fullmatch(name):
             raise ConfigError(name, "unknown listener configuration key")
     entries = reader.list(key)
     if len(entries) != 1:
@@ -669,7 +668,7 @@ def listener_security_from_properties(props: dict[str, str]) -> tuple[str, Secur
     name, protocol = name.strip().upper(), protocol.strip().upper()
     if not sep or not re.fullmatch(r"[A-Z0-9_-]+", name) or protocol not in KAFKA_PROTOCOLS:
         raise ConfigError(key, f"expected NAME:PROTOCOL with a Kafka security protocol, got {entries[0]!r}")
-    return name, _listener_security(reader, name, protocol)
+    return name, _security(reader, name, protocol)
 
 
 def _controller_client(reader: _Reader, security: SecurityConfig, listener: str, voters: int) -> ClientSecurity:

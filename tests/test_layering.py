@@ -43,3 +43,49 @@ def test_the_broker_does_not_import_the_metadata_shell() -> None:
     offending = {path: sorted(n for n in names if n.startswith("tools.metadata_shell"))
                  for path, names in imported_modules("tools/broker").items()}
     assert {path: names for path, names in offending.items() if names} == {}
+
+
+def _module_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports anywhere (``from pkg import mod`` too)."""
+    prefix = package.replace("/", ".")
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        name = str(path.relative_to(ROOT).with_suffix("")).replace("/", ".").removesuffix(".__init__")
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                edges.add(node.module)
+                edges.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {e for e in edges if e.startswith(prefix + ".") and e != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle among the graph's modules, or None."""
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done or node not in graph:
+            return None
+        for nxt in sorted(graph[node]):
+            found = visit(nxt, [*path, node])
+            if found:
+                return found
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        found = visit(start, [])
+        if found:
+            return found
+    return None
+
+
+def test_the_replay_modules_import_no_circle() -> None:
+    """The validation job and its summary share what both need (tools.replay.tables) instead of
+    importing each other."""
+    assert _cycle(_module_graph("tools/replay")) is None

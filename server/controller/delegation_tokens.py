@@ -99,6 +99,18 @@ class DelegationTokenControl:
         else:
             self._by_hmac[key] = value
 
+    def live_token(self, token_id: str, now_ms: int) -> tuple[DelegationTokenRecord, bytes] | Error:
+        """The token a SCRAM login names and its HMAC (the holder's password), or why no client
+        may log in with it, as Kafka's token cache and ScramSaslServer refuse it."""
+        token = self.tokens.entries.get(token_id)
+        if self.settings.secret_key is None:
+            return Error.DELEGATION_TOKEN_AUTH_DISABLED
+        if token is None:
+            return Error.DELEGATION_TOKEN_NOT_FOUND
+        if _expired(token, now_ms):
+            return Error.DELEGATION_TOKEN_EXPIRED
+        return token, self.hmac(token_id)
+
     def snapshot_records(self) -> Iterator[VersionedRecord]:
         return self.tokens.snapshot_records()
 

@@ -1,6 +1,7 @@
 """The controller's INFO lines about what it decides, worded as Kafka's controller words them:
 registrations, fencing and unfencing with their reason, controlled shutdowns, topic creations
-and deletions, and leader elections (a large batch summarised).
+and deletions, every CreateTopics result (refusals included), and leader elections (a large
+batch summarised).
 
 Lines are written when the records are generated, as Kafka logs them, by the active controller
 only; a standby or a restart replaying the log says nothing.
@@ -12,8 +13,10 @@ import logging
 from typing import Callable, Iterable
 
 from protocol.constants import NO_LEADER, NO_LEADER_CHANGE
+from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
+from protocol.generated.messages.create_topics_response import CreateTopicsResponse
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.generated.metadata.partition_record import PartitionRecord
@@ -93,3 +96,15 @@ def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None
         more = len(elected) - LISTED_PARTITIONS
         log.info("Changed the leader of %d partition(s): %s%s", len(elected), ", ".join(elected[:LISTED_PARTITIONS]),
                  f" (and {more} more)" if more > 0 else "")
+
+
+def create_topics(response: CreateTopicsResponse, validate_only: bool) -> None:
+    """ReplicationControlManager.createTopics: each topic's outcome, a refusal with its reason,
+    so that a refused request leaves a line too."""
+    outcomes = []
+    for topic in response.topics:
+        if topic.error_code == Error.NONE:
+            outcomes.append(f"{topic.name}: SUCCESS")
+        else:
+            outcomes.append(f"{topic.name}: {Error(topic.error_code).name} ({topic.error_message})")
+    log.info("%sCreateTopics result(s): %s", "Validate-only " if validate_only else "", ", ".join(outcomes))

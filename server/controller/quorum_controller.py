@@ -32,6 +32,7 @@ from protocol.generated.messages.create_acls_request import CreateAclsRequest
 from protocol.generated.messages.create_delegation_token_request import CreateDelegationTokenRequest
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
 from protocol.generated.messages.create_topics_request import CreateTopicsRequest
+from protocol.generated.messages.create_topics_response import CreateTopicsResponse
 from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
 from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
 from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
@@ -432,16 +433,16 @@ class QuorumController:
 
     def create_delegation_token(self, req: CreateDelegationTokenRequest, version: int,
                                 who: TokenRequester) -> Applied:
-        return self.apply(self.delegation_tokens.create(req, who, self.clock.now_ms(), self.features.metadata_version,
+        return self.apply(self.delegation_tokens.create(req, who, self.clock.wall_ms(), self.features.metadata_version,
                                                         version))
 
     def renew_delegation_token(self, req: RenewDelegationTokenRequest, version: int,
                                who: TokenRequester) -> Applied:
-        return self.apply(self.delegation_tokens.renew(req, who, self.clock.now_ms(), self.features.metadata_version))
+        return self.apply(self.delegation_tokens.renew(req, who, self.clock.wall_ms(), self.features.metadata_version))
 
     def expire_delegation_token(self, req: ExpireDelegationTokenRequest, version: int,
                                 who: TokenRequester) -> Applied:
-        return self.apply(self.delegation_tokens.expire(req, who, self.clock.now_ms(), self.features.metadata_version))
+        return self.apply(self.delegation_tokens.expire(req, who, self.clock.wall_ms(), self.features.metadata_version))
 
     def describe_delegation_token(self, req: DescribeDelegationTokenRequest, version: int,
                                   who: TokenRequester) -> Message:
@@ -452,7 +453,10 @@ class QuorumController:
 
     # --- topics, partitions, configs ----------------------------------------------------------
     def create_topics(self, req: CreateTopicsRequest, version: int) -> Applied:
-        return self.apply(self.topic_admin.create_topics(req, version))
+        result = self.topic_admin.create_topics(req, version)
+        if isinstance(result.response, CreateTopicsResponse):
+            event_log.create_topics(result.response, req.validate_only)
+        return self.apply(result)
 
     def delete_topics(self, req: DeleteTopicsRequest, version: int) -> Applied:
         return self.apply(self.topic_admin.delete_topics(req, version))

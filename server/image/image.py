@@ -15,7 +15,7 @@ from server.controller.acls import AclControl
 from server.controller.clock import ManualClock
 from server.controller.cluster import BrokerRegistration, ClusterControl
 from server.controller.configs import ConfigControl
-from server.controller.delegation_tokens import DelegationTokenControl
+from server.controller.delegation_tokens import DelegationTokenControl, TokenSettings
 from server.controller.features import FeatureControl
 from server.controller.producer_ids import ProducerIdControl
 from server.controller.quorum_controller import QuorumController
@@ -30,14 +30,18 @@ RecordListener = Callable[[Message, int], None]
 
 
 class MetadataImage:
-    def __init__(self) -> None:
+    def __init__(self, tokens: TokenSettings | None = None) -> None:
+        """``tokens``: a broker's delegation token settings, whose secret gives the HMACs of
+        the tokens replayed (its clients log in with them)."""
         self.listeners: list[RecordListener] = []
+        self.token_settings = tokens or TokenSettings()
         self.reset()
 
     def reset(self) -> None:
         """Forget everything: the next batch replayed must start the log."""
         # Cluster id, node id and clock play no part in replay.
         self._controller = QuorumController("", -1, ManualClock())
+        self._controller.delegation_tokens.configure(self.token_settings)
         self._loader = MetadataLoader(self._controller)
 
     # --- changing it ----------------------------------------------------------------------

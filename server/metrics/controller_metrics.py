@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import socket
 import threading
 import time
 from wsgiref.simple_server import WSGIServer
@@ -135,7 +136,7 @@ class ControllerMetrics:
         try:
             self._http, self._thread = start_http_server(port, host or "0.0.0.0", registry=self.registry)
         except OSError as exc:
-            raise OSError(exc.errno, f"metrics endpoint on {host or '0.0.0.0'}:{port}: {exc.strerror}") from None
+            raise _endpoint_error(exc, host, port) from None
         self._start_probe()
         return int(self._http.server_port)
 
@@ -222,3 +223,17 @@ class _StateCollector(Collector):
                                     committed + 1 - (snapshot.end_offset if snapshot is not None else 0)),
         }
 
+
+def _endpoint_error(exc: OSError, host: str, port: int) -> OSError:
+    return OSError(exc.errno, f"metrics endpoint on {host or '0.0.0.0'}:{port}: {exc.strerror}")
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise the OSError that serving the metrics on host:port would meet (a port in use),
+    before start-up writes anything; the port is left free for ``start``."""
+    if port == 0:
+        return
+    try:
+        socket.create_server((host or "0.0.0.0", port)).close()
+    except OSError as exc:
+        raise _endpoint_error(exc, host, port) from None

@@ -9,34 +9,48 @@ import asyncio
 import time
 from typing import Callable
 
-from protocol.error_codes import Error
+from protocol.error_codes import Error, describe
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
 from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
 from protocol.primitives import INT32
 from server.context import Principal
+from server.controller.delegation_tokens import DelegationTokenControl
 from server.controller.scram import ScramControl
 from server.network import Connection
 from server.security.errors import AuthenticationFailed
 from server.security.sasl import IllegalSaslState, SaslSession
-from server.security.scram import MECHANISMS, ScramCredential
+from server.security.scram import MECHANISMS, ScramCredential, TokenCredential, token_credential
 from server.security.settings import SecurityConfig
 
 
 class SaslLogins:
     """Logs a listener's clients in with the mechanisms its configuration enables: PLAIN users
-    from its JAAS entry, SCRAM credentials from the metadata ``scram`` gives (looked up at each
-    login, so credentials added or removed since take effect at once)."""
+    from its JAAS entry, SCRAM credentials and delegation tokens from the metadata ``scram`` and
+    ``tokens`` give (looked up at each login, so what was added or removed since takes effect
+    at once)."""
 
-    def __init__(self, security: SecurityConfig, scram: Callable[[], ScramControl]) -> None:
+    def __init__(self, security: SecurityConfig, scram: Callable[[], ScramControl],
+                 tokens: Callable[[], DelegationTokenControl]) -> None:
         self.security = security
         self._scram = scram
+        self._tokens = tokens
 
     def session(self) -> SaslSession:
         """A new connection's SASL state."""
         s = self.security
-        return SaslSession(s.sasl_mechanisms, s.plain_users, self.scram_credential, s.connections_max_reauth_ms)
+        return SaslSession(s.sasl_mechanisms, s.plain_users, self.scram_credential, s.connections_max_reauth_ms,
+                           self.token_credential)
+
+    def token_credential(self, token_id: str, mechanism: str) -> TokenCredential:
+        """A delegation token's holder logs in as its owner while the token lives."""
+        found = self._tokens().live_token(token_id, int(time.time() * 1000))
+        if isinstance(found, Error):
+            raise AuthenticationFailed(f"Token Authentication failed: token {token_id!r}: {describe(found)}")
+        token, token_hmac = found
+        _, _, owner = token.owner.partition(":")
+        return token_credential(mechanism, owner, token_hmac)
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         record = self._scram().credentials.entries.get((user, MECHANISMS[mechanism][0]))
@@ -82,7 +96,7 @@ class SaslLogins:
             asyncio.get_running_loop().call_soon(conn.authentication_failed, detail)
             return SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=str(exc))
         if session.authenticated and session.username is not None:
-            conn.authenticated(Principal("User", session.username))
+            conn.authenticated(Principal("User", session.username, session.token_authenticated))
         return SaslAuthenticateResponse(auth_bytes=token, session_lifetime_ms=lifetime_ms)
 
     def bare_token(self, conn: Connection, token: bytes) -> bytes | None:
@@ -98,5 +112,5 @@ class SaslLogins:
             conn.authentication_failed(detail)
             return None
         if session.authenticated and session.username is not None:
-            conn.authenticated(Principal("User", session.username))
+            conn.authenticated(Principal("User", session.username, session.token_authenticated))
         return INT32.pack(len(answer)) + answer

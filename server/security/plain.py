@@ -36,6 +36,7 @@ class PlainServer:
         self.users = users
         self.username = ""
         self.complete = False
+        self.token_authenticated = False  # PLAIN has no token logins
 
     def respond(self, message: bytes) -> bytes:
         if self.complete:

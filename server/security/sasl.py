@@ -15,7 +15,7 @@ from typing import Callable, Protocol
 from protocol.generated.messages import ApiKey
 from server.security.errors import AuthenticationFailed
 from server.security.plain import PlainServer
-from server.security.scram import MECHANISMS, ScramCredential, ScramServer
+from server.security.scram import MECHANISMS, ScramCredential, ScramServer, TokenLookup
 
 # Requests a client may send before it has authenticated.
 BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -31,6 +31,7 @@ class IllegalSaslState(Exception):
 class Mechanism(Protocol):
     username: str
     complete: bool
+    token_authenticated: bool
 
     def respond(self, message: bytes) -> bytes: ...
 
@@ -44,13 +45,16 @@ class State(Enum):
 
 class SaslSession:
     def __init__(self, mechanisms: tuple[str, ...], plain_users: dict[str, str],
-                 scram_lookup: Callable[[str, str], ScramCredential | None], reauth_ms: int) -> None:
+                 scram_lookup: Callable[[str, str], ScramCredential | None], reauth_ms: int,
+                 token_lookup: TokenLookup | None = None) -> None:
         self.mechanisms = mechanisms
         self.plain_users = plain_users
         self.scram_lookup = scram_lookup
+        self.token_lookup = token_lookup
         self.reauth_ms = reauth_ms
         self.state = State.HANDSHAKE
         self.username: str | None = None  # the authenticated user, kept through re-authentication
+        self.token_authenticated = False  # logged in with a delegation token (as its owner)
         self.expires_at: float | None = None  # monotonic seconds
         self._server: Mechanism | None = None
         self.mechanism: str | None = None  # the one chosen by the last handshake
@@ -96,7 +100,7 @@ class SaslSession:
         if mechanism == "PLAIN":
             self._server = PlainServer(self.plain_users)
         elif mechanism in MECHANISMS:
-            self._server = ScramServer(mechanism, self.scram_lookup)
+            self._server = ScramServer(mechanism, self.scram_lookup, self.token_lookup)
         else:
             return False
         self.state = State.AUTHENTICATE
@@ -120,6 +124,7 @@ class SaslSession:
             # Kafka refuses a re-authentication as somebody else.
             raise AuthenticationFailed("re-authentication must keep the same principal")
         self.username = server.username
+        self.token_authenticated = server.token_authenticated
         self.state = State.AUTHENTICATED
         self._server = None
         self.bare_tokens = False

@@ -1,5 +1,9 @@
 """SCRAM-SHA-256/512 (RFC 5802, RFC 7677) as Kafka's brokers speak it: credentials as KIP-554
-stores them, and the server side of the two-round exchange."""
+stores them, and the server side of the two-round exchange.
+
+A client-first message may end with extensions (``,tokenauth=true``, Kafka's ScramExtensions):
+with ``tokenauth=true`` the user name is a delegation token's id, the password its HMAC in
+base64, and the client logs in as the token's owner (KIP-48)."""
 
 from __future__ import annotations
 
@@ -49,13 +53,18 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
     return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
 
 
-def _attributes(message: str) -> dict[str, str]:
-    out = {}
+def _attributes(message: str, extensions: dict[str, str] | None = None) -> dict[str, str]:
+    """The one-letter attributes of a message; the longer keys that follow them go into
+    ``extensions`` where the message may carry some (a client-first message)."""
+    out: dict[str, str] = {}
     for part in message.split(","):
         key, sep, value = part.partition("=")
-        if not sep or len(key) != 1:
+        if sep and key and extensions is not None and (len(key) > 1 or extensions):
+            extensions[key] = value
+        elif not sep or len(key) != 1:
             raise AuthenticationFailed(f"malformed SCRAM message attribute {part!r}")
-        out[key] = value
+        else:
+            out[key] = value
     return out
 
 
@@ -64,15 +73,42 @@ def _username(raw: str) -> str:
     return raw.replace("=2C", ",").replace("=3D", "=")
 
 
+@dataclass(frozen=True)
+class TokenCredential:
+    """What a delegation token login checks: the token owner's user name, and the credential
+    of the token's HMAC as a password."""
+
+    owner: str
+    credential: ScramCredential
+
+
+def token_credential(mechanism: str, owner: str, token_hmac: bytes) -> TokenCredential:
+    """The credential a token holder proves: its password is the HMAC in base64, as Kafka's
+    DelegationTokenCache derives it."""
+    salt = secrets.token_bytes(16)
+    password = base64.b64encode(token_hmac).decode()
+    salted = salted_password(mechanism, password, salt, MIN_ITERATIONS)
+    return TokenCredential(owner, credential_from_salted_password(mechanism, salt, salted, MIN_ITERATIONS))
+
+
+# (token id, mechanism) -> the token's credential; raises AuthenticationFailed for an unknown
+# or expired token.
+TokenLookup = Callable[[str, str], TokenCredential]
+
+
 class ScramServer:
     """One exchange: ``respond`` is called with each client message in turn; ``complete`` and
-    ``username`` tell the outcome."""
+    ``username`` tell the outcome (with a token, the user is the token's owner and
+    ``token_authenticated`` is set)."""
 
-    def __init__(self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None]) -> None:
+    def __init__(self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None],
+                 token_lookup: TokenLookup | None = None) -> None:
         self.mechanism = mechanism
         self.hash_name = MECHANISMS[mechanism][1]
         self.lookup = lookup
+        self.token_lookup = token_lookup
         self.username = ""
+        self.token_authenticated = False
         self.complete = False
         self._step = 0
         self._client_first_bare = ""
@@ -98,7 +134,8 @@ class ScramServer:
         authzid, sep2, bare = bare.partition(",")
         if not sep or not sep2 or gs2 not in ("n", "y"):
             raise AuthenticationFailed("malformed SCRAM client-first message")
-        attrs = _attributes(bare)
+        extensions: dict[str, str] = {}
+        attrs = _attributes(bare, extensions)
         if "n" not in attrs or "r" not in attrs or "m" in attrs:
             raise AuthenticationFailed("malformed SCRAM client-first message")
         if not attrs["r"] or len(attrs["r"]) > MAX_CLIENT_NONCE:
@@ -107,7 +144,13 @@ class ScramServer:
         self.username = _username(attrs["n"])
         if authzid and _username(authzid.removeprefix("a=")) != self.username:
             raise AuthenticationFailed("authorization id differs from the authenticated user")
-        self._credential = self.lookup(self.username, self.mechanism)
+        if extensions.get("tokenauth", "").lower() == "true":
+            if self.token_lookup is None:
+                raise AuthenticationFailed("Token Authentication failed: delegation tokens are not enabled")
+            token = self.token_lookup(self.username, self.mechanism)
+            self.username, self._credential, self.token_authenticated = token.owner, token.credential, True
+        else:
+            self._credential = self.lookup(self.username, self.mechanism)
         if self._credential is None:
             raise AuthenticationFailed("Authentication failed: Invalid user credentials")
         self._client_first_bare = bare
@@ -118,7 +161,9 @@ class ScramServer:
 
     def _final(self, text: str) -> bytes:
         attrs = _attributes(text)
-        if attrs.get("r") != self._nonce or "p" not in attrs or "c" not in attrs:
+        # Kafka's ScramSaslServer wants the nonce to end with the server's: librdkafka before
+        # 2.6.1 sends the client nonce twice in front of it, and Kafka lets that log in.
+        if not attrs.get("r", "").endswith(self._nonce) or "p" not in attrs or "c" not in attrs:
             raise AuthenticationFailed("Authentication failed: invalid SCRAM client-final message")
         credential = self._credential
         assert credential is not None  # set by the first message

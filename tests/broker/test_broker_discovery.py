@@ -24,6 +24,7 @@ from protocol.generated.messages.api_versions_response import ApiVersion, ApiVer
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.headers import peek_request_prefix
 from tests.broker.observe import client, unfenced_brokers, wait_until
+from tools.controller_process import EMBEDDED_NODE_ID
 
 SNAPSHOTTING = {"metadata.log.segment.bytes": "4096", "broker.session.timeout.ms": "3000",
                 "broker.heartbeat.interval.ms": "500"}
@@ -115,3 +116,27 @@ def test_a_broker_behind_the_log_start_loads_the_snapshot(controller, broker_fac
     assert re.search(rf"loaded metadata snapshot {int(match[1])}-\d+", late.stderr())
     with client(controller) as admin:
         assert unfenced_brokers(admin) == [*range(1, 61), 100]
+
+
+def test_a_broker_refused_at_registration_says_why_once_and_stops(controller, broker_factory, tmp_path):
+    """A node id the controller's voter uses is refused INVALID_REGISTRATION, as Kafka's
+    ClusterControlManager refuses it: no retry can change that, so the broker says why in one
+    line, stops fetching and exits 1 instead of logging a failed Fetch every second."""
+    broker = broker_factory("--node-id", str(EMBEDDED_NODE_ID), "--state-dir", str(tmp_path / "state"))
+    assert broker.proc is not None
+    assert broker.proc.wait(timeout=60) == 1, broker.stderr()
+    err = broker.stderr()
+    assert err.count("registration refused with INVALID_REGISTRATION (119)") == 1, err
+    assert "Traceback" not in err, err
+    # A Fetch sent with the registration may have failed too; none is sent after the refusal.
+    assert "Fetch" not in err.split("registration refused")[1], err
+
+
+def test_a_broker_that_never_reached_a_controller_has_lost_none(broker_factory, tmp_path):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{closed.getsockname()[1]}"
+    broker = broker_factory("--node-id", "1", "--state-dir", str(tmp_path / "state"), controllers=dead)
+    wait_until(lambda: f"no controller at {dead} (cannot connect" in broker.stderr(), 60,
+               "the broker to say it finds no controller")
+    assert "lost the controller" not in broker.stderr()

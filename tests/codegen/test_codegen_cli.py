@@ -25,3 +25,13 @@ def test_schemas_folder_without_schemas_fails(tmp_path: Path, make: str, capsys:
     err = capsys.readouterr().err
     assert str(schemas) in err and err.count("\n") == 1
     assert kept.exists()  # nothing deleted
+
+
+def test_help_is_whole_sentences_and_explains_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "With --check it writes nothing and exits 1 when the checked-in code differs" in text
+    assert "--schemas DIR the directory of schema files" in text
+    assert "--out DIR the directory the generated code goes into" in text

@@ -67,6 +67,8 @@ def test_a_metrics_port_in_use_is_one_line(tmp_path):
         port = taken.getsockname()[1]
         assert_one_line_failure(run_server("--data-dir", str(tmp_path / "data"), "--port", str(free_port()),
                                            "--metrics-port", str(port)), "address already in use", f"metrics endpoint on 127.0.0.1:{port}")
+    # Every port is checked before anything else: nothing was created, formatted or written.
+    assert not (tmp_path / "data").exists()
 
 
 def test_a_data_directory_that_is_a_file_is_one_line(tmp_path):

@@ -98,3 +98,16 @@ def test_make_run_installs_the_project_without_its_extras(tmp_path: Path):
     names = [re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]]
     assert names and not {"pyspark", "py4j"} & set(names)
     assert any("pyspark" in d for d in project["optional-dependencies"]["replay"])
+
+
+def test_replay_validate_without_pyspark_names_what_to_install(tmp_path: Path):
+    from captures import pcapng_writer
+
+    capture = tmp_path / "c.pcapng"
+    with pcapng_writer.open(capture) as writer:
+        writer.connection(("10.0.0.1", 50000), ("10.0.0.2", 9093), 0).close(1000)
+    result = run_blocked("import sys\nfrom tools.replay.__main__ import main\n"
+                         f"sys.exit(main(['validate', {str(capture)!r}, '--out', {str(tmp_path / 'out')!r}]))")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == ("python -m tools.replay validate: PySpark is not installed; install the replay extra: "
+                             "pip install -e '.[replay]'\n")

@@ -2,6 +2,7 @@
 when a capture holds no Kafka, and that the JVM's own output stays off the terminal."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -46,3 +47,35 @@ def test_a_capture_without_kafka_exits_3_and_keeps_the_jvm_quiet(tmp_path):
              if not line.startswith("replay [") and not line.startswith("no Kafka flow found")]
     assert noise == []
     assert (out / "spark.log").stat().st_size > 0
+
+
+def _capture(path):
+    with pcapng_writer.open(path) as writer:
+        conn = writer.connection(("10.0.0.1", 50000), ("10.0.0.2", 80), T0)
+        conn.close(T0 + 1000)
+    return path
+
+
+def test_a_file_that_is_no_capture_is_refused_in_one_line_before_spark_starts(tmp_path):
+    """validate and send read the magic number first: a text file is neither pcap nor pcapng."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a capture\n")
+    for command in (["validate", str(notes), "--out", str(tmp_path / "out")],
+                    ["send", str(notes), "--target", "127.0.0.1:1"]):
+        result = replay(*command, timeout=30)
+        assert result.returncode == 2, result
+        assert result.stderr == (f"python -m tools.replay {command[0]}: not a capture file: {notes}: "
+                                 f"magic 0x{int.from_bytes(b'not ', 'little'):08x} is neither pcap nor pcapng\n")
+        assert result.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_without_a_java_runtime_says_so_in_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path / "empty-bin")
+    result = subprocess.run([sys.executable, "-m", "tools.replay", "validate", str(_capture(tmp_path / "c.pcapng")),
+                             "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("python -m tools.replay validate: Spark needs a Java runtime (no java on PATH")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

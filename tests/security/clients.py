@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Any
 
 from protocol.client import KafkaClient
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
@@ -45,12 +46,26 @@ def sasl_client(host: str, port: int, user: str, password: str) -> KafkaClient:
     return client
 
 
-def scram_login(client: KafkaClient, mechanism: str, user: str, password: str) -> SaslAuthenticateResponse:
-    """Both SCRAM rounds with kafka-python's own SCRAM client; the first failing (or the last)
-    SaslAuthenticate response. The server's signature is checked when the login succeeds."""
+def scram_client(user: str, password: str, mechanism: str, token: bool = False) -> Any:
+    """kafka-python's own SCRAM client; with ``token``, one that logs in with a delegation token
+    as Kafka's Java client does (ScramExtensions: ``tokenauth=true`` after the nonce, the token
+    id as user, the HMAC in base64 as password), which kafka-python does not offer."""
     from kafka.net.sasl.scram import ScramClient
 
-    scram = ScramClient(user, password, mechanism)
+    class TokenScramClient(ScramClient):  # type: ignore[misc]
+        def first_message(self) -> bytes:
+            bare: bytes = b"n=" + self.user + b",r=" + self.nonce + b",tokenauth=true"
+            self.auth_message += bare
+            return b"n,," + bare
+
+    return (TokenScramClient if token else ScramClient)(user, password, mechanism)
+
+
+def scram_login(client: KafkaClient, mechanism: str, user: str, password: str,
+                token: bool = False) -> SaslAuthenticateResponse:
+    """Both SCRAM rounds with kafka-python's own SCRAM client; the first failing (or the last)
+    SaslAuthenticate response. The server's signature is checked when the login succeeds."""
+    scram = scram_client(user, password, mechanism, token)
     handshake = client.request(SaslHandshakeRequest(mechanism=mechanism), HANDSHAKE_V)
     assert isinstance(handshake, SaslHandshakeResponse) and handshake.error_code == 0, handshake
     first = client.request(SaslAuthenticateRequest(auth_bytes=scram.first_message()), AUTHENTICATE_V)

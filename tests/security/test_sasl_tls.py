@@ -294,6 +294,16 @@ def test_kcat_logs_in_with_sasl_plain_over_tls(sasl_ssl_controller, pki: Pki) ->
     assert json.loads(out.stdout)["brokers"] == [{"id": 3000, "name": f"127.0.0.1:{sasl_ssl_controller.port}"}]
 
 
+def test_kcat_logs_in_with_scram_over_tls(sasl_ssl_controller, pki: Pki, scram_user) -> None:
+    """Debian's kcat (librdkafka 2.0.2) repeats the client nonce in its final message; Kafka
+    3.9's ScramSaslServer lets it log in, as the server's nonce ends it."""
+    user, password = scram_user
+    out = kcat_list(sasl_ssl_controller, security_protocol="SASL_SSL", ssl_ca_location=str(pki.ca),
+                    sasl_mechanism="SCRAM-SHA-512", sasl_username=user, sasl_password=password)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["brokers"] == [{"id": 3000, "name": f"127.0.0.1:{sasl_ssl_controller.port}"}]
+
+
 def test_sasl_requests_after_login_are_in_the_wrong_state(sasl_ssl_controller, pki: Pki, scram_user) -> None:
     from kafka.net.sasl.scram import ScramClient
 

@@ -4,7 +4,11 @@ and mapping rules, and the configuration errors."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 from dataclasses import dataclass
+from typing import Callable
 
 import pytest
 
@@ -14,7 +18,8 @@ from server.security.acl import AclIndex, AuthorizerConfig, authorize
 from server.security.errors import AuthenticationFailed
 from server.security.plain import PlainServer, parse_jaas, plain_users
 from server.security.sasl import SaslSession
-from server.security.scram import ScramCredential, credential_from_salted_password, salted_password, ScramServer
+from server.security.scram import (
+    ScramCredential, ScramServer, TokenCredential, credential_from_salted_password, salted_password, token_credential)
 from server.security.tls import distinguished_name, map_principal_name, parse_mapping_rules
 
 TOPIC, CLUSTER = AclResourceType.TOPIC, AclResourceType.CLUSTER
@@ -111,6 +116,61 @@ def test_scram_against_kafka_pythons_client(mechanism: str) -> None:
         scram_exchange(ScramServer(mechanism, lambda u, m: store.get((u, m))), "user", "wrong", mechanism)
     with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
         scram_exchange(ScramServer(mechanism, lambda u, m: store.get((u, m))), "nobody", "pencil", mechanism)
+
+
+def _final_message(mechanism: str, password: str, salt: bytes, client_first_bare: str, server_first: str,
+                   nonce: str) -> bytes:
+    """A client-final message built by hand, with whatever nonce a client sends."""
+    digest = "sha" + mechanism.rsplit("-", 1)[1]
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{client_first_bare},{server_first},{without_proof}".encode()
+    client_key = hmac.new(salted_password(mechanism, password, salt, 4096), b"Client Key", digest).digest()
+    signature = hmac.new(hashlib.new(digest, client_key).digest(), auth, digest).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_a_final_nonce_that_repeats_the_client_nonce_logs_in_as_kafka_3_9_lets_it() -> None:
+    """librdkafka before 2.6.1 (Debian's kcat 1.7.1) sends the client nonce, then the whole
+    nonce; Kafka 3.9's ScramSaslServer accepts a final nonce that ends with the server's."""
+    mechanism, salt = "SCRAM-SHA-512", b"0123456789abcdef"
+    credential = credential_from_salted_password(mechanism, salt, salted_password(mechanism, "pencil", salt, 4096),
+                                                 4096)
+
+    def login(nonce_of: Callable[[str], str]) -> bytes:
+        server = ScramServer(mechanism, lambda u, m: credential)
+        bare = "n=user,r=clientnonce"
+        server_first = server.respond(f"n,,{bare}".encode()).decode()
+        nonce = server_first.split(",")[0].removeprefix("r=")
+        return server.respond(_final_message(mechanism, "pencil", salt, bare, server_first, nonce_of(nonce)))
+
+    assert login(lambda nonce: nonce).startswith(b"v=")
+    assert login(lambda nonce: "clientnonce" + nonce).startswith(b"v=")
+    with pytest.raises(AuthenticationFailed, match="invalid SCRAM client-final message"):
+        login(lambda nonce: nonce[:-1])  # the server's nonce must still be there
+
+
+def test_scram_with_tokenauth_logs_in_as_the_tokens_owner() -> None:
+    """Kafka's ScramExtensions: tokenauth=true after the nonce asks the token lookup, not the
+    user credentials; the user is then the token's owner."""
+    pytest.importorskip("kafka")
+    from tests.security.clients import scram_client
+
+    mechanism, mac = "SCRAM-SHA-256", b"the token's hmac"
+
+    def lookup(token_id: str, mechanism: str) -> TokenCredential:
+        if token_id != "token-1":
+            raise AuthenticationFailed("unknown token")
+        return token_credential(mechanism, "alice", mac)
+
+    server = ScramServer(mechanism, lambda u, m: None, lookup)
+    client = scram_client("token-1", base64.b64encode(mac).decode(), mechanism, token=True)
+    client.process_server_first_message(server.respond(client.first_message()))
+    client.process_server_final_message(server.respond(client.final_message()))
+    assert server.complete and (server.username, server.token_authenticated) == ("alice", True)
+    without_lookup = ScramServer(mechanism, lambda u, m: None)
+    with pytest.raises(AuthenticationFailed, match="delegation tokens are not enabled"):
+        without_lookup.respond(scram_client("token-1", "x", mechanism, token=True).first_message())
 
 
 @pytest.mark.parametrize("token", [b"", b"junk", b"n,,", b"p=tls-unique,,n=user,r=abc", "n,,n=ü".encode("latin-1")])

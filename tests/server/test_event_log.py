@@ -52,7 +52,8 @@ def test_registration_and_unfencing(caplog):
 def test_topics_fencing_and_elections(c, caplog):
     with caplog.at_level("INFO", logger=LOGGER):
         topic_id = c.topic("orders", [[1, 2], [2, 1]])
-        assert lines(caplog) == [f"Created topic orders with topic ID {_text(topic_id)} and 2 partition(s)."]
+        assert lines(caplog) == ["CreateTopics result(s): orders: SUCCESS",
+                                 f"Created topic orders with topic ID {_text(topic_id)} and 2 partition(s)."]
         c.expire(1)
         assert lines(caplog) == ["Fencing broker 1 because its session has timed out.",
                                  "Changed the leader of 1 partition(s): orders-0 -> 2"]
@@ -66,6 +67,20 @@ def test_topics_fencing_and_elections(c, caplog):
                                  "and every active broker has replicated its controlled shutdown."]
         c.delete("orders")
         assert lines(caplog) == [f"Deleting topic orders with ID {_text(topic_id)}."]
+
+
+def test_every_create_topics_result_is_logged_refusals_included(caplog):
+    """Kafka's ReplicationControlManager logs each CreateTopics result at INFO: a request
+    refused whole (no broker registered) leaves its reason in the log."""
+    c = Cluster()
+    with caplog.at_level("INFO", logger=LOGGER):
+        c.create("orders", partitions=1, rf=3)
+        [line] = lines(caplog)
+        assert line.startswith("CreateTopics result(s): orders: INVALID_REPLICATION_FACTOR (")
+        c.brokers(1)
+        lines(caplog)  # the registration's
+        c.create("a", partitions=1, rf=1, validate_only=True)
+        assert lines(caplog) == ["Validate-only CreateTopics result(s): a: SUCCESS"]
 
 
 def test_a_large_election_is_summarised(c, caplog):

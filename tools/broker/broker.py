@@ -71,8 +71,19 @@ def default_client_port(node_id: int) -> int:
     return 20000 + node_id % 40000
 
 
-class ListenerFailed(Exception):
-    """The client listener could not be opened; the message says where and why."""
+class BrokerFailed(Exception):
+    """A broker cannot go on because of a setting, not a bug (its client listener cannot be
+    opened, the controller refuses its registration for good); the message says why."""
+
+
+# Registration answers no retry changes: the request itself is wrong for this cluster.
+REFUSED_FOR_GOOD: dict[int, str] = {
+    Error.INVALID_REGISTRATION: "the controller refuses its registration (a node id a controller voter uses, "
+                                "or log directories it cannot accept: the controller's log says which)",
+    Error.INCONSISTENT_CLUSTER_ID: "it names another cluster id than the controller's (--cluster-id)",
+    Error.BROKER_ID_NOT_REGISTERED: "the controller does not register ZooKeeper brokers",
+    Error.UNSUPPORTED_VERSION: "the controller does not support this broker's registration version or features",
+}
 
 
 def log_dir_id(seed: int, node_id: int) -> bytes:
@@ -195,7 +206,7 @@ class Broker:
         try:
             _, self.port = await self.listener.start(host, wanted)
         except OSError as exc:
-            raise ListenerFailed(f"broker {self.node_id} cannot listen on {host}:{wanted}: "
+            raise BrokerFailed(f"broker {self.node_id} cannot listen on {host}:{wanted}: "
                                  f"{exc.strerror or exc}") from None
 
     async def _register(self, previous_epoch: int) -> bool:
@@ -227,6 +238,10 @@ class Broker:
                     log.info("broker %d: registered again with broker epoch %d", self.node_id, response.broker_epoch)
                 self.lifecycle.registered(response.broker_epoch, previous_epoch)
                 return True
+            why = REFUSED_FOR_GOOD.get(response.error_code)
+            if why is not None:
+                raise BrokerFailed(f"broker {self.node_id} stopped: registration refused with "
+                                   f"{describe(response.error_code)}: {why}")
             self._note_error("registration", response.error_code)
             attempt += 1
             delay = min(self.config.heartbeat_interval_s, REGISTER_BACKOFF_BASE_S * 2 ** attempt)

@@ -77,14 +77,16 @@ class ControllerChannel:
 
     def rotate(self, reason: str) -> None:
         """Give up on the current address: the next call backs off and tries the next one."""
-        was = self.address
+        was, had = self.address, self._conn is not None
         self.failures += 1
         self.rediscoveries += 1
         self._index = (self._index + 1) % len(self.bootstrap)
         if self._conn is not None:
             self._conn.close(reason)
             self._conn = None
-        log.info("%s: lost the controller at %s (%s); next try %s", self.client_id, was, reason, self.address)
+        # Only a connection that was open is a controller lost; before that none was found.
+        what = "lost the controller at" if had else "no controller at"
+        log.info("%s: %s %s (%s); next try %s", self.client_id, what, was, reason, self.address)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -8,9 +8,11 @@ keeps no logs and coordinates no groups: Produce, Fetch, ListOffsets, FindCoordi
 InitProducerId are refused as ``server.controller.unserved`` explains.
 
 On a SASL listener clients log in first, as on the controller's (``server.security.login``):
-PLAIN users from the listener's JAAS entry, SCRAM credentials from the image. Whoever they
-logged in as (or their certificate names on an SSL listener) is the principal the forwarded
-requests carry, so the controller's authorizer judges the client, not the broker.
+PLAIN users from the listener's JAAS entry, SCRAM credentials and delegation tokens from the
+image. Whoever they logged in as (or their certificate names on an SSL listener) is the
+principal the forwarded requests carry, so the controller's authorizer judges the client, not
+the broker. With an authorizer configured, what the broker answers from its image is judged by
+the same authorizer against the ACLs in the image, as a Kafka broker judges it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from protocol.generated.messages.describe_client_quotas_request import DescribeC
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
+from protocol.generated.messages.describe_delegation_token_request import DescribeDelegationTokenRequest
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from protocol.generated.messages.fetch_request import FetchRequest
@@ -57,7 +60,8 @@ from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequ
 from protocol.headers import encode_response_header, peek_request_prefix
 from protocol.message import Message, api_key_of
 from protocol.primitives import INT32, ZERO_UUID
-from server.apis import FORWARDABLE, with_error
+from server.apis import FORWARDABLE, judged, token_requester, with_error
+from server.context import ANONYMOUS, RequestContext
 from server.controller.describe import TopicViews
 from server.controller.features import SUPPORTED_FEATURES
 from server.controller.result import accepting
@@ -66,6 +70,7 @@ from server.controller.unserved import (
 from server.image.image import MetadataImage
 from server.network import Connection, RequestRejected
 from server.security.login import SaslLogins
+from server.security.requests import RequestAuthorizer
 from server.security.settings import SecurityConfig
 from tools.broker.forwarder import Forwarder
 
@@ -74,7 +79,11 @@ log = logging.getLogger("kraftwire.broker.clients")
 # Forwardable APIs that only read; the other forwarded ones write, and wait for the image.
 FORWARDED_READS = {ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_QUORUM}
 # Forwardable APIs that brokers send for themselves, never on a client's behalf.
-BROKER_TO_CONTROLLER = {ApiKey.UNREGISTER_BROKER, ApiKey.ALLOCATE_PRODUCER_IDS}
+BROKER_TO_CONTROLLER = {ApiKey.ALLOCATE_PRODUCER_IDS}
+# What the broker answers from its image that its authorizer judges first, as Kafka's
+# brokers judge them (DescribeCluster is not: a broker describes itself to anyone).
+JUDGED = {ApiKey.METADATA, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_ACLS,
+          ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_CLIENT_QUOTAS}
 WHY = "kraftwire test brokers keep no partition logs and coordinate no groups or transactions"
 
 Handler = Callable[[Message, int], Message]
@@ -91,7 +100,12 @@ class ClientApis:
         self.cluster_id = cluster_id
         self.image = image
         self.forwarder = forwarder
-        self.logins = SaslLogins(security or SecurityConfig(), lambda: image.scram)
+        self.security = security or SecurityConfig()
+        self.logins = SaslLogins(self.security, lambda: image.scram, lambda: image.delegation_tokens)
+        self.authorizer: RequestAuthorizer | None = None
+        if self.security.authorizer is not None:
+            self.authorizer = RequestAuthorizer(self.security.authorizer, lambda: image.acls.index, self._topic_name)
+        self.context = RequestContext(ANONYMOUS, "")  # who sent the request being handled
         self._served: tuple[dict[int, tuple[int, int]], dict[int, tuple[int, int]]] | None = None
         self.handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: lambda r, v: self.api_versions(),
@@ -110,6 +124,10 @@ class ClientApis:
                 DescribeUserScramCredentialsRequest, lambda r, v: image.scram.describe(r)),
             ApiKey.DESCRIBE_CLIENT_QUOTAS: accepting(
                 DescribeClientQuotasRequest, lambda r, v: image.quotas.describe(r)),
+            ApiKey.DESCRIBE_DELEGATION_TOKEN: accepting(
+                DescribeDelegationTokenRequest, lambda r, v: image.delegation_tokens.describe(
+                    r, token_requester(self.context, self.authorizer, self.security.protocol),
+                    image.features.metadata_version, v)),
         }
         # Listed on every listener, as Kafka lists them: librdkafka refuses SASL with a broker
         # whose ApiVersions lacks SaslHandshake.
@@ -181,6 +199,14 @@ class ClientApis:
         if login is not None:
             return _framed(key, version, correlation_id, login(conn, request, version))
         assert handler is not None
+        self.context = conn.context
+        if self.authorizer is not None and key in JUDGED:
+            answer, add_refusals = judged(self.authorizer, api, request, version, conn.context)
+            if answer is None:
+                answer = handler(request, version)
+                if add_refusals is not None:
+                    answer = add_refusals(answer)
+            return _framed(key, version, correlation_id, answer)
         return _framed(key, version, correlation_id, handler(request, version))
 
     async def _forward(self, frame: bytes, conn: Connection, key: int, version: int, correlation_id: int) -> bytes:
@@ -203,6 +229,10 @@ class ClientApis:
         return self.logins.authenticate(conn, request)
 
     # --- reads from the image -----------------------------------------------------------------
+    def _topic_name(self, topic_id: bytes) -> str | None:
+        topic = self.image.replication.topics.get(topic_id)
+        return topic.name if topic is not None else None
+
     def _views(self) -> TopicViews:
         return TopicViews(self.image.replication, self.node_id, None, list_brokers=True)
 

@@ -26,7 +26,7 @@ from protocol.generated.metadata.fence_broker_record import FenceBrokerRecord
 from protocol.message import Message
 from server.security.client import ClientSecurity
 from server.security.settings import SecurityConfig
-from tools.broker.broker import Broker, BrokerConfig, ListenerFailed, default_client_port
+from tools.broker.broker import Broker, BrokerConfig, BrokerFailed, default_client_port
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
 from tools.broker.faults import FaultInjector
 from tools.broker.fetcher import MetadataFetcher
@@ -101,7 +101,7 @@ class Fleet:
             raise ValueError("a fleet needs at least one broker")
         self.options = options
         self.stats = Stats()
-        self.image = MetadataImage()
+        self.image = MetadataImage(options.client_security.delegation_tokens)
         self.image.listeners.append(self._on_record)
         self.brokers: dict[int, Broker] = {}
         self.killed: set[int] = set()
@@ -120,7 +120,7 @@ class Fleet:
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()
-        if isinstance(exc, ListenerFailed):
+        if isinstance(exc, BrokerFailed):
             log.error("stopping: %s", exc)  # a setting, not a bug: one line
         else:
             log.error("stopping: a task failed", exc_info=exc)

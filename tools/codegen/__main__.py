@@ -17,10 +17,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.codegen", description=__doc__.split("\n")[2])
-    parser.add_argument("--schemas", type=Path, default=ROOT / "schemas")
-    parser.add_argument("--out", type=Path, default=ROOT / "protocol" / "generated")
-    parser.add_argument("--check", action="store_true", help="fail if the output is stale")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.codegen",
+        description="Generate the protocol's Python codecs from Kafka's JSON message schemas. Without "
+                    "arguments it regenerates protocol/generated/ from schemas/. With --check it writes "
+                    "nothing and exits 1 when the checked-in code differs from what the schemas produce.")
+    parser.add_argument("--schemas", type=Path, default=ROOT / "schemas", metavar="DIR",
+                        help="the directory of schema files (*.json) to read; default: the project's schemas/")
+    parser.add_argument("--out", type=Path, default=ROOT / "protocol" / "generated", metavar="DIR",
+                        help="the directory the generated code goes into (or is compared with under --check); "
+                             "default: the project's protocol/generated/")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if the code in --out is not what the schemas produce")
     args = parser.parse_args(argv)
     # Checked before anything is generated: an empty tree would count every generated file
     # as "not generated from any schema" and delete it.

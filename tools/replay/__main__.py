@@ -5,8 +5,9 @@
         (tools.replay.rules); writes Parquet tables frames/, violations/, flows/ and
         report.html under DIR, and prints a summary and the report's path; Spark's own log
         goes to DIR/spark.log. Exit status: 0 when no rule of severity "error" was broken,
-        1 when one was, 2 for a capture that does not exist (checked before Spark starts),
-        3 when no Kafka flow was found. --figures FILE also writes the summary as JSON.
+        1 when one was, 2 for a capture that does not exist or is not pcap or pcapng, and for
+        a missing PySpark or Java runtime (all checked before Spark starts), 3 when no Kafka
+        flow was found. --figures FILE also writes the summary as JSON.
     send CAPTURE --target HOST:PORT[,HOST:PORT...] [--ports ...] [--ignore FIELD ...] [--clean] [--verbose]
         Re-send each flow's requests, in order, on a fresh connection per flow (to the active
         controller when several addresses of a quorum are given), and report the responses
@@ -14,7 +15,8 @@
         forwarded answers inside Envelopes field by field); --clean replays against another
         cluster: time order across flows, the target's cluster id and broker epochs mapped
         in, and the fields a fresh cluster answers differently not compared. Exit status 0
-        without differences, 1 with some, 2 when the target cannot be reached.
+        without differences, 1 with some, 2 when the capture is not one or the target cannot
+        be reached.
 
 On a cluster, the same job through spark-submit (the packages are shipped to the executors;
 the capture paths must be readable by them):
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "validate":
-        problem = _unusable(args.captures, args.out)
+        problem = _unusable(args.captures, args.out) or _no_spark()
         if problem:
             print(f"python -m tools.replay validate: {problem}", file=sys.stderr)
             return 2
@@ -105,11 +107,34 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if report.differences or report.failures else 0
 
 
+def _no_spark() -> str | None:
+    """What the validation needs that is not installed, found before Spark starts: PySpark
+    (the ``replay`` extra, which ``make run`` leaves out) and the Java runtime Spark runs on."""
+    import importlib.util
+    import shutil
+
+    try:
+        found = importlib.util.find_spec("pyspark") is not None
+    except ImportError:  # a finder that refuses the name rather than not finding it
+        found = False
+    if not found:
+        return "PySpark is not installed; install the replay extra: pip install -e '.[replay]'"
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if java is None or not os.access(java, os.X_OK):
+        where = f"JAVA_HOME={java_home} has no bin/java" if java_home else "no java on PATH and JAVA_HOME unset"
+        return f"Spark needs a Java runtime ({where}); install a JDK 17, e.g. apt-get install openjdk-17-jre-headless"
+    return None
+
+
 def _unusable(captures: list[str], out: str | None) -> str | None:
     """Why the job cannot start, found before Spark does: a missing capture or output folder
     in the way. Paths with another scheme than file: are the executors' filesystem's business."""
-    from tools.replay.job import local_path
+    from tools.replay.capture import format_problem
+    from tools.replay.tables import local_path
 
+    if out is not None and os.path.exists(out) and not os.path.isdir(out):
+        return f"--out {out} is a file, not a folder"
     for path in captures:
         local = local_path(path)
         if "://" in local:
@@ -118,10 +143,13 @@ def _unusable(captures: list[str], out: str | None) -> str | None:
             return f"no such capture file: {path}"
         if not os.path.isfile(local):
             return f"not a capture file: {path}"
-        if not os.access(local, os.R_OK):
-            return f"cannot read the capture file: {path}"
-    if out is not None and os.path.exists(out) and not os.path.isdir(out):
-        return f"--out {out} is a file, not a folder"
+        try:
+            with open(local, "rb") as capture:
+                bad = format_problem(capture.read(4))
+        except OSError as exc:
+            return f"cannot read the capture file: {path}: {exc.strerror}"
+        if bad is not None:
+            return f"not a capture file: {path}: {bad.detail}"
     return None
 
 

@@ -92,21 +92,30 @@ _PCAP_MAGICS = {
 }
 
 
-def _read(buf: Buffer) -> Iterator[Packet | Problem]:
+def format_problem(buf: Buffer) -> Problem | None:
+    """Why a file that begins with ``buf`` is no capture: empty, too short for a magic number,
+    or a magic number of neither format. None for pcap and pcapng; the first four bytes tell."""
     if len(buf) == 0:
-        yield Problem("empty_file", 0, 0, "the capture file is empty")
-        return
+        return Problem("empty_file", 0, 0, "the capture file is empty")
     if len(buf) < 4:
-        yield Problem("truncated_file", 0, len(buf), "too short to hold a file header")
+        return Problem("truncated_file", 0, len(buf), "too short to hold a file header")
+    magic = f.PCAPNG_U32["<"].unpack_from(buf, 0)[0]
+    if magic == f.PCAPNG_SHB or magic in _PCAP_MAGICS:
+        return None
+    return Problem("unknown_format", 0, len(buf), f"magic 0x{magic:08x} is neither pcap nor pcapng")
+
+
+def _read(buf: Buffer) -> Iterator[Packet | Problem]:
+    problem = format_problem(buf)
+    if problem is not None:
+        yield problem
         return
     magic = f.PCAPNG_U32["<"].unpack_from(buf, 0)[0]
     if magic == f.PCAPNG_SHB:
         yield from _read_pcapng(buf)
-    elif magic in _PCAP_MAGICS:
+    else:
         order, nano = _PCAP_MAGICS[magic]
         yield from _read_pcap(buf, order, nano)
-    else:
-        yield Problem("unknown_format", 0, len(buf), f"magic 0x{magic:08x} is neither pcap nor pcapng")
 
 
 # ---------------------------------------------------------------------------------------------

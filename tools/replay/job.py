@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
 
 from tools.replay.decode import FlowRow, FrameRow, decode_capture
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
+from tools.replay.tables import Tables, local_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -66,11 +67,6 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         where = traceback.extract_tb(exc.__traceback__)[-1]
         detail = f"{type(exc).__name__}: {exc} at {Path(where.filename).name}:{where.lineno}; rest of the share skipped"
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
-
-
-def local_path(path: str) -> str:
-    """A capture path as the executor opens it: `file:` URIs name a (shared) local file."""
-    return path.removeprefix("file://") if path.startswith("file://") else path.removeprefix("file:")
 
 
 def arrow_tasks(tasks: list[Task], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -184,12 +180,6 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: s
     # 200 partitions would only add tasks.
     spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     return spark
-
-
-class Tables(NamedTuple):
-    frames: DataFrame
-    violations: DataFrame
-    flows: DataFrame
 
 
 def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] = ()) -> Tables:

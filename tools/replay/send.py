@@ -16,8 +16,8 @@ remain: the requests of all flows go out in their captured time order (brokers r
 before they heartbeat, as they did), the captured cluster id is swapped for the target's in
 requests and captured answers alike, each broker epoch the target grants at registration
 stands in for the captured one, and the fields a fresh cluster legitimately answers with
-other values (`CLEAN_IGNORED`: generated topic ids, metadata log offsets and records, the
-features' epoch) are not compared.
+other values (`CLEAN_IGNORED`: generated topic ids, metadata log offsets, epochs and records,
+where a Fetch diverges, the features' epoch) are not compared.
 """
 from __future__ import annotations
 
@@ -40,8 +40,11 @@ from tools.replay.report import table
 from tools.replay.streams import Source
 
 DEFAULT_IGNORED = frozenset({"throttle_time_ms"})
+# A fresh cluster's metadata log has other epochs and offsets (no-op records come with time):
+# where a Fetch diverges from it, or which snapshot it names, is its own as much as its records.
 CLEAN_IGNORED = frozenset({"topic_id", "records", "high_watermark", "last_stable_offset", "log_start_offset",
-                           "finalized_features_epoch", "leader_epoch", "current_leader"})
+                           "finalized_features_epoch", "leader_epoch", "current_leader", "diverging_epoch",
+                           "snapshot_id"})
 _PREFIX = struct.Struct(">hhi")
 _INT32 = struct.Struct(">i")
 _INT64_MAX = (1 << 63) - 1

@@ -6,12 +6,10 @@ import math
 import os
 from typing import TYPE_CHECKING, Any
 
-from tools.replay.job import local_path
+from tools.replay.tables import Tables, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-    from tools.replay.job import Tables
 
 # Brokers heartbeat every 2 s (Kafka's broker.heartbeat.interval.ms default): the timeline's
 # bins are whole multiples of that, at most this many.

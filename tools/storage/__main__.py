@@ -9,7 +9,7 @@ from typing import NoReturn
 from protocol.primitives import random_uuid, uuid_to_str
 from server.config import ConfigError, ControllerConfig, load_config
 from server.metalog.bootstrap import DEFAULT_RELEASE, RELEASE_VERSIONS
-from server.metalog.meta_properties import StorageError
+from server.metalog.meta_properties import StorageError, is_kafka_uuid
 from server.metalog.formatting import format_dirs
 from tools.storage.info import describe_dirs
 
@@ -34,7 +34,16 @@ def _random_uuid(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_cluster_id(cluster_id: str) -> None:
+    """Kafka's format reads the id with Uuid.fromString: no broker could join a cluster whose
+    id is anything else, so it is refused before anything is written."""
+    if not is_kafka_uuid(cluster_id):
+        raise StorageError(f"invalid cluster id {cluster_id!r}: expected a base64url UUID (22 characters of "
+                           f"A-Z a-z 0-9 - _ encoding 16 bytes), as printed by: python -m tools.storage random-uuid")
+
+
 def _format(args: argparse.Namespace) -> int:
+    _check_cluster_id(args.cluster_id)
     config = _load(args.config)
     done = format_dirs(config, args.cluster_id, args.release_version, args.ignore_formatted)
     for directory in config.log_dirs:
@@ -49,7 +58,8 @@ def _info(args: argparse.Namespace) -> int:
         print(line)
     for problem in report.problems:
         print(f"problem: {problem}", file=sys.stderr)
-    return 1 if report.problems else 0
+    # As Kafka's info: a directory that is not formatted is a problem found.
+    return 1 if report.problems or report.unformatted else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
