@@ -2,8 +2,10 @@
 
 Key                                              Default      Rule
 process.roles                                    (required)   exactly "controller"
-node.id                                          (required)   int >= 0; must be one of the voters
-controller.quorum.voters                         (required)   id@host:port,...; [ipv6] hosts
+node.id                                          (required)   int >= 0; one of the voters, if static
+controller.quorum.voters                         (none)       id@host:port,...; [ipv6] hosts (a static quorum)
+controller.quorum.bootstrap.servers              (none)       host:port,...: a dynamic quorum (KIP-853);
+                                                              one of the two is required
 listeners                                        (required)   one NAME://host:port; empty host = any
 advertised.listeners                             listeners    NAME://host:port, NAME as in listeners
 controller.listener.names                        (required)   the name of the listener
@@ -51,7 +53,6 @@ endpoints of Fetch, FetchSnapshot and DescribeQuorum) is the advertised listener
 listener; an empty host there is reported as 127.0.0.1.
 
 Keys Kafka has and kraftwire does not implement are refused with an error that names them:
-controller.quorum.bootstrap.servers (kraftwire's quorum is the static controller.quorum.voters),
 listener.name.<listener>.<key> overrides other than the SASL JAAS configuration, a second
 listener. Keys in
 IGNORED_KEYS, settings of Kafka's broker or of machinery kraftwire does not have, are accepted
@@ -98,7 +99,7 @@ TOKEN_KEYS = frozenset({"delegation.token.secret.key", "delegation.token.master.
 SNAPSHOT_WRITER_DELAY_KEY = "kraftwire.test.snapshot.writer.delay.ms"
 
 _KNOWN_KEYS = frozenset({
-    "process.roles", "node.id", "controller.quorum.voters",
+    "process.roles", "node.id", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
     "listeners", "advertised.listeners", "controller.listener.names",
     "listener.security.protocol.map", "metadata.log.dir", "log.dirs", "log.dir",
     "broker.session.timeout.ms", "socket.request.max.bytes",
@@ -164,11 +165,7 @@ class ConfigError(ValueError):
 
 
 # Refused rather than ignored: each changes what a Kafka controller does, and kraftwire lacks it.
-_UNSUPPORTED_KEYS = {
-    "controller.quorum.bootstrap.servers":
-        "is not supported: kraftwire's quorum is static; list every voter in "
-        "controller.quorum.voters (joining a dynamic quorum, KIP-853, is not implemented)",
-}
+_UNSUPPORTED_KEYS: dict[str, str] = {}
 _UNSUPPORTED_PREFIXES = {
     "listener.name.":
         "is not supported: of the per-listener settings kraftwire reads only "
@@ -188,7 +185,7 @@ class Listener(NamedTuple):
 class ControllerConfig:
     process_roles: list[str]
     node_id: int
-    voters: dict[int, tuple[str, int]]
+    voters: dict[int, tuple[str, int]]  # controller.quorum.voters; empty for a dynamic quorum
     listeners: list[Listener]
     controller_listener_names: list[str]
     listener_security_protocol_map: dict[str, str]
@@ -222,6 +219,8 @@ class ControllerConfig:
     snapshot_writer_delay_ms: int = 0  # SNAPSHOT_WRITER_DELAY_KEY
     ignored: list[str] = field(default_factory=list)
 
+    # controller.quorum.bootstrap.servers: where a controller of a dynamic quorum asks for the leader.
+    bootstrap_servers: list[tuple[str, int]] = field(default_factory=list)
     @property
     def controller_listener(self) -> Listener:
         """The listener named in controller.listener.names: where the quorum is served."""
@@ -390,6 +389,11 @@ def _listeners(key: str, items: list[str]) -> list[Listener]:
     return listeners
 
 
+def _bootstrap_servers(reader: _Reader) -> list[tuple[str, int]]:
+    key = "controller.quorum.bootstrap.servers"
+    return [_host_port(key, item, item, "host:port") for item in reader.list(key)]
+
+
 def _voters(reader: _Reader) -> dict[int, tuple[str, int]]:
     key = "controller.quorum.voters"
     voters: dict[int, tuple[str, int]] = {}
@@ -493,9 +497,15 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
     roles = _process_roles(reader)
     node_id = reader.int("node.id", None, 0)
 
-    reader.required("controller.quorum.voters")
     voters = _voters(reader)
-    if node_id not in voters:
+    bootstrap = _bootstrap_servers(reader)
+    if voters and bootstrap:
+        raise ConfigError("controller.quorum.bootstrap.servers",
+                          "set either it (a dynamic quorum) or controller.quorum.voters (a static one), not both")
+    if not voters and not bootstrap:
+        raise ConfigError("controller.quorum.voters", "is required, or controller.quorum.bootstrap.servers for a "
+                                                      "dynamic quorum")
+    if voters and node_id not in voters:
         raise ConfigError("controller.quorum.voters",
                           f"node.id {node_id} is not among the voters {sorted(voters)}")
 
@@ -533,6 +543,7 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         process_roles=roles,
         node_id=node_id,
         voters=voters,
+        bootstrap_servers=bootstrap,
         listeners=listeners,
         controller_listener_names=controller_names,
         listener_security_protocol_map=security_map,
@@ -560,7 +571,7 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         quorum_retry_backoff_ms=reader.int("controller.quorum.retry.backoff.ms", 20, 0),
         quorum_append_linger_ms=reader.int("controller.quorum.append.linger.ms", 25, 0),
         security=security,
-        controller_client=_controller_client(reader, security, listeners[0].name, len(voters)),
+        controller_client=_controller_client(reader, security, listeners[0].name, len(voters) or len(bootstrap) + 1),
         metrics_port=metrics_port,
         log_format=log_format,
         snapshot_writer_delay_ms=reader.int(SNAPSHOT_WRITER_DELAY_KEY, 0, 0),

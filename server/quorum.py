@@ -37,8 +37,9 @@ from server.metalog.raft_log import DiskRaftLog
 from server.purgatory import OffsetPurgatory
 from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
-    SnapshotInstalled)
+    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, Refused, SendRequest,
+    SendResponse, SnapshotInstalled)
+from server.raft.voters import KRAFT_VERSION_DYNAMIC
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election, Leader, ReplicaProgress
 from server.security.client import ClientSecurity
@@ -66,7 +67,7 @@ class QuorumEvents:
 
 class QuorumReplication:
     def __init__(self, node_id: int, config: QuorumConfig, log_dir: Path, raft_log: DiskRaftLog,
-                 endpoints: dict[int, tuple[str, int]], events: QuorumEvents, wall_clock_ms: Callable[[], int],
+                 events: QuorumEvents, wall_clock_ms: Callable[[], int],
                  security: ClientSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
         self.security = security  # how the other voters are reached: the controller listener's protocol
@@ -75,10 +76,8 @@ class QuorumReplication:
         self._refused_by: set[int] = set()  # voters whose authorizer refused this one, said once
         self.log_dir = log_dir
         self.raft_log = raft_log
-        self.endpoints = endpoints
         self.events = events
         self.wall_clock_ms = wall_clock_ms
-        self.voters = tuple(config.voters)
         stored = read_quorum_state(log_dir)
         persisted = Election(stored.leader_epoch, stored.leader_id, stored.voted_id)
         self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms(),
@@ -93,6 +92,7 @@ class QuorumReplication:
         self._answers: dict[int, asyncio.Future[Message]] = {}  # inbound correlation -> response
         self._next_inbound = 0
         self._connections: dict[int, KafkaConnection] = {}
+        self._addresses: dict[int, tuple[str, int]] = {}  # where each connection goes
         self._connecting: dict[int, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
@@ -262,8 +262,12 @@ class QuorumReplication:
     def _do(self, output: Output) -> None:
         if isinstance(output, PersistElection):
             e = output.election
-            write_quorum_state(self.log_dir, QuorumState(leader_id=e.leader_id, leader_epoch=e.epoch,
-                                                         voted_id=e.voted_id, voters=self.voters))
+            dynamic = self.core.history.kraft_version >= KRAFT_VERSION_DYNAMIC
+            write_quorum_state(self.log_dir, QuorumState(
+                leader_id=e.leader_id, leader_epoch=e.epoch, voted_id=e.voted_id,
+                voters=() if dynamic else tuple(sorted(self.core.voters)), data_version=1 if dynamic else 0))
+        elif isinstance(output, Refused):
+            log.error("%s", output.reason)
         elif isinstance(output, SendRequest):
             task = asyncio.get_running_loop().create_task(self._send(output))
             self._tasks.add(task)
@@ -310,7 +314,9 @@ class QuorumReplication:
         destination = request.destination
         key = api_key_of(request.message)
         try:
-            conn = await self._connection(destination)
+            if request.address is None:
+                raise ConnectionLost(f"no address known for node {destination}")
+            conn = await self._connection(destination, request.address)
             response = await conn.request(request.message, APIS[key].max_version, self.request_timeout_s)
         except (ConnectionLost, OSError, asyncio.TimeoutError) as exc:
             log.debug("%s to voter %d failed: %s", APIS[key].name, destination, exc)
@@ -333,15 +339,17 @@ class QuorumReplication:
         log.error("voter %d refuses %s with CLUSTER_AUTHORIZATION_FAILED: %s needs CLUSTER_ACTION on the cluster "
                   "(super.users or an ACL)", voter, api, who)
 
-    async def _connection(self, voter: int) -> KafkaConnection:
+    async def _connection(self, voter: int, address: tuple[str, int]) -> KafkaConnection:
         conn = self._connections.get(voter)
-        if conn is not None and conn.is_open:
+        if conn is not None and conn.is_open and self._addresses.get(voter) == address:
             return conn
         lock = self._connecting.setdefault(voter, asyncio.Lock())
         async with lock:
             conn = self._connections.get(voter)
-            if conn is None or not conn.is_open:
-                host, port = self.endpoints[voter]
+            if conn is None or not conn.is_open or self._addresses.get(voter) != address:
+                if conn is not None:
+                    conn.close("the node moved")
+                host, port = address
                 refused = self._refused.get(voter)
                 if refused is not None and time.monotonic() - refused[1] < AUTHENTICATION_BACKOFF_S:
                     raise AuthenticationError(refused[0])
@@ -359,4 +367,5 @@ class QuorumReplication:
                 if self._refused.pop(voter, None) is not None:
                     log.info("authenticated to voter %d at %s:%d", voter, host, port)
                 self._connections[voter] = conn
+                self._addresses[voter] = address
             return conn

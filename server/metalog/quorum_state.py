@@ -15,6 +15,7 @@ from server.metalog.meta_properties import StorageError
 from server.metalog.segments import PARTITION_DIR
 
 FILE_NAME = "quorum-state"
+ZERO_UUID_TEXT = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 @dataclass
@@ -23,6 +24,9 @@ class QuorumState:
     leader_epoch: int = 0
     voted_id: int = -1
     voters: tuple[int, ...] = ()
+    # 0: Kafka's static-quorum file, which lists the voters; 1 (kraft.version 1): the voters
+    # are in the log, and the vote names a directory.
+    data_version: int = 0
 
 
 def read_quorum_state(log_dir: Path) -> QuorumState:
@@ -41,7 +45,12 @@ def read_quorum_state(log_dir: Path) -> QuorumState:
 def write_quorum_state(log_dir: Path, state: QuorumState) -> None:
     directory = Path(log_dir) / PARTITION_DIR
     directory.mkdir(parents=True, exist_ok=True)
-    data = {"clusterId": "", "leaderId": state.leader_id, "leaderEpoch": state.leader_epoch,
-            "votedId": state.voted_id, "appliedOffset": 0,
-            "currentVoters": [{"voterId": v} for v in state.voters], "data_version": 0}
+    data: dict[str, object]
+    if state.data_version >= 1:
+        data = {"leaderId": state.leader_id, "leaderEpoch": state.leader_epoch, "votedId": state.voted_id,
+                "votedDirectoryId": ZERO_UUID_TEXT, "data_version": 1}
+    else:
+        data = {"clusterId": "", "leaderId": state.leader_id, "leaderEpoch": state.leader_epoch,
+                "votedId": state.voted_id, "appliedOffset": 0,
+                "currentVoters": [{"voterId": v} for v in state.voters], "data_version": 0}
     write_atomically(directory / FILE_NAME, json.dumps(data).encode())

@@ -53,7 +53,7 @@ from server.raft.outputs import (
 from server.raft.membership import Membership
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
-    fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
+    control_batch, fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
     SnapshotDownload, Tally, Unattached)
@@ -240,15 +240,19 @@ class RaftCore:
         self._poll(now_ms)
         return self.log.end_offset - 1
 
-    def append_control(self, make: Callable[[int, int], bytes], now_ms: int) -> int:
-        """As the leader, append one control batch built by ``make(base offset, epoch)`` (a
-        voter set or kraft.version change); returns its offset."""
-        state = self.state
-        if not isinstance(state, Leader):
-            raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
+    def propose_control(self, messages: list[Message], now_ms: int) -> int:
+        """Append ``messages`` as one control batch of this epoch (what a shell without a
+        controller does with ``ProposeControl``); returns its offset."""
         offset = self.log.end_offset
-        self.propose_batches([make(offset, self.epoch)], now_ms)
+        self.propose_batches([control_batch(offset, self.epoch, messages, self.wall_time(now_ms))], now_ms)
         return offset
+
+    def control_refused(self, now_ms: int) -> None:
+        """The shell could not write a ``ProposeControl`` (its controller is not active yet)."""
+        state = self.state
+        if isinstance(state, Leader):
+            self.membership.not_written(state)
+        self._poll(now_ms)
 
     def resign(self, now_ms: int) -> None:
         """Step down from leadership now (the controller asks, e.g. after a failed write)."""
@@ -386,6 +390,8 @@ class RaftCore:
         for raw in batches:
             for offset, message in quorum_messages(raw):
                 self.history.add(offset, message)
+                if isinstance(self.state, Leader):
+                    self.membership.appended(self.state, offset, message)
 
     def _to_leader(self, granting: frozenset[int], now: int) -> None:
         start = self.log.end_offset

@@ -22,11 +22,12 @@ from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVote
 from protocol.generated.messages.remove_raft_voter_response import RemoveRaftVoterResponse
 from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.generated.messages.update_raft_voter_response import CurrentLeader, UpdateRaftVoterResponse
+from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID
-from server.raft.replication import voters_batch
+from server.raft.outputs import ProposeControl
 from server.raft.state import Leader, VoterChange
-from server.raft.voters import KRAFT_VERSION_DYNAMIC, ReplicaKey, VoterNode
+from server.raft.voters import KRAFT_VERSION_DYNAMIC, ReplicaKey, VoterNode, VoterSet
 
 if TYPE_CHECKING:
     from server.raft.core import RaftCore
@@ -89,8 +90,7 @@ class Membership:
             return
         change = VoterChange(message.NAME, source, correlation_id, now + core.config.request_timeout_ms, key)
         state.change = change
-        change.last_offset = core.append_control(lambda base, epoch: voters_batch(
-            base, epoch, removed, core.wall_time(now)), now)
+        self._write(change, removed)
 
     def _not_now(self, state: Leader, now: int, doing: str) -> tuple[int, str] | None:
         """Why no voter change can start now, as Kafka's handlers check it, or None."""
@@ -148,7 +148,7 @@ class Membership:
         if updated is None:
             reply(Error.VOTER_NOT_FOUND)
             return
-        core.append_control(lambda base, epoch: voters_batch(base, epoch, updated, core.wall_time(now)), now)
+        core.outputs.append(ProposeControl((updated.to_record(),)))
         reply(Error.NONE)
 
     # --- the new voter's ApiVersions ------------------------------------------------------------
@@ -183,8 +183,23 @@ class Membership:
         added = core.voter_set.add(VoterNode(change.key, change.endpoints, (supported.min_version,
                                                                             supported.max_version)))
         assert added is not None  # checked when the request came, and no other change since
-        change.last_offset = core.append_control(lambda base, epoch: voters_batch(
-            base, epoch, added, core.wall_time(now)), now)
+        self._write(change, added)
+
+    def _write(self, change: VoterChange, voters: VoterSet) -> None:
+        change.voters = voters
+        self.core.outputs.append(ProposeControl((voters.to_record(),)))
+
+    def appended(self, state: Leader, offset: int, message: Message) -> None:
+        """A control record reached the leader's log: the change waits for it to commit."""
+        change = state.change
+        if change is not None and change.last_offset is None and isinstance(message, VotersRecord) \
+                and VoterSet.from_record(message) == change.voters:
+            change.last_offset = offset
+
+    def not_written(self, state: Leader) -> None:
+        if state.change is not None and state.change.last_offset is None:
+            self._finish(state, Error.REQUEST_TIMED_OUT, "The voter change could not be written: the controller is "
+                                                         "not active yet")
 
     # --- the change committing, timing out, or leadership going ---------------------------------
     def committed(self, state: Leader, now: int) -> None:

@@ -79,6 +79,15 @@ class LeaderChanged:
 
 
 @dataclass(frozen=True)
+class ProposeControl:
+    """The leader's voter change to be written: the shell has its active controller write
+    ``messages`` (VotersRecord, KRaftVersionRecord) as one control batch at the controller's
+    next offset, through the same path as every other write, so offsets never collide."""
+
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
 class Refused:
     """A peer refused this node, or this node refused a peer, for a reason an operator must
     hear of (another cluster's id, a request meant for another replica)."""
@@ -87,4 +96,4 @@ class Refused:
 
 
 Output = (PersistElection | SendRequest | SendResponse | Committed | SnapshotInstalled | BecameLeader | LostLeadership
-          | LeaderChanged | Refused)
+          | LeaderChanged | Refused | ProposeControl)

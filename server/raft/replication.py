@@ -5,11 +5,13 @@ a resigning leader's successors stand, and the batches a leader writes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence, cast
 
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage, Voter
 from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
 from protocol.records import (
     CONTROL_FLAG, ControlMessage, Record, RecordBatch, control_key, control_type_of, control_value, encode_batch)
+from protocol.message import Message
 from server.raft.log import RaftLog
 from server.raft.voters import VoterSet
 
@@ -70,22 +72,18 @@ def leader_change_batch(base_offset: int, epoch: int, leader_id: int, voters: fr
     return control_batch(base_offset, epoch, [message], now_ms)
 
 
-def voters_batch(base_offset: int, epoch: int, voters: VoterSet, now_ms: int) -> bytes:
-    """A control batch holding the new voter set (KIP-853)."""
-    return control_batch(base_offset, epoch, [voters.to_record()], now_ms)
-
-
 def kraft_version_batch(base_offset: int, epoch: int, level: int, voters: VoterSet, now_ms: int) -> bytes:
     """The control batch that raises kraft.version, with the voter set it starts from."""
     return control_batch(base_offset, epoch, [KRaftVersionRecord(version=0, k_raft_version=level),
                                                voters.to_record()], now_ms)
 
 
-def control_batch(base_offset: int, epoch: int, messages: list[ControlMessage], now_ms: int) -> bytes:
+def control_batch(base_offset: int, epoch: int, messages: Sequence[Message], now_ms: int) -> bytes:
     return encode_batch(RecordBatch(
         base_offset=base_offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
         base_timestamp=now_ms, max_timestamp=now_ms,
-        records=[Record(control_value(m), control_key(control_type_of(m))) for m in messages]))
+        records=[Record(control_value(cast(ControlMessage, m)), control_key(control_type_of(cast(ControlMessage, m))))
+                 for m in messages]))
 
 
 def records_batch(base_offset: int, epoch: int, values: list[bytes], now_ms: int) -> bytes:

@@ -150,7 +150,8 @@ class VoterChange:
     deadline: int
     key: object  # the voter's ReplicaKey
     endpoints: tuple[tuple[str, str, int], ...] = ()
-    last_offset: int | None = None  # None: still waiting for the new voter's ApiVersions
+    last_offset: int | None = None  # None: not in the log yet (ApiVersions, or the write, pending)
+    voters: object = None  # the VoterSet asked to be written, once it is
 
 
 @dataclass

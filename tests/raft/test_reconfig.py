@@ -19,7 +19,7 @@ from protocol.message import Message
 from server.raft import messages as rpc
 from server.raft.core import RaftCore
 from server.raft.log import InMemoryLog
-from server.raft.outputs import SendRequest, SendResponse
+from server.raft.outputs import ProposeControl, SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import kraft_version_batch
 from server.raft.state import Follower, Leader
@@ -86,6 +86,8 @@ class Network:
                 for out in core.take_outputs():
                     if isinstance(out, SendRequest):
                         self._request(node_id, out)
+                    elif isinstance(out, ProposeControl):
+                        core.propose_control(list(out.messages), self.now)
                     elif isinstance(out, SendResponse):
                         source, correlation, asked = self._routes.pop((node_id, out.correlation_id))
                         if source == CLIENT:

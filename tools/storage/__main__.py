@@ -10,7 +10,7 @@ from protocol.primitives import random_uuid, uuid_to_str
 from server.config import ConfigError, ControllerConfig, load_config
 from server.metalog.bootstrap import DEFAULT_RELEASE, RELEASE_VERSIONS
 from server.metalog.meta_properties import StorageError, is_kafka_uuid
-from server.metalog.formatting import format_dirs
+from server.metalog.formatting import InitialController, format_dirs, parse_initial_controllers, standalone
 from tools.storage.info import describe_dirs
 
 
@@ -45,7 +45,20 @@ def _check_cluster_id(cluster_id: str) -> None:
 def _format(args: argparse.Namespace) -> int:
     _check_cluster_id(args.cluster_id)
     config = _load(args.config)
-    done = format_dirs(config, args.cluster_id, args.release_version, args.ignore_formatted)
+    initial: list[InitialController] | None = None
+    if args.standalone:
+        initial = standalone(config)
+    elif args.initial_controllers is not None:
+        initial = parse_initial_controllers(args.initial_controllers)
+    elif args.no_initial_controllers:
+        initial = []
+    features: dict[str, int] = {}
+    for item in args.feature or []:
+        name, sep, level = item.partition("=")
+        if not sep or not name.strip() or not level.strip().isdigit():
+            raise StorageError(f"invalid --feature {item!r}: expected NAME=LEVEL, e.g. kraft.version=1")
+        features[name.strip()] = int(level)
+    done = format_dirs(config, args.cluster_id, args.release_version, args.ignore_formatted, initial, features)
     for directory in config.log_dirs:
         state = "formatted" if directory in done else "already formatted, left as it is"
         print(f"{directory}: {state}")
@@ -85,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"the release whose metadata.version to bootstrap, e.g. 3.7 or 3.7-IV4 "
                           f"(default {DEFAULT_RELEASE}; known {next(iter(RELEASE_VERSIONS))} to "
                           f"{next(reversed(RELEASE_VERSIONS))})")
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument("-s", "--standalone", action="store_true",
+                        help="a dynamic quorum (kraft.version 1) whose only voter is this controller")
+    quorum.add_argument("-I", "--initial-controllers", metavar="LIST",
+                        help="a dynamic quorum of these voters: id@host:port:directory-id,... (this node's "
+                             "entry gives its metadata directory's directory.id)")
+    quorum.add_argument("-N", "--no-initial-controllers", action="store_true",
+                        help="a controller of a dynamic quorum that joins later (add-controller)")
+    fmt.add_argument("-f", "--feature", action="append", metavar="NAME=LEVEL",
+                     help="a feature level to bootstrap, e.g. kraft.version=1 (repeatable)")
     fmt.add_argument("-g", "--ignore-formatted", action="store_true",
                      help="leave already formatted directories alone instead of failing")
     fmt.set_defaults(run=_format)
