@@ -25,6 +25,11 @@ from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequ
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.vote_request import VoteRequest
+from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
+from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
+from protocol.message import Message
+from protocol.primitives import ZERO_UUID, uuid_from_str
 from server.apis import NO_WAIT, Reply, Router
 from server.config import ControllerConfig
 from server.security.settings import SECURITY_PROTOCOL_IDS
@@ -32,11 +37,11 @@ from server.controller.replica import ControllerReplica
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
-from server.controller.result import accepting
+from server.controller.result import ControllerResult, accepting
 from server.image.loader import MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
 from server.leadership import Leadership
-from server.metalog.meta_properties import check_log_dirs
+from server.metalog.meta_properties import check_log_dirs, read_meta_properties
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.raft_log import DiskRaftLog
@@ -47,7 +52,8 @@ from server.network import Listener
 from server.periodic import SlicedWork, fork_snapshot
 from server.quorum import QuorumEvents, QuorumReplication
 from server.metadata_fetch import MetadataFetchServer
-from server.raft.messages import fetch_replica_id
+from server.raft.messages import fetch_replica_id, fetch_replica_key
+from server.raft.voters import log_voters
 from server.raft.quorum_config import QuorumConfig
 
 log = logging.getLogger("kraftwire.server")
@@ -81,18 +87,24 @@ class ControllerServer:
         self.clock = clock or SystemClock()
         self.cluster_id = check_log_dirs(config)
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
-        self.voters = tuple(sorted(config.voters)) or (config.node_id,)
-        self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
+        self.raft_log = DiskRaftLog(self.log)
+        # A static quorum's voters are configured; a dynamic one's are in the log (an observer
+        # formatted with --no-initial-controllers finds none: it joins later).
+        self.dynamic = not config.voters
+        self.voters = tuple(sorted(config.voters)) if not self.dynamic else tuple(sorted(
+            log_voters(self.raft_log).ids))
+        self.lone_voter = self.voters == (config.node_id,)
+        if not self.dynamic:
+            self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
         advertised = config.advertised_controller_listener
         # Where each voter is reached; this node is reached at its advertised listener.
         self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
         self.controller = self._load_without_collector()
-        self.raft_log = DiskRaftLog(self.log)
         self.replica = ControllerReplica(self.controller, self.raft_log, str(self.log.directory))
         self.replication = QuorumReplication(
-            config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log, self.endpoints,
+            config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log,
             QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
-                         self._leader_changed, self._snapshot_installed), wall_clock_ms,
+                         self._leader_changed, self._snapshot_installed, self._propose_control), wall_clock_ms,
             config.controller_client)
         self.committer = self.replication
         # Not active until the quorum (of one, or more) elects it.
@@ -110,7 +122,9 @@ class ControllerServer:
         quorum = self.replication
         for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
                          (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
-                         (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest)):
+                         (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest), (ApiKey.ADD_RAFT_VOTER, AddRaftVoterRequest),
+                         (ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest),
+                         (ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest)):
             self.router.register(key, accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT)))
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._leading = False  # the quorum elected this node; active once its replay caught up
@@ -167,16 +181,23 @@ class ControllerServer:
 
     def _quorum_config(self) -> QuorumConfig:
         c = self.config
+        advertised = c.advertised_controller_listener
+        directory_id = read_meta_properties(c.metadata_log_dir).directory_id
         return QuorumConfig(
-            voters=self.voters, cluster_id=self.cluster_id, election_timeout_ms=c.quorum_election_timeout_ms,
+            voters=() if self.dynamic else self.voters, cluster_id=self.cluster_id,
+            directory_id=uuid_from_str(directory_id) if directory_id else ZERO_UUID,
+            listener_name=advertised.name, endpoints=((advertised.name, advertised.host, advertised.port),),
+            voter_addresses=dict(c.voters), bootstrap_servers=tuple(c.bootstrap_servers),
+            election_timeout_ms=c.quorum_election_timeout_ms,
             election_backoff_max_ms=c.quorum_election_backoff_max_ms, fetch_timeout_ms=c.quorum_fetch_timeout_ms,
             request_timeout_ms=c.quorum_request_timeout_ms, retry_backoff_ms=c.quorum_retry_backoff_ms,
             append_linger_ms=c.quorum_append_linger_ms)
 
     def _fetch(self, request: FetchRequest, version: int) -> tuple[Reply, int]:
-        """A voter's fetch is the Raft core's (it moves the high watermark); an observer's
-        reads committed batches only."""
-        if fetch_replica_id(request) in self.voters:
+        """A voter's fetch, and a controller's that names its directory (one that joins), is the
+        Raft core's (it moves the high watermark and tracks replicas for AddRaftVoter); a
+        broker's reads committed batches only."""
+        if fetch_replica_id(request) in self.replication.core.voters or fetch_replica_key(request).directory_id != ZERO_UUID:
             return self.replication.serve(request), NO_WAIT
         return self.fetch_server.fetch(request, version), NO_WAIT
 
@@ -213,8 +234,9 @@ class ControllerServer:
         single voter's whole log is committed (it commits what it flushed, and at its next
         election everything its log holds): it replays it now."""
         controller = self._new_controller()
-        self.snapshot = self._restore(controller, replay_log=len(self.voters) == 1)
-        self._check_voters(controller.quorum.voter_ids, "VotersRecord")
+        self.snapshot = self._restore(controller, replay_log=self.lone_voter)
+        if not self.dynamic:
+            self._check_voters(controller.quorum.voter_ids, "VotersRecord")
         return controller
 
     # --- the quorum's events ----------------------------------------------------------------------
@@ -255,10 +277,25 @@ class ControllerServer:
         """What was applied but not committed goes; the quorum's next leader decides it."""
         self._leading = False
         self.replica.deactivate(self.replication.committed_offset)
-        if len(self.voters) > 1:
+        if not self.lone_voter:
             self.controller.forget_active_controller()
 
+    def _propose_control(self, messages: tuple[Message, ...]) -> None:
+        """The quorum's leader changes its voters: the active controller writes the record at
+        its next offset, replaying it as every replica will."""
+        if not self.leadership.active:
+            # Not from inside the core's own step: the refusal is its next input.
+            asyncio.get_running_loop().call_soon(self.replication.control_refused)
+            return
+        applied = self.controller.apply(ControllerResult([(m, 0) for m in messages]))
+        self.committer.submit(applied.records, applied.base_offset)
+
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
+        core = self.replication.core
+        self.fetch_server.voters = sorted(core.voters)
+        for node in (*core.voters, leader_id):
+            if (address := core.address_of(node)) is not None:
+                self.fetch_server.endpoints[node] = address
         self.fetch_server.epoch = epoch
         self.fetch_server.leader_id = leader_id
         self.controller.set_active_controller(leader_id)
@@ -353,7 +390,7 @@ class ControllerServer:
         listener = self.config.controller_listener
         self._activated = asyncio.get_running_loop().create_future()
         self.replication.start()
-        if len(self.voters) == 1:
+        if self.lone_voter:
             # Its own fsync commits its LeaderChange: a moment. A slow or failing disk is said
             # in the log, not hidden behind a listener that refuses writes.
             done, _ = await asyncio.wait([self._activated], timeout=self.config.quorum_request_timeout_ms / 1000)

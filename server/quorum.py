@@ -37,7 +37,7 @@ from server.metalog.raft_log import DiskRaftLog
 from server.purgatory import OffsetPurgatory
 from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, Refused, SendRequest,
+    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, ProposeControl, Refused, SendRequest,
     SendResponse, SnapshotInstalled)
 from server.raft.voters import KRAFT_VERSION_DYNAMIC
 from server.raft.quorum_config import QuorumConfig
@@ -63,6 +63,7 @@ class QuorumEvents:
     lost_leadership: Callable[[int], None]  # (epoch); uncommitted state must go
     leader_changed: Callable[[int, int], None]  # (epoch, leader id or -1)
     snapshot_installed: Callable[[int, int], None]  # (end offset, epoch)
+    propose_control: Callable[[tuple[Message, ...]], None]  # the leader's voter change, to be written
 
 
 class QuorumReplication:
@@ -136,6 +137,9 @@ class QuorumReplication:
         """Let the core act on the election read back (a single voter elects itself now),
         then keep its timers running."""
         self._poke()
+
+    def control_refused(self) -> None:
+        self._step(lambda: self.core.control_refused(monotonic_ms()))
 
     def confirm_leadership(self) -> None:
         """A leader that a majority has not fetched from within the check-quorum time resigns
@@ -268,6 +272,8 @@ class QuorumReplication:
                 voters=() if dynamic else tuple(sorted(self.core.voters)), data_version=1 if dynamic else 0))
         elif isinstance(output, Refused):
             log.error("%s", output.reason)
+        elif isinstance(output, ProposeControl):
+            self.events.propose_control(output.messages)
         elif isinstance(output, SendRequest):
             task = asyncio.get_running_loop().create_task(self._send(output))
             self._tasks.add(task)

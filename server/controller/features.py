@@ -31,7 +31,7 @@ MV_LATEST = 29  # 4.2-IV1
 # What this controller can run, by feature: (min, max) level.
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (MV_3_3_IV3, MV_LATEST),
-    "kraft.version": (0, 0),
+    "kraft.version": (0, 1),
     "eligible.leader.replicas.version": (0, 1),
     "group.version": (0, 1),
     "transaction.version": (0, 2),

@@ -4,9 +4,11 @@ are encoded as batches. ``server.quorum`` is the commit path, for one voter or s
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Protocol
+from typing import Callable, Protocol, cast
 
-from protocol.records import Record, RecordBatch, encode_batch, frame_metadata_record
+from protocol.records import (
+    CONTROL_FLAG, ControlMessage, Record, RecordBatch, control_key, control_type_of, control_value, encode_batch,
+    frame_metadata_record)
 from server.controller.result import MAX_RECORDS_PER_BATCH, VersionedRecord
 
 
@@ -23,9 +25,27 @@ def encode_records(records: list[VersionedRecord], base_offset: int, epoch: int,
 
 
 def encode_batches(records: list[VersionedRecord], base_offset: int, epoch: int, now_ms: int) -> list[bytes]:
-    """The records as batches of at most MAX_RECORDS_PER_BATCH, in offset order."""
-    return [encode_records(records[start:start + MAX_RECORDS_PER_BATCH], base_offset + start, epoch, now_ms)
-            for start in range(0, len(records), MAX_RECORDS_PER_BATCH)]
+    """The records as batches of at most MAX_RECORDS_PER_BATCH, in offset order; control
+    messages (a voter change) go in control batches of their own, as KRaft writes them."""
+    batches: list[bytes] = []
+    start = 0
+    while start < len(records):
+        control = records[start][0].API_KEY is None
+        end = start
+        while end < len(records) and end - start < MAX_RECORDS_PER_BATCH \
+                and (records[end][0].API_KEY is None) == control:
+            end += 1
+        run = records[start:end]
+        if control:
+            batches.append(encode_batch(RecordBatch(
+                base_offset=base_offset + start, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
+                base_timestamp=now_ms, max_timestamp=now_ms,
+                records=[Record(control_value(cast(ControlMessage, r)), control_key(control_type_of(
+                    cast(ControlMessage, r)))) for r, _ in run])))
+        else:
+            batches.append(encode_records(run, base_offset + start, epoch, now_ms))
+        start = end
+    return batches
 
 
 class CommitPath(Protocol):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable
+from typing import Iterable, Protocol
 
 from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
 from protocol.generated.metadata.voters_record import Endpoint, KRaftVersionFeature, Voter, VotersRecord
@@ -209,3 +209,15 @@ def snapshot_quorum_messages(data: bytes) -> list[Message]:
     # Anything else (bytes that are not batches) is the controller's to refuse when it loads
     # the snapshot; the voters are only read from what is readable.
     return found
+
+
+def log_voters(log: "RaftLogView") -> VoterSet:
+    """The voter set a log holds (empty if it holds none)."""
+    history = VoterHistory(VoterSet(()))
+    for offset, message in log.quorum_messages():
+        history.add(offset, message)
+    return history.latest
+
+
+class RaftLogView(Protocol):
+    def quorum_messages(self) -> list[tuple[int, Message]]: ...

@@ -7,7 +7,10 @@ With --bootstrap-controller the active controller is found among the addresses (
 answer names it); with --bootstrap-server the first broker that answers is asked, and forwards
 the request as a Kafka broker does. --command-config holds Kafka's client settings for TLS and
 SASL (security.protocol, ssl.truststore.location, sasl.mechanism, sasl.jaas.config, ...).
-add-controller and remove-controller (KIP-853) are refused: the voter set is static.
+add-controller (--command-config is then the new controller's properties: its node.id,
+metadata.log.dir's directory.id and advertised controller listener are what it asks for) and
+remove-controller --controller-id ID --controller-directory-id DIR change a dynamic quorum's
+voters (KIP-853); a static quorum (controller.quorum.voters) answers UNSUPPORTED_VERSION.
 Exit status 0 on success, 1 on any error, said on stderr in one line.
 """
 
@@ -26,9 +29,15 @@ from protocol.error_codes import Error, describe
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_cluster_response import DescribeClusterResponse
 from protocol.generated.messages.describe_quorum_response import Node, PartitionData, ReplicaState
-from protocol.primitives import uuid_to_str
+from protocol.api_keys import APIS
+from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
+from protocol.generated.messages.add_raft_voter_request import Listener as AddListener
+from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+from protocol.message import Message, api_key_of
+from protocol.primitives import uuid_from_str, uuid_to_str
 from server.client_connection import PLAINTEXT, ConnectionLost, KafkaConnection
-from server.config import ConfigError, parse_properties
+from server.config import ConfigError, load_config, parse_properties
+from server.metalog.meta_properties import StorageError, read_meta_properties
 from server.security.client import ClientSecurity, ClientSettingsError, client_security_from_properties
 from tools.active_controller import (
     METADATA_TOPIC, NoActiveController, connect_active, describe_quorum, reason)
@@ -44,8 +53,6 @@ USED_KEYS = frozenset({
     "ssl.truststore.certificates", "ssl.endpoint.identification.algorithm", "sasl.mechanism", "sasl.jaas.config",
     "default.api.timeout.ms", "request.timeout.ms", "client.id",
 })
-NO_DYNAMIC_MEMBERSHIP = ("is not supported: kraftwire's voter set is static (dynamic membership, KIP-853, is not "
-                         "implemented); change controller.quorum.voters on every controller instead")
 
 
 class ToolError(Exception):
@@ -76,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     describe_parser.add_argument("--replication", action="store_true",
                                  help="detailed information about the status of replication")
     describe_parser.add_argument("--human-readable", action="store_true", help="human-readable output")
-    add = commands.add_parser("add-controller", help="Add a controller to the KRaft controller cluster")
+    add = commands.add_parser("add-controller", help="Add a controller to the KRaft controller cluster (its "
+                                                     "properties in --command-config)")
     add.add_argument("--dry-run", action="store_true")
     remove = commands.add_parser("remove-controller", help="Remove a controller from the KRaft controller cluster")
     remove.add_argument("--controller-id", "-i", type=int, required=True)
@@ -97,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, out: TextIO) -> None:
     if args.command in ("add-controller", "remove-controller"):
-        raise ToolError(f"{args.command} {NO_DYNAMIC_MEMBERSHIP}")
+        change_voters(args, out)
+        return
     if args.status and args.replication:
         raise ToolError("Only one of --status or --replication should be specified with describe sub-command")
     if not args.status and not args.replication:
@@ -117,7 +126,72 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
         out.write(replication(quorum, args.human_readable, int(time.time() * 1000)))
 
 
-def _command_config(path: Path | None) -> tuple[ClientSecurity, float]:
+def change_voters(args: argparse.Namespace, out: TextIO) -> None:
+    """add-controller or remove-controller, sent to the active controller as Kafka's Admin
+    addRaftVoter and removeRaftVoter do."""
+    if args.bootstrap_controller is None:
+        raise ToolError(f"{args.command} needs --bootstrap-controller")
+    request: AddRaftVoterRequest | RemoveRaftVoterRequest
+    if args.command == "add-controller":
+        if args.command_config is None:
+            raise ToolError("add-controller needs --command-config with the new controller's properties")
+        try:
+            config = load_config(args.command_config)
+            meta = read_meta_properties(config.metadata_log_dir)
+        except (ConfigError, StorageError) as exc:
+            raise ToolError(f"{args.command_config}: {exc}") from None
+        if meta.directory_id is None:
+            raise ToolError(f"{config.metadata_log_dir}: meta.properties has no directory.id; format it with "
+                            f"python -m tools.storage format --no-initial-controllers")
+        listener = config.advertised_controller_listener
+        host = listener.host or "localhost"
+        what = (f"controller {config.node_id} with directory id {meta.directory_id} and endpoints: "
+                f"{listener.name}://{host}:{listener.port}")
+        security, timeout_s = _command_config(args.command_config, quiet=True)
+        request = AddRaftVoterRequest(cluster_id=meta.cluster_id, timeout_ms=int(timeout_s * 1000),
+                                      voter_id=config.node_id, voter_directory_id=uuid_from_str(meta.directory_id),
+                                      listeners=[AddListener(name=listener.name, host=host, port=listener.port)])
+        done = f"Added {what}"
+    else:
+        try:
+            directory_id = uuid_from_str(args.controller_directory_id)
+        except ValueError:
+            raise ToolError(f"--controller-directory-id: {args.controller_directory_id!r} is not a base64 "
+                            f"UUID") from None
+        security, timeout_s = _command_config(args.command_config)
+        what = f"KRaft controller {args.controller_id} with directory id {args.controller_directory_id}"
+        request = RemoveRaftVoterRequest(cluster_id=None, voter_id=args.controller_id, voter_directory_id=directory_id)
+        done = f"Removed {what}"
+    if args.dry_run:
+        out.write(f"DRY RUN of {'adding' if args.command == 'add-controller' else 'removing'} {what}\n")
+        return
+    try:
+        addresses = parse_addresses(args.bootstrap_controller)
+    except ValueError as exc:
+        raise ToolError(f"--bootstrap-controller: {exc}") from None
+    response = asyncio.run(_send_to_active(addresses, request, security, timeout_s))
+    code = getattr(response, "error_code")
+    if code != Error.NONE:
+        text = getattr(response, "error_message", None) or describe(code)
+        raise ToolError(f"{args.command} failed: {Error(code).name}: {text}")
+    out.write(done + "\n")
+
+
+async def _send_to_active(addresses: list[tuple[str, int]], request: Message, security: ClientSecurity,
+                          timeout_s: float) -> Message:
+    try:
+        active = await connect_active(addresses, security, timeout_s, CLIENT_ID)
+        try:
+            return await active.connection.request(request, APIS[api_key_of(request)].max_version, timeout_s)
+        finally:
+            active.connection.close()
+    except NoActiveController as exc:
+        raise ToolError(str(exc)) from None
+    except (ConnectionLost, asyncio.TimeoutError) as exc:
+        raise ToolError(reason(exc)) from None
+
+
+def _command_config(path: Path | None, quiet: bool = False) -> tuple[ClientSecurity, float]:
     if path is None:
         return PLAINTEXT, DEFAULT_TIMEOUT_MS / 1000
     try:
@@ -127,7 +201,7 @@ def _command_config(path: Path | None) -> tuple[ClientSecurity, float]:
     except ConfigError as exc:
         raise ToolError(f"{path}: {exc}") from None
     unused = sorted(set(props) - USED_KEYS)
-    if unused:
+    if unused and not quiet:
         print(f"{path}: not used by this tool: {', '.join(unused)}", file=sys.stderr)
     try:
         security = client_security_from_properties(props)
