@@ -116,6 +116,7 @@ class ControllerServer:
             config.advertised_controller_listener.name)
         self.fetch_server.leader_id = -1
         self.fetch_server.voter_progress = self.replication.replica_progress
+        self.fetch_server.voter_set = lambda: self.replication.core.voter_set
         self.router.register(ApiKey.FETCH, accepting(FetchRequest, self._fetch))
         self.router.register(ApiKey.DESCRIBE_QUORUM, accepting(
             DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT)))

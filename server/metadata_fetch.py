@@ -28,7 +28,9 @@ from protocol.primitives import METADATA_TOPIC_ID
 from server.metalog.committer import CommitPath
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId
+from protocol.primitives import ZERO_UUID
 from server.raft.state import ReplicaProgress
+from server.raft.voters import VoterSet
 
 METADATA_TOPIC = "__cluster_metadata"
 UNKNOWN_OFFSET = -1
@@ -67,6 +69,8 @@ class MetadataFetchServer:
         # more).
         self.voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None
         self.observers: dict[int, ReplicaProgress] = {}
+        # The Raft core's voter set (ids, directory ids, listeners), when it has one to give.
+        self.voter_set: Callable[[], VoterSet] | None = None
         self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
 
     @property
@@ -208,8 +212,13 @@ class MetadataFetchServer:
                     continue
                 out.partitions.append(self._quorum_partition())
         if version >= 2:
+            endpoints = dict(self.endpoints)
+            if self.voter_set is not None:
+                for node in self.voter_set().nodes:
+                    if (address := node.address(self.listener_name)) is not None:
+                        endpoints[node.key.id] = address
             response.nodes = [Node(node_id=n, listeners=[Listener(name=self.listener_name, host=h, port=p)])
-                              for n, (h, p) in sorted(self.endpoints.items())]
+                              for n, (h, p) in sorted(endpoints.items())]
         return response
 
     def _quorum_partition(self) -> QuorumPartition:
@@ -221,14 +230,20 @@ class MetadataFetchServer:
             return QuorumPartition(partition_index=0, error_code=Error.NOT_LEADER_OR_FOLLOWER,
                                    leader_id=self.leader_id, leader_epoch=self.epoch)
 
-        def state(rid: int, p: ReplicaProgress | None) -> ReplicaState:
-            if p is None:
-                return ReplicaState(replica_id=rid, log_end_offset=-1, last_fetch_timestamp=-1,
-                                    last_caught_up_timestamp=-1)
-            return ReplicaState(replica_id=rid, log_end_offset=p.log_end_offset, last_fetch_timestamp=p.last_fetch_ms,
-                                last_caught_up_timestamp=p.last_caught_up_ms)
+        keys = {v: ZERO_UUID for v in self.voters} if self.voter_set is None else {
+            k.id: k.directory_id for k in self.voter_set().keys}
 
-        voters = [state(v, progress.get(v)) for v in self.voters]
-        observers = [state(rid, p) for rid, p in sorted(self.observers.items()) if rid not in self.voters]
+        def state(rid: int, p: ReplicaProgress | None) -> ReplicaState:
+            directory = keys.get(rid, p.directory_id if p is not None else ZERO_UUID)
+            if p is None:
+                return ReplicaState(replica_id=rid, replica_directory_id=directory, log_end_offset=-1,
+                                    last_fetch_timestamp=-1, last_caught_up_timestamp=-1)
+            return ReplicaState(replica_id=rid, replica_directory_id=directory, log_end_offset=p.log_end_offset,
+                                last_fetch_timestamp=p.last_fetch_ms, last_caught_up_timestamp=p.last_caught_up_ms)
+
+        # Observers: controllers fetching from the Raft core (joining ones), then brokers.
+        watchers = {**{rid: p for rid, p in progress.items() if rid not in keys}, **self.observers}
+        voters = [state(v, progress.get(v)) for v in sorted(keys)]
+        observers = [state(rid, p) for rid, p in sorted(watchers.items()) if rid not in keys]
         return QuorumPartition(partition_index=0, leader_id=self.node_id, leader_epoch=self.epoch,
                                high_watermark=self.high_watermark, current_voters=voters, observers=observers)

@@ -129,7 +129,8 @@ class QuorumReplication:
         def wall(ms: int) -> int:
             return ms + shift if ms >= 0 else -1
 
-        return {rid: ReplicaProgress(p.log_end_offset, wall(p.last_fetch_ms), wall(p.last_caught_up_ms))
+        return {rid: ReplicaProgress(p.log_end_offset, wall(p.last_fetch_ms), wall(p.last_caught_up_ms),
+                                     p.directory_id)
                 for rid, p in self.core.replica_progress(now).items()}
 
     # --- starting and stopping -----------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""A dynamic quorum (KIP-853) driven as a Kafka operator does it: format one controller with
+--standalone and two with --no-initial-controllers, start them, add the two with
+tools.metadata_quorum add-controller while the active controller goes on writing (its periodic
+NoOp records), then remove the leader with remove-controller: the quorum has a new leader
+whose log goes on from where the old one's was."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=WAIT_S)
+
+
+def status(port: int) -> dict[str, str]:
+    done = tool("tools.metadata_quorum", "--bootstrap-controller", f"127.0.0.1:{port}", "describe", "--status")
+    assert done.returncode == 0, done.stderr
+    return dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+
+
+def until(what: str, check) -> object:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + WAIT_S
+    last: object = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {WAIT_S} s (last: {last})")
+
+
+def high_watermark(port: int) -> int:
+    return int(status(port)["HighWatermark"])
+
+
+def test_standalone_then_add_two_controllers_then_remove_the_leader(tmp_path: Path) -> None:
+    ports = [free_port() for _ in range(3)]
+    configs = []
+    for n, port in enumerate(ports, start=1):
+        path = tmp_path / f"c{n}.properties"
+        path.write_text("\n".join([
+            "process.roles=controller", f"node.id={n}",
+            f"controller.quorum.bootstrap.servers=127.0.0.1:{ports[0]}",
+            f"listeners=CONTROLLER://127.0.0.1:{port}", "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=CONTROLLER:PLAINTEXT", f"metadata.log.dir={tmp_path / f'd{n}'}",
+            "metadata.max.idle.interval.ms=200", ""]))
+        configs.append(path)
+    cluster = tool("tools.storage", "random-uuid").stdout.strip()
+    first = tool("tools.storage", "format", "--standalone", "-t", cluster, "-c", str(configs[0]))
+    assert first.returncode == 0, first.stderr
+    for path in configs[1:]:
+        done = tool("tools.storage", "format", "--no-initial-controllers", "-t", cluster, "-c", str(path))
+        assert done.returncode == 0, done.stderr
+    processes = [subprocess.Popen([sys.executable, "-m", "server", "--config", str(path)], cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"log{n}", "w"))
+                 for n, path in enumerate(configs, start=1)]
+    try:
+        until("the standalone controller leads", lambda: tool(
+            "tools.metadata_quorum", "--bootstrap-controller", f"127.0.0.1:{ports[0]}", "describe",
+            "--status").returncode == 0)
+        marks = [high_watermark(ports[0])]
+        for n, path in enumerate(configs[1:], start=2):
+            # A controller that has not caught up yet is refused (REQUEST_TIMED_OUT): asked again.
+            added = until(f"controller {n} added", lambda path=path: tool(
+                "tools.metadata_quorum", "--bootstrap-controller", f"127.0.0.1:{ports[0]}",
+                "--command-config", str(path), "add-controller").returncode == 0)
+            assert added
+            marks.append(until("writes go on", lambda: (hw := high_watermark(ports[0])) > marks[-1] and hw))
+        voters = json.loads(status(ports[0])["CurrentVoters"])
+        assert sorted(v["id"] for v in voters) == [1, 2, 3]
+        assert all(v["directoryId"] for v in voters)
+        directory = next(v["directoryId"] for v in voters if v["id"] == 1)
+        removed = tool("tools.metadata_quorum", "--bootstrap-controller", f"127.0.0.1:{ports[0]}",
+                       "remove-controller", "--controller-id", "1", "--controller-directory-id", directory)
+        assert removed.returncode == 0, removed.stderr
+        assert "Removed KRaft controller 1" in removed.stdout
+        leader = until("a new leader among 2 and 3", lambda: (s := status(ports[1]))
+                       and s["LeaderId"].strip() in ("2", "3") and s)
+        assert isinstance(leader, dict)
+        assert sorted(v["id"] for v in json.loads(leader["CurrentVoters"])) == [2, 3]
+        new_port = ports[int(leader["LeaderId"]) - 1]
+        until("the new leader commits past the old one's writes", lambda: high_watermark(new_port) > marks[-1])
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
