@@ -7,12 +7,12 @@ built once from the replayed state: the shell shows one consistent moment of the
 from __future__ import annotations
 
 import json
-from enum import IntEnum
 from importlib import metadata
 from typing import Any, Union
 
 from protocol.constants import (
-    AclOperation, AclPermissionType, AclResourceType, ConfigResourceType, LeaderRecoveryState, PatternType)
+    AclOperation, AclPermissionType, AclResourceType, ConfigResourceType, LeaderRecoveryState, PatternType,
+    name_of)
 from protocol.generated.metadata.access_control_entry_record import AccessControlEntryRecord
 from protocol.generated.metadata.config_record import ConfigRecord
 from protocol.primitives import uuid_to_str
@@ -90,18 +90,11 @@ def _acls(image: MetadataImage) -> Dir:
 def _acl(r: AccessControlEntryRecord) -> str:
     """Kafka's StandardAcl: its fields in its order, each code by its enum's name."""
     return _json({
-        "resourceType": _name(AclResourceType, r.resource_type), "resourceName": r.resource_name,
-        "patternType": _name(PatternType, r.pattern_type), "principal": r.principal, "host": r.host,
-        "operation": _name(AclOperation, r.operation), "permissionType": _name(AclPermissionType, r.permission_type),
+        "resourceType": name_of(AclResourceType, r.resource_type), "resourceName": r.resource_name,
+        "patternType": name_of(PatternType, r.pattern_type), "principal": r.principal, "host": r.host,
+        "operation": name_of(AclOperation, r.operation),
+        "permissionType": name_of(AclPermissionType, r.permission_type),
     })
-
-
-def _name(kind: type[IntEnum], code: int) -> str:
-    """The name of ``code`` in ``kind``, or the number where the enum has none (a newer Kafka's)."""
-    try:
-        return kind(code).name
-    except ValueError:
-        return str(code)
 
 
 def _entity_name(entity: Entity) -> str:
@@ -172,7 +165,7 @@ def _partition(p: PartitionState) -> str:
         "replicas": p.replicas, "directories": [uuid_to_str(d) for d in p.directories], "isr": p.isr,
         "removingReplicas": p.removing, "addingReplicas": p.adding, "elr": p.elr,
         "lastKnownElr": p.last_known_elr, "leader": p.leader,
-        "leaderRecoveryState": _name(LeaderRecoveryState, p.recovery),
+        "leaderRecoveryState": name_of(LeaderRecoveryState, p.recovery),
         "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
     })
 
@@ -184,7 +177,7 @@ def _configs(image: MetadataImage) -> Dir:
     for record, _ in image.configs.snapshot_records():
         # Deletions (a None value) are replayed away: a snapshot holds only values that are set.
         assert isinstance(record, ConfigRecord) and record.value is not None
-        kind = _name(ConfigResourceType, record.resource_type)
+        kind = name_of(ConfigResourceType, record.resource_type)
         resource = _subdir(configs, f"{kind}:{record.resource_name}" if record.resource_name else kind)
         resource[record.name] = record.value
     return configs
