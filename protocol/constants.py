@@ -13,6 +13,15 @@ from enum import IntEnum
 from protocol.primitives import ZERO_UUID
 
 
+def name_of(kind: type[IntEnum], code: int) -> str:
+    """The name Kafka gives ``code`` in ``kind``, or the number where the enum has none (a
+    newer Kafka's value): for people, in logs and tools."""
+    try:
+        return kind(code).name
+    except ValueError:
+        return str(code)
+
+
 class ConfigResourceType(IntEnum):
     """The resource a configuration belongs to."""
 

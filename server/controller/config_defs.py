@@ -303,3 +303,8 @@ _DEFINITIONS = (
 DEFINITIONS: dict[str, ConfigDef] = {d.name: d for d in _DEFINITIONS}
 TOPIC_CONFIGS: tuple[str, ...] = tuple(sorted(d.name for d in _DEFINITIONS if d.topic))
 BROKER_CONFIGS: tuple[str, ...] = tuple(sorted(d.name for d in _DEFINITIONS if d.broker))
+
+
+def sensitive(defn: ConfigDef | None) -> bool:
+    """Kafka hides the values of passwords and of configs it cannot type (custom ones may be secrets)."""
+    return defn is None or defn.type is ConfigType.PASSWORD

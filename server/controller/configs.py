@@ -26,7 +26,8 @@ from protocol.generated.messages.incremental_alter_configs_request import (
     AlterableConfig, IncrementalAlterConfigsRequest)
 from protocol.generated.metadata.config_record import ConfigRecord
 from server.controller.config_defs import (
-    BROKER_CONFIGS, DEFINITIONS, TOPIC_CONFIGS, ConfigDef, Synonym, check, parse, split_list, to_topic_units)
+    BROKER_CONFIGS, DEFINITIONS, TOPIC_CONFIGS, ConfigDef, Synonym, check, parse, sensitive, split_list,
+    to_topic_units)
 from server.controller.offsets import OffsetControl
 from server.controller.result import ControllerResult, VersionedRecord
 from server.controller.topic_names import topic_name_problem
@@ -447,16 +448,15 @@ def _record(rtype: int, rname: str, name: str, value: str | None) -> VersionedRe
 
 def _describe_entry(d: _Described, req: DescribeConfigsRequest,
                     version: int) -> DescribeConfigsResourceResult:
-    # Kafka hides the values of passwords and of configs it cannot type (custom ones may be secrets).
-    sensitive = d.defn is None or d.defn.type is ConfigType.PASSWORD
+    hidden = sensitive(d.defn)
     entry = DescribeConfigsResourceResult(
-        name=d.name, value=None if sensitive else d.value, read_only=False,
+        name=d.name, value=None if hidden else d.value, read_only=False,
         is_default=version == 0 and d.source == ConfigSource.DEFAULT_CONFIG,
-        config_source=d.source, is_sensitive=sensitive,
+        config_source=d.source, is_sensitive=hidden,
         config_type=d.defn.type if d.defn else ConfigType.UNKNOWN,
         documentation=d.defn.doc if req.include_documentation and d.defn else None)
     if req.include_synonyms:
         entry.synonyms = [
-            DescribeConfigsSynonym(name=f.name, value=None if sensitive else f.value, source=f.source)
+            DescribeConfigsSynonym(name=f.name, value=None if hidden else f.value, source=f.source)
             for f in d.synonyms]
     return entry

@@ -1,7 +1,8 @@
 """The controller's INFO lines about what it decides, worded as Kafka's controller words them:
 registrations, fencing and unfencing with their reason, controlled shutdowns, topic creations
-and deletions, every CreateTopics result (refusals included), and leader elections (a large
-batch summarised).
+and deletions, every CreateTopics and AlterPartitionReassignments result (refusals included),
+each configuration set or removed (secrets hidden), and leader elections (a large batch
+summarised).
 
 Lines are written when the records are generated, as Kafka logs them, by the active controller
 only; a standby or a restart replaying the log says nothing.
@@ -12,11 +13,13 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from protocol.constants import NO_LEADER, NO_LEADER_CHANGE
+from protocol.constants import NO_LEADER, NO_LEADER_CHANGE, ConfigResourceType, name_of
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
+from protocol.generated.messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 from protocol.generated.messages.create_topics_response import CreateTopicsResponse
+from protocol.generated.metadata.config_record import ConfigRecord
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.generated.metadata.partition_record import PartitionRecord
@@ -25,11 +28,14 @@ from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
 from protocol.message import Message
 from protocol.primitives import uuid_to_str
+from server.controller.config_defs import DEFINITIONS, sensitive
 
 log = logging.getLogger("kraftwire.controller")
 
 # Partitions named one by one in an election line; the rest are counted.
 LISTED_PARTITIONS = 10
+# What Kafka's Password prints for a value it hides.
+HIDDEN = "[hidden]"
 
 
 def registered(req: BrokerRegistrationRequest, previous_incarnation: bytes | None, previous_epoch: int,
@@ -86,6 +92,8 @@ def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None
             created[record.topic_id] = (name, count + 1)
         elif isinstance(record, RemoveTopicRecord):
             log.info("Deleting topic %s with ID %s.", topic_name(record.topic_id), uuid_to_str(record.topic_id))
+        elif isinstance(record, ConfigRecord):
+            _config(record)
         elif isinstance(record, PartitionChangeRecord) and record.leader != NO_LEADER_CHANGE:
             topic = topic_name(record.topic_id)
             leader = "none" if record.leader == NO_LEADER else str(record.leader)
@@ -98,13 +106,42 @@ def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None
                  f" (and {more} more)" if more > 0 else "")
 
 
+def _config(record: ConfigRecord) -> None:
+    """ConfigurationControlManager's line for each configuration an AlterConfigs,
+    IncrementalAlterConfigs or CreateTopics writes, naming the resource as ConfigResource does."""
+    resource = f"ConfigResource(type={name_of(ConfigResourceType, record.resource_type)}, " \
+               f"name='{record.resource_name}')"
+    if record.value is None:
+        log.info("Removed configuration %s of %s.", record.name, resource)
+    else:
+        value = HIDDEN if sensitive(DEFINITIONS.get(record.name)) else record.value
+        log.info("Set configuration %s of %s to %s.", record.name, resource, value)
+
+
+def _error(code: int, message: str | None) -> str:
+    """A refusal as the logs give it: the error's name and why."""
+    return f"{Error(code).name} ({message})"
+
+
 def create_topics(response: CreateTopicsResponse, validate_only: bool) -> None:
     """ReplicationControlManager.createTopics: each topic's outcome, a refusal with its reason,
     so that a refused request leaves a line too."""
-    outcomes = []
-    for topic in response.topics:
-        if topic.error_code == Error.NONE:
-            outcomes.append(f"{topic.name}: SUCCESS")
-        else:
-            outcomes.append(f"{topic.name}: {Error(topic.error_code).name} ({topic.error_message})")
+    outcomes = [f"{topic.name}: " + ("SUCCESS" if topic.error_code == Error.NONE
+                                     else _error(topic.error_code, topic.error_message))
+                for topic in response.topics]
     log.info("%sCreateTopics result(s): %s", "Validate-only " if validate_only else "", ", ".join(outcomes))
+
+
+def alter_reassignments(response: AlterPartitionReassignmentsResponse) -> None:
+    """ReplicationControlManager.alterPartitionReassignments: a line for each partition refused,
+    then how many of the request's reassignments were made (or cancelled)."""
+    done = total = 0
+    for topic in response.responses:
+        for p in topic.partitions:
+            total += 1
+            if p.error_code == Error.NONE:
+                done += 1
+            else:
+                log.info("Unable to alter partition reassignment for %s:%d because of %s", topic.name,
+                         p.partition_index, _error(p.error_code, p.error_message))
+    log.info("Successfully altered %d out of %d partition reassignment(s).", done, total)

@@ -20,6 +20,7 @@ from protocol.generated.messages.allocate_producer_ids_request import AllocatePr
 from protocol.generated.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
 from protocol.generated.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from protocol.generated.messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 from protocol.generated.messages.alter_partition_request import AlterPartitionRequest
 from protocol.generated.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from protocol.generated.messages.api_versions_response import FinalizedFeatureKey, SupportedFeatureKey
@@ -471,7 +472,10 @@ class QuorumController:
         return self.apply(self.replication.elect_leaders(req, version))
 
     def alter_reassignments(self, req: AlterPartitionReassignmentsRequest, version: int) -> Applied:
-        return self.apply(self.replication.alter_reassignments(req))
+        result = self.replication.alter_reassignments(req)
+        if isinstance(result.response, AlterPartitionReassignmentsResponse):
+            event_log.alter_reassignments(result.response)
+        return self.apply(result)
 
     def incremental_alter_configs(self, req: IncrementalAlterConfigsRequest, version: int) -> Applied:
         return self.apply(self.configs.incremental_alter_configs(

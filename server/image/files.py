@@ -25,7 +25,10 @@ def open_snapshot(path: Path) -> MetadataImage:
     image = MetadataImage()
     snapshot = SnapshotId.from_file_name(path.name)
     # A file not named after its end offset (bootstrap.checkpoint) starts the log.
-    image.load_snapshot(_read_snapshot(path), snapshot.end_offset if snapshot else 0, str(path))
+    if snapshot is None:
+        image.load_snapshot(_read_snapshot(path), 0, str(path))
+    else:
+        image.load_snapshot(_read_snapshot(path), snapshot.end_offset, str(path), snapshot.epoch)
     return image
 
 
@@ -49,7 +52,7 @@ def open_directory(directory: Path) -> MetadataImage:
     image = MetadataImage()
     if snapshots:
         newest = partition / snapshots[-1].file_name
-        image.load_snapshot(_read_snapshot(newest), snapshots[-1].end_offset, str(newest))
+        image.load_snapshot(_read_snapshot(newest), snapshots[-1].end_offset, str(newest), snapshots[-1].epoch)
     for segment in segments:
         _replay_segment(segment, image)
     return image

@@ -45,11 +45,12 @@ class MetadataImage:
         self._loader = MetadataLoader(self._controller)
 
     # --- changing it ----------------------------------------------------------------------
-    def load_snapshot(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot") -> None:
-        """Replace the image with a snapshot's records, as of ``end_offset``. The next Fetch
-        names no last epoch: the log may no longer hold a batch of the snapshot's epoch."""
+    def load_snapshot(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot",
+                      epoch: int = -1) -> None:
+        """Replace the image with a snapshot's records, as of ``end_offset`` and ``epoch``. The
+        next Fetch names no last epoch: the log may no longer hold a batch of the snapshot's epoch."""
         self.reset()
-        self._loader.snapshot(records, end_offset, where)
+        self._loader.snapshot(records, end_offset, where, epoch)
 
     def replay_batch(self, batch: RecordBatch, where: str = "the fetched log") -> None:
         """Replay a log batch's records this image has not seen yet."""
@@ -79,6 +80,11 @@ class MetadataImage:
     def last_epoch(self) -> int:
         """Leader epoch of the last batch replayed, for Fetch's LastFetchedEpoch."""
         return self._loader.last_epoch
+
+    @property
+    def contained_epoch(self) -> int:
+        """Epoch of the last batch or snapshot the image holds: what it reflects, for people."""
+        return self._loader.contained_epoch
 
     @property
     def leader(self) -> Leader | None:

@@ -43,6 +43,9 @@ class MetadataLoader:
         self.controller = controller
         self.leader: Leader | None = None  # the last LeaderChange seen
         self.last_epoch = -1  # leader epoch of the last batch replayed
+        # Epoch of the last batch or snapshot the state holds (Kafka's MetadataProvenance):
+        # unlike last_epoch, a snapshot's epoch counts.
+        self.contained_epoch = -1
         self.last_timestamp_ms = -1  # append time of the last batch replayed (its max timestamp)
 
     @property
@@ -50,14 +53,16 @@ class MetadataLoader:
         return self.controller.next_offset
 
     # --- snapshots ----------------------------------------------------------------------
-    def snapshot(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot") -> None:
-        """Replay a snapshot's records; the log continues at ``end_offset``."""
+    def snapshot(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot",
+                 epoch: int = -1) -> None:
+        """Replay a snapshot's records, taken at ``epoch``; the log continues at ``end_offset``."""
         if isinstance(records, SnapshotRecords):
             self._snapshot_file(records, end_offset - 1, where)
         else:
             for record, _ in records:
                 self._replay(record, end_offset - 1, where)
         self.controller.offsets.skip_to(end_offset)
+        self.contained_epoch = epoch
 
     def _snapshot_file(self, records: SnapshotRecords, offset: int, where: str) -> None:
         """A snapshot read from its bytes: partition records of the common shape go straight
@@ -130,7 +135,7 @@ class MetadataLoader:
 
     def _done(self, last_offset: int, epoch: int, timestamp_ms: int) -> None:
         self.controller.offsets.skip_to(last_offset + 1)
-        self.last_epoch = epoch
+        self.last_epoch = self.contained_epoch = epoch
         self.last_timestamp_ms = timestamp_ms
 
     def _control(self, batch: RecordBatch, where: str, replay: bool) -> list[tuple[Message, int]]:

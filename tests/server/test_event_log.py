@@ -1,11 +1,14 @@
 """The controller's INFO lines, as Kafka's controller writes them: registrations, fencing and
-unfencing with their reason, controlled shutdowns, topic creations and deletions, and leader
-elections (a large batch summarised)."""
+unfencing with their reason, controlled shutdowns, topic creations and deletions, reassignment
+results, configuration changes, and leader elections (a large batch summarised)."""
 
 from __future__ import annotations
 
 import pytest
 
+from protocol.constants import AlterConfigOpType, ConfigResourceType
+from protocol.generated.messages.incremental_alter_configs_request import (
+    AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
 from protocol.primitives import random_uuid
 from server.controller.event_log import LISTED_PARTITIONS
 from tests.server.test_replication import Cluster
@@ -91,6 +94,39 @@ def test_a_large_election_is_summarised(c, caplog):
     [_, elected] = lines(caplog)
     assert elected.startswith(f"Changed the leader of {partitions} partition(s): big-0 -> 2, big-1 -> 2")
     assert elected.endswith("(and 5 more)") and elected.count("->") == LISTED_PARTITIONS
+
+
+def test_every_reassignment_result_is_logged_refusals_included(c, caplog):
+    """Kafka's ReplicationControlManager.alterPartitionReassignments: a line for each partition
+    it cannot reassign, then how many of the request's it did."""
+    c.topic("orders", [[1, 2]])
+    with caplog.at_level("INFO", logger=LOGGER):
+        c.reassign("orders", 0, [2, 3])
+        assert lines(caplog)[0] == "Successfully altered 1 out of 1 partition reassignment(s)."
+        c.reassign("orders", 7, [2, 3])
+        assert lines(caplog) == [
+            "Unable to alter partition reassignment for orders:7 because of UNKNOWN_TOPIC_OR_PARTITION "
+            "(Unable to find partition orders:7.)",
+            "Successfully altered 0 out of 1 partition reassignment(s)."]
+
+
+def test_each_configuration_change_is_logged_secrets_hidden(c, caplog):
+    """Kafka's ConfigurationControlManager logs each configuration it sets, a value it cannot
+    know to be harmless (a password, a config it cannot type) as [hidden]."""
+    c.topic("orders", [[1]])
+    with caplog.at_level("INFO", logger=LOGGER):
+        c.set_topic_config("orders", "retention.ms", "1000")
+        assert lines(caplog) == ["Set configuration retention.ms of ConfigResource(type=TOPIC, name='orders') to 1000."]
+        c.run(c.qc.incremental_alter_configs(IncrementalAlterConfigsRequest(resources=[
+            AlterConfigsResource(resource_type=ConfigResourceType.TOPIC, resource_name="orders", configs=[
+                AlterableConfig(name="retention.ms", config_operation=AlterConfigOpType.DELETE)]),
+            AlterConfigsResource(resource_type=ConfigResourceType.BROKER, resource_name="", configs=[
+                AlterableConfig(name="listener.name.internal.ssl.key.password", config_operation=AlterConfigOpType.SET,
+                                value="secret")])]), 1))
+        assert lines(caplog) == [
+            "Removed configuration retention.ms of ConfigResource(type=TOPIC, name='orders').",
+            "Set configuration listener.name.internal.ssl.key.password of ConfigResource(type=BROKER, name='') "
+            "to [hidden]."]
 
 
 def _text(uuid: bytes) -> str:

@@ -174,8 +174,9 @@ def test_snapshot_ls_cat_find(snapshot: Path, run: Run) -> None:
     assert lines(run("--snapshot", snapshot, "cat", "/image/features/metadataVersion")) == ["3.7-IV4"]
     assert lines(run("--snapshot", snapshot, "cat", "/image/configs/TOPIC:t/cleanup.policy",
                      "/image/configs/BROKER/min.insync.replicas")) == ["compact", "2"]
-    # A snapshot ending before offset 11 holds everything up to offset 10.
-    assert lines(run("--snapshot", snapshot, "cat", "/image/provenance"))[0].startswith("offset 10, epoch ")
+    # A snapshot ending before offset 11 holds everything up to offset 10, written in its epoch
+    # (Kafka's MetadataProvenance of a snapshot: its SnapshotId's offset and epoch).
+    assert lines(run("--snapshot", snapshot, "cat", "/image/provenance")) == [f"offset 10, epoch {EPOCH}"]
     assert lines(run("--snapshot", snapshot, "ls", "/local")) == ["commitId", "version"]
 
 
@@ -183,6 +184,16 @@ def test_one_shot_command_as_one_argument_or_several(snapshot: Path, run: Run) -
     assert lines(shell("--snapshot", snapshot, "ls /image/topics/byName")) == ["other", "t"]
     assert lines(run("--snapshot", snapshot, "cat /image/topics/byName/t/name")) == ["t"]
     assert lines(run("--snapshot", snapshot, "ls", "/image/topics/byName")) == ["other", "t"]
+
+
+def test_several_commands_on_one_line(snapshot: Path, run: Run) -> None:
+    both = ["other", "t", f"offset 10, epoch {EPOCH}"]
+    assert lines(shell("--snapshot", snapshot, "ls /image/topics/byName", "cat /image/provenance")) == both
+    assert lines(run("--snapshot", snapshot, "ls /image/topics/byName; cat /image/provenance")) == both
+    assert lines(run("--snapshot", snapshot, "cd /image/topics;ls ; ;pwd")) == ["byId", "byName", "/image/topics"]
+    # A quoted ; is part of a word; a failed command fails the line, and the rest still run.
+    result = run("--snapshot", snapshot, "cat '/x;y'; cat /image/topics/byName/t/name", "pwd")
+    assert (result.returncode, result.stdout, result.stderr) == (1, "t\n/\n", "cat: /x;y: no such node\n")
 
 
 def test_tree_prints_names_and_values_indented(snapshot: Path, run: Run) -> None:

@@ -30,7 +30,10 @@ def run(shell: Shell, line: str) -> list[str]:
 def test_every_family_has_its_node(tmp_path: Path) -> None:
     shell = shell_on(tmp_path)
     assert run(shell, "ls /image/acls") == [uuid_to_str(ACL_ID)]
-    assert json.loads(run(shell, f"cat /image/acls/{uuid_to_str(ACL_ID)}")[0])["principal"] == "User:alice"
+    # Kafka's StandardAcl, its enums by name.
+    assert json.loads(run(shell, f"cat /image/acls/{uuid_to_str(ACL_ID)}")[0]) == {
+        "resourceType": "TOPIC", "resourceName": "orders", "patternType": "LITERAL", "principal": "User:alice",
+        "host": "*", "operation": "READ", "permissionType": "ALLOW"}
     assert run(shell, "ls /image/clientQuotas") == ["user(<default>)", "user(alice)"]
     assert run(shell, "cat '/image/clientQuotas/user(alice)/producer_byte_rate'") == ["1024.0"]
     assert run(shell, "ls /image/scram") == ["SCRAM-SHA-256", "SCRAM-SHA-512"]

@@ -35,8 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Kafka client properties for --controllers: security.protocol, ssl.*, "
                              "sasl.mechanism, sasl.jaas.config")
     parser.add_argument("command", nargs=argparse.REMAINDER,
-                        help="a command to run instead of the interactive shell, as words or as one argument: "
-                             "ls /image/topics/byName, or 'ls /image/topics/byName'")
+                        help="commands to run instead of the interactive shell: one as words "
+                             "(ls /image/topics/byName), or one or more as arguments each holding a "
+                             "command line ('ls /image/topics/byName' 'cat /image/provenance'); "
+                             "; separates commands within a line")
     return parser
 
 
@@ -70,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     shell = Shell(build_tree(image), sys.stdout, sys.stderr, lambda: _reload(args), image.offset)
+    if args.command and any(c.isspace() for c in args.command[0]):
+        # Arguments that each hold a whole command line ("ls /image" "cat /image/provenance"):
+        # a command's name has no space in it, so the first one tells.
+        return 0 if all([shell.run_line(line) for line in args.command]) else 1
     if len(args.command) == 1:
-        # One argument holding a whole command line, as Kafka's shell also takes it.
         return 0 if shell.run_line(args.command[0]) else 1
     if args.command:
         shell.history.append(" ".join(args.command))

@@ -79,7 +79,8 @@ async def _read_log(conn: KafkaConnection, timeout: float) -> MetadataImage:
         part = await _fetch(conn, image.next_offset, timeout)
         if part.snapshot_id.end_offset >= 0:
             end, epoch = part.snapshot_id.end_offset, part.snapshot_id.epoch
-            image.load_snapshot(await _fetch_snapshot(conn, end, epoch, timeout), end, f"snapshot {end}-{epoch}")
+            image.load_snapshot(await _fetch_snapshot(conn, end, epoch, timeout), end, f"snapshot {end}-{epoch}",
+                                epoch)
             continue
         before = image.next_offset
         for batch, _ in iter_batches(part.records or b""):

@@ -43,16 +43,17 @@ class Shell:
         self.done = False
 
     def run_line(self, line: str) -> bool:
-        """Run one command line; False if it failed (the error has been printed)."""
+        """Run a command line: one command, or several separated by ``;``. False if any failed
+        (its error has been printed); as in a shell, the commands after a failed one still run."""
         try:
-            words = shlex.split(line)
+            commands = _split(line)
         except ValueError as exc:
             print(f"cannot parse {line!r}: {exc}", file=self.err)
             return False
-        if not words:
+        if not commands:
             return True
         self.history.append(line.strip())
-        return self.run(words)
+        return all([self.run(words) for words in commands])
 
     def run(self, words: list[str]) -> bool:
         name, args = words[0], words[1:]
@@ -79,6 +80,21 @@ class Shell:
     @property
     def pwd(self) -> str:
         return to_text(self.cwd)
+
+
+def _split(line: str) -> list[list[str]]:
+    """The words of each command on the line, split as a POSIX shell splits them: an unquoted
+    ``;`` ends a command, a quoted one is part of a word."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    commands: list[list[str]] = [[]]
+    for word in lexer:
+        if word and word.strip(";") == "":
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    return [words for words in commands if words]
 
 
 # --- the commands ---------------------------------------------------------------------------------

@@ -10,7 +10,10 @@ import json
 from importlib import metadata
 from typing import Any, Union
 
-from protocol.constants import ConfigResourceType, LeaderRecoveryState
+from protocol.constants import (
+    AclOperation, AclPermissionType, AclResourceType, ConfigResourceType, LeaderRecoveryState, PatternType,
+    name_of)
+from protocol.generated.metadata.access_control_entry_record import AccessControlEntryRecord
 from protocol.generated.metadata.config_record import ConfigRecord
 from protocol.primitives import uuid_to_str
 from server.controller.cluster import BrokerRegistration, ControllerRegistration, Endpoint
@@ -24,16 +27,6 @@ from server.metalog.bootstrap import METADATA_VERSION, RELEASE_VERSIONS
 
 Node = Union["Dir", str]
 Dir = dict[str, Node]
-
-# Kafka's ConfigResource.Type names. Keyed by int: a record's field may hold a number these do not name.
-_RESOURCE_TYPES: dict[int, str] = {
-    ConfigResourceType.TOPIC: "TOPIC", ConfigResourceType.BROKER: "BROKER",
-    ConfigResourceType.BROKER_LOGGER: "BROKER_LOGGER", ConfigResourceType.CLIENT_METRICS: "CLIENT_METRICS",
-    ConfigResourceType.GROUP: "GROUP",
-}
-_RECOVERY_STATES: dict[int, str] = {
-    LeaderRecoveryState.RECOVERED: "RECOVERED", LeaderRecoveryState.RECOVERING: "RECOVERING"}
-
 
 def build_tree(image: MetadataImage) -> Dir:
     """The tree of Kafka 3.5+'s metadata shell: ``/image``, the metadata image under Kafka's
@@ -74,7 +67,7 @@ def _version() -> str:
 def _provenance(image: MetadataImage) -> str:
     """Where the image was read up to, as Kafka's ``offset N, epoch E`` (the time of that
     batch is not kept here, so it is left out)."""
-    return f"offset {image.offset}, epoch {image.last_epoch}"
+    return f"offset {image.offset}, epoch {image.contained_epoch}"
 
 
 def _features_node(image: MetadataImage) -> Dir:
@@ -91,8 +84,17 @@ def _features_node(image: MetadataImage) -> Dir:
 
 
 def _acls(image: MetadataImage) -> Dir:
-    return {uuid_to_str(r.id): _json({k: v for k, v in r.to_dict().items() if k != "id"})
-            for _, r in image.acls.acls.items()}
+    return {uuid_to_str(r.id): _acl(r) for _, r in image.acls.acls.items()}
+
+
+def _acl(r: AccessControlEntryRecord) -> str:
+    """Kafka's StandardAcl: its fields in its order, each code by its enum's name."""
+    return _json({
+        "resourceType": name_of(AclResourceType, r.resource_type), "resourceName": r.resource_name,
+        "patternType": name_of(PatternType, r.pattern_type), "principal": r.principal, "host": r.host,
+        "operation": name_of(AclOperation, r.operation),
+        "permissionType": name_of(AclPermissionType, r.permission_type),
+    })
 
 
 def _entity_name(entity: Entity) -> str:
@@ -163,7 +165,7 @@ def _partition(p: PartitionState) -> str:
         "replicas": p.replicas, "directories": [uuid_to_str(d) for d in p.directories], "isr": p.isr,
         "removingReplicas": p.removing, "addingReplicas": p.adding, "elr": p.elr,
         "lastKnownElr": p.last_known_elr, "leader": p.leader,
-        "leaderRecoveryState": _RECOVERY_STATES.get(p.recovery, str(p.recovery)),
+        "leaderRecoveryState": name_of(LeaderRecoveryState, p.recovery),
         "leaderEpoch": p.leader_epoch, "partitionEpoch": p.partition_epoch,
     })
 
@@ -175,7 +177,7 @@ def _configs(image: MetadataImage) -> Dir:
     for record, _ in image.configs.snapshot_records():
         # Deletions (a None value) are replayed away: a snapshot holds only values that are set.
         assert isinstance(record, ConfigRecord) and record.value is not None
-        kind = _RESOURCE_TYPES.get(record.resource_type, str(record.resource_type))
+        kind = name_of(ConfigResourceType, record.resource_type)
         resource = _subdir(configs, f"{kind}:{record.resource_name}" if record.resource_name else kind)
         resource[record.name] = record.value
     return configs
