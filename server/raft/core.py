@@ -99,7 +99,8 @@ class RaftCore:
         self.wall_time = wall_time
         # The voter set and kraft.version as the log holds them (the configured static voters
         # until a VotersRecord says otherwise).
-        self.history = VoterHistory(VoterSet.static(config.voter_addresses, config.voters, config.listener_name))
+        self.history = VoterHistory(VoterSet.static(config.voter_addresses, config.voters, config.listener_name),
+                                    configured=bool(config.voters))
         for offset, message in log.quorum_messages():
             self.history.add(offset, message)
         # Where leaders and bootstrap servers were learnt to listen, by id (bootstrap servers

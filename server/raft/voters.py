@@ -133,8 +133,11 @@ class VoterHistory:
     record that set it, so that a truncation takes back exactly what it drops. Before any
     record, the static voters of the configuration hold (at offset None)."""
 
-    def __init__(self, static: VoterSet) -> None:
+    def __init__(self, static: VoterSet, configured: bool = False) -> None:
+        """``configured``: the static voters are controller.quorum.voters, which a VotersRecord
+        in the log does not override (a directory taken over with other voters)."""
         self.static = static
+        self.configured = configured
         self._offsets: list[int] = []
         self._sets: list[VoterSet] = []
         self._kraft_offsets: list[int] = []
@@ -161,6 +164,8 @@ class VoterHistory:
 
     def add(self, offset: int, message: Message) -> None:
         if isinstance(message, VotersRecord):
+            if self.configured:
+                return
             self._offsets.append(offset)
             self._sets.append(VoterSet.from_record(message))
         elif isinstance(message, KRaftVersionRecord):

@@ -165,7 +165,7 @@ def test_every_ignored_key_is_accepted_and_reported() -> None:
     ({**BASE, "controller.quorum.fetch.timeout.ms": "x"}, "controller.quorum.fetch.timeout.ms", "integer"),
     (with_(controller_quorum_voters=None), "controller.quorum.voters", "required"),
     ({**BASE, "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
-     "controller.quorum.bootstrap.servers", "not supported"),
+     "controller.quorum.bootstrap.servers", "not both"),
     ({**BASE, "controller.listener.names": "CTL"}, "controller.listener.names", "CTL"),
     (with_(controller_listener_names=None), "controller.listener.names", "required"),
     (with_(listeners=None), "listeners", "required"),

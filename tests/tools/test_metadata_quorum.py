@@ -91,8 +91,8 @@ def test_replication_table_as_kafka_prints_it(quorum, capsys):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["add-controller"], "add-controller is not supported"),
-    (["remove-controller", "-i", "3001", "-d", "AAAAAAAAAAAAAAAAAAAAAA"], "remove-controller is not supported"),
+    (["add-controller"], "add-controller needs --command-config"),
+    (["remove-controller", "-i", "3001", "-d", "not-a-uuid"], "is not a base64 UUID"),
     (["describe"], "One of --status or --replication must be specified"),
     (["describe", "--status", "--replication"], "Only one of --status or --replication"),
     (["describe", "--status", "--human-readable"], "only supported along with --replication"),
