@@ -268,9 +268,17 @@ class QuorumReplication:
         if isinstance(output, PersistElection):
             e = output.election
             dynamic = self.core.history.kraft_version >= KRAFT_VERSION_DYNAMIC
-            write_quorum_state(self.log_dir, QuorumState(
-                leader_id=e.leader_id, leader_epoch=e.epoch, voted_id=e.voted_id,
-                voters=() if dynamic else tuple(sorted(self.core.voters)), data_version=1 if dynamic else 0))
+            try:
+                write_quorum_state(self.log_dir, QuorumState(
+                    leader_id=e.leader_id, leader_epoch=e.epoch, voted_id=e.voted_id,
+                    voters=() if dynamic else tuple(sorted(self.core.voters)), data_version=1 if dynamic else 0))
+            except OSError as exc:
+                # A vote or a leadership not on disk could be given again after a restart: the
+                # node stops at once, before anything after this output goes out, as Kafka's
+                # fault handler stops it.
+                log.critical("cannot save the quorum state (epoch %d, vote %d, leader %d); stopping: %s",
+                             e.epoch, e.voted_id, e.leader_id, exc)
+                os._exit(3)
         elif isinstance(output, Refused):
             log.error("%s", output.reason)
         elif isinstance(output, ProposeControl):
