@@ -87,10 +87,12 @@ async def serve(config: ControllerConfig, capture_file: Path | None = None, take
 
     server = ControllerServer(config, capture_file=capture_file, take_over_quorum=take_over_quorum)
     host, port = await server.start(sock)
-    if len(server.voters) > 1:
-        others = ",".join(f"{h}:{p}" for n, (h, p) in sorted(config.voters.items()))
-        print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is a voter on "
-              f"{host}:{port} of the quorum {list(server.voters)}\n  point brokers at: "
+    if not server.lone_voter:
+        others = ",".join(f"{h}:{p}" for h, p in (sorted(config.voters.values()) or config.bootstrap_servers))
+        role = (f"a voter on {host}:{port} of the quorum {list(server.voters)}" if config.node_id in server.voters
+                else f"an observer on {host}:{port} (not a voter yet: add it with python -m tools.metadata_quorum "
+                     f"add-controller)")
+        print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is {role}\n  point brokers at: "
               f"controller.quorum.bootstrap.servers={others}", flush=True)
     else:
         print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is active on "
