@@ -26,7 +26,7 @@ from tools.processes import bounded_child, free_port, poll, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
 # A single voter is active once it listens; a voter of a quorum waits to be elected.
-ACTIVE_LINE = re.compile(r"of cluster (\S+) is (?:active|a voter) on (\S+):(\d+)")
+ACTIVE_LINE = re.compile(r"of cluster (\S+) is (?:active|a voter|an observer) on (\S+):(\d+)")
 LIFETIME_S = 300
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
@@ -43,9 +43,11 @@ class ControllerProcess:
     def __init__(self, workdir: Path, properties: dict[str, str] | None = None,
                  release_version: str | None = None, *, server_args: Sequence[str] = (),
                  lifetime_s: int = LIFETIME_S, start_timeout_s: float = START_TIMEOUT_S,
-                 port: int = 0, cluster_id: str | None = None) -> None:
+                 port: int = 0, cluster_id: str | None = None, dynamic: str | None = None) -> None:
         """``port`` and ``cluster_id``: chosen by the caller (the voters of one quorum must
-        know each other's ports and share a cluster id); free and random otherwise."""
+        know each other's ports and share a cluster id); free and random otherwise. ``dynamic``:
+        a controller of a dynamic quorum (its properties name controller.quorum.bootstrap.servers),
+        formatted "standalone" or as an "observer" that joins later (--no-initial-controllers)."""
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.properties = dict(properties or {})
@@ -57,6 +59,7 @@ class ControllerProcess:
         self.port = port
         self._port_given = port != 0
         self.cluster_id: str | None = cluster_id
+        self.dynamic = dynamic
         self.proc: subprocess.Popen[bytes] | None = None
         self.config_path: Path | None = None
         self.starts = 0
@@ -83,7 +86,7 @@ class ControllerProcess:
 
     @property
     def uses_config_file(self) -> bool:
-        return bool(self.properties) or self.release_version is not None
+        return bool(self.properties) or self.release_version is not None or self.dynamic is not None
 
     # --- configuration ----------------------------------------------------------------------
     def _write_config(self) -> Path:
@@ -96,6 +99,8 @@ class ControllerProcess:
             "metadata.log.dir": str(self.data_dir),
             **self.properties,
         }
+        if self.dynamic is not None:
+            del props["controller.quorum.voters"]
         path = self.workdir / "server.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
         return path
@@ -104,11 +109,14 @@ class ControllerProcess:
         from protocol.primitives import random_uuid, uuid_to_str
         from server.config import load_config
         from server.metalog.bootstrap import DEFAULT_RELEASE
+        from server.metalog.formatting import standalone
         from tools.storage import format_dirs
 
         assert self.config_path is not None
-        format_dirs(load_config(self.config_path), self.cluster_id or uuid_to_str(random_uuid()),
-                    self.release_version or DEFAULT_RELEASE)
+        config = load_config(self.config_path)
+        initial = None if self.dynamic is None else standalone(config) if self.dynamic == "standalone" else []
+        format_dirs(config, self.cluster_id or uuid_to_str(random_uuid()), self.release_version or DEFAULT_RELEASE,
+                    initial_controllers=initial)
 
     # --- lifecycle --------------------------------------------------------------------------
     def prepare(self) -> None:

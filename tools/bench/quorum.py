@@ -12,6 +12,13 @@ Three lines, each against an anchor measured in the same run:
   election timeouts a failover takes.
 - ``quorum.failover_1m``: the same with 1,000,000 partitions loaded on every voter: a standby
   serves as it is, with nothing to reload. The anchor is the failover without them.
+- ``quorum.add_voter``: a dynamic quorum (KIP-853) of one, holding the 1,000,000 partitions
+  (``--add-partitions small``: none), while a writer commits on it: a controller formatted with
+  --no-initial-controllers starts, fetches the snapshot and the log, and is added
+  (AddRaftVoter, asked again while it is refused as not caught up). The line gives the seconds
+  from its start to the AddRaftVoter answer against the 10 s goal, the writes acknowledged
+  during the change, the worst write latency meanwhile, and whether the new voter holds every
+  acknowledged write (its log end reaches the leader's high watermark after the writer stops).
 
     python -m tools.bench quorum
     python -m tools.bench.quorum --kills 10 --skip-1m
@@ -36,7 +43,10 @@ from protocol.generated.messages.broker_registration_request import BrokerRegist
 from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
 from protocol.primitives import random_uuid
 from tools.bench.report import emit, note
-from tools.controller_process import ControllerProcess, QuorumProcesses
+from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
+from protocol.generated.messages.add_raft_voter_request import Listener as AddListener
+from protocol.message import Message
+from tools.controller_process import ControllerProcess, QuorumProcesses, free_port
 
 DEPTH = 32
 MEASURE_S = 3.0
@@ -147,18 +157,26 @@ def failovers(quorum: QuorumProcesses, kills: int) -> list[float]:
 
 def _one_million_partitions(quorum: QuorumProcesses) -> None:
     """Every voter starts from the same snapshot of 1,000,000 partitions and log after it."""
+    _load_million(list(quorum.members.values()))
+
+
+def _load_million(members: list[ControllerProcess], quorum_records: list[tuple[Message, int]] | None = None) -> None:
+    """Each member starts from a snapshot of 1,000,000 partitions (after ``quorum_records``, the
+    kraft.version and voter set of a dynamic quorum) and the log after it."""
+    from itertools import chain
+
     from server.metalog.segments import MetadataLog, segment_name
     from server.metalog.snapshots import SnapshotId, write_snapshot
     from server.metalog.committer import encode_records
     from tools.bench.metalog import Dataset, snapshot_record_count
 
-    for member in quorum.members.values():
+    for member in members:
         member.prepare()
         data = Dataset()
         snapshot = SnapshotId(snapshot_record_count(), 1)
         partition_dir = member.data_dir / "__cluster_metadata-0"
         partition_dir.mkdir(parents=True, exist_ok=True)
-        write_snapshot(partition_dir, snapshot, data.snapshot_records())
+        write_snapshot(partition_dir, snapshot, chain(quorum_records or [], data.snapshot_records()))
         (partition_dir / segment_name(snapshot.end_offset)).touch()
         log = MetadataLog.open(member.data_dir)
         for batch in data.suffix_batches():
@@ -224,13 +242,105 @@ def failover_with_a_million_partitions(root: Path, kills: int = 3) -> list[float
         big.stop()
 
 
+def add_voter(root: Path, million: bool) -> None:
+    from server.metalog.meta_properties import read_meta_properties
+    from server.raft.voters import KRAFT_VERSION_DYNAMIC, ReplicaKey, VoterNode, VoterSet
+    from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
+    from protocol.primitives import uuid_from_str
+
+    ports = [free_port(), free_port()]
+    common = {**TIMING, "controller.quorum.bootstrap.servers": f"127.0.0.1:{ports[0]}",
+              "broker.session.timeout.ms": "3600000"}
+    first = ControllerProcess(root / "add-1", {**common, "node.id": "1", "listeners": f"CONTROLLER://127.0.0.1:{ports[0]}"},
+                              port=ports[0], dynamic="standalone", lifetime_s=1800, start_timeout_s=600)
+    if million:
+        first.prepare()
+        meta = read_meta_properties(first.data_dir)
+        assert meta.directory_id is not None
+        voters = VoterSet.of([VoterNode(ReplicaKey(1, uuid_from_str(meta.directory_id)),
+                                        (("CONTROLLER", "127.0.0.1", ports[0]),), (0, 1))])
+        note("loading 1,000,000 partitions into a standalone controller")
+        _load_million([first], [(KRaftVersionRecord(version=0, k_raft_version=KRAFT_VERSION_DYNAMIC), 0),
+                                (voters.to_record(), 0)])
+    first.start()
+    second: ControllerProcess | None = None
+    try:
+        epochs: dict[int, int] = {}
+        write_until_committed(first, epochs)
+        second = ControllerProcess(root / "add-2", {**common, "node.id": "2",
+                                                     "listeners": f"CONTROLLER://127.0.0.1:{ports[1]}"},
+                                   port=ports[1], cluster_id=first.cluster_id, dynamic="observer",
+                                   lifetime_s=1800, start_timeout_s=600)
+        second.prepare()
+        joiner = read_meta_properties(second.data_dir)
+        assert joiner.directory_id is not None
+        request = AddRaftVoterRequest(cluster_id=first.cluster_id, timeout_ms=30_000, voter_id=2,
+                                      voter_directory_id=uuid_from_str(joiner.directory_id),
+                                      listeners=[AddListener(name="CONTROLLER", host="127.0.0.1", port=ports[1])])
+        latencies: list[float] = []
+        began = time.monotonic()
+        second.start()
+        answered = None
+        refusals = 0
+        while answered is None:
+            if time.monotonic() - began > 600:
+                raise RuntimeError("the new controller was not added within 600 s")
+            sent = time.monotonic()
+            if _write_once(first, epochs):
+                latencies.append(time.monotonic() - sent)
+            with KafkaClient(first.host, first.port, client_id="bench-quorum", timeout=60) as client:
+                response = client.request(request, 0)
+            code = getattr(response, "error_code")
+            if code == Error.NONE:
+                answered = time.monotonic() - began
+            elif code == Error.REQUEST_TIMED_OUT:
+                refusals += 1
+            else:
+                raise RuntimeError(f"AddRaftVoter failed: {Error(code).name}")
+        for _ in range(20):  # writes go on with two voters
+            sent = time.monotonic()
+            write_until_committed(first, epochs)
+            latencies.append(time.monotonic() - sent)
+        caught_up = _new_voter_caught_up(first, 2)
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
+    emit("quorum.add_voter start of the new controller to the AddRaftVoter answer"
+         + (", 1,000,000 partitions" if million else ""), answered, 10.0, "s",
+         anchor_is="the 10 s goal", refused_as_lagging=refusals, writes=len(latencies),
+         worst_write_s=round(max(latencies), 3), holds_every_acknowledged_write=caught_up)
+
+
+def _new_voter_caught_up(leader: ControllerProcess, voter: int) -> bool:
+    """Whether ``voter``'s log end reaches the leader's high watermark (within 60 s)."""
+    from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with KafkaClient(leader.host, leader.port, client_id="bench-quorum", timeout=30) as client:
+            response = client.request(DescribeQuorumRequest(topics=[TopicData(
+                topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), 2)
+        part = getattr(response, "topics")[0].partitions[0]
+        ends = {v.replica_id: v.log_end_offset for v in part.current_voters}
+        if ends.get(voter, -1) >= part.high_watermark > 0:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench.quorum")
     parser.add_argument("--kills", type=int, default=KILLS)
     parser.add_argument("--skip-1m", action="store_true", help="leave out the 1,000,000-partition failover")
     parser.add_argument("--only-1m", action="store_true", help="only the 1,000,000-partition failover")
+    parser.add_argument("--add-partitions", choices=("1m", "small", "none"), default="1m",
+                        help="the quorum the add-voter line adds to: 1,000,000 partitions, none, or no such line")
     args = parser.parse_args(argv)
     run(args.kills, not args.skip_1m, args.only_1m)
+    if args.add_partitions != "none":
+        with tempfile.TemporaryDirectory(prefix="kraftwire-bench-add-voter-") as tmp:
+            add_voter(Path(tmp), args.add_partitions == "1m")
     return 0
 
 
