@@ -209,7 +209,7 @@ class ControllerServer:
         protocol = SECURITY_PROTOCOL_IDS[c.security.protocol]
         voter_endpoints = {node: Endpoint(advertised.name, host, port, protocol)
                            for node, (host, port) in self.endpoints.items()} if len(self.voters) > 1 else None
-        return QuorumController(
+        controller = QuorumController(
             self.cluster_id, c.node_id, self.clock,
             session_timeout_ms=c.broker_session_timeout_ms,
             controller_endpoints=[Endpoint(advertised.name, advertised.host, advertised.port, protocol)],
@@ -217,6 +217,8 @@ class ControllerServer:
             metadata_lists_brokers=c.metadata_nodes == "brokers",
             voter_ids=c.voters or {c.node_id},
             voter_endpoints=voter_endpoints)
+        controller.features.kraft_upgrade = lambda level: self.replication.core.kraft_upgrade(level)
+        return controller
 
     def _load_without_collector(self) -> QuorumController:
         """Loading builds millions of long-lived objects; the cyclic collector would rescan

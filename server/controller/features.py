@@ -7,6 +7,7 @@ that every broker that accepted that level can read the log.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from protocol.constants import FeatureUpgradeType
 from protocol.error_codes import Error
@@ -14,6 +15,7 @@ from protocol.generated.messages.update_features_request import UpdateFeaturesRe
 from protocol.generated.messages.update_features_response import (
     UpdateFeaturesResponse, UpdatableFeatureResult)
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
+from protocol.message import Message
 from server.controller.offsets import OffsetControl, restore_key
 from server.controller.result import ControllerResult, VersionedRecord
 
@@ -38,10 +40,16 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
 }
 
 
+KRAFT_VERSION = "kraft.version"
+
+
 @dataclass
 class FeatureControl:
     finalized: dict[str, int] = field(default_factory=dict)
     offsets: OffsetControl = field(default_factory=OffsetControl)
+    # kraft.version is the quorum's, not a FeatureLevelRecord: raising it writes the records
+    # the Raft leader gives (KRaftVersionRecord and the first VotersRecord), or its refusal.
+    kraft_upgrade: Callable[[int], tuple[int, str | None, list[Message]]] | None = None
 
     @property
     def metadata_version(self) -> int:
@@ -81,9 +89,17 @@ class FeatureControl:
             else:
                 kind = update.upgrade_type
             code, message = self._check_update(update.feature, update.max_version_level, kind, broker_ranges)
+            quorum_records: list[Message] = []
+            if code == Error.NONE and update.feature == KRAFT_VERSION:
+                if self.kraft_upgrade is None:
+                    code, message = Error.INVALID_UPDATE_VERSION, "this controller cannot change kraft.version"
+                else:
+                    code, message, quorum_records = self.kraft_upgrade(update.max_version_level)
             failed |= code != Error.NONE
             results.append(UpdatableFeatureResult(feature=update.feature, error_code=code, error_message=message))
-            if code == Error.NONE:
+            if code == Error.NONE and update.feature == KRAFT_VERSION:
+                records.extend((m, 0) for m in quorum_records)
+            elif code == Error.NONE:
                 records.append((FeatureLevelRecord(name=update.feature, feature_level=update.max_version_level), 0))
         if failed:
             for r in results:

@@ -248,6 +248,10 @@ class RaftCore:
         self.propose_batches([control_batch(offset, self.epoch, messages, self.wall_time(now_ms))], now_ms)
         return offset
 
+    def kraft_upgrade(self, level: int) -> tuple[int, str | None, list[Message]]:
+        """The records that raise kraft.version to ``level`` as the leader, or why not."""
+        return self.membership.kraft_upgrade(level)
+
     def control_refused(self, now_ms: int) -> None:
         """The shell could not write a ``ProposeControl`` (its controller is not active yet)."""
         state = self.state
@@ -568,9 +572,9 @@ class RaftCore:
                 self.config.cluster_id, self.local_key, self.epoch, state.download.snapshot,
                 len(state.download.data), self.config.fetch_max_bytes), _Kind.FETCH_SNAPSHOT, now)
             return
+        if not state.update_sent and state.has_fetched and self._maybe_update_voter(state, now):
+            return  # the next fetch goes once the leader has answered it
         self._send(state.election.leader_id, self._fetch_request(), _Kind.FETCH, now)
-        if not state.update_sent and state.has_fetched:
-            self._maybe_update_voter(state, now)
 
     def _fetch_request(self) -> FetchRequest:
         # A voter only ever reports what is on disk, the leader counts it towards commits;
@@ -580,21 +584,25 @@ class RaftCore:
             self.config.cluster_id, self.local_key, self.epoch, self.log.end_offset, self.log.last_epoch,
             self.log.start_offset, self.config.fetch_max_wait_ms, self.config.fetch_max_bytes)
 
-    def _maybe_update_voter(self, state: Follower, now: int) -> None:
+    def _maybe_update_voter(self, state: Follower, now: int) -> bool:
         """A voter whose entry in the voter set names other listeners than it has (it moved,
         or was added before it knew them) asks the leader to record its own, once an epoch."""
         node = self.voter_set.node(self.node_id)
-        if self.history.kraft_version < KRAFT_VERSION_DYNAMIC or node is None or not self.is_voter \
-                or not self.config.endpoints or set(node.endpoints) == set(self.config.endpoints):
-            return
-        state.update_sent = True
-        self._send(state.election.leader_id, UpdateRaftVoterRequest(
+        if node is None or not self.is_voter or not self.config.endpoints \
+                or self.local_key.directory_id == ZERO_UUID:
+            return False
+        # Under kraft.version 1 only a change is said; under 0 the leader learns every voter's
+        # key and listeners this way, which the upgrade to kraft.version 1 needs.
+        if self.history.kraft_version >= KRAFT_VERSION_DYNAMIC and set(node.endpoints) == set(self.config.endpoints):
+            return False
+        state.update_sent = self._send(state.election.leader_id, UpdateRaftVoterRequest(
             cluster_id=self.config.cluster_id, current_leader_epoch=self.epoch, voter_id=self.node_id,
             voter_directory_id=self.local_key.directory_id,
             listeners=[UpdateListener(name=n, host=h, port=p) for n, h, p in self.config.endpoints],
             k_raft_version_feature=UpdateKRaftVersionFeature(min_supported_version=SUPPORTED_KRAFT_VERSIONS[0],
                                                              max_supported_version=SUPPORTED_KRAFT_VERSIONS[-1])),
                    _Kind.UPDATE_VOTER, now)
+        return state.update_sent
 
     def address_of(self, node_id: int) -> tuple[str, int] | None:
         """Where ``node_id`` listens, as this node knows it."""
@@ -610,14 +618,16 @@ class RaftCore:
         found = node.address(self.config.listener_name) if node is not None else None
         return found or self.config.voter_addresses.get(node_id) or self._learnt.get(node_id)
 
-    def _send(self, destination: int, message: Message, kind: _Kind, now: int) -> None:
+    def _send(self, destination: int, message: Message, kind: _Kind, now: int) -> bool:
+        """Whether it went: one request at a time to each destination, none while backing off."""
         if destination in self._busy or destination in self._backoff_until:
-            return
+            return False
         correlation_id = self._next_correlation
         self._next_correlation += 1
         self._in_flight[correlation_id] = _InFlight(destination, kind, now)
         self._busy[destination] = correlation_id
         self.outputs.append(SendRequest(destination, correlation_id, message, self.address_of(destination)))
+        return True
 
     def _flush(self) -> None:
         self.log.flush()

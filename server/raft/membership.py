@@ -22,12 +22,13 @@ from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVote
 from protocol.generated.messages.remove_raft_voter_response import RemoveRaftVoterResponse
 from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.generated.messages.update_raft_voter_response import CurrentLeader, UpdateRaftVoterResponse
+from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
 from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID
 from server.raft.outputs import ProposeControl
 from server.raft.state import Leader, VoterChange
-from server.raft.voters import KRAFT_VERSION_DYNAMIC, ReplicaKey, VoterNode, VoterSet
+from server.raft.voters import KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterNode, VoterSet
 
 if TYPE_CHECKING:
     from server.raft.core import RaftCore
@@ -135,11 +136,21 @@ class Membership:
                 or versions.min_supported_version < 0 or versions.max_supported_version < versions.min_supported_version:
             reply(Error.INVALID_REQUEST)
             return
+        level = core.history.kraft_version
+        if level < KRAFT_VERSION_DYNAMIC:
+            # A static quorum keeps what its voters say of themselves, for the upgrade to
+            # kraft.version 1 (Kafka 4.1).
+            if key.id not in core.voters:
+                reply(Error.VOTER_NOT_FOUND)
+                return
+            state.learnt_voters[key.id] = VoterNode(key, endpoints, (versions.min_supported_version,
+                                                                     versions.max_supported_version))
+            reply(Error.NONE)
+            return
         problem = self._not_now(state, now, "updating")
         if problem is not None:
             reply(problem[0])
             return
-        level = core.history.kraft_version
         if not versions.min_supported_version <= level <= versions.max_supported_version:
             reply(Error.INVALID_REQUEST)
             return
@@ -150,6 +161,39 @@ class Membership:
             return
         core.outputs.append(ProposeControl((updated.to_record(),)))
         reply(Error.NONE)
+
+    # --- kraft.version 0 -> 1 ----------------------------------------------------------------
+    def kraft_upgrade(self, level: int) -> tuple[int, str | None, list[Message]]:
+        """The records that raise kraft.version to ``level`` (the voter set they start from, as
+        the voters told it), or why it cannot be raised now."""
+        core = self.core
+        current = core.history.kraft_version
+        if level == current:
+            return Error.NONE, None, []
+        if level < current:
+            return Error.INVALID_UPDATE_VERSION, f"{KRAFT_VERSION_FEATURE} cannot go down from {current} to {level}", []
+        state = core.state
+        if not isinstance(state, Leader):
+            return Error.NOT_CONTROLLER, None, []
+        if level != KRAFT_VERSION_DYNAMIC:
+            return Error.INVALID_UPDATE_VERSION, f"{KRAFT_VERSION_FEATURE} {level} is not supported", []
+        nodes: list[VoterNode] = []
+        for voter in sorted(core.voters):
+            if voter == core.node_id:
+                node = VoterNode(core.local_key, core.config.endpoints,
+                                 (SUPPORTED_KRAFT_VERSIONS[0], SUPPORTED_KRAFT_VERSIONS[-1]))
+            else:
+                learnt = state.learnt_voters.get(voter)
+                if not isinstance(learnt, VoterNode):
+                    return Error.INVALID_UPDATE_VERSION, (
+                        f"voter {voter} has not told the leader its directory id and listeners yet "
+                        f"(UpdateRaftVoter); try again once every voter runs"), []
+                node = learnt
+            if node.key.directory_id == ZERO_UUID or not node.kraft_versions[0] <= level <= node.kraft_versions[1]:
+                return Error.INVALID_UPDATE_VERSION, (f"voter {voter} does not support {KRAFT_VERSION_FEATURE} "
+                                                      f"{level}"), []
+            nodes.append(node)
+        return Error.NONE, None, [KRaftVersionRecord(version=0, k_raft_version=level), VoterSet.of(nodes).to_record()]
 
     # --- the new voter's ApiVersions ------------------------------------------------------------
     def on_api_versions(self, source: int, response: ApiVersionsResponse, now: int) -> None:

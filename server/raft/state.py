@@ -137,6 +137,9 @@ class Leader:
     resign_requested: bool = False
     # The one voter change in flight (AddRaftVoter, RemoveRaftVoter), if any.
     change: "VoterChange | None" = None
+    # Under kraft.version 0, the voters' keys and listeners as their UpdateRaftVoter told them:
+    # what the upgrade to kraft.version 1 writes as the first voter set.
+    learnt_voters: dict[int, object] = field(default_factory=dict)
 
 
 @dataclass

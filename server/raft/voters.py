@@ -164,7 +164,7 @@ class VoterHistory:
 
     def add(self, offset: int, message: Message) -> None:
         if isinstance(message, VotersRecord):
-            if self.configured:
+            if self.configured and self.kraft_version < KRAFT_VERSION_DYNAMIC:
                 return
             self._offsets.append(offset)
             self._sets.append(VoterSet.from_record(message))

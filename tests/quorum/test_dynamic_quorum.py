@@ -106,3 +106,33 @@ def test_standalone_then_add_two_controllers_then_remove_the_leader(tmp_path: Pa
                 process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def test_a_static_quorum_upgrades_to_kraft_version_1_with_update_features(tmp_path: Path) -> None:
+    """Kafka 4.1's `kafka-features upgrade --feature kraft.version=1`: the voters' directory ids
+    (which they tell the leader at start-up) become the first VotersRecord."""
+    from protocol.client import KafkaClient
+    from protocol.generated.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+    from tools.controller_process import QuorumProcesses
+
+    quorum = QuorumProcesses(tmp_path / "quorum", 3, {"controller.quorum.election.timeout.ms": "300",
+                                                       "controller.quorum.fetch.timeout.ms": "600"}).start()
+    try:
+        leader = quorum.members[quorum.wait_for_leader(timeout=60)]
+
+        def upgrade() -> object:
+            with KafkaClient(leader.host, leader.port, client_id="test", timeout=60) as client:
+                response = client.request(UpdateFeaturesRequest(timeout_ms=60_000, feature_updates=[
+                    FeatureUpdateKey(feature="kraft.version", max_version_level=1, upgrade_type=1)]), 1)
+            result = getattr(response, "results")[0]
+            return result.error_code == 0 or result.error_message
+
+        # Refused (naming the voter) until every voter has told the leader its directory id.
+        until("kraft.version upgraded", lambda: upgrade() is True)
+        def voters() -> list[dict[str, object]]:
+            return list(json.loads(status(leader.port)["CurrentVoters"]))
+
+        until("voters with directory ids", lambda: all(v["directoryId"] for v in voters()))
+        assert sorted(int(str(v["id"])) for v in voters()) == sorted(quorum.members)
+    finally:
+        quorum.stop()

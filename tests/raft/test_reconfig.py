@@ -59,12 +59,13 @@ class Network:
     _routes: dict[tuple[int, int], tuple[int, int, int]] = field(default_factory=dict)
     _next: int = 0
 
-    def start(self, node_id: int, voters: list[int], kraft_version: int = 1) -> RaftCore:
-        config = QuorumConfig(voters=(), cluster_id=CLUSTER, directory_id=directory(node_id), listener_name=LISTENER,
+    def start(self, node_id: int, voters: list[int], kraft_version: int = 1, static: bool = False) -> RaftCore:
+        """``static``: ``voters`` are controller.quorum.voters (kraft.version 0, nothing in the log)."""
+        config = QuorumConfig(voters=tuple(voters) if static else (), cluster_id=CLUSTER, directory_id=directory(node_id), listener_name=LISTENER,
                               endpoints=endpoints(node_id), election_timeout_ms=1000, fetch_timeout_ms=2000,
                               fetch_max_wait_ms=0,
                               bootstrap_servers=tuple(("127.0.0.1", 9000 + n) for n in (1, 2, 3)))
-        log = bootstrap_log(voters, kraft_version) if voters else InMemoryLog()
+        log = bootstrap_log(voters, kraft_version) if voters and not static else InMemoryLog()
         core = RaftCore(node_id, config, log, None, random.Random(node_id), self.now)
         self.cores[node_id] = core
         return core
@@ -296,3 +297,40 @@ def error_of_vote(net: Network, node_id: int, request: Message) -> int:
     correlation = net.send(node_id, request)
     part = rpc.only_partition(getattr(net.client_answers[correlation], "topics"))
     return int(part.error_code)
+
+
+# --- kraft.version 0 -> 1 (Kafka 4.1) ---------------------------------------------------------------
+
+def test_a_static_quorum_is_upgraded_to_kraft_version_1_and_then_grows() -> None:
+    net = Network()
+    for node_id in (1, 2, 3):
+        net.start(node_id, [1, 2, 3], static=True)
+    net.start(4, [])
+    net.run(6_000)
+    leader = net.leader()
+    assert leader.history.kraft_version == 0
+    code, _, records = leader.kraft_upgrade(1)
+    # Every voter told the leader its key and listeners (UpdateRaftVoter under kraft.version 0).
+    assert code == Error.NONE and len(records) == 2
+    leader.propose_control(records, net.now)
+    net.run(1_000)
+    for node_id in (1, 2, 3):
+        core = net.cores[node_id]
+        assert core.history.kraft_version == 1
+        assert core.voter_set.keys == [ReplicaKey(n, directory(n)) for n in (1, 2, 3)]
+    assert error_of(net, net.send(leader.node_id, add_request(4))) == Error.NONE
+    net.run(500)
+    assert leader.voters == {1, 2, 3, 4}
+
+
+def test_the_upgrade_waits_for_every_voter_to_be_known() -> None:
+    net = Network()
+    for node_id in (1, 2, 3):
+        net.start(node_id, [1, 2, 3], static=True)
+    net.run(6_000)
+    leader = net.leader()
+    silent = next(n for n in (1, 2, 3) if n != leader.node_id)
+    assert leader.state.learnt_voters.pop(silent) is not None  # type: ignore[union-attr]
+    code, message, records = leader.kraft_upgrade(1)
+    assert code == Error.INVALID_UPDATE_VERSION and f"voter {silent}" in (message or "") and records == []
+    assert leader.kraft_upgrade(0)[0] == Error.NONE
