@@ -10,6 +10,7 @@ Three lines, each against an anchor measured in the same run:
   KILLS kills (the leader killed each time is started again), with the quorum timing the README
   recommends on one machine; the anchor is the election timeout, so the ratio says how many
   election timeouts a failover takes.
+- ``quorum.failover ..., 5 voters``: the same failover with five voters.
 - ``quorum.failover_1m``: the same with 1,000,000 partitions loaded on every voter: a standby
   serves as it is, with nothing to reload. The anchor is the failover without them.
 - ``quorum.add_voter``: a dynamic quorum (KIP-853) of one, holding the 1,000,000 partitions
@@ -192,6 +193,7 @@ def run(kills: int = KILLS, with_1m: bool = True, only_1m: bool = False) -> None
         if not only_1m:
             times = commit_and_failover(root, kills)
             anchor = statistics.median(times)
+            five_voters_failover(root, kills)
         if with_1m or only_1m:
             million = failover_with_a_million_partitions(root)
             emit("quorum.failover_1m kill -9 to first committed write, 1,000,000 partitions",
@@ -224,6 +226,19 @@ def commit_and_failover(root: Path, kills: int) -> list[float]:
          p50_s=round(statistics.median(times), 3), max_s=round(max(times), 3),
          all_s=[round(t, 3) for t in times])
     return times
+
+
+def five_voters_failover(root: Path, kills: int) -> None:
+    quorum = QuorumProcesses(root / "five", 5, TIMING).start()
+    try:
+        times = failovers(quorum, kills)
+    finally:
+        quorum.stop()
+    election_s = int(TIMING["controller.quorum.election.timeout.ms"]) / 1000
+    emit("quorum.failover kill -9 to first committed write, 5 voters", statistics.median(times), election_s, "s",
+         anchor_is="controller.quorum.election.timeout.ms", kills=kills,
+         p50_s=round(statistics.median(times), 3), max_s=round(max(times), 3),
+         all_s=[round(t, 3) for t in times])
 
 
 def failover_with_a_million_partitions(root: Path, kills: int = 3) -> list[float]:
