@@ -87,12 +87,11 @@ class ControllerServer:
         self.clock = clock or SystemClock()
         self.cluster_id = check_log_dirs(config)
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
-        self.raft_log = DiskRaftLog(self.log)
         # A static quorum's voters are configured; a dynamic one's are in the log (an observer
         # formatted with --no-initial-controllers finds none: it joins later).
         self.dynamic = not config.voters
         self.voters = tuple(sorted(config.voters)) if not self.dynamic else tuple(sorted(
-            log_voters(self.raft_log).ids))
+            log_voters(DiskRaftLog(self.log)).ids))
         self.lone_voter = self.voters == (config.node_id,)
         if not self.dynamic:
             self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
@@ -100,6 +99,8 @@ class ControllerServer:
         # Where each voter is reached; this node is reached at its advertised listener.
         self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
         self.controller = self._load_without_collector()
+        # After the load, which may have set an unusable snapshot aside.
+        self.raft_log = DiskRaftLog(self.log)
         self.replica = ControllerReplica(self.controller, self.raft_log, str(self.log.directory))
         self.replication = QuorumReplication(
             config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log,

@@ -215,7 +215,8 @@ class MetadataFetchServer:
             endpoints = dict(self.endpoints)
             if self.voter_set is not None:
                 for node in self.voter_set().nodes:
-                    if (address := node.address(self.listener_name)) is not None:
+                    # This node's own endpoint is its advertised listener, whatever the voters say.
+                    if node.key.id != self.node_id and (address := node.address(self.listener_name)) is not None:
                         endpoints[node.key.id] = address
             response.nodes = [Node(node_id=n, listeners=[Listener(name=self.listener_name, host=h, port=p)])
                               for n, (h, p) in sorted(endpoints.items())]

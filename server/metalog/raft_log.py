@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from protocol.message import Message
+from protocol.errors import DecodeError
 from protocol.records import HEADER_SIZE, read_batch_header
 from server.metalog.durable import write_atomically
 from server.raft.voters import IN_SNAPSHOT, quorum_messages
@@ -38,12 +39,16 @@ def _fsync_and_close(fd: int) -> None:
 def _snapshot_quorum_messages(path: Path) -> list[Message]:
     """The kraft.version and voter set of a snapshot file: Kafka writes them in its first
     batch, beside the header, so only that batch is read."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER_SIZE)
-        if len(head) < HEADER_SIZE:
-            return []
-        rest = f.read(read_batch_header(head).size - HEADER_SIZE)
-    return [message for _, message in quorum_messages(head + rest)]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER_SIZE)
+            if len(head) < HEADER_SIZE:
+                return []
+            rest = f.read(read_batch_header(head).size - HEADER_SIZE)
+        return [message for _, message in quorum_messages(head + rest)]
+    except (OSError, DecodeError):
+        # An unreadable snapshot is the controller's load to refuse or set aside, with its reason.
+        return []
 
 
 class DiskRaftLog:
