@@ -11,9 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import free_port, poll
 from tests.ops.scrape import KC, Samples, gauge, jmx_exporter_name, scrape as scrape_port
 
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaAdminClient  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
+import kafka
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 
 METRICS_PORT = free_port()
 pytestmark = pytest.mark.controller_properties({

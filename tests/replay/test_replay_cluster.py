@@ -21,7 +21,7 @@ JOB_TIMEOUT_S = 480
 
 
 def spark_home() -> Path:
-    pyspark = pytest.importorskip("pyspark")
+    import pyspark
     home = Path(pyspark.__file__).parent
     if not (home / "bin" / "spark-class").exists():
         pytest.skip("this pyspark has no bin/spark-class")

@@ -29,9 +29,9 @@ from tests.security.certs import Pki, make_pki
 from tests.security.clients import (
     ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, plain_login, sasl_client, scram_login, tls_client)
 
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaAdminClient  # noqa: E402
-from kafka.admin import ScramMechanism, UserScramCredentialUpsertion  # noqa: E402
+import kafka
+from kafka import KafkaAdminClient
+from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -166,7 +166,7 @@ def test_plaintext_client_on_a_tls_port_gets_nothing(sasl_ssl_controller) -> Non
 
 
 def test_confluent_kafka_scram_sha_512_and_plain(sasl_ssl_controller, pki: Pki, scram_user) -> None:
-    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    import confluent_kafka
     import confluent_kafka.admin as confluent
     for mechanism, (user, password) in (("SCRAM-SHA-512", scram_user), ("PLAIN", (ADMIN, ADMIN_PASSWORD)),
                                         ("PLAIN", (ADMIN, "wrong"))):

@@ -105,7 +105,6 @@ def scram_exchange(server: ScramServer, user: str, password: str, mechanism: str
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram_against_kafka_pythons_client(mechanism: str) -> None:
-    pytest.importorskip("kafka")
     salt = b"0123456789abcdef"
     credential = credential_from_salted_password(mechanism, salt, salted_password(mechanism, "pencil", salt, 4096), 4096)
     store = {("user", mechanism): credential}
@@ -153,7 +152,6 @@ def test_a_final_nonce_that_repeats_the_client_nonce_logs_in_as_kafka_3_9_lets_i
 def test_scram_with_tokenauth_logs_in_as_the_tokens_owner() -> None:
     """Kafka's ScramExtensions: tokenauth=true after the nonce asks the token lookup, not the
     user credentials; the user is then the token's owner."""
-    pytest.importorskip("kafka")
     from tests.security.clients import scram_client
 
     mechanism, mac = "SCRAM-SHA-256", b"the token's hmac"

@@ -17,9 +17,8 @@ from server.controller.producer_ids import BLOCK_SIZE, MAX_PRODUCER_ID, Producer
 from tests.metalog.support import new_controller
 from tests.server.wire import WireBroker, raw_socket
 
-pytest.importorskip("kafka")
 
-from tools.bench.kafka_python_engine import kafka_python_class  # noqa: E402  (needs kafka-python)
+from tools.bench.kafka_python_engine import kafka_python_class
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:

@@ -22,11 +22,10 @@ from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
 from tests.server.wire import WireBroker, connect
 
-kafka = pytest.importorskip("kafka")
 
-from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
-from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
-import kafka.errors as Errors  # noqa: E402
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType
+import kafka.errors as Errors
 
 # Brokers here are simulated over raw sockets and serve no clients: the controller names itself
 # as the only node (kraftwire.metadata.nodes=controller), so the admin client's requests all
