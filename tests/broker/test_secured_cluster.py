@@ -15,6 +15,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import kafka
+from kafka import KafkaAdminClient
+from kafka.admin import (
+    ACL, ACLOperation, ACLPermissionType, NewTopic, ResourcePattern, ResourceType, ScramMechanism,
+    UserScramCredentialUpsertion)
 
 from protocol.client import KafkaClient
 from protocol.error_codes import Error
@@ -38,12 +43,6 @@ from tests.security.certs import Pki, make_pki
 from tests.security.clients import plain_login, scram_login, tls_client
 from tools.broker.__main__ import options_from_args
 from tools.broker.fleet import FleetOptions
-
-import kafka
-from kafka import KafkaAdminClient
-from kafka.admin import (
-    ACL, ACLOperation, ACLPermissionType, NewTopic, ResourcePattern, ResourceType, ScramMechanism,
-    UserScramCredentialUpsertion)
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

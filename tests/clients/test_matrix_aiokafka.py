@@ -6,13 +6,12 @@ import asyncio
 from typing import Any, Awaitable, Callable
 
 import pytest
-
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
-
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
+
+from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 
 def with_admin(bootstrap: str, body: Callable[[AIOKafkaAdminClient], Awaitable[Any]]) -> Any:

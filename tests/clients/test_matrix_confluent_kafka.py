@@ -6,13 +6,12 @@ import re
 import time
 
 import pytest
-
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
-
 from confluent_kafka import (
     Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition)
 from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType)
+
+from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 TIMEOUT_S = 15.0
 

@@ -6,13 +6,12 @@ import time
 from typing import Iterator
 
 import pytest
-
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
-
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import (
     AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic)
 from kafka.errors import KafkaError
+
+from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 
 @pytest.fixture
