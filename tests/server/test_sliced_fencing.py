@@ -13,7 +13,7 @@ from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.records import frame_metadata_record
 from server.controller.quorum_controller import QuorumController
-from tests.server.test_replication import SESSION_MS, Cluster, view
+from tests.support.replication import SESSION_MS, Cluster, view
 
 DEAD = (1, 2, 3)
 LIVE = (4, 5)
