@@ -11,7 +11,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 
 def with_admin(bootstrap: str, body: Callable[[AIOKafkaAdminClient], Awaitable[Any]]) -> Any:

@@ -11,7 +11,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType)
 
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 TIMEOUT_S = 15.0
 

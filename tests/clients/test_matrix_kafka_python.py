@@ -11,7 +11,7 @@ from kafka.admin import (
     AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic)
 from kafka.errors import KafkaError
 
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 
 @pytest.fixture

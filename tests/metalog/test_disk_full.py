@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 
 from protocol.error_codes import Error
-from tests.metalog.support import (
+from tests.support.metalog import (
     CREATE_TOPICS_V, HEARTBEAT_V, REGISTRATION_V, LimitedController, active_brokers, batch_positions,
     connect, create_topic, create_topics_request, heartbeat, load_data_dir, metadata_topics,
     process_rlimit_fsize, registration, segment_paths)

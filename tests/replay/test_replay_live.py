@@ -14,7 +14,7 @@ from kafka.admin import NewTopic
 
 from tests.conftest import ROOT, ControllerProcess, free_port
 from tests.replay import browser, tshark
-from tests.server.test_envelope import create_topics, forward
+from tests.support.envelope import create_topics, forward
 from tests.server.wire import WireBroker, api_versions, connect, raw_socket
 from tools.replay import job, report, send
 from tools.replay.decode import validate

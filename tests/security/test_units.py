@@ -12,15 +12,17 @@ from typing import Callable
 
 import pytest
 
-from server.config import ConfigError, config_from_properties
 from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
+from server.config import ConfigError, config_from_properties
 from server.security.acl import AclIndex, AuthorizerConfig, authorize
 from server.security.errors import AuthenticationFailed
 from server.security.plain import PlainServer, parse_jaas, plain_users
 from server.security.sasl import SaslSession
 from server.security.scram import (
-    ScramCredential, ScramServer, TokenCredential, credential_from_salted_password, salted_password, token_credential)
+    ScramCredential, ScramServer, TokenCredential, credential_from_salted_password,
+    salted_password, token_credential)
 from server.security.tls import distinguished_name, map_principal_name, parse_mapping_rules
+from tests.support.security import BASE
 
 TOPIC, CLUSTER = AclResourceType.TOPIC, AclResourceType.CLUSTER
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -100,7 +102,6 @@ def scram_exchange(server: ScramServer, user: str, password: str, mechanism: str
     client = ScramClient(user, password, mechanism)
     client.process_server_first_message(server.respond(client.first_message()))
     client.process_server_final_message(server.respond(client.final_message()))
-
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
@@ -204,7 +205,6 @@ def test_sasl_session_states() -> None:
         session.authenticate(b"\0bob\0b", now=1.0)
 
 
-
 def test_jaas_entries() -> None:
     module, options = parse_jaas('org.apache.kafka.common.security.plain.PlainLoginModule required '
                                  'username="admin" password="a \\"quoted\\" one" user_admin="x" user_bob=y;')
@@ -227,9 +227,6 @@ def test_certificate_names_and_mapping_rules() -> None:
         parse_mapping_rules("RULE:[/x/")
 
 
-BASE = {"process.roles": "controller", "node.id": "1", "listeners": "CONTROLLER://127.0.0.1:9093",
-        "controller.listener.names": "CONTROLLER", "controller.quorum.voters": "1@127.0.0.1:9093",
-        "metadata.log.dir": "/tmp/kraftwire-unused"}
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'
 
 

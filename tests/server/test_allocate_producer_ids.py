@@ -14,7 +14,7 @@ from protocol.generated.metadata.producer_ids_record import ProducerIdsRecord
 from server.controller.cluster import BrokerRegistration
 from server.controller.offsets import OffsetControl
 from server.controller.producer_ids import BLOCK_SIZE, MAX_PRODUCER_ID, ProducerIdControl
-from tests.metalog.support import new_controller
+from tests.support.metalog import new_controller
 from tests.server.wire import WireBroker, raw_socket
 
 
