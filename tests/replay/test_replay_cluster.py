@@ -15,6 +15,8 @@ from tests.replay import kafka_frames as k
 from tools.processes import bounded_child, stop_child
 from tools.replay import job
 
+pytestmark = pytest.mark.spark
+
 CLUSTER_LIFETIME_S = 600
 START_TIMEOUT_S = 120
 JOB_TIMEOUT_S = 480
