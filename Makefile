@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test typecheck bench codegen clean
+.PHONY: setup run test test-fast typecheck bench codegen clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ typecheck: setup
 test: setup typecheck
 	$(PY) -m tools.codegen --check
 	$(PY) -m pytest
+
+# The edit-test loop: everything but the tests that start Spark and the client matrix
+# (markers set in tests/conftest.py); no type check or codegen check either.
+test-fast: setup
+	$(PY) -m pytest -m "not spark and not clients"
 
 bench: setup
 	$(PY) -m tools.bench all --doc BENCHMARKS.md

@@ -46,6 +46,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "controller_properties(props, release_version=None): extra server.properties "
                    "for the ``controller`` fixture (written to a file and passed with --config)")
+    config.addinivalue_line("markers", "spark: starts Spark (a JVM); `make test-fast` leaves these out")
+    config.addinivalue_line("markers", "clients: the client matrix (tests/clients: librdkafka, aiokafka, "
+                                       "kafka-python, kafkajs, kcat); `make test-fast` leaves these out")
+
+
+CLIENTS_DIR = ROOT / "tests" / "clients"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Marked here rather than test by test, so that a new test using the ``spark`` fixture or
+    # added to the client matrix cannot be left out of the selection by mistake.
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+        if CLIENTS_DIR in item.path.parents:
+            item.add_marker(pytest.mark.clients)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Where the shared reference data lives: real Kafka metadata directories and Kafka's schemas.
 
 One setting, the environment variable ``KRAFTWIRE_SHARED``, names the folder that holds
-``kafka-metadata-dirs/`` and ``kafka-schemas/``; without it, ``<repo root>/../shared`` is used
+``kafka-metadata-dirs/``, ``kafka-schemas/`` and ``kafka-golden/``; without it, ``<repo root>/../shared`` is used
 when it exists. Tests that need the data skip, saying why, when it is not there. The files are
 read in place and never copied into the project.
 """

@@ -53,8 +53,10 @@ class TopicState:
 
 class ReplicationControl:
     def __init__(self, cluster: ClusterControl, features: FeatureControl, configs: ConfigControl,
-                 offsets: OffsetControl | None = None) -> None:
+                 offsets: OffsetControl | None = None, slice_records: int = SLICE_RECORDS) -> None:
         self.offsets = offsets or OffsetControl()
+        # Above this many records, moving leaderships or electing leaders is written in slices.
+        self.slice_records = slice_records
         self.cluster = cluster
         self.features = features
         self.configs = configs
@@ -251,11 +253,11 @@ class ReplicationControl:
 
     def many_moves(self, broker_id: int) -> bool:
         """Whether moving the broker's leaderships away may take more than one slice."""
-        return len(self.isr_of.get(broker_id, ())) > SLICE_RECORDS
+        return len(self.isr_of.get(broker_id, ())) > self.slice_records
 
     def many_elections(self) -> bool:
         """Whether electing leaders for the leaderless partitions may take more than one slice."""
-        return len(self.leaderless) > SLICE_RECORDS
+        return len(self.leaderless) > self.slice_records
 
     def elect_after_unfence(self, broker_id: int) -> list[VersionedRecord]:
         """A broker coming back may lead the partitions that had no leader without it."""

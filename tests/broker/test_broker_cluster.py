@@ -14,10 +14,10 @@ import signal
 import time
 
 import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 
 from tests.broker.observe import client, partitions, unfenced_brokers, wait_until
-
-kafka = pytest.importorskip("kafka")
 
 SESSION = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
 BROKER_ARGS = ("--heartbeat-interval-ms", "500", "--mean-catch-up-s", "0.5", "--seed", "11")
@@ -28,9 +28,6 @@ ISR_CHANGE = re.compile(r"ISR \[([\d, ]*)\] -> \[([\d, ]*)\]")
 
 def create_topics(controller, topics: dict[str, int]) -> None:
     """Through kafka-python's admin client, replication factor 3."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-
     admin = KafkaAdminClient(bootstrap_servers=f"{controller.host}:{controller.port}",
                              client_id="kraftwire-broker-test", request_timeout_ms=10000)
     try:

@@ -15,6 +15,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import kafka
+from kafka import KafkaAdminClient
+from kafka.admin import (
+    ACL, ACLOperation, ACLPermissionType, NewTopic, ResourcePattern, ResourceType, ScramMechanism,
+    UserScramCredentialUpsertion)
 
 from protocol.client import KafkaClient
 from protocol.error_codes import Error
@@ -38,12 +43,6 @@ from tests.security.certs import Pki, make_pki
 from tests.security.clients import plain_login, scram_login, tls_client
 from tools.broker.__main__ import options_from_args
 from tools.broker.fleet import FleetOptions
-
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaAdminClient  # noqa: E402
-from kafka.admin import (  # noqa: E402
-    ACL, ACLOperation, ACLPermissionType, NewTopic, ResourcePattern, ResourceType, ScramMechanism,
-    UserScramCredentialUpsertion)
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -230,7 +229,7 @@ def test_a_bad_listener_config_is_refused_with_its_key(tmp_path: Path, capsys: p
 
 
 def test_confluent_kafka_creates_through_a_broker_as_its_user(pki: Pki, cluster: dict[int, int]) -> None:
-    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed")
+    import confluent_kafka
     import confluent_kafka.admin as confluent
 
     def create(user: str, topic: str) -> None:

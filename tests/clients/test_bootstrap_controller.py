@@ -17,7 +17,7 @@ from protocol.generated.messages.describe_cluster_request import DescribeCluster
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 from server.config import EMBEDDED_NODE_ID
-from tests.clients.conftest import Cluster, Truth
+from tests.support.clients import Cluster, Truth
 
 
 def test_admin_through_the_controllers_alone(cluster: Cluster, truth: Truth) -> None:

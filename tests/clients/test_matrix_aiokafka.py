@@ -6,14 +6,12 @@ import asyncio
 from typing import Any, Awaitable, Callable
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError
 
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
-
-aiokafka = pytest.importorskip("aiokafka", reason="aiokafka is not installed (pip install -e '.[test]')")
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
-from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic  # noqa: E402
-from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType  # noqa: E402
-from aiokafka.errors import GroupAuthorizationFailedError, TopicAuthorizationFailedError  # noqa: E402
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 
 def with_admin(bootstrap: str, body: Callable[[AIOKafkaAdminClient], Awaitable[Any]]) -> Any:

@@ -6,15 +6,12 @@ import re
 import time
 
 import pytest
-
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
-
-confluent_kafka = pytest.importorskip("confluent_kafka",
-                                      reason="confluent-kafka is not installed (pip install -e '.[test]')")
-from confluent_kafka import (  # noqa: E402
+from confluent_kafka import (
     Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition)
-from confluent_kafka.admin import (  # noqa: E402
+from confluent_kafka.admin import (
     AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType)
+
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 TIMEOUT_S = 15.0
 

@@ -6,14 +6,12 @@ import time
 from typing import Iterator
 
 import pytest
-
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
-
-kafka = pytest.importorskip("kafka", reason="kafka-python is not installed (pip install -e '.[test]')")
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka.admin import (  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import (
     AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic)
-from kafka.errors import KafkaError  # noqa: E402
+from kafka.errors import KafkaError
+
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 
 @pytest.fixture

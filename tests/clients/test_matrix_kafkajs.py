@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 CALL_TIMEOUT_S = 60.0
 

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.clients.conftest import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
+from tests.support.clients import BROKER_IDS, FAIL_FAST_S, Cluster, Truth
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (apt-get install kcat; .ci/run does)")

@@ -14,17 +14,13 @@ from pathlib import Path
 import pytest
 
 from protocol.records import (
-    ControlType, control_message_class, control_value, iter_batches, parse_control_key, parse_control_value)
+    ControlType, control_message_class, control_value, iter_batches, parse_control_key,
+    parse_control_value)
 from server.config import EMBEDDED_NODE_ID
 from server.metalog.snapshot_file import encode_snapshot
 from tests.conftest import poll
 from tests.shared_data import metadata_dir_params
-
-def metadata_files(directory: Path) -> list[Path]:
-    partition = directory / "__cluster_metadata-0"
-    files = sorted(partition.glob("*.log")) + sorted(partition.glob("*.checkpoint"))
-    bootstrap = directory / "bootstrap.checkpoint"
-    return files + ([bootstrap] if bootstrap.exists() else [])
+from tests.support.kafka_data import metadata_files
 
 
 def control_records(data: bytes) -> list[tuple[int, bytes]]:

@@ -1,6 +1,6 @@
 """kraftwire started on a copy of each real Kafka controller's directory serves what the files hold.
 
-The expectation is an independent reading of the copied files (``independent.py``); what the
+The expectation is an independent reading of the copied files (``tests/support/kafka_data.py``); what the
 server serves is read over the wire: Metadata, DescribeTopicPartitions, DescribeConfigs,
 DescribeCluster, ApiVersions' finalized features and, through AllocateProducerIds, the next
 producer id block.
@@ -23,7 +23,7 @@ from protocol.generated.messages.describe_topic_partitions_request import Descri
 from protocol.generated.messages.metadata_request import MetadataRequest
 from server.controller.config_defs import TOPIC_CONFIGS
 from server.metalog.meta_properties import read_meta_properties
-from tests.kafka_data.independent import Expected, read_directory
+from tests.support.kafka_data import Expected, read_directory
 from tests.server.wire import registration_request
 from tests.shared_data import metadata_dir_params
 

@@ -14,7 +14,7 @@ from protocol.generated.metadata.no_op_record import NoOpRecord
 from protocol.records import Record, RecordBatch, encode_batch, frame_metadata_record
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshot_file import encode_snapshot, read_snapshot_file
-from tests.kafka_data.independent import read_batches
+from tests.support.kafka_data import read_batches
 from tests.shared_data import shared_dir
 from tools.dump_log import Options, dump_file
 

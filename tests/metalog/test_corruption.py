@@ -11,17 +11,16 @@ import pytest
 
 from protocol.records import HEADER_SIZE
 from server.metalog.snapshots import list_snapshots
-from tests.metalog.support import (
-    active_brokers, batch_positions, build_state, connect, create_topic, load_data_dir, metadata_topics,
-    partition_dir, run_server_once, segment_paths, state_of, wait_until)
+from tests.support.metalog import (
+    LONG_SESSION, active_brokers, batch_positions, build_state, connect, create_topic, flip, load_data_dir,
+    metadata_topics, partition_dir, run_server_once, segment_paths, state_of, wait_until)
 
-PROPS = {"broker.session.timeout.ms": "120000"}
 TOPICS = 24
 
 
 def build_log(controller_factory):
     """A stopped controller whose log holds brokers and TOPICS topics, one batch each."""
-    controller = controller_factory(PROPS)
+    controller = controller_factory(LONG_SESSION)
     with connect(controller) as client:
         active_brokers(client, controller.cluster_id, [1, 2])
         for i in range(TOPICS):
@@ -29,14 +28,6 @@ def build_log(controller_factory):
     controller.stop()
     [segment] = segment_paths(controller.data_dir)
     return controller, segment
-
-
-def flip(path, position: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(position)
-        byte = f.read(1)[0]
-        f.seek(position)
-        f.write(bytes([byte ^ 0xFF]))
 
 
 # Byte offsets inside a batch: base offset, batch length, leader epoch, magic, CRC, attributes,
@@ -72,7 +63,7 @@ def test_a_flipped_byte_in_a_middle_batch_stops_start_up(controller_factory, fie
 
 
 def test_corruption_in_an_earlier_segment_stops_start_up(controller_factory):
-    controller = controller_factory({**PROPS, "metadata.log.segment.bytes": "4096"})
+    controller = controller_factory({**LONG_SESSION, "metadata.log.segment.bytes": "4096"})
     with connect(controller) as client:
         active_brokers(client, controller.cluster_id, [1, 2])
         for i in range(60):
@@ -142,7 +133,7 @@ def test_a_torn_tail_is_truncated_with_a_log_line(controller_factory, damage):
 
 
 def test_a_damaged_snapshot_whose_log_is_gone_stops_start_up(controller_factory):
-    controller = controller_factory({**PROPS, "metadata.log.segment.bytes": "4096"})
+    controller = controller_factory({**LONG_SESSION, "metadata.log.segment.bytes": "4096"})
     partition = partition_dir(controller.data_dir)
     with connect(controller) as client:
         build_state(client, controller.cluster_id, topics=40)

@@ -6,7 +6,7 @@ import threading
 
 from protocol.client import ConnectionClosed
 from protocol.error_codes import Error
-from tests.metalog.support import (
+from tests.support.metalog import (
     CREATE_TOPICS_V, REGISTRATION_V, active_brokers, connect, create_topics_request, load_data_dir,
     metadata_topics, metadata_view, registration, state_of, wait_until)
 

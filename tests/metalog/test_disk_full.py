@@ -8,10 +8,11 @@ full disk refuses with ENOSPC.
 
 from __future__ import annotations
 
-import time
+import re
+from datetime import datetime
 
 from protocol.error_codes import Error
-from tests.metalog.support import (
+from tests.support.metalog import (
     CREATE_TOPICS_V, HEARTBEAT_V, REGISTRATION_V, LimitedController, active_brokers, batch_positions,
     connect, create_topic, create_topics_request, heartbeat, load_data_dir, metadata_topics,
     process_rlimit_fsize, registration, segment_paths)
@@ -21,6 +22,8 @@ from tests.metalog.support import (
 PROPS = {"broker.session.timeout.ms": "120000", "metadata.max.idle.interval.ms": "0",
          "controller.quorum.election.timeout.ms": "600000"}
 LIMIT = 48 * 1024  # bytes any one file of the process may reach
+# A failed snapshot's log line: its time, and how long the controller says it will wait.
+SNAPSHOT_FAILED = re.compile(r"^(\S+ \S+) ERROR .*snapshot \S+ failed: .*; trying again in (\d+) s$", re.M)
 
 
 def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
@@ -111,11 +114,14 @@ def test_a_snapshot_that_cannot_be_written_is_retried_with_backoff(tmp_path):
             active_brokers(client, controller.cluster_id, [1])
             for i in range(16):
                 create_topic(client, f"t{i}", 20)
-        controller.wait_for_stderr(r"trying again in 2 s", timeout=20)
-        # A no-op commits every 100 ms: without the backoff each commit would try again.
-        time.sleep(2.5)
-        failures = controller.stderr_text().count("failed:")
-        assert "trying again in 1 s" in controller.stderr_text()
-        assert 2 <= failures <= 4, controller.stderr_text()[-2000:]
+        controller.wait_for_stderr(r"trying again in 4 s", timeout=120)
+        # A no-op commits every 100 ms: without the backoff each commit would try again. The
+        # log's own timestamps show each try waited at least the time announced before it (a
+        # busy machine only stretches the gaps).
+        failures = [(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f"), int(m[2]))
+                    for m in SNAPSHOT_FAILED.finditer(controller.stderr_text())]
+        assert [backoff for _, backoff in failures[:3]] == [1, 2, 4], controller.stderr_text()[-2000:]
+        for (before, backoff), (after, _) in zip(failures, failures[1:3]):
+            assert (after - before).total_seconds() >= backoff - 0.01, failures
     finally:
         controller.stop()

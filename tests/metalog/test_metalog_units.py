@@ -22,11 +22,12 @@ from server.metalog import segments as segments_module
 from server.metalog.committer import encode_records
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.segments import LogCorruption, MetadataLog
-from tests.metalog.support import (
-    active_brokers, batch_positions, connect, create_topic, describe_quorum, fetch, fetch_request,
-    partition_dir)
+from tests.conftest import poll
+from tests.server.wire import server_has_read
+from tests.support.metalog import (
+    LONG_SESSION, active_brokers, batch_positions, connect, create_topic, describe_quorum, fetch,
+    fetch_request, partition_dir)
 
-PROPS = {"broker.session.timeout.ms": "120000"}
 INT32_MAX = 2**31 - 1
 
 
@@ -254,7 +255,7 @@ def leader_changes(data_dir: Path) -> list[tuple[int, int]]:
 
 
 def test_the_epoch_survives_in_quorum_state_and_grows_on_every_restart(controller_factory):
-    controller = controller_factory(PROPS)
+    controller = controller_factory(LONG_SESSION)
     epochs = []
     for round_ in range(4):
         if round_:
@@ -281,7 +282,7 @@ def test_the_epoch_survives_in_quorum_state_and_grows_on_every_restart(controlle
 # --- Fetch -------------------------------------------------------------------------------------------
 
 def test_a_long_poll_returns_as_soon_as_a_commit_happens(controller_factory):
-    controller = controller_factory(PROPS)
+    controller = controller_factory(LONG_SESSION)
     # The observer's socket timeout bounds the wait for the woken fetch, generously.
     with connect(controller) as client, connect(controller, timeout=120) as observer:
         active_brokers(client, controller.cluster_id, [1])
@@ -295,7 +296,8 @@ def test_a_long_poll_returns_as_soon_as_a_commit_happens(controller_factory):
         # A commit while the fetch waits answers it, with the new batch. Its MaxWaitMs is the
         # longest there is, so only the commit can have woken it.
         correlation_id = observer.send(fetch_request(hw, max_wait_ms=INT32_MAX), 17)
-        time.sleep(0.1)  # let the fetch park before the write
+        # The server has taken the fetch in (and parks it, finding nothing new) before the write.
+        poll(lambda: server_has_read(observer.sock), 60, message="the server to read the fetch")
         create_topic(client, "wakes-the-fetch", 2)
         response = observer.receive(1, 17, correlation_id)
         [part] = [p for t in response.responses for p in t.partitions]
@@ -320,7 +322,7 @@ def epoch_boundaries(observer) -> dict[int, tuple[int, int]]:
 
 
 def test_a_fetcher_that_went_past_its_epoch_is_told_where_it_ends(controller_factory):
-    controller = controller_factory(PROPS)
+    controller = controller_factory(LONG_SESSION)
     with connect(controller) as client:
         active_brokers(client, controller.cluster_id, [1])
         create_topic(client, "epoch-one", 1)
@@ -349,7 +351,7 @@ def test_a_fetcher_that_went_past_its_epoch_is_told_where_it_ends(controller_fac
 
 
 def test_describe_quorum_lists_observers_with_their_offsets(controller_factory):
-    controller = controller_factory(PROPS)
+    controller = controller_factory(LONG_SESSION)
     with connect(controller) as client:
         active_brokers(client, controller.cluster_id, [1])
         create_topic(client, "observed", 2)

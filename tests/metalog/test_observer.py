@@ -11,7 +11,7 @@ from protocol.generated.messages.describe_cluster_request import DescribeCluster
 from server.config import EMBEDDED_NODE_ID
 from server.metalog.snapshot_file import read_snapshot_file
 from server.metalog.snapshots import list_snapshots
-from tests.metalog.support import (
+from tests.support.metalog import (
     build_state, connect, create_topic, fetch, fetch_snapshot_bytes, load_data_dir, metadata_topics,
     metadata_view, new_controller, observe_log, partition_dir, replay_snapshot, segment_paths,
     state_of, wait_until)

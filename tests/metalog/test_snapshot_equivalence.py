@@ -46,7 +46,7 @@ from server.metalog.committer import encode_records
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId, write_snapshot
 from protocol.primitives import ZERO_UUID
-from tests.metalog.support import replay_snapshot, state_diff, state_of
+from tests.support.metalog import replay_snapshot, state_diff, state_of
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 SESSION_MS = 9000

@@ -18,7 +18,7 @@ from server.controller.shared_lists import SharedLists
 from server.image.loader import LoadError, MetadataLoader
 from server.metalog.snapshot_file import open_snapshot_file, read_snapshot_file
 from server.metalog.snapshots import SnapshotId, write_snapshot
-from tests.metalog.support import new_controller, partition_state as slots_of, replay_snapshot, state_of
+from tests.support.metalog import new_controller, partition_state as slots_of, replay_snapshot, state_of
 
 DIRS = [bytes([d]) * 16 for d in range(1, 7)]
 

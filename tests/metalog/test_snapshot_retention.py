@@ -12,10 +12,9 @@ from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.primitives import random_uuid
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshots import SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, write_snapshot
-from tests.metalog.support import (
-    build_state, connect, create_topic, load_data_dir, metadata_topics, partition_dir, run_server_once,
-    segment_paths, state_of, wait_until)
-from tests.metalog.test_corruption import PROPS, flip
+from tests.support.metalog import (
+    LONG_SESSION, build_state, connect, create_topic, flip, load_data_dir, metadata_topics, partition_dir,
+    run_server_once, segment_paths, state_of, wait_until)
 
 
 def topics(*names: str) -> list:
@@ -59,7 +58,7 @@ def take_snapshot(controller, partition, count: int) -> None:
 
 
 def test_the_controller_falls_back_to_the_older_snapshot_and_refuses_a_log_without_one(controller_factory):
-    controller = controller_factory({**PROPS, "metadata.log.segment.bytes": "4096"})
+    controller = controller_factory({**LONG_SESSION, "metadata.log.segment.bytes": "4096"})
     partition = partition_dir(controller.data_dir)
     with connect(controller) as client:
         build_state(client, controller.cluster_id, topics=30)

@@ -8,8 +8,8 @@ from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, con
 from server.config import EMBEDDED_NODE_ID
 from server.metalog.quorum_state import read_quorum_state
 from tests.conftest import ControllerProcess
-from tests.kafka_data.independent import read_batches
-from tests.metalog.support import run_server_once, segment_paths
+from tests.support.kafka_data import read_batches
+from tests.support.metalog import run_server_once, segment_paths
 
 THREE_VOTERS = VotersRecord(version=0, voters=[
     Voter(voter_id=i, voter_directory_id=bytes([i]) * 16, endpoints=[],

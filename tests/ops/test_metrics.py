@@ -6,14 +6,13 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
+import kafka
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port, poll
 from tests.ops.scrape import KC, Samples, gauge, jmx_exporter_name, scrape as scrape_port
-
-kafka = pytest.importorskip("kafka")
-from kafka import KafkaAdminClient  # noqa: E402
-from kafka.admin import NewTopic  # noqa: E402
 
 METRICS_PORT = free_port()
 pytestmark = pytest.mark.controller_properties({

@@ -48,10 +48,6 @@ def max_known_tag(struct: Struct) -> int:
     return max((f.tag for f in struct.fields if f.tag is not None), default=-1)
 
 
-def all_structs(schema: Schema) -> list[Struct]:
-    return [schema.root, *schema.structs]
-
-
 def primitive(kafka_type: str) -> st.SearchStrategy:
     if kafka_type in INT_RANGES:
         lo, hi = INT_RANGES[kafka_type]
@@ -73,17 +69,14 @@ class MessageValues:
     """Strategies for one schema, building the classes of one generated module."""
 
     def __init__(self, schema: Schema, module: ModuleType, *, unknown_tags: bool = True,
-                 unknown_tags_in_tagged_fields: bool = True,
-                 unknown_tag_floor: int | None = None) -> None:
+                 unknown_tags_in_tagged_fields: bool = True) -> None:
         """``unknown_tags`` turns unknown tagged fields on or off altogether;
         ``unknown_tags_in_tagged_fields`` allows them inside structs that are themselves the
-        value of a tagged field; ``unknown_tag_floor`` overrides the lowest unknown tag (use it
-        when the bytes are also read by a schema that may know more tags)."""
+        value of a tagged field."""
         self.schema = schema
         self.module = module
         self.unknown_tags = unknown_tags
         self.unknown_tags_in_tagged_fields = unknown_tags_in_tagged_fields
-        self.unknown_tag_floor = unknown_tag_floor
         self._cache: dict[tuple, st.SearchStrategy] = {}
 
     def cls_for(self, struct: Struct) -> type:
@@ -107,8 +100,6 @@ class MessageValues:
         if (version in self.schema.flexible and self.unknown_tags
                 and (self.unknown_tags_in_tagged_fields or not in_tagged)):
             floor = max_known_tag(struct) + 1
-            if self.unknown_tag_floor is not None:
-                floor = max(floor, self.unknown_tag_floor)
             kwargs["unknown_tagged_fields"] = st.none() | st.dictionaries(
                 st.integers(floor, floor + 40) | st.integers(floor, MAX_UNKNOWN_TAG),
                 st.binary(max_size=6), min_size=1, max_size=2)

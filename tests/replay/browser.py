@@ -15,7 +15,6 @@ class Rendered(NamedTuple):
 
 
 def require() -> tuple[str, str]:
-    pytest.importorskip("selenium")
     chromium = shutil.which("chromium")
     driver = shutil.which("chromedriver")
     if chromium is None or driver is None:

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from captures import pcapng_writer
 from tests.conftest import ROOT
 
@@ -32,6 +34,7 @@ def test_an_output_path_that_is_a_file_is_refused(tmp_path):
     assert result.returncode == 2 and "is a file, not a folder" in result.stderr
 
 
+@pytest.mark.spark
 def test_a_capture_without_kafka_exits_3_and_keeps_the_jvm_quiet(tmp_path):
     capture, out = tmp_path / "web.pcapng", tmp_path / "out"
     with pcapng_writer.open(capture) as writer:

@@ -15,13 +15,15 @@ from tests.replay import kafka_frames as k
 from tools.processes import bounded_child, stop_child
 from tools.replay import job
 
+pytestmark = pytest.mark.spark
+
 CLUSTER_LIFETIME_S = 600
 START_TIMEOUT_S = 120
 JOB_TIMEOUT_S = 480
 
 
 def spark_home() -> Path:
-    pyspark = pytest.importorskip("pyspark")
+    import pyspark
     home = Path(pyspark.__file__).parent
     if not (home / "bin" / "spark-class").exists():
         pytest.skip("this pyspark has no bin/spark-class")

@@ -9,15 +9,15 @@ import subprocess
 import sys
 
 import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
 
 from tests.conftest import ROOT, ControllerProcess, free_port
 from tests.replay import browser, tshark
-from tests.server.test_envelope import create_topics, forward
+from tests.support.envelope import create_topics, forward
 from tests.server.wire import WireBroker, api_versions, connect, raw_socket
 from tools.replay import job, report, send
 from tools.replay.decode import validate
-
-kafka = pytest.importorskip("kafka")
 
 TOPICS = {"orders": 3, "payments": 1, "audit": 2}
 HEARTBEATS = 4
@@ -41,9 +41,6 @@ class CapturingController(ControllerProcess):
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """The controller (stopped, so its capture is complete) and the admin client's traffic."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-
     workdir = tmp_path_factory.mktemp("live")
     controller = CapturingController(workdir, workdir / "controller.pcapng")
     controller.start()
@@ -215,9 +212,6 @@ def test_clean_send_of_the_walkthroughs_capture_finds_no_difference(tmp_path):
     """The README's walkthrough: a test broker fetches the metadata log and forwards a
     client's CreateTopics. Re-sent to a fresh controller, the broker's Fetches land in another
     log (other epochs and offsets): where they diverge is the fresh log's, not a difference."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-
     from tests.broker.conftest import BrokerProcess
 
     capture = tmp_path / "walkthrough.pcapng"

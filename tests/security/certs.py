@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-x509 = pytest.importorskip("cryptography.x509", reason="the cryptography package makes the test certificates")
+from cryptography import x509
 
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.x509.oid import NameOID  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 
 @dataclass(frozen=True)

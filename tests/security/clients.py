@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from protocol.client import KafkaClient
+from protocol.message import Message
+from tests.server.wire import closed_by_peer
+from tools.controller_process import ControllerProcess
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
@@ -78,3 +81,14 @@ def scram_login(client: KafkaClient, mechanism: str, user: str, password: str,
     if final.error_code == 0:
         scram.process_server_final_message(final.auth_bytes)  # raises on a wrong server signature
     return final
+
+
+def assert_closed_by_server(client: KafkaClient, controller: ControllerProcess,
+                            request: Message | None = None, version: int = 0) -> None:
+    """The server closes the connection itself (after reading ``request``, when one is given)
+    and goes on serving: a stopped server closes connections too. Whether the client sees an
+    orderly end or a reset depends on what it sent after the server decided, so both count."""
+    if request is not None:
+        client.send(request, version)
+    assert closed_by_peer(client.sock, timeout=60), "the server kept the connection open"
+    assert controller.running, controller.stderr_text()[-2000:]

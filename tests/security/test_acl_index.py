@@ -18,7 +18,7 @@ from server.controller.acls import AclControl
 from server.controller.offsets import OffsetControl
 from server.controller.result import ControllerResult
 from server.security.acl import WILDCARD, WILDCARD_PRINCIPAL, Acl, AuthorizerConfig, authorize, filter_matches
-from tests.security.test_acl_scram_control import creation, match_all, replay
+from tests.support.security import creation, match_all, replay
 
 NAMES = ["foo", "foobar", "fo", "f", "bar", "ba", WILDCARD, "kafka-cluster"]
 PRINCIPALS = ["User:alice", "User:bob", WILDCARD_PRINCIPAL]

@@ -4,44 +4,19 @@ and what the describe commands list."""
 
 from __future__ import annotations
 
+from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest, ScramCredentialDeletion, ScramCredentialUpsertion)
-from protocol.generated.messages.create_acls_request import AclCreation, CreateAclsRequest
+from protocol.generated.messages.create_acls_request import CreateAclsRequest
 from protocol.generated.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
 from protocol.generated.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest, UserName)
-from protocol.message import Message
 from server.controller.acls import AclControl
 from server.controller.offsets import OffsetControl
-from server.controller.result import ControllerResult
 from server.controller.scram import ScramControl
-from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
-
-
-def replay(control: AclControl | ScramControl, result: ControllerResult) -> Message:
-    for record, _ in result.records:
-        name = type(record).__name__
-        if name.startswith("Remove"):
-            control.replay_remove(record)  # type: ignore[arg-type]
-        else:
-            control.replay_add(record)  # type: ignore[arg-type]
-    assert result.response is not None
-    return result.response
-
-
-def creation(name: str = "foo", rtype: int = AclResourceType.TOPIC, pattern: int = PatternType.LITERAL,
-             principal: str = "User:alice", host: str = "*", op: int = AclOperation.READ,
-             permission: int = AclPermissionType.ALLOW) -> AclCreation:
-    return AclCreation(resource_type=rtype, resource_name=name, resource_pattern_type=pattern, principal=principal,
-                       host=host, operation=op, permission_type=permission)
-
-
-def match_all(**overrides: object) -> dict:
-    base = dict(resource_type_filter=AclResourceType.ANY, resource_name_filter=None, pattern_type_filter=PatternType.ANY,
-                principal_filter=None, host_filter=None, operation=AclOperation.ANY, permission_type=AclPermissionType.ANY)
-    return {**base, **overrides}
+from tests.support.security import creation, match_all, replay
 
 
 def test_invalid_acls_are_refused_one_by_one() -> None:

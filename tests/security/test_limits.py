@@ -13,7 +13,7 @@ import pytest
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from server.config import ConfigError, config_from_properties
 from tests.security.clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
-from tests.security.test_units import BASE
+from tests.support.security import BASE
 
 SASL = {"listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS}

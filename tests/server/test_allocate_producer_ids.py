@@ -14,12 +14,11 @@ from protocol.generated.metadata.producer_ids_record import ProducerIdsRecord
 from server.controller.cluster import BrokerRegistration
 from server.controller.offsets import OffsetControl
 from server.controller.producer_ids import BLOCK_SIZE, MAX_PRODUCER_ID, ProducerIdControl
-from tests.metalog.support import new_controller
+from tests.support.metalog import new_controller
 from tests.server.wire import WireBroker, raw_socket
 
-pytest.importorskip("kafka")
 
-from tools.bench.kafka_python_engine import kafka_python_class  # noqa: E402  (needs kafka-python)
+from tools.bench.kafka_python_engine import kafka_python_class
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:

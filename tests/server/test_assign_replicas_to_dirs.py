@@ -17,8 +17,8 @@ from protocol.generated.messages.create_topics_request import (
     CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
 from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
-from tests.metalog.support import connect, heartbeat, new_controller, observe_log, registration
-from tests.server.kafka_python_wire import exchange, kp
+from tests.support.metalog import connect, heartbeat, new_controller, observe_log, registration
+from tests.support.kafka_python_wire import exchange, kp
 from tests.server.wire import api_versions, raw_socket
 
 REGISTRATION_V = 4

@@ -10,8 +10,8 @@ from protocol.error_codes import Error
 from protocol.generated.messages.alter_client_quotas_request import (
     AlterClientQuotasRequest, EntityData, EntryData, OpData)
 from protocol.generated.messages.describe_client_quotas_request import ComponentData, DescribeClientQuotasRequest
-from tests.server.kafka_python_wire import exchange
-from tests.server.test_state_machine import Harness
+from tests.support.kafka_python_wire import exchange
+from tests.support.harness import Harness
 from tests.server.wire import raw_socket
 
 

@@ -47,7 +47,7 @@ from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
 from server.security.acl import AuthorizerConfig
 from server.security.settings import SecurityConfig
-from tests.server.test_state_machine import registration
+from tests.support.harness import registration
 
 N = 150
 LIMIT = 2.6

@@ -17,7 +17,7 @@ from protocol.generated.messages.renew_delegation_token_request import RenewDele
 from server.controller.delegation_tokens import TokenRequester, TokenSettings
 from server.controller.features import MV_3_6_IV1
 from tests.security.clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
-from tests.server.test_state_machine import Harness
+from tests.support.harness import Harness
 
 SECRET = "s3cret"
 HOUR_MS = 3600 * 1000

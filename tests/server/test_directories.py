@@ -14,7 +14,7 @@ from protocol.generated.messages.create_topics_request import (
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.primitives import random_uuid
-from tests.server.test_state_machine import Harness, registration
+from tests.support.harness import Harness, registration
 
 B1, B2 = 101, 102
 DIR1_B1, DIR2_B1, DIR1_B2, DIR2_B2, OFFLINE = (random_uuid() for _ in range(5))

@@ -16,8 +16,8 @@ from server.controller.clock import ManualClock
 from server.controller.features import MV_LATEST
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
-from tests.server.kafka_python_wire import decode_response, encode_request, kp
-from tests.server.test_envelope import create_topics, envelope
+from tests.support.kafka_python_wire import decode_response, encode_request, kp
+from tests.support.envelope import create_topics, envelope
 
 FRAME_SIZE = 4
 

@@ -11,8 +11,8 @@ from protocol.generated.messages.incremental_alter_configs_request import (
     AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
 from protocol.primitives import random_uuid
 from server.controller.event_log import LISTED_PARTITIONS
-from tests.server.test_replication import Cluster
-from tests.server.test_state_machine import Harness
+from tests.support.replication import Cluster
+from tests.support.harness import Harness
 
 LOGGER = "kraftwire.controller"
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from protocol.error_codes import Error
-from tests.server.kafka_python_wire import exchange, kp
+from tests.support.kafka_python_wire import exchange, kp
 from tests.server.wire import raw_socket
 
 METADATA_TOPIC = "__cluster_metadata"

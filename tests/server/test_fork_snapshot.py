@@ -16,7 +16,7 @@ from server.config import EMBEDDED_NODE_ID, SNAPSHOT_WRITER_DELAY_KEY
 from server.metalog.snapshot_file import read_snapshot_file
 from server.metalog.snapshots import SnapshotId
 from server.periodic import fork_snapshot
-from tests.server.test_replication import Cluster
+from tests.support.replication import Cluster
 from tools.controller_process import ControllerProcess
 from tools.processes import poll
 

@@ -17,8 +17,8 @@ from protocol.primitives import random_uuid
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult
-from tests.server.test_replication import CONTROLLER_ID, SESSION_MS, Cluster, assert_replays
-from tests.server.test_state_machine import CLUSTER_ID, MV_LATEST, Harness, names, registration
+from tests.support.replication import CONTROLLER_ID, SESSION_MS, Cluster, assert_replays
+from tests.support.harness import CLUSTER_ID, MV_LATEST, Harness, names, registration
 
 
 def dir_id(n: int) -> bytes:

@@ -24,7 +24,7 @@ from protocol.generated.messages.incremental_alter_configs_request import (
 from protocol.generated.metadata.register_controller_record import RegisterControllerRecord
 from protocol.primitives import ZERO_UUID, random_uuid
 from server.controller.result import ControllerResult
-from tests.server.test_replication import CONTROLLER_ID, Cluster
+from tests.support.replication import CONTROLLER_ID, Cluster
 from tests.server.wire import WireBroker, connect, unregister
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16

@@ -10,6 +10,7 @@ own endpoint. describe_cluster() then sends DescribeCluster (v1 here) to that no
 from __future__ import annotations
 
 import pytest
+from kafka import KafkaAdminClient
 
 from protocol.error_codes import Error
 from server.config import EMBEDDED_NODE_ID
@@ -21,12 +22,7 @@ from tests.server.wire import WireBroker, api_versions, connect
 pytestmark = pytest.mark.controller_properties({"kraftwire.metadata.nodes": "controller"})
 
 
-kafka = pytest.importorskip("kafka")
-
-
 def admin_client(controller):
-    from kafka import KafkaAdminClient
-
     return KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{controller.port}",
                             client_id="kraftwire-test", bootstrap_timeout_ms=5000,
                             request_timeout_ms=10000)

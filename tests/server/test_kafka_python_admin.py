@@ -14,6 +14,9 @@ import threading
 import uuid
 
 import pytest
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType
+import kafka.errors as Errors
 
 from protocol.error_codes import Error
 from protocol.generated.messages.alter_partition_request import (
@@ -22,11 +25,6 @@ from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
 from tests.server.wire import WireBroker, connect
 
-kafka = pytest.importorskip("kafka")
-
-from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
-from kafka.admin import ConfigResource, ConfigResourceType  # noqa: E402
-import kafka.errors as Errors  # noqa: E402
 
 # Brokers here are simulated over raw sockets and serve no clients: the controller names itself
 # as the only node (kraftwire.metadata.nodes=controller), so the admin client's requests all

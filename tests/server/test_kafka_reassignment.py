@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from protocol.error_codes import Error
-from tests.server.test_replication import Cluster, assert_replays
+from tests.support.replication import Cluster, assert_replays
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from protocol.generated.messages.create_partitions_request import CreatePartitio
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from protocol.primitives import ZERO_UUID, random_uuid
-from tests.server.test_replication import Cluster, assert_replays
+from tests.support.replication import Cluster, assert_replays
 
 
 @pytest.fixture

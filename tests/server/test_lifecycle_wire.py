@@ -13,7 +13,8 @@ from protocol.primitives import random_uuid
 from server.config import EMBEDDED_NODE_ID
 from tests.conftest import poll
 from tests.server.wire import (
-    WireBroker, closed_by_peer, connect, describe_cluster, listed_brokers, raw_socket, unregister)
+    WireBroker, closed_by_peer, connect, describe_cluster, listed_brokers, raw_socket, server_has_read,
+    unregister)
 
 SHORT_SESSION = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200"}
 CAUGHT_UP = 1 << 40  # a metadata offset beyond anything these tests write
@@ -246,7 +247,7 @@ def test_sigterm_stops_cleanly_with_clients_connected(controller):
     idle = raw_socket(controller)
     half = raw_socket(controller)
     half.sendall(b"\x00\x00\x00\x40abc")  # part of a frame, then nothing
-    time.sleep(0.1)  # let the server take in those bytes before it is told to stop
+    poll(lambda: server_has_read(half), 60, message="the server to take in the partial frame")
     assert controller.stop() == 0
     text = controller.stderr_text()
     assert "shutting down" in text and "Traceback" not in text, text

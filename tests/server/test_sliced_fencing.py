@@ -13,7 +13,7 @@ from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.records import frame_metadata_record
 from server.controller.quorum_controller import QuorumController
-from tests.server.test_replication import SESSION_MS, Cluster, view
+from tests.support.replication import SESSION_MS, Cluster, view
 
 DEAD = (1, 2, 3)
 LIVE = (4, 5)
@@ -153,22 +153,22 @@ def drain(c: Cluster, qc: QuorumController, live: tuple[int, ...] = LIVE) -> lis
     return written
 
 
-def command_both_ways(c: Cluster, command, monkeypatch: pytest.MonkeyPatch):
+def command_both_ways(c: Cluster, command):
     """``command`` on two copies of the cluster: with every change written at once, and with
     the moves cut into slices written afterwards. Returns both controllers and the sliced
     command's own records."""
     atomic, sliced = copy(c), copy(c)
     c.qc = atomic
     command(c)
-    monkeypatch.setattr("server.controller.replication.SLICE_RECORDS", BOUND)
+    sliced.replication.slice_records = BOUND
     c.qc = sliced
     first = command(c)
     return atomic, sliced, first
 
 
-def test_controlled_shutdown_of_a_broker_with_many_leaderships(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_controlled_shutdown_of_a_broker_with_many_leaderships() -> None:
     c = cluster(elr=False)
-    atomic, sliced, first = command_both_ways(c, lambda c: c.shut_down(1), monkeypatch)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.shut_down(1))
     assert [r.NAME for r, _ in first.records] == ["BrokerRegistrationChangeRecord"]
     assert not first.response.should_shut_down and not sliced.cluster.is_usable(1)
     assert sliced.replication.leads_any(1)
@@ -179,9 +179,9 @@ def test_controlled_shutdown_of_a_broker_with_many_leaderships(monkeypatch: pyte
     assert c.heartbeat(1).response.should_shut_down
 
 
-def test_moves_cut_short_by_a_failover_are_taken_up_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_moves_cut_short_by_a_failover_are_taken_up_again() -> None:
     c = cluster(elr=False)
-    _, sliced, _ = command_both_ways(c, lambda c: c.shut_down(1), monkeypatch)
+    _, sliced, _ = command_both_ways(c, lambda c: c.shut_down(1))
     assert sliced.next_slice(BOUND) is not None
     sliced.activate()  # what a controller keeps for later does not survive leadership changes
     assert sliced.next_slice(BOUND) is None
@@ -191,41 +191,41 @@ def test_moves_cut_short_by_a_failover_are_taken_up_again(monkeypatch: pytest.Mo
     assert c.heartbeat(1).response.should_shut_down
 
 
-def test_a_broker_asking_to_be_fenced_is_fenced_first(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broker_asking_to_be_fenced_is_fenced_first() -> None:
     c = cluster(elr=True)
-    atomic, sliced, first = command_both_ways(c, lambda c: c.heartbeat(2, want_fence=True), monkeypatch)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.heartbeat(2, want_fence=True))
     assert [r.NAME for r, _ in first.records] == ["FenceBrokerRecord"] and first.response.is_fenced
     drain(c, sliced)
     assert view(sliced) == view(atomic)
 
 
-def test_unfencing_elects_many_leaderless_partitions_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unfencing_elects_many_leaderless_partitions_in_slices() -> None:
     c = Cluster(unclean=True)
     c.brokers(*DEAD, *LIVE)
     c.topic("dead-only", [[1, 2, 3], [3, 2, 1], [2, 3, 1]] * 6)
     c.expire(1, 2, 3)
     assert all(p.leader == -1 for p in c.qc.replication.topics[c.qc.replication.names["dead-only"]].partitions)
-    atomic, sliced, first = command_both_ways(c, lambda c: c.unfence(3), monkeypatch)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.unfence(3))
     assert [r.NAME for r, _ in first.records] == ["UnfenceBrokerRecord"]
     drain(c, sliced, live=(3, *LIVE))
     assert view(sliced) == view(atomic)
 
 
-def test_unregistering_a_broker_with_many_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unregistering_a_broker_with_many_partitions() -> None:
     c = cluster(elr=False)
-    atomic, sliced, first = command_both_ways(c, lambda c: c.unregister(2), monkeypatch)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.unregister(2))
     assert first.response.error_code == Error.NONE and 2 not in sliced.cluster.brokers
     assert [r.NAME for r, _ in first.records][-1] == "UnregisterBrokerRecord"
     drain(c, sliced, live=(1, 3, *LIVE))
     assert view(sliced) == view(atomic)
 
 
-def test_elections_stop_when_the_unfenced_broker_is_fenced_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_elections_stop_when_the_unfenced_broker_is_fenced_again() -> None:
     c = Cluster(unclean=True)
     c.brokers(*DEAD, *LIVE)
     c.topic("dead-only", [[1, 2, 3], [3, 2, 1], [2, 3, 1]] * 6)
     c.expire(1, 2, 3)
-    monkeypatch.setattr("server.controller.replication.SLICE_RECORDS", BOUND)
+    c.qc.replication.slice_records = BOUND
     c.unfence(3)
     assert c.qc.next_slice(BOUND) is not None
     c.heartbeat(3, want_fence=True)

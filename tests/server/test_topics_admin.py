@@ -25,7 +25,7 @@ from protocol.generated.messages.metadata_request import MetadataRequest, Metada
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID, random_uuid
 from server.controller.config_defs import TOPIC_CONFIGS
-from tests.server.test_replication import CONTROLLER_ENDPOINT, CONTROLLER_ID, Cluster
+from tests.support.replication import CONTROLLER_ENDPOINT, CONTROLLER_ID, Cluster
 
 TOPIC_CONFIG_SOURCE = 1  # DYNAMIC_TOPIC_CONFIG
 

@@ -118,6 +118,24 @@ def closed_by_peer(sock: socket.socket, timeout: float = 5.0) -> bool:
         return False
 
 
+def _proc_net_address(address: tuple[str, int]) -> str:
+    """An IPv4 address as /proc/net/tcp writes it: the address word in host order, in hex."""
+    host, port = address
+    return f"{struct.unpack('=I', socket.inet_aton(host))[0]:08X}:{port:04X}"
+
+
+def server_has_read(sock: socket.socket) -> bool:
+    """Whether the server's end of ``sock`` (a loopback connection) holds no unread bytes: the
+    receive queue that /proc/net/tcp shows for it is empty, so the server took in what was sent."""
+    local, remote = _proc_net_address(sock.getpeername()), _proc_net_address(sock.getsockname())
+    with open("/proc/net/tcp") as table:
+        for line in table:
+            fields = line.split()
+            if fields[1:3] == [local, remote]:
+                return int(fields[4].split(":")[1], 16) == 0
+    return False
+
+
 __all__ = ["ConnectionClosed", "KafkaClient", "WireBroker", "api_versions", "closed_by_peer",
            "connect", "describe_cluster", "frame", "listed_brokers", "raw_socket",
-           "registration_request", "unregister"]
+           "registration_request", "server_has_read", "unregister"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from protocol.primitives import uuid_to_str
 from server.image.files import open_snapshot
 from server.metalog.snapshot_file import write_snapshot_file
-from tests.server.test_record_families import ACL_ID, EVERY_FAMILY, replayed
+from tests.support.record_families import ACL_ID, EVERY_FAMILY, replayed
 from tools.metadata_shell.shell import Shell
 from tools.metadata_shell.tree import build_tree
 

@@ -393,3 +393,16 @@ def state_diff(a, b, path: str = "", limit: int = 10) -> list[str]:
 
     walk(a, b, path)
     return out
+
+
+# Brokers keep their leases however slowly a test runs.
+LONG_SESSION = {"broker.session.timeout.ms": "120000"}
+
+
+def flip(path: Path, position: int) -> None:
+    """Invert one byte of a file in place."""
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)[0]
+        f.seek(position)
+        f.write(bytes([byte ^ 0xFF]))

@@ -176,3 +176,11 @@ def read_directory(directory: Path) -> Expected:
                 else:
                     expected.apply(record)
     return expected
+
+
+def metadata_files(directory: Path) -> list[Path]:
+    """A Kafka metadata directory's log segments and snapshots, then its bootstrap checkpoint."""
+    partition = directory / "__cluster_metadata-0"
+    files = sorted(partition.glob("*.log")) + sorted(partition.glob("*.checkpoint"))
+    bootstrap = directory / "bootstrap.checkpoint"
+    return files + ([bootstrap] if bootstrap.exists() else [])
