@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from protocol.errors import EncodeError
 
@@ -317,3 +318,62 @@ def write_tagged_fields(out: bytearray, known: Sequence[tuple[int, bytes | bytea
         write_uvarint(out, tag)
         write_uvarint(out, len(payload))
         out += payload
+
+
+# --- arrays of structs that all share one layout --------------------------------------------
+
+# Struct objects for the row layouts met so far, by format; bounded because a layout comes
+# from the bytes (at most MAX_ONE_BYTE_COUNT items per array keeps each one modest).
+_ROW_STRUCTS: dict[str, struct.Struct] = {}
+_MAX_ROW_STRUCTS = 1024
+# The slice uniform_rows gives for a null array: told apart from an empty one by identity.
+NULL_ITEMS = slice(0, 0)
+
+
+def uniform_rows(buf: bytes, pos: int, count: int, prefix: struct.Struct, prefix_values: int,
+                 arrays: tuple[tuple[str, bool], ...]) -> tuple[Iterator[tuple[Any, ...]], int, list[slice]] | None:
+    """``count`` flexible structs at ``buf[pos:]`` read as rows of one ``struct`` call, when
+    they all have the layout of the first: ``prefix_values`` fixed-width fields read by
+    ``prefix``, then one compact array per ``arrays`` entry (item format, nullable) whose
+    length fits one byte, then no tagged fields.
+
+    Partitions in a response nearly always look alike (same replication factor, full ISR), so
+    the whole array is checked with one strided comparison per length byte and unpacked in
+    one pass. Returns the rows (each holds the prefix values, then every array's items), the
+    end offset and, per array, the slice of a row that holds its items (NULL_ITEMS for null);
+    None when the structs differ, so that the caller reads them one by one.
+    """
+    blen = len(buf)
+    fmt = prefix.format
+    offset = prefix.size
+    index = prefix_values
+    lengths: list[tuple[int, int]] = []  # (offset in a row, length byte)
+    slices: list[slice] = []
+    for code, nullable in arrays:
+        at = pos + offset
+        if at >= blen:
+            return None
+        byte = buf[at]
+        if byte > MAX_ONE_BYTE_COUNT + 1 or (byte == 0 and not nullable):
+            return None
+        lengths.append((offset, byte))
+        n = byte - 1
+        fmt += f"x{n}{code}" if n > 0 else "x"
+        offset += 1 + struct.calcsize(f">{n}{code}") if n > 0 else 1
+        slices.append(NULL_ITEMS if n < 0 else slice(index, index + n))
+        index += max(n, 0)
+    lengths.append((offset, 0))  # no tagged fields
+    fmt += "x"
+    size = offset + 1
+    end = pos + size * count
+    if end > blen:
+        return None
+    for at, byte in lengths:
+        if buf[pos + at:end:size] != bytes((byte,)) * count:
+            return None
+    row = _ROW_STRUCTS.get(fmt)
+    if row is None:
+        row = struct.Struct(fmt)
+        if len(_ROW_STRUCTS) < _MAX_ROW_STRUCTS:
+            _ROW_STRUCTS[fmt] = row
+    return row.iter_unpack(memoryview(buf)[pos:end]), end, slices
