@@ -262,6 +262,12 @@ class ReplicationControl:
                 # topic's partitions move as under one reading of its configs, as they would
                 # in one command.
                 topic_id, settings = p.topic_id, self.settings(p.topic_id)
+            if awaiting_fence is not None and p.isr == [broker_id] and p in self.leaderless \
+                    and not p.elr and not p.reassigning and not settings[1] and not settings[2]:
+                # Left leaderless when the others were passed over: it keeps its last ISR
+                # member and nobody may lead it, so there is nothing to write, and a slice
+                # must not spend its time finding that out the long way, partition by partition.
+                continue
             change = moved(p, usable_after_fencing, settings)
             rec = change.build()
             if awaiting_fence is not None and (change.unclean or change.leader == NO_LEADER and change.elr_enabled):
