@@ -322,10 +322,13 @@ def write_tagged_fields(out: bytearray, known: Sequence[tuple[int, bytes | bytea
 
 # --- arrays of structs that all share one layout --------------------------------------------
 
-# Struct objects for the row layouts met so far, by format; bounded because a layout comes
-# from the bytes (at most MAX_ONE_BYTE_COUNT items per array keeps each one modest).
-_ROW_STRUCTS: dict[str, struct.Struct] = {}
-_MAX_ROW_STRUCTS = 1024
+# What uniform_rows works out once per layout met, by (prefix, arrays, length bytes): the row
+# struct, each array's slice of a row, and the (offset in a row, byte) of every length byte.
+# Bounded because a layout comes from the bytes.
+_LAYOUTS: dict[tuple[struct.Struct, tuple[tuple[str, bool], ...], tuple[int, ...]],
+               tuple[struct.Struct, list[slice], list[tuple[int, int]]]] = {}
+_MAX_LAYOUTS = 1024
+_ITEM_SIZES = {code: struct.calcsize(">" + code) for code in "?bhHiIqd"}
 # The slice uniform_rows gives for a null array: told apart from an empty one by identity.
 NULL_ITEMS = slice(0, 0)
 
@@ -344,36 +347,46 @@ def uniform_rows(buf: bytes, pos: int, count: int, prefix: struct.Struct, prefix
     None when the structs differ, so that the caller reads them one by one.
     """
     blen = len(buf)
-    fmt = prefix.format
-    offset = prefix.size
-    index = prefix_values
-    lengths: list[tuple[int, int]] = []  # (offset in a row, length byte)
-    slices: list[slice] = []
+    at = pos + prefix.size
+    lengths = []
     for code, nullable in arrays:
-        at = pos + offset
         if at >= blen:
             return None
         byte = buf[at]
         if byte > MAX_ONE_BYTE_COUNT + 1 or (byte == 0 and not nullable):
             return None
-        lengths.append((offset, byte))
-        n = byte - 1
-        fmt += f"x{n}{code}" if n > 0 else "x"
-        offset += 1 + struct.calcsize(f">{n}{code}") if n > 0 else 1
-        slices.append(NULL_ITEMS if n < 0 else slice(index, index + n))
-        index += max(n, 0)
-    lengths.append((offset, 0))  # no tagged fields
-    fmt += "x"
-    size = offset + 1
+        lengths.append(byte)
+        at += 1 + (byte - 1) * _ITEM_SIZES[code] if byte > 1 else 1
+    key = (prefix, arrays, tuple(lengths))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _layout(prefix, prefix_values, arrays, lengths)
+        if len(_LAYOUTS) < _MAX_LAYOUTS:
+            _LAYOUTS[key] = layout
+    row, slices, checks = layout
+    size = row.size
     end = pos + size * count
     if end > blen:
         return None
-    for at, byte in lengths:
-        if buf[pos + at:end:size] != bytes((byte,)) * count:
+    for offset, byte in checks:
+        if buf[pos + offset:end:size].count(byte) != count:
             return None
-    row = _ROW_STRUCTS.get(fmt)
-    if row is None:
-        row = struct.Struct(fmt)
-        if len(_ROW_STRUCTS) < _MAX_ROW_STRUCTS:
-            _ROW_STRUCTS[fmt] = row
     return row.iter_unpack(memoryview(buf)[pos:end]), end, slices
+
+
+def _layout(prefix: struct.Struct, prefix_values: int, arrays: tuple[tuple[str, bool], ...],
+            lengths: list[int]) -> tuple[struct.Struct, list[slice], list[tuple[int, int]]]:
+    fmt = prefix.format
+    offset = prefix.size
+    index = prefix_values
+    slices: list[slice] = []
+    checks: list[tuple[int, int]] = []
+    for (code, _), byte in zip(arrays, lengths):
+        checks.append((offset, byte))
+        n = max(byte - 1, 0)
+        fmt += f"x{n}{code}"  # the length byte is checked, not unpacked
+        offset += 1 + n * _ITEM_SIZES[code]
+        slices.append(NULL_ITEMS if byte == 0 else slice(index, index + n))
+        index += n
+    checks.append((offset, 0))  # no tagged fields
+    return struct.Struct(fmt + "x"), slices, checks

@@ -419,7 +419,7 @@ def _many_decoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
 
 # Arrays shorter than this are read one struct at a time: checking for one layout costs more
 # than it saves.
-UNIFORM_MIN_COUNT = 4
+UNIFORM_MIN_COUNT = 8
 
 
 def _uniform_rows(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:

@@ -73,7 +73,7 @@ def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> t
     blen = len(buf)
     items: list[ReassignablePartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', True),)) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', True),)) if count >= 8 else None
     if uniform is not None:
         rows, pos, [replicas_items] = uniform
         for row in rows:

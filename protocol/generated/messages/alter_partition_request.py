@@ -645,7 +645,7 @@ def _encode_AlterPartitionRequest_v2(obj: AlterPartitionRequest, out: bytearray)
 def _decode_many_BrokerState_v3(buf: bytes, pos: int, count: int) -> tuple[list[BrokerState], int]:
     items: list[BrokerState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

@@ -213,7 +213,7 @@ def _encode_ApiVersionsResponse_v2(obj: ApiVersionsResponse, out: bytearray) -> 
 def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[ApiVersion], int]:
     items: list[ApiVersion] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_hhh, 3, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_hhh, 3, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

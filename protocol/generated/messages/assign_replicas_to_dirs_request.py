@@ -86,7 +86,7 @@ class AssignReplicasToDirsRequest(Message):
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

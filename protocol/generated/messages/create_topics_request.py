@@ -446,7 +446,7 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
     blen = len(buf)
     items: list[CreatableReplicaAssignment] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False),)) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False),)) if count >= 8 else None
     if uniform is not None:
         rows, pos, [broker_ids_items] = uniform
         for row in rows:

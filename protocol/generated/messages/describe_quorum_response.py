@@ -151,7 +151,7 @@ class DescribeQuorumResponse(Message):
 def _decode_many_ReplicaState_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     items: list[ReplicaState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:
@@ -418,7 +418,7 @@ def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearra
 def _decode_many_ReplicaState_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     items: list[ReplicaState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iqqq, 4, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iqqq, 4, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:
@@ -681,7 +681,7 @@ def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearra
 def _decode_many_ReplicaState_v2(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     items: list[ReplicaState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iuqqq, 5, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iuqqq, 5, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

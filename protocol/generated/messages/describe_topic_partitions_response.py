@@ -118,7 +118,7 @@ def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: in
     blen = len(buf)
     items: list[DescribeTopicPartitionsResponsePartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', True), ('i', True), ('i', False))) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', True), ('i', True), ('i', False))) if count >= 8 else None
     if uniform is not None:
         rows, pos, [replica_nodes_items, isr_nodes_items, eligible_leader_replicas_items, last_known_elr_items, offline_replicas_items] = uniform
         for row in rows:

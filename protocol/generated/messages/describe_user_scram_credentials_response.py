@@ -83,7 +83,7 @@ class DescribeUserScramCredentialsResponse(Message):
 def _decode_many_CredentialInfo_v0(buf: bytes, pos: int, count: int) -> tuple[list[CredentialInfo], int]:
     items: list[CredentialInfo] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_bi, 2, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_bi, 2, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

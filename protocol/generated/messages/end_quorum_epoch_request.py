@@ -227,7 +227,7 @@ def _encode_EndQuorumEpochRequest_v0(obj: EndQuorumEpochRequest, out: bytearray)
 def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaInfo], int]:
     items: list[ReplicaInfo] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

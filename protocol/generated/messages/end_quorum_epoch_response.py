@@ -187,7 +187,7 @@ def _encode_EndQuorumEpochResponse_v0(obj: EndQuorumEpochResponse, out: bytearra
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_ihii, 4, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_ihii, 4, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

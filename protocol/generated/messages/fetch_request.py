@@ -992,7 +992,7 @@ def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
 def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     items: list[FetchPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:
@@ -1316,7 +1316,7 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
     blen = len(buf)
     items: list[ForgottenTopic] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_u, 1, (('i', False),)) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_u, 1, (('i', False),)) if count >= 8 else None
     if uniform is not None:
         rows, pos, [partitions_items] = uniform
         for row in rows:
@@ -1863,7 +1863,7 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
 def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     items: list[FetchPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

@@ -1080,7 +1080,7 @@ def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
 def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
     items: list[AbortedTransaction] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_qq, 2, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_qq, 2, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

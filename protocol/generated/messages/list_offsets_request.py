@@ -466,7 +466,7 @@ def _encode_ListOffsetsRequest_v5(obj: ListOffsetsRequest, out: bytearray) -> No
 def _decode_many_ListOffsetsPartition_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartition], int]:
     items: list[ListOffsetsPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiq, 3, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iiq, 3, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

@@ -486,7 +486,7 @@ def _encode_ListOffsetsResponse_v5(obj: ListOffsetsResponse, out: bytearray) -> 
 def _decode_many_ListOffsetsPartitionResponse_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartitionResponse], int]:
     items: list[ListOffsetsPartitionResponse] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_ihqqi, 5, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_ihqqi, 5, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

@@ -84,7 +84,7 @@ def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: in
     blen = len(buf)
     items: list[OngoingPartitionReassignment] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False), ('i', False), ('i', False))) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
     if uniform is not None:
         rows, pos, [replicas_items, adding_replicas_items, removing_replicas_items] = uniform
         for row in rows:

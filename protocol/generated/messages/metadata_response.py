@@ -1268,7 +1268,7 @@ def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) 
     blen = len(buf)
     items: list[MetadataResponsePartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', False))) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
     if uniform is not None:
         rows, pos, [replica_nodes_items, isr_nodes_items, offline_replicas_items] = uniform
         for row in rows:

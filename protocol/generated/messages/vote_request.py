@@ -93,7 +93,7 @@ class VoteRequest(Message):
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiiiq, 5, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iiiiq, 5, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:
@@ -271,7 +271,7 @@ def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiiuuiq, 7, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iiiuuiq, 7, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:
@@ -451,7 +451,7 @@ def _encode_VoteRequest_v1(obj: VoteRequest, out: bytearray) -> None:
 def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiiuuiqo, 8, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iiiuuiqo, 8, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

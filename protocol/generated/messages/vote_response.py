@@ -99,7 +99,7 @@ class VoteResponse(Message):
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_ihiio, 5, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_ihiio, 5, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:

@@ -61,7 +61,7 @@ class LeaderChangeMessage(Message):
 def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     items: list[Voter] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:
@@ -194,7 +194,7 @@ def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> 
 def _decode_many_Voter_v1(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     items: list[Voter] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 4 else None
+    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
     if uniform is not None:
         rows, pos, _ = uniform
         for row in rows:
