@@ -305,9 +305,10 @@ class ClusterControl:
                     records.append(self._enter_controlled_shutdown(broker))
             else:
                 shut_down = fenced = True
-        elif lapsed:
+        elif lapsed and broker_id not in self.leaving:
             # Back before it was fenced: while it waited, fencing others passed it over
             # (Leadership.leadership_moves) and may have left partitions leaderless for it.
+            # One whose own fencing has begun is fenced all the same, so it is elected nowhere.
             later = self._elections(broker, leadership, records)
         if fenced and not broker.fenced:
             if leadership.many_moves(broker_id):

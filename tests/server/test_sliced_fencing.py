@@ -299,3 +299,18 @@ def test_a_broker_back_before_its_fence_leads_what_waited_for_it() -> None:
         pass
     assert [(p.leader, p.isr) for p in pair] == [(2, [2])] * 3
     assert qc.cluster.brokers[1].fenced and not qc.cluster.brokers[2].fenced
+
+
+def test_a_broker_back_while_its_own_fencing_runs_is_elected_nowhere() -> None:
+    c = Cluster()
+    c.brokers(*DEAD, *LIVE)
+    c.topic("pair", [[2, 1]] * 3 + [[1, 2]] * 20)
+    qc = copy(c)
+    c.qc = qc
+    let_dead_expire(c, qc)
+    assert qc.fence_stale_brokers(BOUND) is not None and 1 in qc.cluster.leaving
+    back = c.heartbeat(1)
+    assert back.records == []
+    while qc.fence_stale_brokers(BOUND) is not None:
+        pass
+    assert qc.cluster.brokers[1].fenced
