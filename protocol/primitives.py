@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from protocol.errors import EncodeError
 
@@ -317,3 +318,75 @@ def write_tagged_fields(out: bytearray, known: Sequence[tuple[int, bytes | bytea
         write_uvarint(out, tag)
         write_uvarint(out, len(payload))
         out += payload
+
+
+# --- arrays of structs that all share one layout --------------------------------------------
+
+# What uniform_rows works out once per layout met, by (prefix, arrays, length bytes): the row
+# struct, each array's slice of a row, and the (offset in a row, byte) of every length byte.
+# Bounded because a layout comes from the bytes.
+_LAYOUTS: dict[tuple[struct.Struct, tuple[tuple[str, bool], ...], tuple[int, ...]],
+               tuple[struct.Struct, list[slice], list[tuple[int, int]]]] = {}
+_MAX_LAYOUTS = 1024
+_ITEM_SIZES = {code: struct.calcsize(">" + code) for code in "?bhHiIqd"}
+# The slice uniform_rows gives for a null array: told apart from an empty one by identity.
+NULL_ITEMS = slice(0, 0)
+
+
+def uniform_rows(buf: bytes, pos: int, count: int, prefix: struct.Struct, prefix_values: int,
+                 arrays: tuple[tuple[str, bool], ...]) -> tuple[Iterator[tuple[Any, ...]], int, list[slice]] | None:
+    """``count`` flexible structs at ``buf[pos:]`` read as rows of one ``struct`` call, when
+    they all have the layout of the first: ``prefix_values`` fixed-width fields read by
+    ``prefix``, then one compact array per ``arrays`` entry (item format, nullable) whose
+    length fits one byte, then no tagged fields.
+
+    Partitions in a response nearly always look alike (same replication factor, full ISR), so
+    the whole array is checked with one strided comparison per length byte and unpacked in
+    one pass. Returns the rows (each holds the prefix values, then every array's items), the
+    end offset and, per array, the slice of a row that holds its items (NULL_ITEMS for null);
+    None when the structs differ, so that the caller reads them one by one.
+    """
+    blen = len(buf)
+    at = pos + prefix.size
+    lengths = []
+    for code, nullable in arrays:
+        if at >= blen:
+            return None
+        byte = buf[at]
+        if byte > MAX_ONE_BYTE_COUNT + 1 or (byte == 0 and not nullable):
+            return None
+        lengths.append(byte)
+        at += 1 + (byte - 1) * _ITEM_SIZES[code] if byte > 1 else 1
+    key = (prefix, arrays, tuple(lengths))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = _layout(prefix, prefix_values, arrays, lengths)
+        if len(_LAYOUTS) < _MAX_LAYOUTS:
+            _LAYOUTS[key] = layout
+    row, slices, checks = layout
+    size = row.size
+    end = pos + size * count
+    if end > blen:
+        return None
+    for offset, byte in checks:
+        if buf[pos + offset:end:size].count(byte) != count:
+            return None
+    return row.iter_unpack(memoryview(buf)[pos:end]), end, slices
+
+
+def _layout(prefix: struct.Struct, prefix_values: int, arrays: tuple[tuple[str, bool], ...],
+            lengths: list[int]) -> tuple[struct.Struct, list[slice], list[tuple[int, int]]]:
+    fmt = prefix.format
+    offset = prefix.size
+    index = prefix_values
+    slices: list[slice] = []
+    checks: list[tuple[int, int]] = []
+    for (code, _), byte in zip(arrays, lengths):
+        checks.append((offset, byte))
+        n = max(byte - 1, 0)
+        fmt += f"x{n}{code}"  # the length byte is checked, not unpacked
+        offset += 1 + n * _ITEM_SIZES[code]
+        slices.append(NULL_ITEMS if byte == 0 else slice(index, index + n))
+        index += n
+    checks.append((offset, 0))  # no tagged fields
+    return struct.Struct(fmt + "x"), slices, checks

@@ -266,6 +266,7 @@ class ClusterControl:
             # registered, or unregistered since) as one from an old incarnation.
             return ControllerResult([], BrokerHeartbeatResponse(error_code=Error.STALE_BROKER_EPOCH))
         broker_id = broker.broker_id
+        lapsed = not broker.fenced and not self.has_live_session(broker_id, now_ms)
         self.touch(broker_id, now_ms)
         self._metadata_offset[broker_id] = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= broker.epoch
@@ -278,11 +279,7 @@ class ClusterControl:
                 shut_down = True  # it leads nothing and holds no ISR slot: it may go at once
             elif not req.want_fence and caught_up:
                 records.append((UnfenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
-                if leadership.many_elections():
-                    later = Later(self._while_in_service(
-                        broker_id, broker.epoch, leadership.elections_after_unfence(broker_id)))
-                else:
-                    records += leadership.elect_after_unfence(broker_id)
+                later = self._elections(broker, leadership, records)
                 fenced = False
         elif broker.in_controlled_shutdown:
             # Kafka decides here without looking at the request's wishes: the broker goes as
@@ -308,6 +305,11 @@ class ClusterControl:
                     records.append(self._enter_controlled_shutdown(broker))
             else:
                 shut_down = fenced = True
+        elif lapsed and broker_id not in self.leaving:
+            # Back before it was fenced: while it waited, fencing others passed it over
+            # (Leadership.leadership_moves) and may have left partitions leaderless for it.
+            # One whose own fencing has begun is fenced all the same, so it is elected nowhere.
+            later = self._elections(broker, leadership, records)
         if fenced and not broker.fenced:
             if leadership.many_moves(broker_id):
                 records.append((FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))
@@ -319,6 +321,16 @@ class ClusterControl:
             self._last_contact.pop(broker_id, None)  # a clean exit frees the id
         return ControllerResult(records, BrokerHeartbeatResponse(
             is_caught_up=caught_up, is_fenced=fenced, should_shut_down=shut_down), later)
+
+    def _elections(self, broker: BrokerRegistration, leadership: Leadership,
+                   records: list[VersionedRecord]) -> Later | None:
+        """Elect the broker where partitions had no leader without it: added to ``records``
+        when they are few, else written later in slices while it stays in service."""
+        if not leadership.many_elections():
+            records += leadership.elect_after_unfence(broker.broker_id)
+            return None
+        return Later(self._while_in_service(
+            broker.broker_id, broker.epoch, leadership.elections_after_unfence(broker.broker_id)))
 
     def _moves(self, broker_id: int, leadership: Leadership, records: list[VersionedRecord]) -> Later | None:
         """Move the broker's leaderships away: added to ``records`` when they are few, else

@@ -364,8 +364,11 @@ class QuorumController:
         def unchanged() -> bool:
             broker = self.cluster.brokers.get(broker_id)
             return broker is not None and broker.epoch == epoch and not broker.fenced
+        def awaiting_fence(other: int) -> bool:
+            # Its lease ran out too: it is fenced next, whatever happens meanwhile.
+            return not self.cluster.has_live_session(other, self.clock.now_ms())
         try:
-            for record in self.leadership.leadership_moves(broker_id):
+            for record in self.leadership.leadership_moves(broker_id, awaiting_fence=awaiting_fence):
                 if not unchanged():
                     return
                 yield record

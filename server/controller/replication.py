@@ -226,14 +226,33 @@ class ReplicationControl:
         """
         return list(self.leadership_moves(broker_id, only))
 
-    def leadership_moves(self, broker_id: int,
-                         only: Iterable[PartitionState] | None = None) -> Iterator[VersionedRecord]:
+    def leadership_moves(self, broker_id: int, only: Iterable[PartitionState] | None = None,
+                         awaiting_fence: Callable[[int], bool] | None = None) -> Iterator[VersionedRecord]:
         """``move_leadership_away``, one partition at a time: each change is built when it is
         asked for, on the state as it is then, so that the work can be cut into slices that
         are applied in between. A partition that left the broker's ISR meanwhile (changed,
-        deleted) is passed over."""
+        deleted) is passed over.
+
+        ``awaiting_fence`` names the brokers whose leases ran out too and that are fenced
+        next. Kafka would elect one of them and move the leadership again when it is fenced,
+        seconds later, from one dead broker to the next; they are passed over instead, which
+        ends in the state Kafka ends in (leader, ISR, ELR, recovery) in fewer records: a live
+        replica leads at once, or the partition waits leaderless for one, as Kafka's last
+        move leaves it. Kafka's choice stands where passing over would elect uncleanly, or
+        leave the partition leaderless while eligible leader replicas are kept (Kafka's moves
+        decide the last known leader then)."""
         def usable(b: int) -> bool:
             return b != broker_id and self.cluster.is_usable(b)
+
+        def usable_after_fencing(b: int) -> bool:
+            return usable(b) and not (awaiting_fence is not None and awaiting_fence(b))
+
+        def moved(p: PartitionState, electable: Callable[[int], bool], settings: TopicSettings) -> PartitionChange:
+            change = self.change(p, electable, settings)
+            remaining = [r for r in p.isr if r != broker_id]
+            if remaining or change.elr_enabled:
+                change.isr = remaining
+            return change
 
         members = self.isr_of.get(broker_id, set())
         topic_id, settings = b"", None
@@ -245,11 +264,21 @@ class ReplicationControl:
                 # topic's partitions move as under one reading of its configs, as they would
                 # in one command.
                 topic_id, settings = p.topic_id, self.settings(p.topic_id)
-            change = self.change(p, usable, settings)
-            remaining = [r for r in p.isr if r != broker_id]
-            if remaining or change.elr_enabled:
-                change.isr = remaining
-            yield from self._record(change)
+            if awaiting_fence is not None and p.isr == [broker_id] and p in self.leaderless \
+                    and not p.elr and not p.reassigning and not settings[1] and not settings[2]:
+                # Left leaderless when the others were passed over: it keeps its last ISR
+                # member and nobody may lead it, so there is nothing to write, and a slice
+                # must not spend its time finding that out the long way, partition by partition.
+                continue
+            change = moved(p, usable_after_fencing, settings)
+            rec = change.build()
+            if awaiting_fence is not None and (change.unclean or change.leader == NO_LEADER and change.elr_enabled):
+                # An unclean leader is no leader to pick early, and a partition left without
+                # one must go through Kafka's moves to end with Kafka's last known leader.
+                change = moved(p, usable, settings)
+                rec = change.build()
+            if rec is not None:
+                yield rec, change.version
 
     def many_moves(self, broker_id: int) -> bool:
         """Whether moving the broker's leaderships away may take more than one slice."""

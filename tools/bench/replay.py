@@ -15,6 +15,8 @@ the same file in the same run:
 summary and report), from nothing to the report as a user waits for it. ``anchor`` is
 ``tshark -r FILE -Y kafka -T fields -e kafka.api_key`` (with ``-d tcp.port==PORT,kafka``: the
 controller does not listen on Kafka's registered port). Without tshark the anchor is null.
+Beside the ratio, each line splits the job's time by its notes (session start, decoding,
+tables, summary, exit) and gives the decoding rate per core.
 
     python -m tools.bench replay
     python -m tools.bench replay --sizes 50,200,1000
@@ -184,11 +186,17 @@ def grow(session: Path, path: Path, size_bytes: int) -> int:
 
 # --- the readers -------------------------------------------------------------------------------------
 
-def time_spark(path: Path, workdir: Path) -> tuple[float, float, dict[str, Any]]:
+# The job's notes that open each part of its time, in order: (part, what the note begins with).
+PARTS = (("session_start_s", "reading"), ("decode_s", "decoded"), ("tables_s", "writing tables"),
+         ("summary_s", "summarising"), ("exit_s", "done"))
+
+
+def time_spark(path: Path, workdir: Path) -> tuple[float, dict[str, float], dict[str, Any]]:
     """(seconds from the command to its exit, as a user waits for `python -m tools.replay
-    validate`, JVM and session start included; seconds of that before the job started; the
-    job's figures). A child process each time: a JVM this process already started would make
-    every later start look free."""
+    validate`, JVM and session start included; how they split between the session's start,
+    decoding, writing the tables, the summary and the exit, from the job's notes; the job's
+    figures). A child process each time: a JVM this process already started would make every
+    later start look free."""
     out = workdir / "out"
     started = time.monotonic()
     result = subprocess.run(
@@ -199,10 +207,14 @@ def time_spark(path: Path, workdir: Path) -> tuple[float, float, dict[str, Any]]
     elapsed = time.monotonic() - started
     if result.returncode not in (0, 1):
         raise RuntimeError(f"the replay job failed: {result.stderr[-2000:]}")
-    # The job's first note comes once the session is up.
-    first = re.search(r"replay \[\s*([\d.]+) s\]: reading", result.stderr)
-    session_s = float(first.group(1)) if first else float("nan")
-    return elapsed, session_s, json.loads((workdir / "figures.json").read_text())
+    # Each note says when its part began; the job's first comes once the session is up.
+    began = [0.0]
+    for _, opening in PARTS:
+        found = re.search(rf"replay \[\s*([\d.]+) s\]: {opening}", result.stderr)
+        began.append(float(found.group(1)) if found else float("nan"))
+    ends = began[1:] + [elapsed]
+    split = {part: round(ends[i] - began[i], 2) for i, (part, _) in enumerate(PARTS)}
+    return elapsed, split, json.loads((workdir / "figures.json").read_text())
 
 
 def time_tshark(path: Path, port: int) -> tuple[float, int] | None:
@@ -232,14 +244,15 @@ def run(sizes_mb: list[float] | None = None) -> None:
             mb = path.stat().st_size / 1e6
             note(f"replay: {mb:.1f} MB capture ({rounds} rounds of a {session.stat().st_size / 1e6:.2f} MB session) "
                  f"in {time.monotonic() - started:.1f} s")
-            job_s, session_s, figures = time_spark(path, workdir)
-            note(f"replay: Spark {job_s:.1f} s with {session_s:.1f} s of session start, "
+            job_s, split, figures = time_spark(path, workdir)
+            note(f"replay: Spark {job_s:.1f} s ({', '.join(f'{k} {v}' for k, v in split.items())}), "
                  f"{figures['totals']['frames']} frames, {figures['totals']['violations']} violations")
             theirs = time_tshark(path, port)
             first = first or (mb, job_s)
             extra = dict(capture_mb=round(mb, 1), frames=figures["totals"]["frames"],
-                         violations=figures["totals"]["violations"], job_s=round(job_s, 2),
-                         session_start_s=round(session_s, 2), ours_cores=CORES, anchor_cores=1,
+                         violations=figures["totals"]["violations"], job_s=round(job_s, 2), **split,
+                         decode_mb_s_per_core=round(mb / split["decode_s"] / CORES, 2),
+                         ours_cores=CORES, anchor_cores=1,
                          s_per_gb=round(job_s / mb * 1000, 1),
                          growth_vs_linear=round((job_s / first[1]) / (mb / first[0]), 3))
             name = f"replay.validate {size_mb:g} MB capture (Spark local[{CORES}], session start included)"

@@ -7,6 +7,7 @@ identical share one function. Runs of fixed-width fields become one precompiled
 
 from __future__ import annotations
 
+import itertools
 import keyword
 from dataclasses import dataclass, field
 
@@ -66,6 +67,9 @@ class _Module:
     decode_names: dict[tuple[str, int], str] = field(default_factory=dict)
     decode_many_names: dict[tuple[str, int], str] = field(default_factory=dict)
     field_bodies: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    # Whether a struct's fields before the tagged section read the buffer's length; the
+    # tagged section, rarely taken, reads it for itself.
+    regular_uses_blen: dict[tuple[str, int], bool] = field(default_factory=dict)
     encode_names: dict[tuple[str, int], str] = field(default_factory=dict)
     encode_many_names: dict[tuple[str, int], str] = field(default_factory=dict)
     encode_bodies: dict[tuple[str, int], list[str]] = field(default_factory=dict)
@@ -296,6 +300,7 @@ def _decode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
     present = [f for f in fields if ctx.present(f)]
     regular = [f for f in present if not ctx.tagged(f)]
     tagged = [f for f in present if ctx.tagged(f)]
+    tagged_count = "buf[pos]"
     i = 0
     while i < len(regular):
         f = regular[i]
@@ -305,28 +310,34 @@ def _decode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
                 run.append(regular[i + len(run)])
             fmt = ">" + "".join(FIXED_FORMATS[r.type] for r in run)
             size = sum(FIXED_SIZES[r.type] for r in run)
-            var = mod.struct_var(fmt)
             targets = ", ".join(f"obj.{attr_name(r)}" for r in run)
             if len(run) == 1:
                 targets += ","
-            out(f"{targets} = {var}.unpack_from(buf, pos)")
-            out(f"pos += {size}")
             i += len(run)
+            if i == len(regular) and ctx.flexible:
+                # The struct ends here: the same call reads the tagged-field count's first byte.
+                fmt += "B"
+                targets += " tagged_count" if len(run) == 1 else ", tagged_count"
+                tagged_count = "tagged_count"
+            out(f"{targets} = {mod.struct_var(fmt)}.unpack_from(buf, pos)")
+            out(f"pos += {size}")
             continue
         _emit_read(out, mod, ctx, f, f"obj.{attr_name(f)}")
         i += 1
     for f in fields:
         if not ctx.present(f) or ctx.tagged(f):
             out(f"obj.{attr_name(f)} = {default_literal(f)}")
+    mod.regular_uses_blen[key] = any("blen" in line for line in out.lines)
     if ctx.flexible:
         mod.use("read_uvarint")
         # Most structs carry no tagged fields: one byte test skips the whole section.
-        out("if buf[pos] == 0:")
+        out(f"if {tagged_count} == 0:")
         with out.indent():
             out("pos += 1")
             out("obj.unknown_tagged_fields = None")
         out("else:")
         out.depth += 1
+        out("blen = len(buf)")
         out("unknown: dict[int, bytes] | None = None")
         out("n, pos = read_uvarint(buf, pos)")
         out("for _ in range(n):")
@@ -364,7 +375,7 @@ def _decode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
     return out.lines
 
 
-def _wrap_decoder(st: Struct, mod: _Module, setup: list[str], loop: str | None,
+def _wrap_decoder(st: Struct, mod: _Module, version: int, setup: list[str], loop: str | None,
                   fields: list[str], result: list[str]) -> list[str]:
     """A decoder function body: the field statements inside one try block that turns any low
     level failure into a DecodeError at the current offset."""
@@ -380,7 +391,7 @@ def _wrap_decoder(st: Struct, mod: _Module, setup: list[str], loop: str | None,
     body += ["    except (struct.error, IndexError, ValueError) as exc:",
              f"        raise DecodeError({st.name!r}, None, pos, str(exc) or type(exc).__name__) from None"]
     body += ["    " + line for line in result]
-    if any("blen" in line for line in fields):
+    if mod.regular_uses_blen[(st.name, version)]:
         body = ["    blen = len(buf)"] + body
     return body
 
@@ -389,7 +400,7 @@ def _decoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
     key = (st.name, ctx.version)
     if key in mod.decode_names:
         return mod.decode_names[key]
-    body = _wrap_decoder(st, mod, [], None, _decode_fields(mod, st, ctx), ["return obj, pos"])
+    body = _wrap_decoder(st, mod, ctx.version, [], None, _decode_fields(mod, st, ctx), ["return obj, pos"])
     return _share(mod, st, ctx.version, "decode", "(buf: bytes, pos: int)", body, mod.decode_names)
 
 
@@ -399,10 +410,61 @@ def _many_decoder(mod: _Module, st: Struct, ctx: _Ctx) -> str:
     key = (st.name, ctx.version)
     if key in mod.decode_many_names:
         return mod.decode_many_names[key]
-    body = _wrap_decoder(st, mod, [f"items: list[{st.name}] = []", "append = items.append"], "for _ in range(count):",
-                         _decode_fields(mod, st, ctx), ["return items, pos"])
+    fields = _decode_fields(mod, st, ctx)
+    setup = [f"items: list[{st.name}] = []", "append = items.append", *_uniform_rows(mod, st, ctx)]
+    body = _wrap_decoder(st, mod, ctx.version, setup, "for _ in range(count):", fields, ["return items, pos"])
     return _share(mod, st, ctx.version, "decode_many", "(buf: bytes, pos: int, count: int)", body,
                   mod.decode_many_names)
+
+
+# Arrays shorter than this are read one struct at a time: checking for one layout costs more
+# than it saves.
+UNIFORM_MIN_COUNT = 8
+
+
+def _uniform_rows(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
+    """A fast path for an array of structs that all share one layout (the partitions of a
+    response, as a rule): one ``uniform_rows`` call checks the layout and unpacks every struct,
+    and the loop only builds objects. Only flexible structs made of fixed-width fields followed
+    by compact arrays of fixed-width items qualify; otherwise, and whenever the structs differ,
+    the field-by-field loop reads them."""
+    if not ctx.flexible:
+        return []
+    regular = [f for f in st.fields if ctx.present(f) and not ctx.tagged(f)]
+    prefix = [f for f in itertools.takewhile(_fixed, regular)]
+    arrays = regular[len(prefix):]
+    if not prefix or not all(f.is_array and not f.is_struct and f.element_type in ARRAY_TABLES
+                             and ctx.compact(f) for f in arrays):
+        return []
+    mod.use("uniform_rows", "NULL_ITEMS")
+    out = Lines()
+    var = mod.struct_var(">" + "".join(FIXED_FORMATS[f.type] for f in prefix))
+    shapes = ", ".join(f"({FIXED_FORMATS[f.element_type]!r}, {ctx.nullable(f)})" for f in arrays)
+    shapes += "," if len(arrays) == 1 else ""
+    out(f"uniform = uniform_rows(buf, pos, count, {var}, {len(prefix)}, ({shapes})) "
+        f"if count >= {UNIFORM_MIN_COUNT} else None")
+    out("if uniform is not None:")
+    with out.indent():
+        # Per array, the slice of a row that holds its items.
+        names = [f"{attr_name(f)}_items" for f in arrays]
+        out(f"rows, pos, {'[' + ', '.join(names) + ']' if arrays else '_'} = uniform")
+        out("for row in rows:")
+        with out.indent():
+            out(f"obj = _new({st.name})")
+            targets = ", ".join(f"obj.{attr_name(f)}" for f in prefix)
+            out(f"{targets}{',' if len(prefix) == 1 else ''} = row[:{len(prefix)}]")
+            for f, items in zip(arrays, names):
+                value = f"[*row[{items}]]"
+                if ctx.nullable(f):
+                    value = f"None if {items} is NULL_ITEMS else {value}"
+                out(f"obj.{attr_name(f)} = {value}")
+            for f in st.fields:
+                if not ctx.present(f) or ctx.tagged(f):
+                    out(f"obj.{attr_name(f)} = {default_literal(f)}")
+            out("obj.unknown_tagged_fields = None")
+            out("append(obj)")
+        out("return items, pos")
+    return out.lines
 
 
 def _share(mod: _Module, st: Struct, version: int, verb: str, signature: str,

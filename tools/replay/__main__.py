@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("--ports", type=_ports, default=[],
                           help="Kafka server ports; without them any flow with a frame that parses as a request")
     validate.add_argument("--figures", help="also write the summary's figures to this file, as JSON")
+    validate.add_argument("--quiet", action="store_true", help="no progress line while the job runs")
     send = commands.add_parser("send", help="re-send captured requests and compare the responses")
     send.add_argument("capture")
     send.add_argument("--target", required=True,
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from tools.replay import job
 
-        figures = job.validate(args.captures, args.out, args.master, args.ports)
+        figures = job.validate(args.captures, args.out, args.master, args.ports, quiet=args.quiet)
         print(f"report: {os.path.join(args.out, 'report.html')}")
         if args.figures:
             with open(args.figures, "w", encoding="utf-8") as out:

@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
 
 from tools.replay.decode import FlowRow, FrameRow, decode_capture
+from tools.replay.progress import Progress, TaskShare, note
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
 from tools.replay.tables import Tables, local_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.accumulators import Accumulator
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -69,10 +71,11 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
 
 
-def arrow_tasks(tasks: list[Task], batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def arrow_tasks(tasks: list[Task], frames: Accumulator[int] | None, batches: Iterable[pa.RecordBatch]
+                ) -> Iterator[pa.RecordBatch]:
     """The executors' side of the job: decode the tasks whose indexes in `tasks` are the
     `id`s in `batches` and hand the rows to the JVM as Arrow record batches of the TAGGED
-    schema, one kind of row per batch."""
+    schema, one kind of row per batch; the frames decoded are counted in `frames`."""
     import pyarrow as pa
 
     from tools.replay import schema
@@ -89,10 +92,14 @@ def arrow_tasks(tasks: list[Task], batches: Iterable[pa.RecordBatch]) -> Iterato
 
     for batch in batches:
         for index in batch.column(0).to_pylist():
+            decoded = 0
             for tag, row in run_task(tasks[index]):
                 pending[tag].append(row)
+                decoded += tag == _FRAME
                 if len(pending[tag]) >= ARROW_BATCH_ROWS:
                     yield flush(tag)
+            if frames is not None:
+                frames.add(decoded)
     for tag, rows in enumerate(pending):
         if rows:
             yield flush(tag)
@@ -118,13 +125,16 @@ def plan(captures: Iterable[str], ports: Iterable[int], parallelism: int) -> lis
     """Tasks for the captures: large files are split into up to `parallelism` shares."""
     tasks = []
     for path in captures:
-        try:
-            size = os.path.getsize(local_path(path))
-        except OSError:
-            size = 0  # the task reports why it cannot read it
-        parts = max(1, min(parallelism, math.ceil(size / SHARE_BYTES)))
+        parts = max(1, min(parallelism, math.ceil(capture_size(path) / SHARE_BYTES)))
         tasks += [Task(path, path, part, parts, tuple(ports)) for part in range(parts)]
     return tasks
+
+
+def capture_size(path: str) -> int:
+    try:
+        return os.path.getsize(local_path(path))
+    except OSError:
+        return 0  # the task reports why it cannot read it
 
 
 def code_zip(directory: str) -> str:
@@ -182,23 +192,29 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: s
     return spark
 
 
-def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] = ()) -> Tables:
+def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] = (),
+                 progress: Progress | None = None) -> Tables:
     """Decode the captures on the cluster; the DataFrames of frames, violations and flows."""
     from pyspark.sql import functions as F
 
     from tools.replay import schema
 
     tasks = plan(captures, ports, spark.sparkContext.defaultParallelism)
-    _note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
+    say = progress.note if progress is not None else note
+    say(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
+    frames_decoded = spark.sparkContext.accumulator(0)
+    if progress is not None:
+        progress.step("decoding", [TaskShare(t.capture, capture_size(t.path) // t.parts) for t in tasks],
+                      frames_decoded)
     # The executors decode their tasks and hand every kind of row to the JVM in Arrow batches
     # of one cached table, one struct column per kind, split apart by the JVM; the driver
     # sends nothing but the tasks' paths, with the function. A range of task indexes, one per
     # partition, needs no Python worker to build, as a DataFrame of Python rows would.
     indexes = spark.range(0, len(tasks), 1, max(1, len(tasks)))
-    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks), schema.TAGGED).persist()
+    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks, frames_decoded), schema.TAGGED).persist()
     # Decode once, now: the jobs below would otherwise each decode before the cache is filled
     # (the broadcast of the cross-flow violations runs beside the frames' own job).
-    _note(f"decoded {rows.count()} rows")
+    say(f"decoded {rows.count()} rows")
     frames = rows.where("tag = 0").select("frame.*")
     events = rows.where("tag = 3").select("event.*")
     judged = events.groupBy("capture").applyInArrow(judge_capture, schema.VIOLATIONS).persist()  # read twice below
@@ -214,9 +230,9 @@ def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] 
 
 
 def validate(captures: list[str], out: str, master: str | None = None, ports: Iterable[int] = (),
-             spark: SparkSession | None = None) -> dict[str, Any]:
+             spark: SparkSession | None = None, quiet: bool = False) -> dict[str, Any]:
     """Run the job: write the tables and report.html under `out`, print the summary, and
-    return the summary's figures."""
+    return the summary's figures. Unless `quiet`, its progress is shown meanwhile."""
     from tools.replay import report, summary
 
     started = time.monotonic()
@@ -228,15 +244,21 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
             running_on = spark.sparkContext.master
             if running_on is None or not running_on.startswith("local"):
                 spark.sparkContext.addPyFile(code_zip(scratch))
-            tables = build_tables(spark, captures, ports)
-            _note(f"writing tables under {out}")
-            for name in Tables._fields:
-                getattr(tables, name).write.mode("overwrite").parquet(os.path.join(out, name))
-            # The summary reads the Parquet just written rather than decoding the captures again.
-            written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
-            _note("summarising")
-            figures = summary.collect(written, captures)
-            _note("done")
+            progress = Progress(spark.sparkContext, enabled=not quiet)
+            try:
+                tables = build_tables(spark, captures, ports, progress)
+                progress.note(f"writing tables under {out}")
+                progress.step("writing tables")
+                for name in Tables._fields:
+                    getattr(tables, name).write.mode("overwrite").parquet(os.path.join(out, name))
+                # The summary reads the Parquet just written rather than decoding the captures again.
+                written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
+                progress.note("summarising")
+                progress.step("summarising")
+                figures = summary.collect(written, captures)
+            finally:
+                progress.close()
+            note("done")
         finally:
             if own_session:
                 spark.stop()
@@ -245,9 +267,3 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
     report.write_html(figures, os.path.join(out, "report.html"))
     return figures
 
-
-_STARTED = time.monotonic()
-
-
-def _note(text: str) -> None:
-    print(f"replay [{time.monotonic() - _STARTED:6.1f} s]: {text}", file=sys.stderr, flush=True)

@@ -21,6 +21,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_iiu = struct.Struct('>ii16s')
 
 
@@ -64,7 +65,6 @@ class AddRaftVoterRequest(Message):
 
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
-    blen = len(buf)
     items: list[Listener] = []
     append = items.append
     try:
@@ -72,12 +72,13 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
             obj = _new(Listener)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -119,6 +120,7 @@ def _decode_AddRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[AddRaftVoterRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

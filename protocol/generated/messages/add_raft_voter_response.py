@@ -39,7 +39,6 @@ class AddRaftVoterResponse(Message):
 
 
 def _decode_AddRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[AddRaftVoterResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(AddRaftVoterResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
@@ -49,6 +48,7 @@ def _decode_AddRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[AddRaftVoterR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

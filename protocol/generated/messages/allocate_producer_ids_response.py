@@ -15,6 +15,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_ihqi = struct.Struct('>ihqi')
+_S_ihqiB = struct.Struct('>ihqiB')
 
 
 class AllocateProducerIdsResponse(Message):
@@ -39,15 +40,15 @@ class AllocateProducerIdsResponse(Message):
 
 
 def _decode_AllocateProducerIdsResponse_v0(buf: bytes, pos: int) -> tuple[AllocateProducerIdsResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(AllocateProducerIdsResponse)
-        obj.throttle_time_ms, obj.error_code, obj.producer_id_start, obj.producer_id_len = _S_ihqi.unpack_from(buf, pos)
+        obj.throttle_time_ms, obj.error_code, obj.producer_id_start, obj.producer_id_len, tagged_count = _S_ihqiB.unpack_from(buf, pos)
         pos += 18
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

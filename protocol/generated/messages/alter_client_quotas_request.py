@@ -25,7 +25,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_do = struct.Struct('>d?')
+_S_doB = struct.Struct('>d?B')
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 
 
 class EntityData(Message):
@@ -209,7 +211,6 @@ def _encode_AlterClientQuotasRequest_v0(obj: AlterClientQuotasRequest, out: byte
 
 
 def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[EntityData], int]:
-    blen = len(buf)
     items: list[EntityData] = []
     append = items.append
     try:
@@ -221,6 +222,7 @@ def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[E
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -241,19 +243,19 @@ def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[E
 
 
 def _decode_many_OpData_v1(buf: bytes, pos: int, count: int) -> tuple[list[OpData], int]:
-    blen = len(buf)
     items: list[OpData] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(OpData)
             obj.key, pos = read_compact_string(buf, pos)
-            obj.value, obj.remove = _S_do.unpack_from(buf, pos)
+            obj.value, obj.remove, tagged_count = _S_doB.unpack_from(buf, pos)
             pos += 9
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -306,6 +308,7 @@ def _decode_many_EntryData_v1(buf: bytes, pos: int, count: int) -> tuple[list[En
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -340,12 +343,13 @@ def _decode_AlterClientQuotasRequest_v1(buf: bytes, pos: int) -> tuple[AlterClie
         if n > blen - pos:
             raise ValueError('Entries claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.entries, pos = _decode_many_EntryData_v1(buf, pos, n)
-        obj.validate_only, = _S_o.unpack_from(buf, pos)
+        obj.validate_only, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

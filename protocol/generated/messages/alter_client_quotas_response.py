@@ -164,7 +164,6 @@ def _encode_AlterClientQuotasResponse_v0(obj: AlterClientQuotasResponse, out: by
 
 
 def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[EntityData], int]:
-    blen = len(buf)
     items: list[EntityData] = []
     append = items.append
     try:
@@ -176,6 +175,7 @@ def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[E
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -220,6 +220,7 @@ def _decode_many_EntryData_v1(buf: bytes, pos: int, count: int) -> tuple[list[En
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -260,6 +261,7 @@ def _decode_AlterClientQuotasResponse_v1(buf: bytes, pos: int) -> tuple[AlterCli
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -26,6 +26,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 
 
 class AlterableConfig(Message):
@@ -188,7 +189,6 @@ def _encode_AlterConfigsRequest_v1(obj: AlterConfigsRequest, out: bytearray) -> 
 
 
 def _decode_many_AlterableConfig_v2(buf: bytes, pos: int, count: int) -> tuple[list[AlterableConfig], int]:
-    blen = len(buf)
     items: list[AlterableConfig] = []
     append = items.append
     try:
@@ -200,6 +200,7 @@ def _decode_many_AlterableConfig_v2(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -244,6 +245,7 @@ def _decode_many_AlterConfigsResource_v2(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -278,12 +280,13 @@ def _decode_AlterConfigsRequest_v2(buf: bytes, pos: int) -> tuple[AlterConfigsRe
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.resources, pos = _decode_many_AlterConfigsResource_v2(buf, pos, n)
-        obj.validate_only, = _S_o.unpack_from(buf, pos)
+        obj.validate_only, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -133,7 +133,6 @@ def _encode_AlterConfigsResponse_v1(obj: AlterConfigsResponse, out: bytearray) -
 
 
 def _decode_many_AlterConfigsResourceResponse_v2(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResourceResponse], int]:
-    blen = len(buf)
     items: list[AlterConfigsResourceResponse] = []
     append = items.append
     try:
@@ -149,6 +148,7 @@ def _decode_many_AlterConfigsResourceResponse_v2(buf: bytes, pos: int, count: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -189,6 +189,7 @@ def _decode_AlterConfigsResponse_v2(buf: bytes, pos: int) -> tuple[AlterConfigsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

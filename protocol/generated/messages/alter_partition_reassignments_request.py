@@ -10,8 +10,10 @@ from protocol.message import MISSING, Message
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
+    NULL_ITEMS,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_string,
     write_tagged_fields,
     write_uvarint,
@@ -71,6 +73,16 @@ def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> t
     blen = len(buf)
     items: list[ReassignablePartition] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', True),)) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, [replicas_items] = uniform
+        for row in rows:
+            obj = _new(ReassignablePartition)
+            obj.partition_index, = row[:1]
+            obj.replicas = None if replicas_items is NULL_ITEMS else [*row[replicas_items]]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ReassignablePartition)
@@ -96,6 +108,7 @@ def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -138,6 +151,7 @@ def _decode_many_ReassignableTopic_v0(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -178,6 +192,7 @@ def _decode_AlterPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

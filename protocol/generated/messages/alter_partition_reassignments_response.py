@@ -74,7 +74,6 @@ class AlterPartitionReassignmentsResponse(Message):
 
 
 def _decode_many_ReassignablePartitionResponse_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReassignablePartitionResponse], int]:
-    blen = len(buf)
     items: list[ReassignablePartitionResponse] = []
     append = items.append
     try:
@@ -87,6 +86,7 @@ def _decode_many_ReassignablePartitionResponse_v0(buf: bytes, pos: int, count: i
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -129,6 +129,7 @@ def _decode_many_ReassignableTopicResponse_v0(buf: bytes, pos: int, count: int) 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -170,6 +171,7 @@ def _decode_AlterPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tupl
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

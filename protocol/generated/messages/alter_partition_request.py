@@ -10,9 +10,11 @@ from protocol.message import MISSING, Message
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_string,
     write_tagged_fields,
     write_uvarint,
@@ -21,9 +23,12 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_bi = struct.Struct('>bi')
+_S_biB = struct.Struct('>biB')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_ii = struct.Struct('>ii')
 _S_iq = struct.Struct('>iq')
+_S_iqB = struct.Struct('>iqB')
 _S_u = struct.Struct('>16s')
 
 
@@ -123,14 +128,15 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 obj.new_isr = []
             else:
                 raise ValueError('NewIsr cannot be null in this version')
-            obj.partition_epoch, = _S_i.unpack_from(buf, pos)
+            obj.partition_epoch, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
             obj.new_isr_with_epochs = []
             obj.leader_recovery_state = 0
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -174,6 +180,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -214,6 +221,7 @@ def _decode_AlterPartitionRequest_v0(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -318,13 +326,14 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 obj.new_isr = []
             else:
                 raise ValueError('NewIsr cannot be null in this version')
-            obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
+            obj.leader_recovery_state, obj.partition_epoch, tagged_count = _S_biB.unpack_from(buf, pos)
             pos += 5
             obj.new_isr_with_epochs = []
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -368,6 +377,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -408,6 +418,7 @@ def _decode_AlterPartitionRequest_v1(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -510,6 +521,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -550,6 +562,7 @@ def _decode_AlterPartitionRequest_v2(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -630,18 +643,27 @@ def _encode_AlterPartitionRequest_v2(obj: AlterPartitionRequest, out: bytearray)
 
 
 def _decode_many_BrokerState_v3(buf: bytes, pos: int, count: int) -> tuple[list[BrokerState], int]:
-    blen = len(buf)
     items: list[BrokerState] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(BrokerState)
+            obj.broker_id, obj.broker_epoch = row[:2]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(BrokerState)
-            obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
+            obj.broker_id, obj.broker_epoch, tagged_count = _S_iqB.unpack_from(buf, pos)
             pos += 12
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -681,13 +703,14 @@ def _decode_many_PartitionData_v3(buf: bytes, pos: int, count: int) -> tuple[lis
             if n > blen - pos:
                 raise ValueError('NewIsrWithEpochs claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.new_isr_with_epochs, pos = _decode_many_BrokerState_v3(buf, pos, n)
-            obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
+            obj.leader_recovery_state, obj.partition_epoch, tagged_count = _S_biB.unpack_from(buf, pos)
             pos += 5
             obj.new_isr = []
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -732,6 +755,7 @@ def _decode_many_TopicData_v3(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -772,6 +796,7 @@ def _decode_AlterPartitionRequest_v3(buf: bytes, pos: int) -> tuple[AlterPartiti
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

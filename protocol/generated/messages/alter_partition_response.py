@@ -21,7 +21,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_bi = struct.Struct('>bi')
+_S_biB = struct.Struct('>biB')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_ih = struct.Struct('>ih')
 _S_ihii = struct.Struct('>ihii')
 _S_u = struct.Struct('>16s')
@@ -111,13 +113,14 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 obj.isr = []
             else:
                 raise ValueError('Isr cannot be null in this version')
-            obj.partition_epoch, = _S_i.unpack_from(buf, pos)
+            obj.partition_epoch, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
             obj.leader_recovery_state = 0
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -161,6 +164,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -201,6 +205,7 @@ def _decode_AlterPartitionResponse_v0(buf: bytes, pos: int) -> tuple[AlterPartit
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -301,12 +306,13 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 obj.isr = []
             else:
                 raise ValueError('Isr cannot be null in this version')
-            obj.leader_recovery_state, obj.partition_epoch = _S_bi.unpack_from(buf, pos)
+            obj.leader_recovery_state, obj.partition_epoch, tagged_count = _S_biB.unpack_from(buf, pos)
             pos += 5
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -350,6 +356,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -390,6 +397,7 @@ def _decode_AlterPartitionResponse_v1(buf: bytes, pos: int) -> tuple[AlterPartit
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -490,6 +498,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -530,6 +539,7 @@ def _decode_AlterPartitionResponse_v2(buf: bytes, pos: int) -> tuple[AlterPartit
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -20,6 +20,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
+_S_bB = struct.Struct('>bB')
 _S_bi = struct.Struct('>bi')
 
 
@@ -75,19 +76,19 @@ class AlterUserScramCredentialsRequest(Message):
 
 
 def _decode_many_ScramCredentialDeletion_v0(buf: bytes, pos: int, count: int) -> tuple[list[ScramCredentialDeletion], int]:
-    blen = len(buf)
     items: list[ScramCredentialDeletion] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(ScramCredentialDeletion)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.mechanism, = _S_b.unpack_from(buf, pos)
+            obj.mechanism, tagged_count = _S_bB.unpack_from(buf, pos)
             pos += 1
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -108,7 +109,6 @@ def _decode_many_ScramCredentialDeletion_v0(buf: bytes, pos: int, count: int) ->
 
 
 def _decode_many_ScramCredentialUpsertion_v0(buf: bytes, pos: int, count: int) -> tuple[list[ScramCredentialUpsertion], int]:
-    blen = len(buf)
     items: list[ScramCredentialUpsertion] = []
     append = items.append
     try:
@@ -123,6 +123,7 @@ def _decode_many_ScramCredentialUpsertion_v0(buf: bytes, pos: int, count: int) -
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -172,6 +173,7 @@ def _decode_AlterUserScramCredentialsRequest_v0(buf: bytes, pos: int) -> tuple[A
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -57,7 +57,6 @@ class AlterUserScramCredentialsResponse(Message):
 
 
 def _decode_many_AlterUserScramCredentialsResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[AlterUserScramCredentialsResult], int]:
-    blen = len(buf)
     items: list[AlterUserScramCredentialsResult] = []
     append = items.append
     try:
@@ -71,6 +70,7 @@ def _decode_many_AlterUserScramCredentialsResult_v0(buf: bytes, pos: int, count:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -111,6 +111,7 @@ def _decode_AlterUserScramCredentialsResponse_v0(buf: bytes, pos: int) -> tuple[
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -51,7 +51,6 @@ def _encode_ApiVersionsRequest_v0(obj: ApiVersionsRequest, out: bytearray) -> No
 
 
 def _decode_ApiVersionsRequest_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(ApiVersionsRequest)
         obj.client_software_name, pos = read_compact_string(buf, pos)
@@ -60,6 +59,7 @@ def _decode_ApiVersionsRequest_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRequ
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

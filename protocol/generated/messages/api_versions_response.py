@@ -9,8 +9,10 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    NULL_ITEMS,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_string,
     write_tagged_fields,
     write_uvarint,
@@ -20,8 +22,11 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_h = struct.Struct('>h')
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 _S_hhh = struct.Struct('>hhh')
+_S_hhhB = struct.Struct('>hhhB')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_o = struct.Struct('>?')
 _S_q = struct.Struct('>q')
 
@@ -206,18 +211,27 @@ def _encode_ApiVersionsResponse_v2(obj: ApiVersionsResponse, out: bytearray) -> 
 
 
 def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[ApiVersion], int]:
-    blen = len(buf)
     items: list[ApiVersion] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_hhh, 3, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(ApiVersion)
+            obj.api_key, obj.min_version, obj.max_version = row[:3]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ApiVersion)
-            obj.api_key, obj.min_version, obj.max_version = _S_hhh.unpack_from(buf, pos)
+            obj.api_key, obj.min_version, obj.max_version, tagged_count = _S_hhhB.unpack_from(buf, pos)
             pos += 6
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -238,19 +252,19 @@ def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[A
 
 
 def _decode_many_SupportedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tuple[list[SupportedFeatureKey], int]:
-    blen = len(buf)
     items: list[SupportedFeatureKey] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(SupportedFeatureKey)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.min_version, obj.max_version = _S_hh.unpack_from(buf, pos)
+            obj.min_version, obj.max_version, tagged_count = _S_hhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -271,19 +285,19 @@ def _decode_many_SupportedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tup
 
 
 def _decode_many_FinalizedFeatureKey_v3(buf: bytes, pos: int, count: int) -> tuple[list[FinalizedFeatureKey], int]:
-    blen = len(buf)
     items: list[FinalizedFeatureKey] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(FinalizedFeatureKey)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.max_version_level, obj.min_version_level = _S_hh.unpack_from(buf, pos)
+            obj.max_version_level, obj.min_version_level, tagged_count = _S_hhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -320,16 +334,17 @@ def _decode_ApiVersionsResponse_v3(buf: bytes, pos: int) -> tuple[ApiVersionsRes
         if n > blen - pos:
             raise ValueError('ApiKeys claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.api_keys, pos = _decode_many_ApiVersion_v3(buf, pos, n)
-        obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+        obj.throttle_time_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.supported_features = []
         obj.finalized_features_epoch = -1
         obj.finalized_features = []
         obj.zk_migration_ready = False
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -8,8 +8,10 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    NULL_ITEMS,
     ZERO_UUID,
     read_uvarint,
+    uniform_rows,
     write_tagged_fields,
     write_uvarint,
 )
@@ -17,6 +19,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_iq = struct.Struct('>iq')
 _S_u = struct.Struct('>16s')
 
@@ -81,18 +84,27 @@ class AssignReplicasToDirsRequest(Message):
 
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    blen = len(buf)
     items: list[PartitionData] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(PartitionData)
+            obj.partition_index, = row[:1]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(PartitionData)
-            obj.partition_index, = _S_i.unpack_from(buf, pos)
+            obj.partition_index, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -136,6 +148,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -179,6 +192,7 @@ def _decode_many_DirectoryData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -219,6 +233,7 @@ def _decode_AssignReplicasToDirsRequest_v0(buf: bytes, pos: int) -> tuple[Assign
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -8,8 +8,10 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    NULL_ITEMS,
     ZERO_UUID,
     read_uvarint,
+    uniform_rows,
     write_tagged_fields,
     write_uvarint,
 )
@@ -17,6 +19,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_ih = struct.Struct('>ih')
+_S_ihB = struct.Struct('>ihB')
 _S_u = struct.Struct('>16s')
 
 
@@ -82,18 +85,27 @@ class AssignReplicasToDirsResponse(Message):
 
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    blen = len(buf)
     items: list[PartitionData] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_ih, 2, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code = row[:2]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(PartitionData)
-            obj.partition_index, obj.error_code = _S_ih.unpack_from(buf, pos)
+            obj.partition_index, obj.error_code, tagged_count = _S_ihB.unpack_from(buf, pos)
             pos += 6
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -137,6 +149,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -180,6 +193,7 @@ def _decode_many_DirectoryData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -220,6 +234,7 @@ def _decode_AssignReplicasToDirsResponse_v0(buf: bytes, pos: int) -> tuple[Assig
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -9,12 +9,14 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -26,9 +28,11 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_i = struct.Struct('>i')
 _S_iii = struct.Struct('>iii')
 _S_iuii = struct.Struct('>i16sii')
+_S_iuiiB = struct.Struct('>i16siiB')
 
 
 class PartitionData(Message):
@@ -187,18 +191,27 @@ def _encode_BeginQuorumEpochRequest_v0(obj: BeginQuorumEpochRequest, out: bytear
 
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    blen = len(buf)
     items: list[PartitionData] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iuii, 4, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(PartitionData)
+            obj.partition_index, obj.voter_directory_id, obj.leader_id, obj.leader_epoch = row[:4]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(PartitionData)
-            obj.partition_index, obj.voter_directory_id, obj.leader_id, obj.leader_epoch = _S_iuii.unpack_from(buf, pos)
+            obj.partition_index, obj.voter_directory_id, obj.leader_id, obj.leader_epoch, tagged_count = _S_iuiiB.unpack_from(buf, pos)
             pos += 28
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -241,6 +254,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -261,7 +275,6 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 
 def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[LeaderEndpoint], int]:
-    blen = len(buf)
     items: list[LeaderEndpoint] = []
     append = items.append
     try:
@@ -269,12 +282,13 @@ def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[li
             obj = _new(LeaderEndpoint)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -327,6 +341,7 @@ def _decode_BeginQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[BeginQuoru
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -9,9 +9,11 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    NULL_ITEMS,
     read_compact_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_string,
     write_string,
     write_tagged_fields,
@@ -21,9 +23,11 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
 _S_ihii = struct.Struct('>ihii')
+_S_ihiiB = struct.Struct('>ihiiB')
 
 
 class PartitionData(Message):
@@ -181,18 +185,27 @@ def _encode_BeginQuorumEpochResponse_v0(obj: BeginQuorumEpochResponse, out: byte
 
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    blen = len(buf)
     items: list[PartitionData] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_ihii, 4, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(PartitionData)
+            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = row[:4]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(PartitionData)
-            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = _S_ihii.unpack_from(buf, pos)
+            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, tagged_count = _S_ihiiB.unpack_from(buf, pos)
             pos += 14
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -235,6 +248,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -255,7 +269,6 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 
 def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
-    blen = len(buf)
     items: list[NodeEndpoint] = []
     append = items.append
     try:
@@ -264,12 +277,13 @@ def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list
             obj.node_id, = _S_i.unpack_from(buf, pos)
             pos += 4
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -311,6 +325,7 @@ def _decode_BeginQuorumEpochResponse_v1(buf: bytes, pos: int) -> tuple[BeginQuor
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

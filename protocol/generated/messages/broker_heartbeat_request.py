@@ -16,6 +16,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_iqqoo = struct.Struct('>iqq??')
+_S_iqqooB = struct.Struct('>iqq??B')
 
 
 class BrokerHeartbeatRequest(Message):
@@ -44,16 +45,16 @@ class BrokerHeartbeatRequest(Message):
 
 
 def _decode_BrokerHeartbeatRequest_v0(buf: bytes, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(BrokerHeartbeatRequest)
-        obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down = _S_iqqoo.unpack_from(buf, pos)
+        obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down, tagged_count = _S_iqqooB.unpack_from(buf, pos)
         pos += 22
         obj.offline_log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -83,16 +84,16 @@ def _encode_BrokerHeartbeatRequest_v0(obj: BrokerHeartbeatRequest, out: bytearra
 
 
 def _decode_BrokerHeartbeatRequest_v1(buf: bytes, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(BrokerHeartbeatRequest)
-        obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down = _S_iqqoo.unpack_from(buf, pos)
+        obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down, tagged_count = _S_iqqooB.unpack_from(buf, pos)
         pos += 22
         obj.offline_log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -15,6 +15,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_ihooo = struct.Struct('>ih???')
+_S_ihoooB = struct.Struct('>ih???B')
 
 
 class BrokerHeartbeatResponse(Message):
@@ -41,15 +42,15 @@ class BrokerHeartbeatResponse(Message):
 
 
 def _decode_BrokerHeartbeatResponse_v0(buf: bytes, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(BrokerHeartbeatResponse)
-        obj.throttle_time_ms, obj.error_code, obj.is_caught_up, obj.is_fenced, obj.should_shut_down = _S_ihooo.unpack_from(buf, pos)
+        obj.throttle_time_ms, obj.error_code, obj.is_caught_up, obj.is_fenced, obj.should_shut_down, tagged_count = _S_ihoooB.unpack_from(buf, pos)
         pos += 9
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

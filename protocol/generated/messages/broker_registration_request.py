@@ -21,10 +21,14 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
+_S_HhB = struct.Struct('>HhB')
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 _S_i = struct.Struct('>i')
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 _S_q = struct.Struct('>q')
+_S_qB = struct.Struct('>qB')
 _S_u = struct.Struct('>16s')
 
 
@@ -94,7 +98,6 @@ class BrokerRegistrationRequest(Message):
 
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
-    blen = len(buf)
     items: list[Listener] = []
     append = items.append
     try:
@@ -102,12 +105,13 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
             obj = _new(Listener)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
+            obj.port, obj.security_protocol, tagged_count = _S_HhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -128,19 +132,19 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
 
 
 def _decode_many_Feature_v0(buf: bytes, pos: int, count: int) -> tuple[list[Feature], int]:
-    blen = len(buf)
     items: list[Feature] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(Feature)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+            obj.min_supported_version, obj.max_supported_version, tagged_count = _S_hhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -199,6 +203,7 @@ def _decode_BrokerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[BrokerRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -305,14 +310,15 @@ def _decode_BrokerRegistrationRequest_v1(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.features, pos = _decode_many_Feature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
-        obj.is_migrating_zk_broker, = _S_o.unpack_from(buf, pos)
+        obj.is_migrating_zk_broker, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
         obj.log_dirs = []
         obj.previous_broker_epoch = -1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -419,6 +425,7 @@ def _decode_BrokerRegistrationRequest_v2(buf: bytes, pos: int) -> tuple[BrokerRe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -533,12 +540,13 @@ def _decode_BrokerRegistrationRequest_v3(buf: bytes, pos: int) -> tuple[BrokerRe
             raise ValueError('LogDirs runs past the end')
         obj.log_dirs = [buf[p:p + 16] for p in range(pos, stop, 16)]
         pos = stop
-        obj.previous_broker_epoch, = _S_q.unpack_from(buf, pos)
+        obj.previous_broker_epoch, tagged_count = _S_qB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -15,6 +15,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_ihq = struct.Struct('>ihq')
+_S_ihqB = struct.Struct('>ihqB')
 
 
 class BrokerRegistrationResponse(Message):
@@ -37,15 +38,15 @@ class BrokerRegistrationResponse(Message):
 
 
 def _decode_BrokerRegistrationResponse_v0(buf: bytes, pos: int) -> tuple[BrokerRegistrationResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(BrokerRegistrationResponse)
-        obj.throttle_time_ms, obj.error_code, obj.broker_epoch = _S_ihq.unpack_from(buf, pos)
+        obj.throttle_time_ms, obj.error_code, obj.broker_epoch, tagged_count = _S_ihqB.unpack_from(buf, pos)
         pos += 14
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

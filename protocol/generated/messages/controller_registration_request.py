@@ -19,7 +19,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
+_S_HhB = struct.Struct('>HhB')
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 _S_iuo = struct.Struct('>i16s?')
 
 
@@ -81,7 +83,6 @@ class ControllerRegistrationRequest(Message):
 
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
-    blen = len(buf)
     items: list[Listener] = []
     append = items.append
     try:
@@ -89,12 +90,13 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
             obj = _new(Listener)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
+            obj.port, obj.security_protocol, tagged_count = _S_HhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -115,19 +117,19 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
 
 
 def _decode_many_Feature_v0(buf: bytes, pos: int, count: int) -> tuple[list[Feature], int]:
-    blen = len(buf)
     items: list[Feature] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(Feature)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+            obj.min_supported_version, obj.max_supported_version, tagged_count = _S_hhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -179,6 +181,7 @@ def _decode_ControllerRegistrationRequest_v0(buf: bytes, pos: int) -> tuple[Cont
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -22,6 +22,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
+_S_bbB = struct.Struct('>bbB')
 
 
 class AclCreation(Message):
@@ -182,7 +183,6 @@ def _encode_CreateAclsRequest_v1(obj: CreateAclsRequest, out: bytearray) -> None
 
 
 def _decode_many_AclCreation_v2(buf: bytes, pos: int, count: int) -> tuple[list[AclCreation], int]:
-    blen = len(buf)
     items: list[AclCreation] = []
     append = items.append
     try:
@@ -195,12 +195,13 @@ def _decode_many_AclCreation_v2(buf: bytes, pos: int, count: int) -> tuple[list[
             pos += 1
             obj.principal, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.operation, obj.permission_type = _S_bb.unpack_from(buf, pos)
+            obj.operation, obj.permission_type, tagged_count = _S_bbB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -239,6 +240,7 @@ def _decode_CreateAclsRequest_v2(buf: bytes, pos: int) -> tuple[CreateAclsReques
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

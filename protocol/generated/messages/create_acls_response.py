@@ -119,7 +119,6 @@ def _encode_CreateAclsResponse_v1(obj: CreateAclsResponse, out: bytearray) -> No
 
 
 def _decode_many_AclCreationResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[AclCreationResult], int]:
-    blen = len(buf)
     items: list[AclCreationResult] = []
     append = items.append
     try:
@@ -132,6 +131,7 @@ def _decode_many_AclCreationResult_v2(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -172,6 +172,7 @@ def _decode_CreateAclsResponse_v2(buf: bytes, pos: int) -> tuple[CreateAclsRespo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

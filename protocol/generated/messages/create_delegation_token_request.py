@@ -23,6 +23,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_q = struct.Struct('>q')
+_S_qB = struct.Struct('>qB')
 
 
 class CreatableRenewers(Message):
@@ -133,7 +134,6 @@ def _encode_CreateDelegationTokenRequest_v1(obj: CreateDelegationTokenRequest, o
 
 
 def _decode_many_CreatableRenewers_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatableRenewers], int]:
-    blen = len(buf)
     items: list[CreatableRenewers] = []
     append = items.append
     try:
@@ -145,6 +145,7 @@ def _decode_many_CreatableRenewers_v2(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -179,14 +180,15 @@ def _decode_CreateDelegationTokenRequest_v2(buf: bytes, pos: int) -> tuple[Creat
         if n > blen - pos:
             raise ValueError('Renewers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.renewers, pos = _decode_many_CreatableRenewers_v2(buf, pos, n)
-        obj.max_lifetime_ms, = _S_q.unpack_from(buf, pos)
+        obj.max_lifetime_ms, tagged_count = _S_qB.unpack_from(buf, pos)
         pos += 8
         obj.owner_principal_type = ''
         obj.owner_principal_name = ''
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -254,12 +256,13 @@ def _decode_CreateDelegationTokenRequest_v3(buf: bytes, pos: int) -> tuple[Creat
         if n > blen - pos:
             raise ValueError('Renewers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.renewers, pos = _decode_many_CreatableRenewers_v2(buf, pos, n)
-        obj.max_lifetime_ms, = _S_q.unpack_from(buf, pos)
+        obj.max_lifetime_ms, tagged_count = _S_qB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -24,6 +24,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_qqq = struct.Struct('>qqq')
 
 
@@ -112,7 +113,6 @@ def _encode_CreateDelegationTokenResponse_v1(obj: CreateDelegationTokenResponse,
 
 
 def _decode_CreateDelegationTokenResponse_v2(buf: bytes, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(CreateDelegationTokenResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
@@ -123,14 +123,15 @@ def _decode_CreateDelegationTokenResponse_v2(buf: bytes, pos: int) -> tuple[Crea
         pos += 24
         obj.token_id, pos = read_compact_string(buf, pos)
         obj.hmac, pos = read_compact_bytes(buf, pos)
-        obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+        obj.throttle_time_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.token_requester_principal_type = ''
         obj.token_requester_principal_name = ''
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -168,7 +169,6 @@ def _encode_CreateDelegationTokenResponse_v2(obj: CreateDelegationTokenResponse,
 
 
 def _decode_CreateDelegationTokenResponse_v3(buf: bytes, pos: int) -> tuple[CreateDelegationTokenResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(CreateDelegationTokenResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
@@ -181,12 +181,13 @@ def _decode_CreateDelegationTokenResponse_v3(buf: bytes, pos: int) -> tuple[Crea
         pos += 24
         obj.token_id, pos = read_compact_string(buf, pos)
         obj.hmac, pos = read_compact_bytes(buf, pos)
-        obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+        obj.throttle_time_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

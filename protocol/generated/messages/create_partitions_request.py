@@ -24,6 +24,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_i = struct.Struct('>i')
 _S_io = struct.Struct('>i?')
+_S_ioB = struct.Struct('>i?B')
 
 
 class CreatePartitionsAssignment(Message):
@@ -242,6 +243,7 @@ def _decode_many_CreatePartitionsAssignment_v2(buf: bytes, pos: int, count: int)
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -287,6 +289,7 @@ def _decode_many_CreatePartitionsTopic_v2(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -321,12 +324,13 @@ def _decode_CreatePartitionsRequest_v2(buf: bytes, pos: int) -> tuple[CreatePart
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topics, pos = _decode_many_CreatePartitionsTopic_v2(buf, pos, n)
-        obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
+        obj.timeout_ms, obj.validate_only, tagged_count = _S_ioB.unpack_from(buf, pos)
         pos += 5
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

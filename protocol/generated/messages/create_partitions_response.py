@@ -127,7 +127,6 @@ def _encode_CreatePartitionsResponse_v1(obj: CreatePartitionsResponse, out: byte
 
 
 def _decode_many_CreatePartitionsTopicResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[CreatePartitionsTopicResult], int]:
-    blen = len(buf)
     items: list[CreatePartitionsTopicResult] = []
     append = items.append
     try:
@@ -141,6 +140,7 @@ def _decode_many_CreatePartitionsTopicResult_v2(buf: bytes, pos: int, count: int
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -181,6 +181,7 @@ def _decode_CreatePartitionsResponse_v2(buf: bytes, pos: int) -> tuple[CreatePar
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

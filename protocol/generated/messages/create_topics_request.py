@@ -11,11 +11,13 @@ from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
+    NULL_ITEMS,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -29,6 +31,7 @@ _new = object.__new__
 _S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 _S_io = struct.Struct('>i?')
+_S_ioB = struct.Struct('>i?B')
 
 
 class CreatableReplicaAssignment(Message):
@@ -443,6 +446,16 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
     blen = len(buf)
     items: list[CreatableReplicaAssignment] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False),)) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, [broker_ids_items] = uniform
+        for row in rows:
+            obj = _new(CreatableReplicaAssignment)
+            obj.partition_index, = row[:1]
+            obj.broker_ids = [*row[broker_ids_items]]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(CreatableReplicaAssignment)
@@ -468,6 +481,7 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -488,7 +502,6 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
 
 
 def _decode_many_CreatableTopicConfig_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfig], int]:
-    blen = len(buf)
     items: list[CreatableTopicConfig] = []
     append = items.append
     try:
@@ -500,6 +513,7 @@ def _decode_many_CreatableTopicConfig_v5(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -555,6 +569,7 @@ def _decode_many_CreatableTopic_v5(buf: bytes, pos: int, count: int) -> tuple[li
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -589,12 +604,13 @@ def _decode_CreateTopicsRequest_v5(buf: bytes, pos: int) -> tuple[CreateTopicsRe
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topics, pos = _decode_many_CreatableTopic_v5(buf, pos, n)
-        obj.timeout_ms, obj.validate_only = _S_io.unpack_from(buf, pos)
+        obj.timeout_ms, obj.validate_only, tagged_count = _S_ioB.unpack_from(buf, pos)
         pos += 5
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -29,6 +29,7 @@ _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 _S_obo = struct.Struct('>?b?')
+_S_oboB = struct.Struct('>?b?B')
 _S_uh = struct.Struct('>16sh')
 
 
@@ -261,7 +262,6 @@ def _encode_CreateTopicsResponse_v4(obj: CreateTopicsResponse, out: bytearray) -
 
 
 def _decode_many_CreatableTopicConfigs_v5(buf: bytes, pos: int, count: int) -> tuple[list[CreatableTopicConfigs], int]:
-    blen = len(buf)
     items: list[CreatableTopicConfigs] = []
     append = items.append
     try:
@@ -269,12 +269,13 @@ def _decode_many_CreatableTopicConfigs_v5(buf: bytes, pos: int, count: int) -> t
             obj = _new(CreatableTopicConfigs)
             obj.name, pos = read_compact_string(buf, pos)
             obj.value, pos = read_compact_nullable_string(buf, pos)
-            obj.read_only, obj.config_source, obj.is_sensitive = _S_obo.unpack_from(buf, pos)
+            obj.read_only, obj.config_source, obj.is_sensitive, tagged_count = _S_oboB.unpack_from(buf, pos)
             pos += 3
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -325,6 +326,7 @@ def _decode_many_CreatableTopicResult_v5(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -371,6 +373,7 @@ def _decode_CreateTopicsResponse_v5(buf: bytes, pos: int) -> tuple[CreateTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -493,6 +496,7 @@ def _decode_many_CreatableTopicResult_v7(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -539,6 +543,7 @@ def _decode_CreateTopicsResponse_v7(buf: bytes, pos: int) -> tuple[CreateTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -16,6 +16,7 @@ from protocol.primitives import (
 
 _new = object.__new__
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 
 
 class DefaultPrincipalData(Message):
@@ -37,17 +38,17 @@ class DefaultPrincipalData(Message):
 
 
 def _decode_DefaultPrincipalData_v0(buf: bytes, pos: int) -> tuple[DefaultPrincipalData, int]:
-    blen = len(buf)
     try:
         obj = _new(DefaultPrincipalData)
         obj.type, pos = read_compact_string(buf, pos)
         obj.name, pos = read_compact_string(buf, pos)
-        obj.token_authenticated, = _S_o.unpack_from(buf, pos)
+        obj.token_authenticated, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -22,6 +22,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
+_S_bbB = struct.Struct('>bbB')
 
 
 class DeleteAclsFilter(Message):
@@ -182,7 +183,6 @@ def _encode_DeleteAclsRequest_v1(obj: DeleteAclsRequest, out: bytearray) -> None
 
 
 def _decode_many_DeleteAclsFilter_v2(buf: bytes, pos: int, count: int) -> tuple[list[DeleteAclsFilter], int]:
-    blen = len(buf)
     items: list[DeleteAclsFilter] = []
     append = items.append
     try:
@@ -195,12 +195,13 @@ def _decode_many_DeleteAclsFilter_v2(buf: bytes, pos: int, count: int) -> tuple[
             pos += 1
             obj.principal_filter, pos = read_compact_nullable_string(buf, pos)
             obj.host_filter, pos = read_compact_nullable_string(buf, pos)
-            obj.operation, obj.permission_type = _S_bb.unpack_from(buf, pos)
+            obj.operation, obj.permission_type, tagged_count = _S_bbB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -239,6 +240,7 @@ def _decode_DeleteAclsRequest_v2(buf: bytes, pos: int) -> tuple[DeleteAclsReques
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

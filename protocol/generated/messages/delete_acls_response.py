@@ -26,6 +26,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
+_S_bbB = struct.Struct('>bbB')
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
 
@@ -300,7 +301,6 @@ def _encode_DeleteAclsResponse_v1(obj: DeleteAclsResponse, out: bytearray) -> No
 
 
 def _decode_many_DeleteAclsMatchingAcl_v2(buf: bytes, pos: int, count: int) -> tuple[list[DeleteAclsMatchingAcl], int]:
-    blen = len(buf)
     items: list[DeleteAclsMatchingAcl] = []
     append = items.append
     try:
@@ -316,12 +316,13 @@ def _decode_many_DeleteAclsMatchingAcl_v2(buf: bytes, pos: int, count: int) -> t
             pos += 1
             obj.principal, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.operation, obj.permission_type = _S_bb.unpack_from(buf, pos)
+            obj.operation, obj.permission_type, tagged_count = _S_bbB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -366,6 +367,7 @@ def _decode_many_DeleteAclsFilterResult_v2(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -406,6 +408,7 @@ def _decode_DeleteAclsResponse_v2(buf: bytes, pos: int) -> tuple[DeleteAclsRespo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

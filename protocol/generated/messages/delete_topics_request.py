@@ -24,7 +24,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_u = struct.Struct('>16s')
+_S_uB = struct.Struct('>16sB')
 
 
 class DeleteTopicState(Message):
@@ -157,13 +159,14 @@ def _decode_DeleteTopicsRequest_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
         for _ in range(n):
             topic_names_item, pos = read_compact_string(buf, pos)
             obj.topic_names.append(topic_names_item)
-        obj.timeout_ms, = _S_i.unpack_from(buf, pos)
+        obj.timeout_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.topics = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -225,19 +228,19 @@ def _encode_DeleteTopicsRequest_v5(obj: DeleteTopicsRequest, out: bytearray) -> 
 
 
 def _decode_many_DeleteTopicState_v6(buf: bytes, pos: int, count: int) -> tuple[list[DeleteTopicState], int]:
-    blen = len(buf)
     items: list[DeleteTopicState] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(DeleteTopicState)
             obj.name, pos = read_compact_nullable_string(buf, pos)
-            obj.topic_id, = _S_u.unpack_from(buf, pos)
+            obj.topic_id, tagged_count = _S_uB.unpack_from(buf, pos)
             pos += 16
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -272,13 +275,14 @@ def _decode_DeleteTopicsRequest_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsRe
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topics, pos = _decode_many_DeleteTopicState_v6(buf, pos, n)
-        obj.timeout_ms, = _S_i.unpack_from(buf, pos)
+        obj.timeout_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.topic_names = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -24,6 +24,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
+_S_hB = struct.Struct('>hB')
 _S_i = struct.Struct('>i')
 _S_uh = struct.Struct('>16sh')
 
@@ -168,21 +169,21 @@ def _encode_DeleteTopicsResponse_v3(obj: DeleteTopicsResponse, out: bytearray) -
 
 
 def _decode_many_DeletableTopicResult_v4(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
-    blen = len(buf)
     items: list[DeletableTopicResult] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(DeletableTopicResult)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.error_code, = _S_h.unpack_from(buf, pos)
+            obj.error_code, tagged_count = _S_hB.unpack_from(buf, pos)
             pos += 2
             obj.topic_id = ZERO_UUID
             obj.error_message = None
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -223,6 +224,7 @@ def _decode_DeleteTopicsResponse_v4(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -270,7 +272,6 @@ def _encode_DeleteTopicsResponse_v4(obj: DeleteTopicsResponse, out: bytearray) -
 
 
 def _decode_many_DeletableTopicResult_v5(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
-    blen = len(buf)
     items: list[DeletableTopicResult] = []
     append = items.append
     try:
@@ -285,6 +286,7 @@ def _decode_many_DeletableTopicResult_v5(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -325,6 +327,7 @@ def _decode_DeleteTopicsResponse_v5(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -373,7 +376,6 @@ def _encode_DeleteTopicsResponse_v5(obj: DeleteTopicsResponse, out: bytearray) -
 
 
 def _decode_many_DeletableTopicResult_v6(buf: bytes, pos: int, count: int) -> tuple[list[DeletableTopicResult], int]:
-    blen = len(buf)
     items: list[DeletableTopicResult] = []
     append = items.append
     try:
@@ -387,6 +389,7 @@ def _decode_many_DeletableTopicResult_v6(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -427,6 +430,7 @@ def _decode_DeleteTopicsResponse_v6(buf: bytes, pos: int) -> tuple[DeleteTopicsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

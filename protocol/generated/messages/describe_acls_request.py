@@ -20,6 +20,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
+_S_bbB = struct.Struct('>bbB')
 
 
 class DescribeAclsRequest(Message):
@@ -104,7 +105,6 @@ def _encode_DescribeAclsRequest_v1(obj: DescribeAclsRequest, out: bytearray) -> 
 
 
 def _decode_DescribeAclsRequest_v2(buf: bytes, pos: int) -> tuple[DescribeAclsRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(DescribeAclsRequest)
         obj.resource_type_filter, = _S_b.unpack_from(buf, pos)
@@ -114,12 +114,13 @@ def _decode_DescribeAclsRequest_v2(buf: bytes, pos: int) -> tuple[DescribeAclsRe
         pos += 1
         obj.principal_filter, pos = read_compact_nullable_string(buf, pos)
         obj.host_filter, pos = read_compact_nullable_string(buf, pos)
-        obj.operation, obj.permission_type = _S_bb.unpack_from(buf, pos)
+        obj.operation, obj.permission_type, tagged_count = _S_bbB.unpack_from(buf, pos)
         pos += 2
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -26,6 +26,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
+_S_bbB = struct.Struct('>bbB')
 _S_ih = struct.Struct('>ih')
 
 
@@ -255,7 +256,6 @@ def _encode_DescribeAclsResponse_v1(obj: DescribeAclsResponse, out: bytearray) -
 
 
 def _decode_many_AclDescription_v2(buf: bytes, pos: int, count: int) -> tuple[list[AclDescription], int]:
-    blen = len(buf)
     items: list[AclDescription] = []
     append = items.append
     try:
@@ -263,12 +263,13 @@ def _decode_many_AclDescription_v2(buf: bytes, pos: int, count: int) -> tuple[li
             obj = _new(AclDescription)
             obj.principal, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.operation, obj.permission_type = _S_bb.unpack_from(buf, pos)
+            obj.operation, obj.permission_type, tagged_count = _S_bbB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -315,6 +316,7 @@ def _decode_many_DescribeAclsResource_v2(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -356,6 +358,7 @@ def _decode_DescribeAclsResponse_v2(buf: bytes, pos: int) -> tuple[DescribeAclsR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

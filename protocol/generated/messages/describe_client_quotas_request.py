@@ -26,6 +26,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 
 
 class ComponentData(Message):
@@ -116,7 +117,6 @@ def _encode_DescribeClientQuotasRequest_v0(obj: DescribeClientQuotasRequest, out
 
 
 def _decode_many_ComponentData_v1(buf: bytes, pos: int, count: int) -> tuple[list[ComponentData], int]:
-    blen = len(buf)
     items: list[ComponentData] = []
     append = items.append
     try:
@@ -130,6 +130,7 @@ def _decode_many_ComponentData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -164,12 +165,13 @@ def _decode_DescribeClientQuotasRequest_v1(buf: bytes, pos: int) -> tuple[Descri
         if n > blen - pos:
             raise ValueError('Components claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.components, pos = _decode_many_ComponentData_v1(buf, pos, n)
-        obj.strict, = _S_o.unpack_from(buf, pos)
+        obj.strict, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -25,6 +25,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_d = struct.Struct('>d')
+_S_dB = struct.Struct('>dB')
 _S_ih = struct.Struct('>ih')
 
 
@@ -214,7 +215,6 @@ def _encode_DescribeClientQuotasResponse_v0(obj: DescribeClientQuotasResponse, o
 
 
 def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[EntityData], int]:
-    blen = len(buf)
     items: list[EntityData] = []
     append = items.append
     try:
@@ -226,6 +226,7 @@ def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[E
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -246,19 +247,19 @@ def _decode_many_EntityData_v1(buf: bytes, pos: int, count: int) -> tuple[list[E
 
 
 def _decode_many_ValueData_v1(buf: bytes, pos: int, count: int) -> tuple[list[ValueData], int]:
-    blen = len(buf)
     items: list[ValueData] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(ValueData)
             obj.key, pos = read_compact_string(buf, pos)
-            obj.value, = _S_d.unpack_from(buf, pos)
+            obj.value, tagged_count = _S_dB.unpack_from(buf, pos)
             pos += 8
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -311,6 +312,7 @@ def _decode_many_EntryData_v1(buf: bytes, pos: int, count: int) -> tuple[list[En
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -353,6 +355,7 @@ def _decode_DescribeClientQuotasResponse_v1(buf: bytes, pos: int) -> tuple[Descr
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -15,7 +15,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 _S_ob = struct.Struct('>?b')
+_S_obB = struct.Struct('>?bB')
 
 
 class DescribeClusterRequest(Message):
@@ -36,16 +38,16 @@ class DescribeClusterRequest(Message):
 
 
 def _decode_DescribeClusterRequest_v0(buf: bytes, pos: int) -> tuple[DescribeClusterRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(DescribeClusterRequest)
-        obj.include_cluster_authorized_operations, = _S_o.unpack_from(buf, pos)
+        obj.include_cluster_authorized_operations, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
         obj.endpoint_type = 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -75,15 +77,15 @@ def _encode_DescribeClusterRequest_v0(obj: DescribeClusterRequest, out: bytearra
 
 
 def _decode_DescribeClusterRequest_v1(buf: bytes, pos: int) -> tuple[DescribeClusterRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(DescribeClusterRequest)
-        obj.include_cluster_authorized_operations, obj.endpoint_type = _S_ob.unpack_from(buf, pos)
+        obj.include_cluster_authorized_operations, obj.endpoint_type, tagged_count = _S_obB.unpack_from(buf, pos)
         pos += 2
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

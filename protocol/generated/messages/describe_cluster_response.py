@@ -21,6 +21,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_ih = struct.Struct('>ih')
 
 
@@ -72,7 +73,6 @@ class DescribeClusterResponse(Message):
 
 
 def _decode_many_DescribeClusterBroker_v0(buf: bytes, pos: int, count: int) -> tuple[list[DescribeClusterBroker], int]:
-    blen = len(buf)
     items: list[DescribeClusterBroker] = []
     append = items.append
     try:
@@ -88,6 +88,7 @@ def _decode_many_DescribeClusterBroker_v0(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -128,13 +129,14 @@ def _decode_DescribeClusterResponse_v0(buf: bytes, pos: int) -> tuple[DescribeCl
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.brokers, pos = _decode_many_DescribeClusterBroker_v0(buf, pos, n)
-        obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+        obj.cluster_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.endpoint_type = 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -212,12 +214,13 @@ def _decode_DescribeClusterResponse_v1(buf: bytes, pos: int) -> tuple[DescribeCl
         if n > blen - pos:
             raise ValueError('Brokers claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.brokers, pos = _decode_many_DescribeClusterBroker_v0(buf, pos, n)
-        obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+        obj.cluster_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -23,6 +23,7 @@ _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_o = struct.Struct('>?')
 _S_oo = struct.Struct('>??')
+_S_ooB = struct.Struct('>??B')
 
 
 class DescribeConfigsResource(Message):
@@ -240,6 +241,7 @@ def _decode_many_DescribeConfigsResource_v4(buf: bytes, pos: int, count: int) ->
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -274,12 +276,13 @@ def _decode_DescribeConfigsRequest_v4(buf: bytes, pos: int) -> tuple[DescribeCon
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.resources, pos = _decode_many_DescribeConfigsResource_v4(buf, pos, n)
-        obj.include_synonyms, obj.include_documentation = _S_oo.unpack_from(buf, pos)
+        obj.include_synonyms, obj.include_documentation, tagged_count = _S_ooB.unpack_from(buf, pos)
         pos += 2
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

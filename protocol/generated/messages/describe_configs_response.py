@@ -25,6 +25,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
+_S_bB = struct.Struct('>bB')
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
 _S_obo = struct.Struct('>?b?')
@@ -514,7 +515,6 @@ def _encode_DescribeConfigsResponse_v3(obj: DescribeConfigsResponse, out: bytear
 
 
 def _decode_many_DescribeConfigsSynonym_v4(buf: bytes, pos: int, count: int) -> tuple[list[DescribeConfigsSynonym], int]:
-    blen = len(buf)
     items: list[DescribeConfigsSynonym] = []
     append = items.append
     try:
@@ -522,12 +522,13 @@ def _decode_many_DescribeConfigsSynonym_v4(buf: bytes, pos: int, count: int) -> 
             obj = _new(DescribeConfigsSynonym)
             obj.name, pos = read_compact_string(buf, pos)
             obj.value, pos = read_compact_nullable_string(buf, pos)
-            obj.source, = _S_b.unpack_from(buf, pos)
+            obj.source, tagged_count = _S_bB.unpack_from(buf, pos)
             pos += 1
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -577,6 +578,7 @@ def _decode_many_DescribeConfigsResourceResult_v4(buf: bytes, pos: int, count: i
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -624,6 +626,7 @@ def _decode_many_DescribeConfigsResult_v4(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -664,6 +667,7 @@ def _decode_DescribeConfigsResponse_v4(buf: bytes, pos: int) -> tuple[DescribeCo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

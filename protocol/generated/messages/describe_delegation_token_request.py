@@ -101,7 +101,6 @@ def _encode_DescribeDelegationTokenRequest_v0(obj: DescribeDelegationTokenReques
 
 
 def _decode_many_DescribeDelegationTokenOwner_v2(buf: bytes, pos: int, count: int) -> tuple[list[DescribeDelegationTokenOwner], int]:
-    blen = len(buf)
     items: list[DescribeDelegationTokenOwner] = []
     append = items.append
     try:
@@ -113,6 +112,7 @@ def _decode_many_DescribeDelegationTokenOwner_v2(buf: bytes, pos: int, count: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -152,6 +152,7 @@ def _decode_DescribeDelegationTokenRequest_v2(buf: bytes, pos: int) -> tuple[Des
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

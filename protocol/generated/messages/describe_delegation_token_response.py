@@ -26,6 +26,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_qqq = struct.Struct('>qqq')
 
 
@@ -228,7 +229,6 @@ def _encode_DescribeDelegationTokenResponse_v1(obj: DescribeDelegationTokenRespo
 
 
 def _decode_many_DescribedDelegationTokenRenewer_v2(buf: bytes, pos: int, count: int) -> tuple[list[DescribedDelegationTokenRenewer], int]:
-    blen = len(buf)
     items: list[DescribedDelegationTokenRenewer] = []
     append = items.append
     try:
@@ -240,6 +240,7 @@ def _decode_many_DescribedDelegationTokenRenewer_v2(buf: bytes, pos: int, count:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -289,6 +290,7 @@ def _decode_many_DescribedDelegationToken_v2(buf: bytes, pos: int, count: int) -
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -325,12 +327,13 @@ def _decode_DescribeDelegationTokenResponse_v2(buf: bytes, pos: int) -> tuple[De
         if n > blen - pos:
             raise ValueError('Tokens claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.tokens, pos = _decode_many_DescribedDelegationToken_v2(buf, pos, n)
-        obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+        obj.throttle_time_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -435,6 +438,7 @@ def _decode_many_DescribedDelegationToken_v3(buf: bytes, pos: int, count: int) -
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -471,12 +475,13 @@ def _decode_DescribeDelegationTokenResponse_v3(buf: bytes, pos: int) -> tuple[De
         if n > blen - pos:
             raise ValueError('Tokens claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.tokens, pos = _decode_many_DescribedDelegationToken_v3(buf, pos, n)
-        obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+        obj.throttle_time_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

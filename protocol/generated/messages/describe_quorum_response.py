@@ -8,10 +8,12 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -21,14 +23,18 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_h = struct.Struct('>h')
 _S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 _S_ihiiq = struct.Struct('>ihiiq')
 _S_iiq = struct.Struct('>iiq')
 _S_iq = struct.Struct('>iq')
+_S_iqB = struct.Struct('>iqB')
 _S_iqqq = struct.Struct('>iqqq')
+_S_iqqqB = struct.Struct('>iqqqB')
 _S_iuqqq = struct.Struct('>i16sqqq')
+_S_iuqqqB = struct.Struct('>i16sqqqB')
 
 
 class ReplicaState(Message):
@@ -143,21 +149,33 @@ class DescribeQuorumResponse(Message):
 
 
 def _decode_many_ReplicaState_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
-    blen = len(buf)
     items: list[ReplicaState] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(ReplicaState)
+            obj.replica_id, obj.log_end_offset = row[:2]
+            obj.replica_directory_id = ZERO_UUID
+            obj.last_fetch_timestamp = -1
+            obj.last_caught_up_timestamp = -1
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ReplicaState)
-            obj.replica_id, obj.log_end_offset = _S_iq.unpack_from(buf, pos)
+            obj.replica_id, obj.log_end_offset, tagged_count = _S_iqB.unpack_from(buf, pos)
             pos += 12
             obj.replica_directory_id = ZERO_UUID
             obj.last_fetch_timestamp = -1
             obj.last_caught_up_timestamp = -1
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -213,6 +231,7 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -255,6 +274,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -297,6 +317,7 @@ def _decode_DescribeQuorumResponse_v0(buf: bytes, pos: int) -> tuple[DescribeQuo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -395,19 +416,29 @@ def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearra
 
 
 def _decode_many_ReplicaState_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
-    blen = len(buf)
     items: list[ReplicaState] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iqqq, 4, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(ReplicaState)
+            obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp = row[:4]
+            obj.replica_directory_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ReplicaState)
-            obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp = _S_iqqq.unpack_from(buf, pos)
+            obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp, tagged_count = _S_iqqqB.unpack_from(buf, pos)
             pos += 28
             obj.replica_directory_id = ZERO_UUID
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -463,6 +494,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -505,6 +537,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -547,6 +580,7 @@ def _decode_DescribeQuorumResponse_v1(buf: bytes, pos: int) -> tuple[DescribeQuo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -645,18 +679,27 @@ def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearra
 
 
 def _decode_many_ReplicaState_v2(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
-    blen = len(buf)
     items: list[ReplicaState] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iuqqq, 5, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(ReplicaState)
+            obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp = row[:5]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ReplicaState)
-            obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp = _S_iuqqq.unpack_from(buf, pos)
+            obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp, tagged_count = _S_iuqqqB.unpack_from(buf, pos)
             pos += 44
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -714,6 +757,7 @@ def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -756,6 +800,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -776,7 +821,6 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 
 def _decode_many_Listener_v2(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
-    blen = len(buf)
     items: list[Listener] = []
     append = items.append
     try:
@@ -784,12 +828,13 @@ def _decode_many_Listener_v2(buf: bytes, pos: int, count: int) -> tuple[list[Lis
             obj = _new(Listener)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -833,6 +878,7 @@ def _decode_many_Node_v2(buf: bytes, pos: int, count: int) -> tuple[list[Node], 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -885,6 +931,7 @@ def _decode_DescribeQuorumResponse_v2(buf: bytes, pos: int) -> tuple[DescribeQuo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

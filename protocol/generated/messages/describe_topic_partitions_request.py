@@ -18,6 +18,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 
 
 class TopicRequest(Message):
@@ -66,7 +67,6 @@ class DescribeTopicPartitionsRequest(Message):
 
 
 def _decode_many_TopicRequest_v0(buf: bytes, pos: int, count: int) -> tuple[list[TopicRequest], int]:
-    blen = len(buf)
     items: list[TopicRequest] = []
     append = items.append
     try:
@@ -77,6 +77,7 @@ def _decode_many_TopicRequest_v0(buf: bytes, pos: int, count: int) -> tuple[list
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -97,16 +98,16 @@ def _decode_many_TopicRequest_v0(buf: bytes, pos: int, count: int) -> tuple[list
 
 
 def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
-    blen = len(buf)
     try:
         obj = _new(Cursor)
         obj.topic_name, pos = read_compact_string(buf, pos)
-        obj.partition_index, = _S_i.unpack_from(buf, pos)
+        obj.partition_index, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -151,6 +152,7 @@ def _decode_DescribeTopicPartitionsRequest_v0(buf: bytes, pos: int) -> tuple[Des
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -10,10 +10,12 @@ from protocol.message import MISSING, Message
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -25,6 +27,7 @@ _new = object.__new__
 _S_h = struct.Struct('>h')
 _S_hiii = struct.Struct('>hiii')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_uo = struct.Struct('>16s?')
 
 
@@ -115,6 +118,20 @@ def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: in
     blen = len(buf)
     items: list[DescribeTopicPartitionsResponsePartition] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', True), ('i', True), ('i', False))) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, [replica_nodes_items, isr_nodes_items, eligible_leader_replicas_items, last_known_elr_items, offline_replicas_items] = uniform
+        for row in rows:
+            obj = _new(DescribeTopicPartitionsResponsePartition)
+            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = row[:4]
+            obj.replica_nodes = [*row[replica_nodes_items]]
+            obj.isr_nodes = [*row[isr_nodes_items]]
+            obj.eligible_leader_replicas = None if eligible_leader_replicas_items is NULL_ITEMS else [*row[eligible_leader_replicas_items]]
+            obj.last_known_elr = None if last_known_elr_items is NULL_ITEMS else [*row[last_known_elr_items]]
+            obj.offline_replicas = [*row[offline_replicas_items]]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(DescribeTopicPartitionsResponsePartition)
@@ -204,6 +221,7 @@ def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -246,12 +264,13 @@ def _decode_many_DescribeTopicPartitionsResponseTopic_v0(buf: bytes, pos: int, c
             if n > blen - pos:
                 raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions, pos = _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf, pos, n)
-            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            obj.topic_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -272,16 +291,16 @@ def _decode_many_DescribeTopicPartitionsResponseTopic_v0(buf: bytes, pos: int, c
 
 
 def _decode_Cursor_v0(buf: bytes, pos: int) -> tuple[Cursor, int]:
-    blen = len(buf)
     try:
         obj = _new(Cursor)
         obj.topic_name, pos = read_compact_string(buf, pos)
-        obj.partition_index, = _S_i.unpack_from(buf, pos)
+        obj.partition_index, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -326,6 +345,7 @@ def _decode_DescribeTopicPartitionsResponse_v0(buf: bytes, pos: int) -> tuple[De
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -47,7 +47,6 @@ class DescribeUserScramCredentialsRequest(Message):
 
 
 def _decode_many_UserName_v0(buf: bytes, pos: int, count: int) -> tuple[list[UserName], int]:
-    blen = len(buf)
     items: list[UserName] = []
     append = items.append
     try:
@@ -58,6 +57,7 @@ def _decode_many_UserName_v0(buf: bytes, pos: int, count: int) -> tuple[list[Use
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -97,6 +97,7 @@ def _decode_DescribeUserScramCredentialsRequest_v0(buf: bytes, pos: int) -> tupl
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -8,9 +8,11 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    NULL_ITEMS,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -20,6 +22,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_bi = struct.Struct('>bi')
+_S_biB = struct.Struct('>biB')
 _S_h = struct.Struct('>h')
 _S_ih = struct.Struct('>ih')
 
@@ -78,18 +81,27 @@ class DescribeUserScramCredentialsResponse(Message):
 
 
 def _decode_many_CredentialInfo_v0(buf: bytes, pos: int, count: int) -> tuple[list[CredentialInfo], int]:
-    blen = len(buf)
     items: list[CredentialInfo] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_bi, 2, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(CredentialInfo)
+            obj.mechanism, obj.iterations = row[:2]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(CredentialInfo)
-            obj.mechanism, obj.iterations = _S_bi.unpack_from(buf, pos)
+            obj.mechanism, obj.iterations, tagged_count = _S_biB.unpack_from(buf, pos)
             pos += 5
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -135,6 +147,7 @@ def _decode_many_DescribeUserScramCredentialsResult_v0(buf: bytes, pos: int, cou
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -176,6 +189,7 @@ def _decode_DescribeUserScramCredentialsResponse_v0(buf: bytes, pos: int) -> tup
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -24,6 +24,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 
 
 class TopicPartitions(Message):
@@ -208,6 +209,7 @@ def _decode_many_TopicPartitions_v2(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -245,12 +247,13 @@ def _decode_ElectLeadersRequest_v2(buf: bytes, pos: int) -> tuple[ElectLeadersRe
             if n > blen - pos:
                 raise ValueError('TopicPartitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.topic_partitions, pos = _decode_many_TopicPartitions_v2(buf, pos, n)
-        obj.timeout_ms, = _S_i.unpack_from(buf, pos)
+        obj.timeout_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -209,7 +209,6 @@ def _encode_ElectLeadersResponse_v1(obj: ElectLeadersResponse, out: bytearray) -
 
 
 def _decode_many_PartitionResult_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionResult], int]:
-    blen = len(buf)
     items: list[PartitionResult] = []
     append = items.append
     try:
@@ -222,6 +221,7 @@ def _decode_many_PartitionResult_v2(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -264,6 +264,7 @@ def _decode_many_ReplicaElectionResult_v2(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -304,6 +305,7 @@ def _decode_ElectLeadersResponse_v2(buf: bytes, pos: int) -> tuple[ElectLeadersR
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

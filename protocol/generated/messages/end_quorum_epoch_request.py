@@ -10,12 +10,14 @@ from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
     INT32_ARRAYS,
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -27,8 +29,10 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_iii = struct.Struct('>iii')
 _S_iu = struct.Struct('>i16s')
+_S_iuB = struct.Struct('>i16sB')
 
 
 class ReplicaInfo(Message):
@@ -221,18 +225,27 @@ def _encode_EndQuorumEpochRequest_v0(obj: EndQuorumEpochRequest, out: bytearray)
 
 
 def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaInfo], int]:
-    blen = len(buf)
     items: list[ReplicaInfo] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(ReplicaInfo)
+            obj.candidate_id, obj.candidate_directory_id = row[:2]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ReplicaInfo)
-            obj.candidate_id, obj.candidate_directory_id = _S_iu.unpack_from(buf, pos)
+            obj.candidate_id, obj.candidate_directory_id, tagged_count = _S_iuB.unpack_from(buf, pos)
             pos += 20
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -277,6 +290,7 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -319,6 +333,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -339,7 +354,6 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
 
 
 def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[LeaderEndpoint], int]:
-    blen = len(buf)
     items: list[LeaderEndpoint] = []
     append = items.append
     try:
@@ -347,12 +361,13 @@ def _decode_many_LeaderEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[li
             obj = _new(LeaderEndpoint)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -403,6 +418,7 @@ def _decode_EndQuorumEpochRequest_v1(buf: bytes, pos: int) -> tuple[EndQuorumEpo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

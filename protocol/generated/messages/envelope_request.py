@@ -40,7 +40,6 @@ class EnvelopeRequest(Message):
 
 
 def _decode_EnvelopeRequest_v0(buf: bytes, pos: int) -> tuple[EnvelopeRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(EnvelopeRequest)
         obj.request_data, pos = read_compact_bytes(buf, pos)
@@ -50,6 +49,7 @@ def _decode_EnvelopeRequest_v0(buf: bytes, pos: int) -> tuple[EnvelopeRequest, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

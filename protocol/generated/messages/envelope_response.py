@@ -17,6 +17,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
+_S_hB = struct.Struct('>hB')
 
 
 class EnvelopeResponse(Message):
@@ -37,16 +38,16 @@ class EnvelopeResponse(Message):
 
 
 def _decode_EnvelopeResponse_v0(buf: bytes, pos: int) -> tuple[EnvelopeResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(EnvelopeResponse)
         obj.response_data, pos = read_compact_nullable_bytes(buf, pos)
-        obj.error_code, = _S_h.unpack_from(buf, pos)
+        obj.error_code, tagged_count = _S_hB.unpack_from(buf, pos)
         pos += 2
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -19,6 +19,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_q = struct.Struct('>q')
+_S_qB = struct.Struct('>qB')
 
 
 class ExpireDelegationTokenRequest(Message):
@@ -56,16 +57,16 @@ def _encode_ExpireDelegationTokenRequest_v0(obj: ExpireDelegationTokenRequest, o
 
 
 def _decode_ExpireDelegationTokenRequest_v2(buf: bytes, pos: int) -> tuple[ExpireDelegationTokenRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(ExpireDelegationTokenRequest)
         obj.hmac, pos = read_compact_bytes(buf, pos)
-        obj.expiry_time_period_ms, = _S_q.unpack_from(buf, pos)
+        obj.expiry_time_period_ms, tagged_count = _S_qB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -11,11 +11,13 @@ from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_string,
@@ -31,8 +33,10 @@ _S_iiii = struct.Struct('>iiii')
 _S_iiiib = struct.Struct('>iiiib')
 _S_iiiibii = struct.Struct('>iiiibii')
 _S_iiqiqi = struct.Struct('>iiqiqi')
+_S_iiqiqiB = struct.Struct('>iiqiqiB')
 _S_iiqqi = struct.Struct('>iiqqi')
 _S_iq = struct.Struct('>iq')
+_S_iqB = struct.Struct('>iqB')
 _S_iqi = struct.Struct('>iqi')
 _S_iqqi = struct.Struct('>iqqi')
 _S_u = struct.Struct('>16s')
@@ -986,19 +990,29 @@ def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
 
 
 def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
-    blen = len(buf)
     items: list[FetchPartition] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(FetchPartition)
+            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = row[:6]
+            obj.replica_directory_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(FetchPartition)
-            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes, tagged_count = _S_iiqiqiB.unpack_from(buf, pos)
             pos += 32
             obj.replica_directory_id = ZERO_UUID
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1042,6 +1056,7 @@ def _decode_many_FetchTopic_v12(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1090,6 +1105,7 @@ def _decode_many_ForgottenTopic_v12(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1144,6 +1160,7 @@ def _decode_FetchRequest_v12(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1275,6 +1292,7 @@ def _decode_many_FetchTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1298,6 +1316,17 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
     blen = len(buf)
     items: list[ForgottenTopic] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_u, 1, (('i', False),)) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, [partitions_items] = uniform
+        for row in rows:
+            obj = _new(ForgottenTopic)
+            obj.topic_id, = row[:1]
+            obj.partitions = [*row[partitions_items]]
+            obj.topic = ''
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ForgottenTopic)
@@ -1324,6 +1353,7 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1378,6 +1408,7 @@ def _decode_FetchRequest_v13(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1558,15 +1589,15 @@ def _encode_FetchRequest_v14(obj: FetchRequest, out: bytearray) -> None:
 
 
 def _decode_ReplicaState_v15(buf: bytes, pos: int) -> tuple[ReplicaState, int]:
-    blen = len(buf)
     try:
         obj = _new(ReplicaState)
-        obj.replica_id, obj.replica_epoch = _S_iq.unpack_from(buf, pos)
+        obj.replica_id, obj.replica_epoch, tagged_count = _S_iqB.unpack_from(buf, pos)
         pos += 12
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1621,6 +1652,7 @@ def _decode_FetchRequest_v15(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1829,19 +1861,29 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
 
 
 def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
-    blen = len(buf)
     items: list[FetchPartition] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(FetchPartition)
+            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = row[:6]
+            obj.replica_directory_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(FetchPartition)
-            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes, tagged_count = _S_iiqiqiB.unpack_from(buf, pos)
             pos += 32
             obj.replica_directory_id = ZERO_UUID
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1892,6 +1934,7 @@ def _decode_many_FetchTopic_v17(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1947,6 +1990,7 @@ def _decode_FetchRequest_v17(buf: bytes, pos: int) -> tuple[FetchRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

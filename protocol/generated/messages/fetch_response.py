@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_bytes,
     read_compact_nullable_string,
@@ -16,6 +17,7 @@ from protocol.primitives import (
     read_nullable_bytes,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_bytes,
     write_compact_nullable_string,
     write_compact_string,
@@ -33,9 +35,13 @@ _S_ihq = struct.Struct('>ihq')
 _S_ihqq = struct.Struct('>ihqq')
 _S_ihqqq = struct.Struct('>ihqqq')
 _S_ii = struct.Struct('>ii')
+_S_iiB = struct.Struct('>iiB')
 _S_iq = struct.Struct('>iq')
+_S_iqB = struct.Struct('>iqB')
 _S_qi = struct.Struct('>qi')
+_S_qiB = struct.Struct('>qiB')
 _S_qq = struct.Struct('>qq')
+_S_qqB = struct.Struct('>qqB')
 _S_u = struct.Struct('>16s')
 
 
@@ -1072,18 +1078,27 @@ def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
 
 
 def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
-    blen = len(buf)
     items: list[AbortedTransaction] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_qq, 2, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(AbortedTransaction)
+            obj.producer_id, obj.first_offset = row[:2]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(AbortedTransaction)
-            obj.producer_id, obj.first_offset = _S_qq.unpack_from(buf, pos)
+            obj.producer_id, obj.first_offset, tagged_count = _S_qqB.unpack_from(buf, pos)
             pos += 16
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1104,15 +1119,15 @@ def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tup
 
 
 def _decode_EpochEndOffset_v12(buf: bytes, pos: int) -> tuple[EpochEndOffset, int]:
-    blen = len(buf)
     try:
         obj = _new(EpochEndOffset)
-        obj.epoch, obj.end_offset = _S_iq.unpack_from(buf, pos)
+        obj.epoch, obj.end_offset, tagged_count = _S_iqB.unpack_from(buf, pos)
         pos += 12
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1132,15 +1147,15 @@ def _decode_EpochEndOffset_v12(buf: bytes, pos: int) -> tuple[EpochEndOffset, in
 
 
 def _decode_LeaderIdAndEpoch_v12(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    blen = len(buf)
     try:
         obj = _new(LeaderIdAndEpoch)
-        obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
+        obj.leader_id, obj.leader_epoch, tagged_count = _S_iiB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1160,15 +1175,15 @@ def _decode_LeaderIdAndEpoch_v12(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch
 
 
 def _decode_SnapshotId_v12(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
-    blen = len(buf)
     try:
         obj = _new(SnapshotId)
-        obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
+        obj.end_offset, obj.epoch, tagged_count = _S_qiB.unpack_from(buf, pos)
         pos += 12
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1218,6 +1233,7 @@ def _decode_many_PartitionData_v12(buf: bytes, pos: int, count: int) -> tuple[li
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1274,6 +1290,7 @@ def _decode_many_FetchableTopicResponse_v12(buf: bytes, pos: int, count: int) ->
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1315,6 +1332,7 @@ def _decode_FetchResponse_v12(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1476,6 +1494,7 @@ def _decode_many_FetchableTopicResponse_v13(buf: bytes, pos: int, count: int) ->
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1517,6 +1536,7 @@ def _decode_FetchResponse_v13(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1797,7 +1817,6 @@ def _encode_FetchResponse_v15(obj: FetchResponse, out: bytearray) -> None:
 
 
 def _decode_many_NodeEndpoint_v16(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
-    blen = len(buf)
     items: list[NodeEndpoint] = []
     append = items.append
     try:
@@ -1813,6 +1832,7 @@ def _decode_many_NodeEndpoint_v16(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1854,6 +1874,7 @@ def _decode_FetchResponse_v16(buf: bytes, pos: int) -> tuple[FetchResponse, int]
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

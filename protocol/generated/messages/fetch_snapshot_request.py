@@ -22,7 +22,9 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_ii = struct.Struct('>ii')
 _S_q = struct.Struct('>q')
+_S_qB = struct.Struct('>qB')
 _S_qi = struct.Struct('>qi')
+_S_qiB = struct.Struct('>qiB')
 _S_u = struct.Struct('>16s')
 
 
@@ -96,15 +98,15 @@ class FetchSnapshotRequest(Message):
 
 
 def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
-    blen = len(buf)
     try:
         obj = _new(SnapshotId)
-        obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
+        obj.end_offset, obj.epoch, tagged_count = _S_qiB.unpack_from(buf, pos)
         pos += 12
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -124,7 +126,6 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
 
 
 def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
-    blen = len(buf)
     items: list[PartitionSnapshot] = []
     append = items.append
     try:
@@ -133,13 +134,14 @@ def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple
             obj.partition, obj.current_leader_epoch = _S_ii.unpack_from(buf, pos)
             pos += 8
             obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
-            obj.position, = _S_q.unpack_from(buf, pos)
+            obj.position, tagged_count = _S_qB.unpack_from(buf, pos)
             pos += 8
             obj.replica_directory_id = ZERO_UUID
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -182,6 +184,7 @@ def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -223,6 +226,7 @@ def _decode_FetchSnapshotRequest_v0(buf: bytes, pos: int) -> tuple[FetchSnapshot
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -312,7 +316,6 @@ def _encode_FetchSnapshotRequest_v0(obj: FetchSnapshotRequest, out: bytearray) -
 
 
 def _decode_many_PartitionSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
-    blen = len(buf)
     items: list[PartitionSnapshot] = []
     append = items.append
     try:
@@ -321,13 +324,14 @@ def _decode_many_PartitionSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple
             obj.partition, obj.current_leader_epoch = _S_ii.unpack_from(buf, pos)
             pos += 8
             obj.snapshot_id, pos = _decode_SnapshotId_v0(buf, pos)
-            obj.position, = _S_q.unpack_from(buf, pos)
+            obj.position, tagged_count = _S_qB.unpack_from(buf, pos)
             pos += 8
             obj.replica_directory_id = ZERO_UUID
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -376,6 +380,7 @@ def _decode_many_TopicSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -417,6 +422,7 @@ def _decode_FetchSnapshotRequest_v1(buf: bytes, pos: int) -> tuple[FetchSnapshot
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

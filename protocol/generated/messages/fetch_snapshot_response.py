@@ -20,10 +20,13 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 _S_ii = struct.Struct('>ii')
+_S_iiB = struct.Struct('>iiB')
 _S_qi = struct.Struct('>qi')
+_S_qiB = struct.Struct('>qiB')
 _S_qq = struct.Struct('>qq')
 
 
@@ -131,15 +134,15 @@ class FetchSnapshotResponse(Message):
 
 
 def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
-    blen = len(buf)
     try:
         obj = _new(SnapshotId)
-        obj.end_offset, obj.epoch = _S_qi.unpack_from(buf, pos)
+        obj.end_offset, obj.epoch, tagged_count = _S_qiB.unpack_from(buf, pos)
         pos += 12
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -159,15 +162,15 @@ def _decode_SnapshotId_v0(buf: bytes, pos: int) -> tuple[SnapshotId, int]:
 
 
 def _decode_LeaderIdAndEpoch_v0(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    blen = len(buf)
     try:
         obj = _new(LeaderIdAndEpoch)
-        obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
+        obj.leader_id, obj.leader_epoch, tagged_count = _S_iiB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -187,7 +190,6 @@ def _decode_LeaderIdAndEpoch_v0(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch,
 
 
 def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
-    blen = len(buf)
     items: list[PartitionSnapshot] = []
     append = items.append
     try:
@@ -204,6 +206,7 @@ def _decode_many_PartitionSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -251,6 +254,7 @@ def _decode_many_TopicSnapshot_v0(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -292,6 +296,7 @@ def _decode_FetchSnapshotResponse_v0(buf: bytes, pos: int) -> tuple[FetchSnapsho
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -391,7 +396,6 @@ def _encode_FetchSnapshotResponse_v0(obj: FetchSnapshotResponse, out: bytearray)
 
 
 def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
-    blen = len(buf)
     items: list[NodeEndpoint] = []
     append = items.append
     try:
@@ -400,12 +404,13 @@ def _decode_many_NodeEndpoint_v1(buf: bytes, pos: int, count: int) -> tuple[list
             obj.node_id, = _S_i.unpack_from(buf, pos)
             pos += 4
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -447,6 +452,7 @@ def _decode_FetchSnapshotResponse_v1(buf: bytes, pos: int) -> tuple[FetchSnapsho
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -20,6 +20,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
+_S_bB = struct.Struct('>bB')
 
 
 class FindCoordinatorRequest(Message):
@@ -89,17 +90,17 @@ def _encode_FindCoordinatorRequest_v2(obj: FindCoordinatorRequest, out: bytearra
 
 
 def _decode_FindCoordinatorRequest_v3(buf: bytes, pos: int) -> tuple[FindCoordinatorRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(FindCoordinatorRequest)
         obj.key, pos = read_compact_string(buf, pos)
-        obj.key_type, = _S_b.unpack_from(buf, pos)
+        obj.key_type, tagged_count = _S_bB.unpack_from(buf, pos)
         pos += 1
         obj.coordinator_keys = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -154,6 +155,7 @@ def _decode_FindCoordinatorRequest_v4(buf: bytes, pos: int) -> tuple[FindCoordin
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

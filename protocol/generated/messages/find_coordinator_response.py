@@ -25,6 +25,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_hi = struct.Struct('>hi')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_ih = struct.Struct('>ih')
 
 
@@ -141,7 +142,6 @@ def _encode_FindCoordinatorResponse_v2(obj: FindCoordinatorResponse, out: bytear
 
 
 def _decode_FindCoordinatorResponse_v3(buf: bytes, pos: int) -> tuple[FindCoordinatorResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(FindCoordinatorResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
@@ -150,13 +150,14 @@ def _decode_FindCoordinatorResponse_v3(buf: bytes, pos: int) -> tuple[FindCoordi
         obj.node_id, = _S_i.unpack_from(buf, pos)
         pos += 4
         obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_i.unpack_from(buf, pos)
+        obj.port, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.coordinators = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -190,7 +191,6 @@ def _encode_FindCoordinatorResponse_v3(obj: FindCoordinatorResponse, out: bytear
 
 
 def _decode_many_Coordinator_v4(buf: bytes, pos: int, count: int) -> tuple[list[Coordinator], int]:
-    blen = len(buf)
     items: list[Coordinator] = []
     append = items.append
     try:
@@ -207,6 +207,7 @@ def _decode_many_Coordinator_v4(buf: bytes, pos: int, count: int) -> tuple[list[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -252,6 +253,7 @@ def _decode_FindCoordinatorResponse_v4(buf: bytes, pos: int) -> tuple[FindCoordi
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

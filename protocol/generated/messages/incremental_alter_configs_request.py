@@ -26,6 +26,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 
 
 class AlterableConfig(Message):
@@ -169,7 +170,6 @@ def _encode_IncrementalAlterConfigsRequest_v0(obj: IncrementalAlterConfigsReques
 
 
 def _decode_many_AlterableConfig_v1(buf: bytes, pos: int, count: int) -> tuple[list[AlterableConfig], int]:
-    blen = len(buf)
     items: list[AlterableConfig] = []
     append = items.append
     try:
@@ -183,6 +183,7 @@ def _decode_many_AlterableConfig_v1(buf: bytes, pos: int, count: int) -> tuple[l
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -227,6 +228,7 @@ def _decode_many_AlterConfigsResource_v1(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -261,12 +263,13 @@ def _decode_IncrementalAlterConfigsRequest_v1(buf: bytes, pos: int) -> tuple[Inc
         if n > blen - pos:
             raise ValueError('Resources claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.resources, pos = _decode_many_AlterConfigsResource_v1(buf, pos, n)
-        obj.validate_only, = _S_o.unpack_from(buf, pos)
+        obj.validate_only, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -122,7 +122,6 @@ def _encode_IncrementalAlterConfigsResponse_v0(obj: IncrementalAlterConfigsRespo
 
 
 def _decode_many_AlterConfigsResourceResponse_v1(buf: bytes, pos: int, count: int) -> tuple[list[AlterConfigsResourceResponse], int]:
-    blen = len(buf)
     items: list[AlterConfigsResourceResponse] = []
     append = items.append
     try:
@@ -138,6 +137,7 @@ def _decode_many_AlterConfigsResourceResponse_v1(buf: bytes, pos: int, count: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -178,6 +178,7 @@ def _decode_IncrementalAlterConfigsResponse_v1(buf: bytes, pos: int) -> tuple[In
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -19,7 +19,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_iqh = struct.Struct('>iqh')
+_S_iqhB = struct.Struct('>iqhB')
 
 
 class InitProducerIdRequest(Message):
@@ -76,18 +78,18 @@ def _encode_InitProducerIdRequest_v1(obj: InitProducerIdRequest, out: bytearray)
 
 
 def _decode_InitProducerIdRequest_v2(buf: bytes, pos: int) -> tuple[InitProducerIdRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(InitProducerIdRequest)
         obj.transactional_id, pos = read_compact_nullable_string(buf, pos)
-        obj.transaction_timeout_ms, = _S_i.unpack_from(buf, pos)
+        obj.transaction_timeout_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.producer_id = -1
         obj.producer_epoch = -1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -120,16 +122,16 @@ def _encode_InitProducerIdRequest_v2(obj: InitProducerIdRequest, out: bytearray)
 
 
 def _decode_InitProducerIdRequest_v3(buf: bytes, pos: int) -> tuple[InitProducerIdRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(InitProducerIdRequest)
         obj.transactional_id, pos = read_compact_nullable_string(buf, pos)
-        obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch = _S_iqh.unpack_from(buf, pos)
+        obj.transaction_timeout_ms, obj.producer_id, obj.producer_epoch, tagged_count = _S_iqhB.unpack_from(buf, pos)
         pos += 14
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -15,6 +15,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_ihqh = struct.Struct('>ihqh')
+_S_ihqhB = struct.Struct('>ihqhB')
 
 
 class InitProducerIdResponse(Message):
@@ -54,15 +55,15 @@ def _encode_InitProducerIdResponse_v0(obj: InitProducerIdResponse, out: bytearra
 
 
 def _decode_InitProducerIdResponse_v2(buf: bytes, pos: int) -> tuple[InitProducerIdResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(InitProducerIdResponse)
-        obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch = _S_ihqh.unpack_from(buf, pos)
+        obj.throttle_time_ms, obj.error_code, obj.producer_id, obj.producer_epoch, tagged_count = _S_ihqhB.unpack_from(buf, pos)
         pos += 16
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

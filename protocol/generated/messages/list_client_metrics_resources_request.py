@@ -30,13 +30,13 @@ class ListClientMetricsResourcesRequest(Message):
 
 
 def _decode_ListClientMetricsResourcesRequest_v0(buf: bytes, pos: int) -> tuple[ListClientMetricsResourcesRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(ListClientMetricsResourcesRequest)
         if buf[pos] == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -52,7 +52,6 @@ class ListClientMetricsResourcesResponse(Message):
 
 
 def _decode_many_ClientMetricsResource_v0(buf: bytes, pos: int, count: int) -> tuple[list[ClientMetricsResource], int]:
-    blen = len(buf)
     items: list[ClientMetricsResource] = []
     append = items.append
     try:
@@ -63,6 +62,7 @@ def _decode_many_ClientMetricsResource_v0(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -103,6 +103,7 @@ def _decode_ListClientMetricsResourcesResponse_v0(buf: bytes, pos: int) -> tuple
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

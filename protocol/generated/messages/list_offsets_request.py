@@ -9,9 +9,11 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
+    NULL_ITEMS,
     read_compact_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_string,
     write_string,
     write_tagged_fields,
@@ -21,8 +23,10 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_ib = struct.Struct('>ib')
 _S_iiq = struct.Struct('>iiq')
+_S_iiqB = struct.Struct('>iiqB')
 _S_iq = struct.Struct('>iq')
 _S_iqi = struct.Struct('>iqi')
 
@@ -460,19 +464,29 @@ def _encode_ListOffsetsRequest_v5(obj: ListOffsetsRequest, out: bytearray) -> No
 
 
 def _decode_many_ListOffsetsPartition_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartition], int]:
-    blen = len(buf)
     items: list[ListOffsetsPartition] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iiq, 3, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(ListOffsetsPartition)
+            obj.partition_index, obj.current_leader_epoch, obj.timestamp = row[:3]
+            obj.max_num_offsets = 1
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ListOffsetsPartition)
-            obj.partition_index, obj.current_leader_epoch, obj.timestamp = _S_iiq.unpack_from(buf, pos)
+            obj.partition_index, obj.current_leader_epoch, obj.timestamp, tagged_count = _S_iiqB.unpack_from(buf, pos)
             pos += 16
             obj.max_num_offsets = 1
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -515,6 +529,7 @@ def _decode_many_ListOffsetsTopic_v6(buf: bytes, pos: int, count: int) -> tuple[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -556,6 +571,7 @@ def _decode_ListOffsetsRequest_v6(buf: bytes, pos: int) -> tuple[ListOffsetsRequ
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -783,12 +799,13 @@ def _decode_ListOffsetsRequest_v10(buf: bytes, pos: int) -> tuple[ListOffsetsReq
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topics, pos = _decode_many_ListOffsetsTopic_v6(buf, pos, n)
-        obj.timeout_ms, = _S_i.unpack_from(buf, pos)
+        obj.timeout_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -10,9 +10,11 @@ from protocol.message import MISSING, Message
 from protocol.primitives import (
     INT32,
     INT64_ARRAYS,
+    NULL_ITEMS,
     read_compact_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_string,
     write_string,
     write_tagged_fields,
@@ -25,6 +27,7 @@ _S_i = struct.Struct('>i')
 _S_ih = struct.Struct('>ih')
 _S_ihqq = struct.Struct('>ihqq')
 _S_ihqqi = struct.Struct('>ihqqi')
+_S_ihqqiB = struct.Struct('>ihqqiB')
 
 
 class ListOffsetsPartitionResponse(Message):
@@ -481,19 +484,29 @@ def _encode_ListOffsetsResponse_v5(obj: ListOffsetsResponse, out: bytearray) -> 
 
 
 def _decode_many_ListOffsetsPartitionResponse_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartitionResponse], int]:
-    blen = len(buf)
     items: list[ListOffsetsPartitionResponse] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_ihqqi, 5, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(ListOffsetsPartitionResponse)
+            obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch = row[:5]
+            obj.old_style_offsets = []
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(ListOffsetsPartitionResponse)
-            obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch = _S_ihqqi.unpack_from(buf, pos)
+            obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch, tagged_count = _S_ihqqiB.unpack_from(buf, pos)
             pos += 26
             obj.old_style_offsets = []
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -536,6 +549,7 @@ def _decode_many_ListOffsetsTopicResponse_v6(buf: bytes, pos: int, count: int) -
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -576,6 +590,7 @@ def _decode_ListOffsetsResponse_v6(buf: bytes, pos: int) -> tuple[ListOffsetsRes
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -81,6 +81,7 @@ def _decode_many_ListPartitionReassignmentsTopics_v0(buf: bytes, pos: int, count
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -122,6 +123,7 @@ def _decode_ListPartitionReassignmentsRequest_v0(buf: bytes, pos: int) -> tuple[
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

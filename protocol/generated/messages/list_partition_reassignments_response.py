@@ -10,9 +10,11 @@ from protocol.message import MISSING, Message
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
+    NULL_ITEMS,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -82,6 +84,18 @@ def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: in
     blen = len(buf)
     items: list[OngoingPartitionReassignment] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, [replicas_items, adding_replicas_items, removing_replicas_items] = uniform
+        for row in rows:
+            obj = _new(OngoingPartitionReassignment)
+            obj.partition_index, = row[:1]
+            obj.replicas = [*row[replicas_items]]
+            obj.adding_replicas = [*row[adding_replicas_items]]
+            obj.removing_replicas = [*row[removing_replicas_items]]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(OngoingPartitionReassignment)
@@ -139,6 +153,7 @@ def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: in
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -181,6 +196,7 @@ def _decode_many_OngoingTopicReassignment_v0(buf: bytes, pos: int, count: int) -
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -222,6 +238,7 @@ def _decode_ListPartitionReassignmentsResponse_v0(buf: bytes, pos: int) -> tuple
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -25,7 +25,9 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_o = struct.Struct('>?')
 _S_oo = struct.Struct('>??')
+_S_ooB = struct.Struct('>??B')
 _S_ooo = struct.Struct('>???')
+_S_oooB = struct.Struct('>???B')
 _S_u = struct.Struct('>16s')
 
 
@@ -303,7 +305,6 @@ def _encode_MetadataRequest_v8(obj: MetadataRequest, out: bytearray) -> None:
 
 
 def _decode_many_MetadataRequestTopic_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
-    blen = len(buf)
     items: list[MetadataRequestTopic] = []
     append = items.append
     try:
@@ -315,6 +316,7 @@ def _decode_many_MetadataRequestTopic_v9(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -350,12 +352,13 @@ def _decode_MetadataRequest_v9(buf: bytes, pos: int) -> tuple[MetadataRequest, i
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.topics, pos = _decode_many_MetadataRequestTopic_v9(buf, pos, n)
-        obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations = _S_ooo.unpack_from(buf, pos)
+        obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations, tagged_count = _S_oooB.unpack_from(buf, pos)
         pos += 3
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -402,7 +405,6 @@ def _encode_MetadataRequest_v9(obj: MetadataRequest, out: bytearray) -> None:
 
 
 def _decode_many_MetadataRequestTopic_v10(buf: bytes, pos: int, count: int) -> tuple[list[MetadataRequestTopic], int]:
-    blen = len(buf)
     items: list[MetadataRequestTopic] = []
     append = items.append
     try:
@@ -415,6 +417,7 @@ def _decode_many_MetadataRequestTopic_v10(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -450,12 +453,13 @@ def _decode_MetadataRequest_v10(buf: bytes, pos: int) -> tuple[MetadataRequest, 
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.topics, pos = _decode_many_MetadataRequestTopic_v10(buf, pos, n)
-        obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations = _S_ooo.unpack_from(buf, pos)
+        obj.allow_auto_topic_creation, obj.include_cluster_authorized_operations, obj.include_topic_authorized_operations, tagged_count = _S_oooB.unpack_from(buf, pos)
         pos += 3
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -520,13 +524,14 @@ def _decode_MetadataRequest_v11(buf: bytes, pos: int) -> tuple[MetadataRequest, 
             if n > blen - pos:
                 raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.topics, pos = _decode_many_MetadataRequestTopic_v10(buf, pos, n)
-        obj.allow_auto_topic_creation, obj.include_topic_authorized_operations = _S_oo.unpack_from(buf, pos)
+        obj.allow_auto_topic_creation, obj.include_topic_authorized_operations, tagged_count = _S_ooB.unpack_from(buf, pos)
         pos += 2
         obj.include_cluster_authorized_operations = False
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

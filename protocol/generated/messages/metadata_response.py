@@ -11,12 +11,14 @@ from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -31,6 +33,7 @@ _S_h = struct.Struct('>h')
 _S_hii = struct.Struct('>hii')
 _S_hiii = struct.Struct('>hiii')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_o = struct.Struct('>?')
 _S_uo = struct.Struct('>16s?')
 
@@ -1226,7 +1229,6 @@ def _encode_MetadataResponse_v8(obj: MetadataResponse, out: bytearray) -> None:
 
 
 def _decode_many_MetadataResponseBroker_v9(buf: bytes, pos: int, count: int) -> tuple[list[MetadataResponseBroker], int]:
-    blen = len(buf)
     items: list[MetadataResponseBroker] = []
     append = items.append
     try:
@@ -1242,6 +1244,7 @@ def _decode_many_MetadataResponseBroker_v9(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1265,6 +1268,18 @@ def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) 
     blen = len(buf)
     items: list[MetadataResponsePartition] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, [replica_nodes_items, isr_nodes_items, offline_replicas_items] = uniform
+        for row in rows:
+            obj = _new(MetadataResponsePartition)
+            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = row[:4]
+            obj.replica_nodes = [*row[replica_nodes_items]]
+            obj.isr_nodes = [*row[isr_nodes_items]]
+            obj.offline_replicas = [*row[offline_replicas_items]]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(MetadataResponsePartition)
@@ -1322,6 +1337,7 @@ def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1364,13 +1380,14 @@ def _decode_many_MetadataResponseTopic_v9(buf: bytes, pos: int, count: int) -> t
             if n > blen - pos:
                 raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions, pos = _decode_many_MetadataResponsePartition_v9(buf, pos, n)
-            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            obj.topic_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
             obj.topic_id = ZERO_UUID
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1421,12 +1438,13 @@ def _decode_MetadataResponse_v9(buf: bytes, pos: int) -> tuple[MetadataResponse,
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topics, pos = _decode_many_MetadataResponseTopic_v9(buf, pos, n)
-        obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+        obj.cluster_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1572,12 +1590,13 @@ def _decode_many_MetadataResponseTopic_v10(buf: bytes, pos: int, count: int) -> 
             if n > blen - pos:
                 raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions, pos = _decode_many_MetadataResponsePartition_v9(buf, pos, n)
-            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            obj.topic_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1628,12 +1647,13 @@ def _decode_MetadataResponse_v10(buf: bytes, pos: int) -> tuple[MetadataResponse
         if n > blen - pos:
             raise ValueError('Topics claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.topics, pos = _decode_many_MetadataResponseTopic_v10(buf, pos, n)
-        obj.cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+        obj.cluster_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1782,6 +1802,7 @@ def _decode_MetadataResponse_v11(buf: bytes, pos: int) -> tuple[MetadataResponse
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1918,12 +1939,13 @@ def _decode_many_MetadataResponseTopic_v12(buf: bytes, pos: int, count: int) -> 
             if n > blen - pos:
                 raise ValueError('Partitions claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
             obj.partitions, pos = _decode_many_MetadataResponsePartition_v9(buf, pos, n)
-            obj.topic_authorized_operations, = _S_i.unpack_from(buf, pos)
+            obj.topic_authorized_operations, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1979,6 +2001,7 @@ def _decode_MetadataResponse_v12(buf: bytes, pos: int) -> tuple[MetadataResponse
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -385,7 +385,6 @@ def _encode_ProduceRequest_v8(obj: ProduceRequest, out: bytearray) -> None:
 
 
 def _decode_many_PartitionProduceData_v9(buf: bytes, pos: int, count: int) -> tuple[list[PartitionProduceData], int]:
-    blen = len(buf)
     items: list[PartitionProduceData] = []
     append = items.append
     try:
@@ -398,6 +397,7 @@ def _decode_many_PartitionProduceData_v9(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -440,6 +440,7 @@ def _decode_many_TopicProduceData_v9(buf: bytes, pos: int, count: int) -> tuple[
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -481,6 +482,7 @@ def _decode_ProduceRequest_v9(buf: bytes, pos: int) -> tuple[ProduceRequest, int
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -25,10 +25,12 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_ihq = struct.Struct('>ihq')
 _S_ihqq = struct.Struct('>ihqq')
 _S_ihqqq = struct.Struct('>ihqqq')
 _S_ii = struct.Struct('>ii')
+_S_iiB = struct.Struct('>iiB')
 
 
 class BatchIndexAndErrorMessage(Message):
@@ -723,7 +725,6 @@ def _encode_ProduceResponse_v8(obj: ProduceResponse, out: bytearray) -> None:
 
 
 def _decode_many_BatchIndexAndErrorMessage_v9(buf: bytes, pos: int, count: int) -> tuple[list[BatchIndexAndErrorMessage], int]:
-    blen = len(buf)
     items: list[BatchIndexAndErrorMessage] = []
     append = items.append
     try:
@@ -736,6 +737,7 @@ def _decode_many_BatchIndexAndErrorMessage_v9(buf: bytes, pos: int, count: int) 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -781,6 +783,7 @@ def _decode_many_PartitionProduceResponse_v9(buf: bytes, pos: int, count: int) -
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -823,6 +826,7 @@ def _decode_many_TopicProduceResponse_v9(buf: bytes, pos: int, count: int) -> tu
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -857,13 +861,14 @@ def _decode_ProduceResponse_v9(buf: bytes, pos: int) -> tuple[ProduceResponse, i
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.responses, pos = _decode_many_TopicProduceResponse_v9(buf, pos, n)
-        obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+        obj.throttle_time_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.node_endpoints = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -954,15 +959,15 @@ def _encode_ProduceResponse_v9(obj: ProduceResponse, out: bytearray) -> None:
 
 
 def _decode_LeaderIdAndEpoch_v10(buf: bytes, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    blen = len(buf)
     try:
         obj = _new(LeaderIdAndEpoch)
-        obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
+        obj.leader_id, obj.leader_epoch, tagged_count = _S_iiB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -1007,6 +1012,7 @@ def _decode_many_PartitionProduceResponse_v10(buf: bytes, pos: int, count: int) 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1054,6 +1060,7 @@ def _decode_many_TopicProduceResponse_v10(buf: bytes, pos: int, count: int) -> t
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1074,7 +1081,6 @@ def _decode_many_TopicProduceResponse_v10(buf: bytes, pos: int, count: int) -> t
 
 
 def _decode_many_NodeEndpoint_v10(buf: bytes, pos: int, count: int) -> tuple[list[NodeEndpoint], int]:
-    blen = len(buf)
     items: list[NodeEndpoint] = []
     append = items.append
     try:
@@ -1090,6 +1096,7 @@ def _decode_many_NodeEndpoint_v10(buf: bytes, pos: int, count: int) -> tuple[lis
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -1124,13 +1131,14 @@ def _decode_ProduceResponse_v10(buf: bytes, pos: int) -> tuple[ProduceResponse, 
         if n > blen - pos:
             raise ValueError('Responses claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.responses, pos = _decode_many_TopicProduceResponse_v10(buf, pos, n)
-        obj.throttle_time_ms, = _S_i.unpack_from(buf, pos)
+        obj.throttle_time_ms, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
         obj.node_endpoints = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

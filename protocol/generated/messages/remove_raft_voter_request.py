@@ -18,6 +18,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_iu = struct.Struct('>i16s')
+_S_iuB = struct.Struct('>i16sB')
 
 
 class RemoveRaftVoterRequest(Message):
@@ -40,16 +41,16 @@ class RemoveRaftVoterRequest(Message):
 
 
 def _decode_RemoveRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[RemoveRaftVoterRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(RemoveRaftVoterRequest)
         obj.cluster_id, pos = read_compact_nullable_string(buf, pos)
-        obj.voter_id, obj.voter_directory_id = _S_iu.unpack_from(buf, pos)
+        obj.voter_id, obj.voter_directory_id, tagged_count = _S_iuB.unpack_from(buf, pos)
         pos += 20
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

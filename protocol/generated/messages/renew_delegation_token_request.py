@@ -19,6 +19,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_q = struct.Struct('>q')
+_S_qB = struct.Struct('>qB')
 
 
 class RenewDelegationTokenRequest(Message):
@@ -56,16 +57,16 @@ def _encode_RenewDelegationTokenRequest_v0(obj: RenewDelegationTokenRequest, out
 
 
 def _decode_RenewDelegationTokenRequest_v2(buf: bytes, pos: int) -> tuple[RenewDelegationTokenRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(RenewDelegationTokenRequest)
         obj.hmac, pos = read_compact_bytes(buf, pos)
-        obj.renew_period_ms, = _S_q.unpack_from(buf, pos)
+        obj.renew_period_ms, tagged_count = _S_qB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

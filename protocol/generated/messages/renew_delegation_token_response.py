@@ -15,6 +15,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_hqi = struct.Struct('>hqi')
+_S_hqiB = struct.Struct('>hqiB')
 
 
 class RenewDelegationTokenResponse(Message):
@@ -52,15 +53,15 @@ def _encode_RenewDelegationTokenResponse_v0(obj: RenewDelegationTokenResponse, o
 
 
 def _decode_RenewDelegationTokenResponse_v2(buf: bytes, pos: int) -> tuple[RenewDelegationTokenResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(RenewDelegationTokenResponse)
-        obj.error_code, obj.expiry_timestamp_ms, obj.throttle_time_ms = _S_hqi.unpack_from(buf, pos)
+        obj.error_code, obj.expiry_timestamp_ms, obj.throttle_time_ms, tagged_count = _S_hqiB.unpack_from(buf, pos)
         pos += 14
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

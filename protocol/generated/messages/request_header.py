@@ -72,7 +72,6 @@ def _encode_RequestHeader_v1(obj: RequestHeader, out: bytearray) -> None:
 
 
 def _decode_RequestHeader_v2(buf: bytes, pos: int) -> tuple[RequestHeader, int]:
-    blen = len(buf)
     try:
         obj = _new(RequestHeader)
         obj.request_api_key, obj.request_api_version, obj.correlation_id = _S_hhi.unpack_from(buf, pos)
@@ -82,6 +81,7 @@ def _decode_RequestHeader_v2(buf: bytes, pos: int) -> tuple[RequestHeader, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -14,6 +14,7 @@ from protocol.primitives import (
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 
 
 class ResponseHeader(Message):
@@ -46,15 +47,15 @@ def _encode_ResponseHeader_v0(obj: ResponseHeader, out: bytearray) -> None:
 
 
 def _decode_ResponseHeader_v1(buf: bytes, pos: int) -> tuple[ResponseHeader, int]:
-    blen = len(buf)
     try:
         obj = _new(ResponseHeader)
-        obj.correlation_id, = _S_i.unpack_from(buf, pos)
+        obj.correlation_id, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

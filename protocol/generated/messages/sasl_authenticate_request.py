@@ -50,7 +50,6 @@ def _encode_SaslAuthenticateRequest_v0(obj: SaslAuthenticateRequest, out: bytear
 
 
 def _decode_SaslAuthenticateRequest_v2(buf: bytes, pos: int) -> tuple[SaslAuthenticateRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(SaslAuthenticateRequest)
         obj.auth_bytes, pos = read_compact_bytes(buf, pos)
@@ -58,6 +57,7 @@ def _decode_SaslAuthenticateRequest_v2(buf: bytes, pos: int) -> tuple[SaslAuthen
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -24,6 +24,7 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_h = struct.Struct('>h')
 _S_q = struct.Struct('>q')
+_S_qB = struct.Struct('>qB')
 
 
 class SaslAuthenticateResponse(Message):
@@ -90,19 +91,19 @@ def _encode_SaslAuthenticateResponse_v1(obj: SaslAuthenticateResponse, out: byte
 
 
 def _decode_SaslAuthenticateResponse_v2(buf: bytes, pos: int) -> tuple[SaslAuthenticateResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(SaslAuthenticateResponse)
         obj.error_code, = _S_h.unpack_from(buf, pos)
         pos += 2
         obj.error_message, pos = read_compact_nullable_string(buf, pos)
         obj.auth_bytes, pos = read_compact_bytes(buf, pos)
-        obj.session_lifetime_ms, = _S_q.unpack_from(buf, pos)
+        obj.session_lifetime_ms, tagged_count = _S_qB.unpack_from(buf, pos)
         pos += 8
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

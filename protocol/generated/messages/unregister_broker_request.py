@@ -15,6 +15,7 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 
 
 class UnregisterBrokerRequest(Message):
@@ -33,15 +34,15 @@ class UnregisterBrokerRequest(Message):
 
 
 def _decode_UnregisterBrokerRequest_v0(buf: bytes, pos: int) -> tuple[UnregisterBrokerRequest, int]:
-    blen = len(buf)
     try:
         obj = _new(UnregisterBrokerRequest)
-        obj.broker_id, = _S_i.unpack_from(buf, pos)
+        obj.broker_id, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

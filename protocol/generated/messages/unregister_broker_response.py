@@ -39,7 +39,6 @@ class UnregisterBrokerResponse(Message):
 
 
 def _decode_UnregisterBrokerResponse_v0(buf: bytes, pos: int) -> tuple[UnregisterBrokerResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(UnregisterBrokerResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
@@ -49,6 +48,7 @@ def _decode_UnregisterBrokerResponse_v0(buf: bytes, pos: int) -> tuple[Unregiste
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -18,9 +18,12 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_hb = struct.Struct('>hb')
+_S_hbB = struct.Struct('>hbB')
 _S_ho = struct.Struct('>h?')
+_S_hoB = struct.Struct('>h?B')
 _S_i = struct.Struct('>i')
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 
 
 class FeatureUpdateKey(Message):
@@ -61,20 +64,20 @@ class UpdateFeaturesRequest(Message):
 
 
 def _decode_many_FeatureUpdateKey_v0(buf: bytes, pos: int, count: int) -> tuple[list[FeatureUpdateKey], int]:
-    blen = len(buf)
     items: list[FeatureUpdateKey] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(FeatureUpdateKey)
             obj.feature, pos = read_compact_string(buf, pos)
-            obj.max_version_level, obj.allow_downgrade = _S_ho.unpack_from(buf, pos)
+            obj.max_version_level, obj.allow_downgrade, tagged_count = _S_hoB.unpack_from(buf, pos)
             pos += 3
             obj.upgrade_type = 1
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -116,6 +119,7 @@ def _decode_UpdateFeaturesRequest_v0(buf: bytes, pos: int) -> tuple[UpdateFeatur
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -167,20 +171,20 @@ def _encode_UpdateFeaturesRequest_v0(obj: UpdateFeaturesRequest, out: bytearray)
 
 
 def _decode_many_FeatureUpdateKey_v1(buf: bytes, pos: int, count: int) -> tuple[list[FeatureUpdateKey], int]:
-    blen = len(buf)
     items: list[FeatureUpdateKey] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(FeatureUpdateKey)
             obj.feature, pos = read_compact_string(buf, pos)
-            obj.max_version_level, obj.upgrade_type = _S_hb.unpack_from(buf, pos)
+            obj.max_version_level, obj.upgrade_type, tagged_count = _S_hbB.unpack_from(buf, pos)
             pos += 3
             obj.allow_downgrade = False
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -217,12 +221,13 @@ def _decode_UpdateFeaturesRequest_v1(buf: bytes, pos: int) -> tuple[UpdateFeatur
         if n > blen - pos:
             raise ValueError('FeatureUpdates claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.feature_updates, pos = _decode_many_FeatureUpdateKey_v1(buf, pos, n)
-        obj.validate_only, = _S_o.unpack_from(buf, pos)
+        obj.validate_only, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

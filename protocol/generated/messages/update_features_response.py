@@ -61,7 +61,6 @@ class UpdateFeaturesResponse(Message):
 
 
 def _decode_many_UpdatableFeatureResult_v0(buf: bytes, pos: int, count: int) -> tuple[list[UpdatableFeatureResult], int]:
-    blen = len(buf)
     items: list[UpdatableFeatureResult] = []
     append = items.append
     try:
@@ -75,6 +74,7 @@ def _decode_many_UpdatableFeatureResult_v0(buf: bytes, pos: int, count: int) -> 
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -116,6 +116,7 @@ def _decode_UpdateFeaturesResponse_v0(buf: bytes, pos: int) -> tuple[UpdateFeatu
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -184,7 +185,6 @@ def _encode_UpdateFeaturesResponse_v1(obj: UpdateFeaturesResponse, out: bytearra
 
 
 def _decode_UpdateFeaturesResponse_v2(buf: bytes, pos: int) -> tuple[UpdateFeaturesResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(UpdateFeaturesResponse)
         obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
@@ -195,6 +195,7 @@ def _decode_UpdateFeaturesResponse_v2(buf: bytes, pos: int) -> tuple[UpdateFeatu
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

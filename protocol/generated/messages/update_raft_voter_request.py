@@ -21,7 +21,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 _S_iiu = struct.Struct('>ii16s')
 
 
@@ -81,7 +83,6 @@ class UpdateRaftVoterRequest(Message):
 
 
 def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Listener], int]:
-    blen = len(buf)
     items: list[Listener] = []
     append = items.append
     try:
@@ -89,12 +90,13 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
             obj = _new(Listener)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -115,15 +117,15 @@ def _decode_many_Listener_v0(buf: bytes, pos: int, count: int) -> tuple[list[Lis
 
 
 def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFeature, int]:
-    blen = len(buf)
     try:
         obj = _new(KRaftVersionFeature)
-        obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+        obj.min_supported_version, obj.max_supported_version, tagged_count = _S_hhB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -165,6 +167,7 @@ def _decode_UpdateRaftVoterRequest_v0(buf: bytes, pos: int) -> tuple[UpdateRaftV
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -17,7 +17,9 @@ from .api_key import ApiKey
 
 _new = object.__new__
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_ih = struct.Struct('>ih')
+_S_ihB = struct.Struct('>ihB')
 _S_ii = struct.Struct('>ii')
 
 
@@ -59,18 +61,18 @@ class UpdateRaftVoterResponse(Message):
 
 
 def _decode_CurrentLeader_v0(buf: bytes, pos: int) -> tuple[CurrentLeader, int]:
-    blen = len(buf)
     try:
         obj = _new(CurrentLeader)
         obj.leader_id, obj.leader_epoch = _S_ii.unpack_from(buf, pos)
         pos += 8
         obj.host, pos = read_compact_string(buf, pos)
-        obj.port, = _S_i.unpack_from(buf, pos)
+        obj.port, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -90,16 +92,16 @@ def _decode_CurrentLeader_v0(buf: bytes, pos: int) -> tuple[CurrentLeader, int]:
 
 
 def _decode_UpdateRaftVoterResponse_v0(buf: bytes, pos: int) -> tuple[UpdateRaftVoterResponse, int]:
-    blen = len(buf)
     try:
         obj = _new(UpdateRaftVoterResponse)
-        obj.throttle_time_ms, obj.error_code = _S_ih.unpack_from(buf, pos)
+        obj.throttle_time_ms, obj.error_code, tagged_count = _S_ihB.unpack_from(buf, pos)
         pos += 6
         obj.current_leader = CurrentLeader()
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

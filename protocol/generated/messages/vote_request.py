@@ -8,10 +8,12 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    NULL_ITEMS,
     ZERO_UUID,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
+    uniform_rows,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -22,8 +24,11 @@ from .api_key import ApiKey
 _new = object.__new__
 _S_i = struct.Struct('>i')
 _S_iiiiq = struct.Struct('>iiiiq')
+_S_iiiiqB = struct.Struct('>iiiiqB')
 _S_iiiuuiq = struct.Struct('>iii16s16siq')
+_S_iiiuuiqB = struct.Struct('>iii16s16siqB')
 _S_iiiuuiqo = struct.Struct('>iii16s16siq?')
+_S_iiiuuiqoB = struct.Struct('>iii16s16siq?B')
 
 
 class PartitionData(Message):
@@ -86,21 +91,33 @@ class VoteRequest(Message):
 
 
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    blen = len(buf)
     items: list[PartitionData] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iiiiq, 5, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(PartitionData)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset = row[:5]
+            obj.candidate_directory_id = ZERO_UUID
+            obj.voter_directory_id = ZERO_UUID
+            obj.pre_vote = False
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(PartitionData)
-            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset = _S_iiiiq.unpack_from(buf, pos)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset, tagged_count = _S_iiiiqB.unpack_from(buf, pos)
             pos += 24
             obj.candidate_directory_id = ZERO_UUID
             obj.voter_directory_id = ZERO_UUID
             obj.pre_vote = False
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -143,6 +160,7 @@ def _decode_many_TopicData_v0(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -183,6 +201,7 @@ def _decode_VoteRequest_v0(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -250,19 +269,29 @@ def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
 
 
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    blen = len(buf)
     items: list[PartitionData] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iiiuuiq, 7, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(PartitionData)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset = row[:7]
+            obj.pre_vote = False
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(PartitionData)
-            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset = _S_iiiuuiq.unpack_from(buf, pos)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, tagged_count = _S_iiiuuiqB.unpack_from(buf, pos)
             pos += 56
             obj.pre_vote = False
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -305,6 +334,7 @@ def _decode_many_TopicData_v1(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -346,6 +376,7 @@ def _decode_VoteRequest_v1(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -418,18 +449,27 @@ def _encode_VoteRequest_v1(obj: VoteRequest, out: bytearray) -> None:
 
 
 def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
-    blen = len(buf)
     items: list[PartitionData] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iiiuuiqo, 8, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(PartitionData)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote = row[:8]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(PartitionData)
-            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote = _S_iiiuuiqo.unpack_from(buf, pos)
+            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote, tagged_count = _S_iiiuuiqoB.unpack_from(buf, pos)
             pos += 57
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -472,6 +512,7 @@ def _decode_many_TopicData_v2(buf: bytes, pos: int, count: int) -> tuple[list[To
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -513,6 +554,7 @@ def _decode_VoteRequest_v2(buf: bytes, pos: int) -> tuple[VoteRequest, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

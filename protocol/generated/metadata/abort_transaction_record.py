@@ -34,7 +34,6 @@ class AbortTransactionRecord(Message):
 
 
 def _decode_AbortTransactionRecord_v0(buf: bytes, pos: int) -> tuple[AbortTransactionRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(AbortTransactionRecord)
         obj.reason = None
@@ -42,6 +41,7 @@ def _decode_AbortTransactionRecord_v0(buf: bytes, pos: int) -> tuple[AbortTransa
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -19,6 +19,7 @@ from .metadata_record_type import MetadataRecordType
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_bb = struct.Struct('>bb')
+_S_bbB = struct.Struct('>bbB')
 _S_ub = struct.Struct('>16sb')
 
 
@@ -52,7 +53,6 @@ class AccessControlEntryRecord(Message):
 
 
 def _decode_AccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[AccessControlEntryRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(AccessControlEntryRecord)
         obj.id, obj.resource_type = _S_ub.unpack_from(buf, pos)
@@ -62,12 +62,13 @@ def _decode_AccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[AccessCon
         pos += 1
         obj.principal, pos = read_compact_string(buf, pos)
         obj.host, pos = read_compact_string(buf, pos)
-        obj.operation, obj.permission_type = _S_bb.unpack_from(buf, pos)
+        obj.operation, obj.permission_type, tagged_count = _S_bbB.unpack_from(buf, pos)
         pos += 2
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

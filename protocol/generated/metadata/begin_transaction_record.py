@@ -34,7 +34,6 @@ class BeginTransactionRecord(Message):
 
 
 def _decode_BeginTransactionRecord_v0(buf: bytes, pos: int) -> tuple[BeginTransactionRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(BeginTransactionRecord)
         obj.name = None
@@ -42,6 +41,7 @@ def _decode_BeginTransactionRecord_v0(buf: bytes, pos: int) -> tuple[BeginTransa
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -17,6 +17,7 @@ from .metadata_record_type import MetadataRecordType
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_iq = struct.Struct('>iq')
+_S_iqB = struct.Struct('>iqB')
 
 
 class BrokerRegistrationChangeRecord(Message):
@@ -43,18 +44,18 @@ class BrokerRegistrationChangeRecord(Message):
 
 
 def _decode_BrokerRegistrationChangeRecord_v0(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(BrokerRegistrationChangeRecord)
-        obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
+        obj.broker_id, obj.broker_epoch, tagged_count = _S_iqB.unpack_from(buf, pos)
         pos += 12
         obj.fenced = 0
         obj.in_controlled_shutdown = 0
         obj.log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -97,18 +98,18 @@ def _encode_BrokerRegistrationChangeRecord_v0(obj: BrokerRegistrationChangeRecor
 
 
 def _decode_BrokerRegistrationChangeRecord_v1(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(BrokerRegistrationChangeRecord)
-        obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
+        obj.broker_id, obj.broker_epoch, tagged_count = _S_iqB.unpack_from(buf, pos)
         pos += 12
         obj.fenced = 0
         obj.in_controlled_shutdown = 0
         obj.log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -158,18 +159,18 @@ def _encode_BrokerRegistrationChangeRecord_v1(obj: BrokerRegistrationChangeRecor
 
 
 def _decode_BrokerRegistrationChangeRecord_v2(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(BrokerRegistrationChangeRecord)
-        obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
+        obj.broker_id, obj.broker_epoch, tagged_count = _S_iqB.unpack_from(buf, pos)
         pos += 12
         obj.fenced = 0
         obj.in_controlled_shutdown = 0
         obj.log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -20,6 +20,7 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_do = struct.Struct('>d?')
+_S_doB = struct.Struct('>d?B')
 
 
 class EntityData(Message):
@@ -58,7 +59,6 @@ class ClientQuotaRecord(Message):
 
 
 def _decode_many_EntityData_v0(buf: bytes, pos: int, count: int) -> tuple[list[EntityData], int]:
-    blen = len(buf)
     items: list[EntityData] = []
     append = items.append
     try:
@@ -70,6 +70,7 @@ def _decode_many_EntityData_v0(buf: bytes, pos: int, count: int) -> tuple[list[E
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -105,12 +106,13 @@ def _decode_ClientQuotaRecord_v0(buf: bytes, pos: int) -> tuple[ClientQuotaRecor
             raise ValueError('Entity claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.entity, pos = _decode_many_EntityData_v0(buf, pos, n)
         obj.key, pos = read_compact_string(buf, pos)
-        obj.value, obj.remove = _S_do.unpack_from(buf, pos)
+        obj.value, obj.remove, tagged_count = _S_doB.unpack_from(buf, pos)
         pos += 9
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

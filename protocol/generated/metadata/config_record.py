@@ -43,7 +43,6 @@ class ConfigRecord(Message):
 
 
 def _decode_ConfigRecord_v0(buf: bytes, pos: int) -> tuple[ConfigRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(ConfigRecord)
         obj.resource_type, = _S_b.unpack_from(buf, pos)
@@ -55,6 +54,7 @@ def _decode_ConfigRecord_v0(buf: bytes, pos: int) -> tuple[ConfigRecord, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -74,6 +74,7 @@ def _decode_DelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[DelegationTo
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -17,6 +17,7 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
+_S_hB = struct.Struct('>hB')
 
 
 class FeatureLevelRecord(Message):
@@ -37,16 +38,16 @@ class FeatureLevelRecord(Message):
 
 
 def _decode_FeatureLevelRecord_v0(buf: bytes, pos: int) -> tuple[FeatureLevelRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(FeatureLevelRecord)
         obj.name, pos = read_compact_string(buf, pos)
-        obj.feature_level, = _S_h.unpack_from(buf, pos)
+        obj.feature_level, tagged_count = _S_hB.unpack_from(buf, pos)
         pos += 2
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -14,6 +14,7 @@ from protocol.primitives import (
 
 _new = object.__new__
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 
 
 class KRaftVersionRecord(Message):
@@ -33,15 +34,15 @@ class KRaftVersionRecord(Message):
 
 
 def _decode_KRaftVersionRecord_v0(buf: bytes, pos: int) -> tuple[KRaftVersionRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(KRaftVersionRecord)
-        obj.version, obj.k_raft_version = _S_hh.unpack_from(buf, pos)
+        obj.version, obj.k_raft_version, tagged_count = _S_hhB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

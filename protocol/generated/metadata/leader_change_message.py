@@ -8,8 +8,10 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message
 from protocol.primitives import (
+    NULL_ITEMS,
     ZERO_UUID,
     read_uvarint,
+    uniform_rows,
     write_tagged_fields,
     write_uvarint,
 )
@@ -17,7 +19,9 @@ from protocol.primitives import (
 _new = object.__new__
 _S_hi = struct.Struct('>hi')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 _S_iu = struct.Struct('>i16s')
+_S_iuB = struct.Struct('>i16sB')
 
 
 class Voter(Message):
@@ -55,19 +59,29 @@ class LeaderChangeMessage(Message):
 
 
 def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
-    blen = len(buf)
     items: list[Voter] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(Voter)
+            obj.voter_id, = row[:1]
+            obj.voter_directory_id = ZERO_UUID
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(Voter)
-            obj.voter_id, = _S_i.unpack_from(buf, pos)
+            obj.voter_id, tagged_count = _S_iB.unpack_from(buf, pos)
             pos += 4
             obj.voter_directory_id = ZERO_UUID
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -119,6 +133,7 @@ def _decode_LeaderChangeMessage_v0(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -177,18 +192,27 @@ def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> 
 
 
 def _decode_many_Voter_v1(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
-    blen = len(buf)
     items: list[Voter] = []
     append = items.append
+    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
+    if uniform is not None:
+        rows, pos, _ = uniform
+        for row in rows:
+            obj = _new(Voter)
+            obj.voter_id, obj.voter_directory_id = row[:2]
+            obj.unknown_tagged_fields = None
+            append(obj)
+        return items, pos
     try:
         for _ in range(count):
             obj = _new(Voter)
-            obj.voter_id, obj.voter_directory_id = _S_iu.unpack_from(buf, pos)
+            obj.voter_id, obj.voter_directory_id, tagged_count = _S_iuB.unpack_from(buf, pos)
             pos += 20
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -240,6 +264,7 @@ def _decode_LeaderChangeMessage_v1(buf: bytes, pos: int) -> tuple[LeaderChangeMe
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -21,6 +21,7 @@ _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_i = struct.Struct('>i')
 _S_iu = struct.Struct('>i16s')
+_S_iuB = struct.Struct('>i16sB')
 
 
 class PartitionChangeRecord(Message):
@@ -59,10 +60,9 @@ class PartitionChangeRecord(Message):
 
 
 def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(PartitionChangeRecord)
-        obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
+        obj.partition_id, obj.topic_id, tagged_count = _S_iuB.unpack_from(buf, pos)
         pos += 20
         obj.isr = None
         obj.leader = -2
@@ -73,10 +73,11 @@ def _decode_PartitionChangeRecord_v0(buf: bytes, pos: int) -> tuple[PartitionCha
         obj.directories = None
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -260,10 +261,9 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
 
 
 def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(PartitionChangeRecord)
-        obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
+        obj.partition_id, obj.topic_id, tagged_count = _S_iuB.unpack_from(buf, pos)
         pos += 20
         obj.isr = None
         obj.leader = -2
@@ -274,10 +274,11 @@ def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionCha
         obj.directories = None
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -494,10 +495,9 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
 
 
 def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(PartitionChangeRecord)
-        obj.partition_id, obj.topic_id = _S_iu.unpack_from(buf, pos)
+        obj.partition_id, obj.topic_id, tagged_count = _S_iuB.unpack_from(buf, pos)
         pos += 20
         obj.isr = None
         obj.leader = -2
@@ -508,10 +508,11 @@ def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionCha
         obj.directories = None
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -20,6 +20,7 @@ from .metadata_record_type import MetadataRecordType
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_iii = struct.Struct('>iii')
+_S_iiiB = struct.Struct('>iiiB')
 _S_iu = struct.Struct('>i16s')
 
 
@@ -132,16 +133,17 @@ def _decode_PartitionRecord_v0(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             obj.adding_replicas = []
         else:
             raise ValueError('AddingReplicas cannot be null in this version')
-        obj.leader, obj.leader_epoch, obj.partition_epoch = _S_iii.unpack_from(buf, pos)
+        obj.leader, obj.leader_epoch, obj.partition_epoch, tagged_count = _S_iiiB.unpack_from(buf, pos)
         pos += 12
         obj.leader_recovery_state = 0
         obj.directories = []
         obj.eligible_leader_replicas = None
         obj.last_known_elr = None
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -322,6 +324,7 @@ def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -513,6 +516,7 @@ def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, i
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -15,6 +15,7 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_iqq = struct.Struct('>iqq')
+_S_iqqB = struct.Struct('>iqqB')
 
 
 class ProducerIdsRecord(Message):
@@ -37,15 +38,15 @@ class ProducerIdsRecord(Message):
 
 
 def _decode_ProducerIdsRecord_v0(buf: bytes, pos: int) -> tuple[ProducerIdsRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(ProducerIdsRecord)
-        obj.broker_id, obj.broker_epoch, obj.next_producer_id = _S_iqq.unpack_from(buf, pos)
+        obj.broker_id, obj.broker_epoch, obj.next_producer_id, tagged_count = _S_iqqB.unpack_from(buf, pos)
         pos += 20
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

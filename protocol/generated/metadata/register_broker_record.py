@@ -21,11 +21,15 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
+_S_HhB = struct.Struct('>HhB')
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 _S_iouq = struct.Struct('>i?16sq')
 _S_iuq = struct.Struct('>i16sq')
 _S_o = struct.Struct('>?')
+_S_oB = struct.Struct('>?B')
 _S_oo = struct.Struct('>??')
+_S_ooB = struct.Struct('>??B')
 
 
 class BrokerEndpoint(Message):
@@ -96,7 +100,6 @@ class RegisterBrokerRecord(Message):
 
 
 def _decode_many_BrokerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[BrokerEndpoint], int]:
-    blen = len(buf)
     items: list[BrokerEndpoint] = []
     append = items.append
     try:
@@ -104,12 +107,13 @@ def _decode_many_BrokerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[li
             obj = _new(BrokerEndpoint)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
+            obj.port, obj.security_protocol, tagged_count = _S_HhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -130,19 +134,19 @@ def _decode_many_BrokerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[li
 
 
 def _decode_many_BrokerFeature_v0(buf: bytes, pos: int, count: int) -> tuple[list[BrokerFeature], int]:
-    blen = len(buf)
     items: list[BrokerFeature] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(BrokerFeature)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+            obj.min_supported_version, obj.max_supported_version, tagged_count = _S_hhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -191,15 +195,16 @@ def _decode_RegisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
-        obj.fenced, = _S_o.unpack_from(buf, pos)
+        obj.fenced, tagged_count = _S_oB.unpack_from(buf, pos)
         pos += 1
         obj.is_migrating_zk_broker = False
         obj.in_controlled_shutdown = False
         obj.log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -306,14 +311,15 @@ def _decode_RegisterBrokerRecord_v1(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
-        obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
+        obj.fenced, obj.in_controlled_shutdown, tagged_count = _S_ooB.unpack_from(buf, pos)
         pos += 2
         obj.is_migrating_zk_broker = False
         obj.log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -397,13 +403,14 @@ def _decode_RegisterBrokerRecord_v2(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
-        obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
+        obj.fenced, obj.in_controlled_shutdown, tagged_count = _S_ooB.unpack_from(buf, pos)
         pos += 2
         obj.log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -485,13 +492,14 @@ def _decode_RegisterBrokerRecord_v3(buf: bytes, pos: int) -> tuple[RegisterBroke
             raise ValueError('Features claims ' + str(n) + ' elements but ' + str(blen - pos) + ' bytes remain')
         obj.features, pos = _decode_many_BrokerFeature_v0(buf, pos, n)
         obj.rack, pos = read_compact_nullable_string(buf, pos)
-        obj.fenced, obj.in_controlled_shutdown = _S_oo.unpack_from(buf, pos)
+        obj.fenced, obj.in_controlled_shutdown, tagged_count = _S_ooB.unpack_from(buf, pos)
         pos += 2
         obj.log_dirs = []
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -19,7 +19,9 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_Hh = struct.Struct('>Hh')
+_S_HhB = struct.Struct('>HhB')
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 _S_iuo = struct.Struct('>i16s?')
 
 
@@ -81,7 +83,6 @@ class RegisterControllerRecord(Message):
 
 
 def _decode_many_ControllerEndpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[ControllerEndpoint], int]:
-    blen = len(buf)
     items: list[ControllerEndpoint] = []
     append = items.append
     try:
@@ -89,12 +90,13 @@ def _decode_many_ControllerEndpoint_v0(buf: bytes, pos: int, count: int) -> tupl
             obj = _new(ControllerEndpoint)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, obj.security_protocol = _S_Hh.unpack_from(buf, pos)
+            obj.port, obj.security_protocol, tagged_count = _S_HhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -115,19 +117,19 @@ def _decode_many_ControllerEndpoint_v0(buf: bytes, pos: int, count: int) -> tupl
 
 
 def _decode_many_ControllerFeature_v0(buf: bytes, pos: int, count: int) -> tuple[list[ControllerFeature], int]:
-    blen = len(buf)
     items: list[ControllerFeature] = []
     append = items.append
     try:
         for _ in range(count):
             obj = _new(ControllerFeature)
             obj.name, pos = read_compact_string(buf, pos)
-            obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+            obj.min_supported_version, obj.max_supported_version, tagged_count = _S_hhB.unpack_from(buf, pos)
             pos += 4
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -179,6 +181,7 @@ def _decode_RegisterControllerRecord_v0(buf: bytes, pos: int) -> tuple[RegisterC
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

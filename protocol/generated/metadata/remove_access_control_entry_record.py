@@ -16,6 +16,7 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_u = struct.Struct('>16s')
+_S_uB = struct.Struct('>16sB')
 
 
 class RemoveAccessControlEntryRecord(Message):
@@ -34,15 +35,15 @@ class RemoveAccessControlEntryRecord(Message):
 
 
 def _decode_RemoveAccessControlEntryRecord_v0(buf: bytes, pos: int) -> tuple[RemoveAccessControlEntryRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(RemoveAccessControlEntryRecord)
-        obj.id, = _S_u.unpack_from(buf, pos)
+        obj.id, tagged_count = _S_uB.unpack_from(buf, pos)
         pos += 16
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

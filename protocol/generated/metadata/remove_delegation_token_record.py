@@ -34,7 +34,6 @@ class RemoveDelegationTokenRecord(Message):
 
 
 def _decode_RemoveDelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[RemoveDelegationTokenRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(RemoveDelegationTokenRecord)
         obj.token_id, pos = read_compact_string(buf, pos)
@@ -42,6 +41,7 @@ def _decode_RemoveDelegationTokenRecord_v0(buf: bytes, pos: int) -> tuple[Remove
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

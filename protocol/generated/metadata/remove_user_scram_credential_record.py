@@ -17,6 +17,7 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
+_S_bB = struct.Struct('>bB')
 
 
 class RemoveUserScramCredentialRecord(Message):
@@ -37,16 +38,16 @@ class RemoveUserScramCredentialRecord(Message):
 
 
 def _decode_RemoveUserScramCredentialRecord_v0(buf: bytes, pos: int) -> tuple[RemoveUserScramCredentialRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(RemoveUserScramCredentialRecord)
         obj.name, pos = read_compact_string(buf, pos)
-        obj.mechanism, = _S_b.unpack_from(buf, pos)
+        obj.mechanism, tagged_count = _S_bB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -14,6 +14,7 @@ from protocol.primitives import (
 
 _new = object.__new__
 _S_h = struct.Struct('>h')
+_S_hB = struct.Struct('>hB')
 
 
 class SnapshotFooterRecord(Message):
@@ -31,15 +32,15 @@ class SnapshotFooterRecord(Message):
 
 
 def _decode_SnapshotFooterRecord_v0(buf: bytes, pos: int) -> tuple[SnapshotFooterRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(SnapshotFooterRecord)
-        obj.version, = _S_h.unpack_from(buf, pos)
+        obj.version, tagged_count = _S_hB.unpack_from(buf, pos)
         pos += 2
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

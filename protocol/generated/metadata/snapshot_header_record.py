@@ -14,6 +14,7 @@ from protocol.primitives import (
 
 _new = object.__new__
 _S_hq = struct.Struct('>hq')
+_S_hqB = struct.Struct('>hqB')
 
 
 class SnapshotHeaderRecord(Message):
@@ -33,15 +34,15 @@ class SnapshotHeaderRecord(Message):
 
 
 def _decode_SnapshotHeaderRecord_v0(buf: bytes, pos: int) -> tuple[SnapshotHeaderRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(SnapshotHeaderRecord)
-        obj.version, obj.last_contained_log_timestamp = _S_hq.unpack_from(buf, pos)
+        obj.version, obj.last_contained_log_timestamp, tagged_count = _S_hqB.unpack_from(buf, pos)
         pos += 10
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -15,6 +15,7 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_iq = struct.Struct('>iq')
+_S_iqB = struct.Struct('>iqB')
 
 
 class UnregisterBrokerRecord(Message):
@@ -35,15 +36,15 @@ class UnregisterBrokerRecord(Message):
 
 
 def _decode_UnregisterBrokerRecord_v0(buf: bytes, pos: int) -> tuple[UnregisterBrokerRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(UnregisterBrokerRecord)
-        obj.broker_id, obj.broker_epoch = _S_iq.unpack_from(buf, pos)
+        obj.broker_id, obj.broker_epoch, tagged_count = _S_iqB.unpack_from(buf, pos)
         pos += 12
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

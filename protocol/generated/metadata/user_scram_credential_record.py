@@ -20,6 +20,7 @@ from .metadata_record_type import MetadataRecordType
 _new = object.__new__
 _S_b = struct.Struct('>b')
 _S_i = struct.Struct('>i')
+_S_iB = struct.Struct('>iB')
 
 
 class UserScramCredentialRecord(Message):
@@ -48,7 +49,6 @@ class UserScramCredentialRecord(Message):
 
 
 def _decode_UserScramCredentialRecord_v0(buf: bytes, pos: int) -> tuple[UserScramCredentialRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(UserScramCredentialRecord)
         obj.name, pos = read_compact_string(buf, pos)
@@ -57,12 +57,13 @@ def _decode_UserScramCredentialRecord_v0(buf: bytes, pos: int) -> tuple[UserScra
         obj.salt, pos = read_compact_bytes(buf, pos)
         obj.stored_key, pos = read_compact_bytes(buf, pos)
         obj.server_key, pos = read_compact_bytes(buf, pos)
-        obj.iterations, = _S_i.unpack_from(buf, pos)
+        obj.iterations, tagged_count = _S_iB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

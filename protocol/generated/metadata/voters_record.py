@@ -18,8 +18,10 @@ from protocol.primitives import (
 
 _new = object.__new__
 _S_H = struct.Struct('>H')
+_S_HB = struct.Struct('>HB')
 _S_h = struct.Struct('>h')
 _S_hh = struct.Struct('>hh')
+_S_hhB = struct.Struct('>hhB')
 _S_iu = struct.Struct('>i16s')
 
 
@@ -88,7 +90,6 @@ class VotersRecord(Message):
 
 
 def _decode_many_Endpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[Endpoint], int]:
-    blen = len(buf)
     items: list[Endpoint] = []
     append = items.append
     try:
@@ -96,12 +97,13 @@ def _decode_many_Endpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[End
             obj = _new(Endpoint)
             obj.name, pos = read_compact_string(buf, pos)
             obj.host, pos = read_compact_string(buf, pos)
-            obj.port, = _S_H.unpack_from(buf, pos)
+            obj.port, tagged_count = _S_HB.unpack_from(buf, pos)
             pos += 2
-            if buf[pos] == 0:
+            if tagged_count == 0:
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -122,15 +124,15 @@ def _decode_many_Endpoint_v0(buf: bytes, pos: int, count: int) -> tuple[list[End
 
 
 def _decode_KRaftVersionFeature_v0(buf: bytes, pos: int) -> tuple[KRaftVersionFeature, int]:
-    blen = len(buf)
     try:
         obj = _new(KRaftVersionFeature)
-        obj.min_supported_version, obj.max_supported_version = _S_hh.unpack_from(buf, pos)
+        obj.min_supported_version, obj.max_supported_version, tagged_count = _S_hhB.unpack_from(buf, pos)
         pos += 4
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
@@ -174,6 +176,7 @@ def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter]
                 pos += 1
                 obj.unknown_tagged_fields = None
             else:
+                blen = len(buf)
                 unknown: dict[int, bytes] | None = None
                 n, pos = read_uvarint(buf, pos)
                 for _ in range(n):
@@ -214,6 +217,7 @@ def _decode_VotersRecord_v0(buf: bytes, pos: int) -> tuple[VotersRecord, int]:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):

@@ -15,6 +15,7 @@ from .metadata_record_type import MetadataRecordType
 
 _new = object.__new__
 _S_b = struct.Struct('>b')
+_S_bB = struct.Struct('>bB')
 
 
 class ZkMigrationStateRecord(Message):
@@ -33,15 +34,15 @@ class ZkMigrationStateRecord(Message):
 
 
 def _decode_ZkMigrationStateRecord_v0(buf: bytes, pos: int) -> tuple[ZkMigrationStateRecord, int]:
-    blen = len(buf)
     try:
         obj = _new(ZkMigrationStateRecord)
-        obj.zk_migration_state, = _S_b.unpack_from(buf, pos)
+        obj.zk_migration_state, tagged_count = _S_bB.unpack_from(buf, pos)
         pos += 1
-        if buf[pos] == 0:
+        if tagged_count == 0:
             pos += 1
             obj.unknown_tagged_fields = None
         else:
+            blen = len(buf)
             unknown: dict[int, bytes] | None = None
             n, pos = read_uvarint(buf, pos)
             for _ in range(n):
