@@ -33,7 +33,7 @@ from tools.replay.tables import Tables, local_path
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.accumulators import Accumulator
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
 ROOT = Path(__file__).resolve().parents[2]
