@@ -18,8 +18,7 @@ or reordered messages cannot count twice or land in the wrong election.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from typing import Callable
 
 from protocol.error_codes import Error
@@ -51,6 +50,7 @@ from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, Refused, SendRequest,
     SendResponse, SnapshotInstalled)
 from server.raft.membership import Membership
+from server.raft.outbox import Kind, Outbox
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
     control_batch, fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
@@ -66,22 +66,6 @@ CHECK_QUORUM_FACTOR = 1.5
 
 class NotLeader(Exception):
     """A proposal reached a node that is not the leader."""
-
-class _Kind(Enum):
-    API_VERSIONS = "api-versions"
-    UPDATE_VOTER = "update-voter"
-    PRE_VOTE = "pre-vote"
-    VOTE = "vote"
-    BEGIN_EPOCH = "begin-epoch"
-    END_EPOCH = "end-epoch"
-    FETCH = "fetch"
-    FETCH_SNAPSHOT = "fetch-snapshot"
-
-@dataclass(frozen=True)
-class _InFlight:
-    destination: int
-    kind: _Kind
-    sent_ms: int
 
 class RaftCore:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, persisted: Election | None,
@@ -115,10 +99,7 @@ class RaftCore:
         self.shutting_down = False
         self._persisted = persisted
         self._reported_leader = (-1, NO_ID)
-        self._next_correlation = 0
-        self._in_flight: dict[int, _InFlight] = {}
-        self._busy: dict[int, int] = {}  # destination -> correlation id of its request in flight
-        self._backoff_until: dict[int, int] = {}
+        self.outbox = Outbox(config.request_timeout_ms, config.retry_backoff_ms)
         self._flush_due: int | None = None
         # Elections lost in a row: the wait before the next one grows with them (Kafka's
         # binary exponential election backoff), so that split votes resolve quickly.
@@ -180,10 +161,9 @@ class RaftCore:
         self._poll(now_ms)
 
     def receive_response(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
-        sent = self._in_flight.get(correlation_id)
-        if sent is None or sent.destination != source:
+        sent = self.outbox.finish(correlation_id, source)
+        if sent is None:
             return  # not asked for any more: from an earlier state, or a duplicate
-        self._finish(correlation_id)
         ok = True
         if isinstance(message, VoteResponse):
             ok = self._on_vote_response(source, sent.kind, message, now_ms)
@@ -200,15 +180,12 @@ class RaftCore:
         elif isinstance(message, UpdateRaftVoterResponse):
             ok = message.error_code == Error.NONE
         if not ok:
-            self._backoff_until[source] = now_ms + self.config.retry_backoff_ms
+            self.outbox.back_off(source, now_ms)
         self._poll(now_ms)
 
     def request_failed(self, correlation_id: int, now_ms: int) -> None:
         """The shell could not deliver a request or its connection broke."""
-        sent = self._in_flight.get(correlation_id)
-        if sent is not None:
-            self._finish(correlation_id)
-            self._backoff_until[sent.destination] = now_ms + self.config.retry_backoff_ms
+        self.outbox.fail(correlation_id, now_ms)
         self._poll(now_ms)
 
     def tick(self, now_ms: int) -> None:
@@ -289,8 +266,7 @@ class RaftCore:
     def next_deadline(self) -> int:
         """The latest time the shell must call ``tick`` by, if nothing arrives before."""
         state = self.state
-        times = [sent.sent_ms + self.config.request_timeout_ms for sent in self._in_flight.values()]
-        times.extend(self._backoff_until.values())
+        times = self.outbox.deadlines()
         if isinstance(state, Follower):
             times.append(state.fetch_deadline)
         elif isinstance(state, Leader):
@@ -349,9 +325,7 @@ class RaftCore:
         self._persist(new.election)
         self.state = new
         # Requests of the old state are no longer wanted; their responses will be ignored.
-        self._in_flight.clear()
-        self._busy.clear()
-        self._backoff_until.clear()
+        self.outbox.clear()
         if isinstance(old, Leader) and not isinstance(new, Leader):
             self.membership.leadership_lost(old)
             self.outputs.append(LostLeadership(old.election.epoch))
@@ -459,12 +433,7 @@ class RaftCore:
 
     # --- the poll loop: timers and requests to send -------------------------------------------
     def _poll(self, now: int) -> None:
-        for correlation_id, sent in list(self._in_flight.items()):
-            if now - sent.sent_ms >= self.config.request_timeout_ms:
-                self._finish(correlation_id)
-        for destination, until in list(self._backoff_until.items()):
-            if until <= now:
-                del self._backoff_until[destination]
+        self.outbox.expire(now)
         state = self.state
         if self.only_voter and not self.shutting_down and isinstance(state, (Unattached, Candidate)):
             # A quorum of one needs no votes, and no pre-vote: it stands and wins at once.
@@ -508,7 +477,7 @@ class RaftCore:
                 self._send_fetch(state, now)
                 return
             self._set_state(Unattached(Election(self.epoch), now), now)
-        if self._in_flight:
+        if not self.outbox.idle:
             return
         targets = [-2 - i for i in range(len(self.config.bootstrap_servers))] or sorted(
             v for v in self.voters if v != self.node_id)
@@ -516,7 +485,7 @@ class RaftCore:
             return
         target = targets[self._next_bootstrap % len(targets)]
         self._next_bootstrap += 1
-        self._send(target, self._fetch_request(), _Kind.FETCH, now)
+        self._send(target, self._fetch_request(), Kind.FETCH, now)
 
     def _poll_leader(self, state: Leader, now: int) -> None:
         if self._flush_due is not None and now >= self._flush_due:
@@ -538,7 +507,7 @@ class RaftCore:
                     continue
                 self._send(node.key.id, rpc.begin_epoch_request(self.config.cluster_id, self.epoch, self.node_id,
                                                                  node.key, self.config.endpoints),
-                           _Kind.BEGIN_EPOCH, now)
+                           Kind.BEGIN_EPOCH, now)
             state.begin_epoch_due = now + self.config.fetch_timeout_ms // 2
 
     def _poll_resigned(self, state: Resigned, now: int) -> None:
@@ -552,11 +521,11 @@ class RaftCore:
             return
         for voter in sorted(state.unacked):
             self._send(voter, rpc.end_epoch_request(self.config.cluster_id, self.epoch, self.node_id,
-                                                    state.successors), _Kind.END_EPOCH, now)
+                                                    state.successors), Kind.END_EPOCH, now)
 
     def _send_votes(self, state: Prospective | Candidate, now: int) -> None:
         pre_vote = isinstance(state, Prospective)
-        kind = _Kind.PRE_VOTE if pre_vote else _Kind.VOTE
+        kind = Kind.PRE_VOTE if pre_vote else Kind.VOTE
         for voter in state.tally.unrecorded():
             node = self.voter_set.node(voter)
             message = rpc.vote_request(self.config.cluster_id, self.epoch, self.local_key,
@@ -565,16 +534,16 @@ class RaftCore:
             self._send(voter, message, kind, now)
 
     def _send_fetch(self, state: Follower, now: int) -> None:
-        if state.election.leader_id in self._busy:
+        if self.outbox.busy(state.election.leader_id):
             return
         if state.download is not None:
             self._send(state.election.leader_id, rpc.fetch_snapshot_request(
                 self.config.cluster_id, self.local_key, self.epoch, state.download.snapshot,
-                len(state.download.data), self.config.fetch_max_bytes), _Kind.FETCH_SNAPSHOT, now)
+                len(state.download.data), self.config.fetch_max_bytes), Kind.FETCH_SNAPSHOT, now)
             return
         if not state.update_sent and state.has_fetched and self._maybe_update_voter(state, now):
             return  # the next fetch goes once the leader has answered it
-        self._send(state.election.leader_id, self._fetch_request(), _Kind.FETCH, now)
+        self._send(state.election.leader_id, self._fetch_request(), Kind.FETCH, now)
 
     def _fetch_request(self) -> FetchRequest:
         # A voter only ever reports what is on disk, the leader counts it towards commits;
@@ -601,7 +570,7 @@ class RaftCore:
             listeners=[UpdateListener(name=n, host=h, port=p) for n, h, p in self.config.endpoints],
             k_raft_version_feature=UpdateKRaftVersionFeature(min_supported_version=SUPPORTED_KRAFT_VERSIONS[0],
                                                              max_supported_version=SUPPORTED_KRAFT_VERSIONS[-1])),
-                   _Kind.UPDATE_VOTER, now)
+                   Kind.UPDATE_VOTER, now)
         return state.update_sent
 
     def address_of(self, node_id: int) -> tuple[str, int] | None:
@@ -618,14 +587,11 @@ class RaftCore:
         found = node.address(self.config.listener_name) if node is not None else None
         return found or self.config.voter_addresses.get(node_id) or self._learnt.get(node_id)
 
-    def _send(self, destination: int, message: Message, kind: _Kind, now: int) -> bool:
-        """Whether it went: one request at a time to each destination, none while backing off."""
-        if destination in self._busy or destination in self._backoff_until:
+    def _send(self, destination: int, message: Message, kind: Kind, now: int) -> bool:
+        """Whether it went (see ``Outbox.send``)."""
+        correlation_id = self.outbox.send(destination, kind, now)
+        if correlation_id is None:
             return False
-        correlation_id = self._next_correlation
-        self._next_correlation += 1
-        self._in_flight[correlation_id] = _InFlight(destination, kind, now)
-        self._busy[destination] = correlation_id
         self.outputs.append(SendRequest(destination, correlation_id, message, self.address_of(destination)))
         return True
 
@@ -633,20 +599,15 @@ class RaftCore:
         self.log.flush()
         self._flush_due = None
 
-    def _finish(self, correlation_id: int) -> None:
-        sent = self._in_flight.pop(correlation_id)
-        if self._busy.get(sent.destination) == correlation_id:
-            del self._busy[sent.destination]
-
     def respond(self, destination: int, correlation_id: int, message: Message) -> None:
         self.outputs.append(SendResponse(destination, correlation_id, message))
 
     def send_api_versions(self, node_id: int, address: tuple[str, int], now: int) -> None:
         """Ask a node about to be added which kraft.version levels it supports."""
         self._learnt[node_id] = address
-        self._backoff_until.pop(node_id, None)
+        self.outbox.forgive(node_id)
         self._send(node_id, ApiVersionsRequest(client_software_name="kraftwire", client_software_version="1"),
-                   _Kind.API_VERSIONS, now)
+                   Kind.API_VERSIONS, now)
 
     # --- Vote ---------------------------------------------------------------------------------
     def _refusal(self, source: int, cluster_id: str | None, one_partition: bool, api: str) -> int:
@@ -733,8 +694,8 @@ class RaftCore:
             return pre_vote and not state.has_fetched and up_to_date
         return False
 
-    def _on_vote_response(self, source: int, kind: _Kind, response: VoteResponse, now: int) -> bool:
-        if response.error_code == Error.UNSUPPORTED_VERSION and kind is _Kind.PRE_VOTE \
+    def _on_vote_response(self, source: int, kind: Kind, response: VoteResponse, now: int) -> bool:
+        if response.error_code == Error.UNSUPPORTED_VERSION and kind is Kind.PRE_VOTE \
                 and isinstance(self.state, Prospective):
             # A voter too old for pre-vote (VoteRequest before v2) cannot answer one: stand
             # for election at once, as Kafka does. The shell reports this when the voter's
@@ -750,8 +711,8 @@ class RaftCore:
         if part.error_code != Error.NONE:
             return False
         state = self.state
-        if (kind is _Kind.PRE_VOTE and isinstance(state, Prospective)) or \
-                (kind is _Kind.VOTE and isinstance(state, Candidate)):
+        if (kind is Kind.PRE_VOTE and isinstance(state, Prospective)) or \
+                (kind is Kind.VOTE and isinstance(state, Candidate)):
             state.tally.record(source, bool(part.vote_granted))
             self._check_tally(now)
         return True
