@@ -45,6 +45,8 @@ from protocol.message import Message
 from protocol.primitives import ZERO_UUID
 from protocol.records import read_batch_header
 from server.raft import messages as rpc
+from server.raft.leader import (
+    check_quorum, check_quorum_deadline, quorum_high_watermark, reported_high_watermark, track_fetch)
 from server.raft.log import RaftLog, split_batches
 from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, Refused, SendRequest,
@@ -53,16 +55,13 @@ from server.raft.membership import Membership
 from server.raft.outbox import Kind, Outbox
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
-    control_batch, fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
+    control_batch, fetch_position, leader_change_batch, records_batch, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
     SnapshotDownload, Tally, Unattached)
 from server.raft.voters import (
     KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterHistory, VoterSet, quorum_messages,
     snapshot_quorum_messages)
-
-# A leader resigns when a majority has not fetched from it for this many fetch timeouts.
-CHECK_QUORUM_FACTOR = 1.5
 
 class NotLeader(Exception):
     """A proposal reached a node that is not the leader."""
@@ -375,9 +374,9 @@ class RaftCore:
     def _to_leader(self, granting: frozenset[int], now: int) -> None:
         start = self.log.end_offset
         election = Election(self.epoch, self.node_id, self.node_id)
-        fetch_timeout = self.config.fetch_timeout_ms
         leader = Leader(election, start, granting,
-                        check_quorum_deadline=now + int(fetch_timeout * CHECK_QUORUM_FACTOR), begin_epoch_due=now)
+                        check_quorum_deadline=check_quorum_deadline(self.config.fetch_timeout_ms, now),
+                        begin_epoch_due=now)
         self._set_state(leader, now)
         self._lost_elections = 0
         # The epoch's first batch names its leader; committing it is what lets the high
@@ -494,7 +493,7 @@ class RaftCore:
             self.log.begin_flush()
             self._flush_due = None
         self._update_high_watermark(state, now)
-        self._check_quorum(state, now)
+        check_quorum(state, self.voters, self.node_id, self.config.fetch_timeout_ms, now)
         self.membership.poll(state, now)
         if self.shutting_down or state.resign_requested or now >= state.check_quorum_deadline:
             self._to_resigned(state, now)
@@ -849,45 +848,31 @@ class RaftCore:
         return Error.NONE
 
     def _track_fetch(self, state: Leader, key: ReplicaKey, offset: int, now: int) -> None:
-        replica = key.id
-        if replica >= 0:
-            progress = state.replicas.get(replica)
-            if progress is None or progress.directory_id != key.directory_id:
-                # Another directory under the same id is another replica: its progress starts anew.
-                progress = state.replicas[replica] = ReplicaProgress(directory_id=key.directory_id)
-            progress.log_end_offset = offset
-            progress.last_fetch_ms = now
-            if offset >= self.log.end_offset:
-                progress.last_caught_up_ms = now
-        if self.voter_set.is_voter(key) and replica != self.node_id:
-            state.voters_fetched.add(replica)
-            state.begin_epoch_acked.add(replica)
-            self._check_quorum(state, now)
+        track_fetch(state, key, offset, self.log.end_offset, self.voter_set, self.node_id,
+                    self.config.fetch_timeout_ms, now)
 
     def _read_for(self, state: Leader, replica: ReplicaKey, offset: int, last_epoch: int,
                   now: int) -> FetchResponse:
         position = fetch_position(self.log, offset, last_epoch)
         address = self.address_of(self.node_id)
+        high_watermark = reported_high_watermark(state, self.high_watermark)
         if position.snapshot is not None:
-            response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+            response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, high_watermark,
                                           self.log.start_offset, leader_address=address)
             end_offset, epoch = position.snapshot
             response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=end_offset, epoch=epoch)
             return response
         if position.diverging is not None:
-            return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+            return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, high_watermark,
                                       self.log.start_offset, diverging=position.diverging, leader_address=address)
         self._track_fetch(state, replica, offset, now)
         if replica.id in self.voters:
             self._update_high_watermark(state, now)
         records = self.log.read(offset, self.config.fetch_max_bytes) if offset < self.log.end_offset else b""
-        return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
-                                  self.log.start_offset, records, leader_address=address)
-
-    def _leader_high_watermark(self, state: Leader) -> int:
-        # Until this epoch has committed its first batch the leader does not know the
-        # quorum's high watermark for sure, and says so (-1), as Kafka's leader does.
-        return self.high_watermark if self.high_watermark > state.epoch_start_offset else -1
+        # This fetch may have moved the high watermark.
+        return rpc.fetch_response(Error.NONE, self.epoch, self.node_id,
+                                  reported_high_watermark(state, self.high_watermark), self.log.start_offset,
+                                  records, leader_address=address)
 
     def _answer_parked(self, state: Leader, now: int, only_due: bool) -> None:
         if not state.parked:
@@ -903,26 +888,10 @@ class RaftCore:
                                       part.last_fetched_epoch, now)
             self.respond(parked.source, parked.correlation_id, response)
 
-    def _check_quorum(self, state: Leader, now: int) -> None:
-        voters = self.voters
-        fetched = len(state.voters_fetched & voters) + (1 if self.node_id in voters else 0)
-        if fetched >= len(voters) // 2 + 1:
-            state.voters_fetched.clear()
-            state.check_quorum_deadline = now + int(self.config.fetch_timeout_ms * CHECK_QUORUM_FACTOR)
-
     def _update_high_watermark(self, state: Leader, now: int) -> None:
-        voters = self.voters
-        offsets = [max(state.replicas[v].log_end_offset, 0) if v in state.replicas else 0
-                   for v in voters if v != self.node_id]
-        if self.node_id in voters:
-            # A leader that is removing itself leads on, but no longer counts towards commits.
-            offsets.append(self.log.flushed_offset)
-        if not offsets:
-            return
-        # Counting only once a majority has flushed past the epoch's first batch is Raft's
-        # rule that a leader commits entries of earlier epochs only through one of its own.
-        candidate = majority_offset(offsets)
-        if candidate <= state.epoch_start_offset or candidate <= self.high_watermark:
+        candidate = quorum_high_watermark(state, self.voters, self.node_id, self.log.flushed_offset,
+                                          self.high_watermark)
+        if candidate is None:
             return
         self._advance_high_watermark(candidate)
         if not state.announced:
