@@ -45,20 +45,19 @@ from protocol.message import Message
 from protocol.primitives import ZERO_UUID
 from protocol.records import read_batch_header
 from server.raft import messages as rpc
-from server.raft.leader import (
-    check_quorum, check_quorum_deadline, quorum_high_watermark, reported_high_watermark, track_fetch)
+from server.raft.leader import check_quorum, quorum_high_watermark, reported_high_watermark, track_fetch
 from server.raft.log import RaftLog, split_batches
-from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, Refused, SendRequest,
-    SendResponse, SnapshotInstalled)
 from server.raft.membership import Membership
 from server.raft.outbox import Kind, Outbox
+from server.raft.outputs import (
+    BecameLeader, Committed, Output, Refused, SendRequest, SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
-    control_batch, fetch_position, leader_change_batch, records_batch, successor_backoff, truncation_offset)
+    control_batch, fetch_position, records_batch, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
-    SnapshotDownload, Tally, Unattached)
+    SnapshotDownload, Unattached)
+from server.raft.transitions import Transitions
 from server.raft.voters import (
     KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterHistory, VoterSet, quorum_messages,
     snapshot_quorum_messages)
@@ -96,16 +95,12 @@ class RaftCore:
         # from the leader, as in Kafka.
         self.high_watermark = 0
         self.shutting_down = False
-        self._persisted = persisted
-        self._reported_leader = (-1, NO_ID)
         self.outbox = Outbox(config.request_timeout_ms, config.retry_backoff_ms)
-        self._flush_due: int | None = None
-        # Elections lost in a row: the wait before the next one grows with them (Kafka's
-        # binary exponential election backoff), so that split votes resolve quickly.
-        self._lost_elections = 0
-        self.state: EpochState = self._initial_state(persisted or Election(0), now_ms)
-        self._persist(self.state.election)
-        self._report_leader()
+        self.flush_due: int | None = None
+        self.transitions = Transitions(self, persisted)
+        self.state: EpochState = self.transitions.initial_state(persisted or Election(0), now_ms)
+        self.transitions.persist(self.state.election)
+        self.transitions.report_leader()
 
     # --- public API ------------------------------------------------------------------------
     @property
@@ -208,11 +203,11 @@ class RaftCore:
             header = read_batch_header(raw)
             if header.partition_leader_epoch != self.epoch:
                 raise ValueError(f"a batch of epoch {header.partition_leader_epoch} proposed in epoch {self.epoch}")
-        self._append(batches)
-        if self._flush_due is None:
+        self.append(batches)
+        if self.flush_due is None:
             # Alone, its own flush is the commit: lingering would only delay it. Appends made
             # while a flush runs join the next one (group commit).
-            self._flush_due = now_ms + (0 if self.only_voter else self.config.append_linger_ms)
+            self.flush_due = now_ms + (0 if self.only_voter else self.config.append_linger_ms)
         self._answer_parked(state, now_ms, only_due=False)
         self._poll(now_ms)
         return self.log.end_offset - 1
@@ -274,95 +269,13 @@ class RaftCore:
             times.extend(p.deadline for p in state.parked)
             if state.change is not None:
                 times.append(state.change.deadline)
-            if self._flush_due is not None:
-                times.append(self._flush_due)
+            if self.flush_due is not None:
+                times.append(self.flush_due)
         else:
             times.append(state.election_deadline)
         return min(times)
 
-    # --- starting up --------------------------------------------------------------------------
-    def _initial_state(self, persisted: Election, now: int) -> EpochState:
-        log_epoch = self.log.last_epoch
-        if not self.is_voter:
-            # An observer (a controller not yet added, or removed): it follows the leader it
-            # knows, or asks the bootstrap servers for one.
-            epoch = max(persisted.epoch, log_epoch)
-            if persisted.leader_id not in (NO_ID, self.node_id) and persisted.epoch == epoch:
-                return Follower(Election(epoch, persisted.leader_id), now + self.config.fetch_timeout_ms)
-            return Unattached(Election(epoch), now)
-        if self.only_voter:
-            # Nobody else can lead or vote: it stands at its first poll, in an epoch above
-            # any it led (a restarted leader never leads its epoch again).
-            return Unattached(Election(max(persisted.epoch, log_epoch)), now)
-        if persisted.epoch < log_epoch:
-            # The log saw a later epoch than the file (the file is the one that lags): take
-            # the log's epoch and no vote. A candidate of that epoch cannot win this node,
-            # whose log holds a batch of the epoch the candidate's cannot.
-            return Unattached(Election(log_epoch), self._election_deadline(now))
-        if persisted.leader_id == self.node_id:
-            # A restarted leader never leads that epoch again: unflushed records of its may
-            # be gone, and new ones at the same offsets would break log matching.
-            return Resigned(persisted, self._election_deadline(now), set(self.voters - {self.node_id}), [])
-        if persisted.leader_id != NO_ID:
-            return Follower(persisted, now + self.config.fetch_timeout_ms)
-        if persisted.voted_id == self.node_id:
-            return Candidate(persisted, self._election_deadline(now), self._tally())
-        return Unattached(persisted, self._election_deadline(now))
-
-    # --- transitions --------------------------------------------------------------------------
-    def _election_deadline(self, now: int) -> int:
-        timeout = self.config.election_timeout_ms
-        return now + timeout + (self.rng.randrange(timeout) if timeout else 0)
-
-    def _tally(self) -> Tally:
-        tally = Tally(self.voters)
-        tally.record(self.node_id, True)
-        return tally
-
-    def _set_state(self, new: EpochState, now: int) -> None:
-        old = self.state
-        self._persist(new.election)
-        self.state = new
-        # Requests of the old state are no longer wanted; their responses will be ignored.
-        self.outbox.clear()
-        if isinstance(old, Leader) and not isinstance(new, Leader):
-            self.membership.leadership_lost(old)
-            self.outputs.append(LostLeadership(old.election.epoch))
-            for parked in old.parked:
-                self.respond(parked.source, parked.correlation_id, self._fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
-        self._report_leader()
-
-    def _persist(self, election: Election) -> None:
-        if election != self._persisted:
-            self._persisted = election
-            self.outputs.append(PersistElection(election))
-
-    def _report_leader(self) -> None:
-        current = (self.epoch, self.leader_id)
-        if current != self._reported_leader:
-            self._reported_leader = current
-            self.outputs.append(LeaderChanged(*current))
-
-    def _to_unattached(self, epoch: int, now: int) -> None:
-        # Within the same epoch the vote stays: a voter votes once per epoch.
-        voted = self.state.election.voted_id if epoch == self.epoch else NO_ID
-        self._set_state(Unattached(Election(epoch, NO_ID, voted), self._election_deadline(now)), now)
-
-    def _to_follower(self, epoch: int, leader_id: int, now: int) -> None:
-        voted = self.state.election.voted_id if epoch == self.epoch else NO_ID
-        self._set_state(Follower(Election(epoch, leader_id, voted), now + self.config.fetch_timeout_ms), now)
-
-    def _to_prospective(self, now: int) -> None:
-        # Nothing to persist: a pre-vote changes neither the epoch nor the vote.
-        self._set_state(Prospective(self.state.election, self._election_deadline(now), self._tally()), now)
-        self._check_tally(now)
-
-    def _to_candidate(self, now: int) -> None:
-        election = Election(self.epoch + 1, NO_ID, self.node_id)
-        self._set_state(Candidate(election, self._election_deadline(now), self._tally()), now)
-        self._check_tally(now)
-
-    def _append(self, batches: list[bytes]) -> None:
+    def append(self, batches: list[bytes]) -> None:
         """Every append goes through here, so that the voter set follows the log."""
         self.log.append(batches)
         for raw in batches:
@@ -371,65 +284,6 @@ class RaftCore:
                 if isinstance(self.state, Leader):
                     self.membership.appended(self.state, offset, message)
 
-    def _to_leader(self, granting: frozenset[int], now: int) -> None:
-        start = self.log.end_offset
-        election = Election(self.epoch, self.node_id, self.node_id)
-        leader = Leader(election, start, granting,
-                        check_quorum_deadline=check_quorum_deadline(self.config.fetch_timeout_ms, now),
-                        begin_epoch_due=now)
-        self._set_state(leader, now)
-        self._lost_elections = 0
-        # The epoch's first batch names its leader; committing it is what lets the high
-        # watermark move in this epoch.
-        self._append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting,
-                                          self.wall_time(now))])
-        self._flush_due = now
-
-    def _to_resigned(self, leader: Leader, now: int) -> None:
-        # Hand over to the most caught-up voters first.
-        def fetched(voter: int) -> int:
-            return leader.replicas[voter].log_end_offset if voter in leader.replicas else -1
-        successors = sorted(self.voters - {self.node_id}, key=lambda v: (-fetched(v), v))
-        self._set_state(Resigned(leader.election, self._election_deadline(now), set(successors), successors), now)
-
-    def _maybe_transition(self, leader_id: int, epoch: int, now: int) -> None:
-        """Follow what a message says of an epoch at least as new as ours."""
-        if leader_id == self.node_id:
-            return  # only this node can claim that; a message saying so is stale or wrong
-        if epoch > self.epoch:
-            if leader_id != NO_ID:
-                self._to_follower(epoch, leader_id, now)
-            else:
-                self._to_unattached(epoch, now)
-        elif epoch == self.epoch and leader_id != NO_ID and self.leader_id == NO_ID:
-            self._to_follower(epoch, leader_id, now)
-
-    def _check_tally(self, now: int) -> None:
-        state = self.state
-        if isinstance(state, Prospective):
-            if state.tally.won:
-                self._to_candidate(now)
-            elif state.tally.lost:
-                self._after_lost_pre_vote(now)
-        elif isinstance(state, Candidate):
-            if state.tally.won:
-                self._to_leader(frozenset(state.tally.granted), now)
-            elif state.tally.lost:
-                # Another candidate split the vote: stand again after a random backoff that
-                # doubles with each lost election, rather than a whole election timeout.
-                self._lost_elections += 1
-                limit = min(self.config.election_backoff_max_ms,
-                            self.config.retry_backoff_ms << min(self._lost_elections - 1, 20))
-                state.election_deadline = min(state.election_deadline, now + self.rng.randrange(max(1, limit)))
-
-    def _after_lost_pre_vote(self, now: int) -> None:
-        # Back to where it was, without having raised the epoch: this is what keeps a voter
-        # that was cut off from deposing a healthy leader when it returns.
-        if self.leader_id != NO_ID:
-            self._to_follower(self.epoch, self.leader_id, now)
-        else:
-            self._to_unattached(self.epoch, now)
-
     # --- the poll loop: timers and requests to send -------------------------------------------
     def _poll(self, now: int) -> None:
         self.outbox.expire(now)
@@ -437,9 +291,9 @@ class RaftCore:
         if self.only_voter and not self.shutting_down and isinstance(state, (Unattached, Candidate)):
             # A quorum of one needs no votes, and no pre-vote: it stands and wins at once.
             if isinstance(state, Candidate):
-                self._check_tally(now)
+                self.transitions.check_tally(now)
             else:
-                self._to_candidate(now)
+                self.transitions.to_candidate(now)
             state = self.state
         if isinstance(state, Leader):
             self._poll_leader(state, now)
@@ -447,22 +301,22 @@ class RaftCore:
             self._poll_observer(state, now)
         elif isinstance(state, Follower):
             if now >= state.fetch_deadline and not self.shutting_down:
-                self._to_prospective(now)
+                self.transitions.to_prospective(now)
                 self._poll(now)
             else:
                 self._send_fetch(state, now)
         elif isinstance(state, (Prospective, Candidate)):
             if now >= state.election_deadline:
                 if isinstance(state, Candidate):
-                    self._to_prospective(now)
+                    self.transitions.to_prospective(now)
                 else:
-                    self._after_lost_pre_vote(now)
+                    self.transitions.after_lost_pre_vote(now)
                 self._poll(now)
             elif not state.tally.lost:
                 self._send_votes(state, now)
         elif isinstance(state, Unattached):
             if now >= state.election_deadline and not self.shutting_down:
-                self._to_prospective(now)
+                self.transitions.to_prospective(now)
                 self._poll(now)
         else:
             self._poll_resigned(state, now)
@@ -475,7 +329,7 @@ class RaftCore:
             if now < state.fetch_deadline:
                 self._send_fetch(state, now)
                 return
-            self._set_state(Unattached(Election(self.epoch), now), now)
+            self.transitions.set_state(Unattached(Election(self.epoch), now), now)
         if not self.outbox.idle:
             return
         targets = [-2 - i for i in range(len(self.config.bootstrap_servers))] or sorted(
@@ -487,16 +341,16 @@ class RaftCore:
         self._send(target, self._fetch_request(), Kind.FETCH, now)
 
     def _poll_leader(self, state: Leader, now: int) -> None:
-        if self._flush_due is not None and now >= self._flush_due:
+        if self.flush_due is not None and now >= self.flush_due:
             # The leader's own copy need not be on disk before it is replicated, only before
             # it counts towards a majority: the flush may complete later (the shell ticks).
             self.log.begin_flush()
-            self._flush_due = None
+            self.flush_due = None
         self._update_high_watermark(state, now)
         check_quorum(state, self.voters, self.node_id, self.config.fetch_timeout_ms, now)
         self.membership.poll(state, now)
         if self.shutting_down or state.resign_requested or now >= state.check_quorum_deadline:
-            self._to_resigned(state, now)
+            self.transitions.to_resigned(state, now)
             self._poll(now)
             return
         self._answer_parked(state, now, only_due=True)
@@ -513,9 +367,9 @@ class RaftCore:
         if now >= state.election_deadline and not self.shutting_down:
             # Leave the epoch for good: this node may not lead or follow itself in it again.
             if self.only_voter:
-                self._to_candidate(now)
+                self.transitions.to_candidate(now)
             else:
-                self._to_unattached(self.epoch + 1, now)
+                self.transitions.to_unattached(self.epoch + 1, now)
             self._poll(now)
             return
         for voter in sorted(state.unacked):
@@ -596,7 +450,7 @@ class RaftCore:
 
     def _flush(self) -> None:
         self.log.flush()
-        self._flush_due = None
+        self.flush_due = None
 
     def respond(self, destination: int, correlation_id: int, message: Message) -> None:
         self.outputs.append(SendResponse(destination, correlation_id, message))
@@ -656,7 +510,7 @@ class RaftCore:
             reply(Error.FENCED_LEADER_EPOCH)
             return
         if epoch > self.epoch:
-            self._to_unattached(epoch, now)
+            self.transitions.to_unattached(epoch, now)
         # A static quorum knows its voters; a dynamic one may not know a new voter yet, but an
         # observer never votes.
         static = self.history.kraft_version < KRAFT_VERSION_DYNAMIC
@@ -672,9 +526,10 @@ class RaftCore:
                 # the candidate has as good a chance as this node.
                 election = replace(state.election, voted_id=candidate)
                 if isinstance(state, Unattached):
-                    self._set_state(Unattached(election, self._election_deadline(now)), now)
+                    self.transitions.set_state(Unattached(election, self.transitions.election_deadline(now)), now)
                 else:
-                    self._set_state(Prospective(election, self._election_deadline(now), self._tally()), now)
+                    self.transitions.set_state(Prospective(election, self.transitions.election_deadline(now),
+                                                           self.transitions.tally()), now)
         reply(Error.NONE, granted)
 
     def _can_grant(self, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
@@ -699,7 +554,7 @@ class RaftCore:
             # A voter too old for pre-vote (VoteRequest before v2) cannot answer one: stand
             # for election at once, as Kafka does. The shell reports this when the voter's
             # ApiVersions says so.
-            self._to_candidate(now)
+            self.transitions.to_candidate(now)
             return True
         part = rpc.only_partition(response.topics)
         if response.error_code != Error.NONE or part is None:
@@ -713,7 +568,7 @@ class RaftCore:
         if (kind is Kind.PRE_VOTE and isinstance(state, Prospective)) or \
                 (kind is Kind.VOTE and isinstance(state, Candidate)):
             state.tally.record(source, bool(part.vote_granted))
-            self._check_tally(now)
+            self.transitions.check_tally(now)
         return True
 
     def _common_response(self, error: int, leader_id: int, epoch: int, now: int) -> bool | None:
@@ -724,12 +579,12 @@ class RaftCore:
             return True  # about an epoch this node has left
         if epoch > self.epoch or error in (Error.FENCED_LEADER_EPOCH, Error.NOT_LEADER_OR_FOLLOWER):
             before = self.state
-            self._maybe_transition(leader_id, epoch, now)
+            self.transitions.maybe_transition(leader_id, epoch, now)
             # Nothing learnt (a resigned leader still saying it is not leading): back off
             # rather than ask again at once.
             return self.state is not before
         if leader_id not in (NO_ID, self.node_id) and self.leader_id == NO_ID:
-            self._to_follower(epoch, leader_id, now)
+            self.transitions.to_follower(epoch, leader_id, now)
             return None if error == Error.NONE else True
         if error == Error.BROKER_NOT_AVAILABLE:
             return False
@@ -750,7 +605,7 @@ class RaftCore:
             for endpoint in request.leader_endpoints:
                 if endpoint.name == self.config.listener_name:
                     self._learnt[part.leader_id] = (endpoint.host, endpoint.port)
-            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+            self.transitions.maybe_transition(part.leader_id, part.leader_epoch, now)
         self.respond(source, correlation_id, rpc.begin_epoch_response(error, self.epoch, self.leader_id))
 
     def _on_begin_epoch_response(self, source: int, response: BeginQuorumEpochResponse, now: int) -> bool:
@@ -775,7 +630,7 @@ class RaftCore:
             return
         error = self._check_voter_request(part.leader_id, part.leader_epoch)
         if error == Error.NONE:
-            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+            self.transitions.maybe_transition(part.leader_id, part.leader_epoch, now)
             state = self.state
             if isinstance(state, Follower) and state.election.leader_id == part.leader_id:
                 # The leader is leaving: its successors in order start elections sooner, and
@@ -807,7 +662,7 @@ class RaftCore:
         return Error.NONE
 
     # --- Fetch: serving as the leader -----------------------------------------------------------
-    def _fetch_error(self, error: int) -> FetchResponse:
+    def fetch_error(self, error: int) -> FetchResponse:
         return rpc.fetch_response(error, self.epoch, self.leader_id, -1, self.log.start_offset,
                                   leader_address=self.address_of(self.leader_id))
 
@@ -821,12 +676,12 @@ class RaftCore:
             return
         if request.max_wait_ms < 0 or part.fetch_offset < 0 or part.last_fetched_epoch < 0 \
                 or part.last_fetched_epoch > part.current_leader_epoch:
-            self.respond(source, correlation_id, self._fetch_error(Error.INVALID_REQUEST))
+            self.respond(source, correlation_id, self.fetch_error(Error.INVALID_REQUEST))
             return
         state = self.state
         error = self.leader_error(part.current_leader_epoch)
         if error != Error.NONE or not isinstance(state, Leader):
-            self.respond(source, correlation_id, self._fetch_error(error))
+            self.respond(source, correlation_id, self.fetch_error(error))
             return
         replica = rpc.fetch_replica_key(request)
         response = self._read_for(state, replica, part.fetch_offset, part.last_fetched_epoch, now)
@@ -961,7 +816,7 @@ class RaftCore:
         for raw in batches:
             if read_batch_header(raw).partition_leader_epoch > self.epoch:
                 return False
-        self._append(batches)
+        self.append(batches)
         self._flush()
         return True
 
