@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 from protocol.error_codes import Error
 from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
@@ -556,19 +556,27 @@ class RaftCore:
             # ApiVersions says so.
             self.transitions.to_candidate(now)
             return True
-        part = rpc.only_partition(response.topics)
-        if response.error_code != Error.NONE or part is None:
+
+        def count(part: Any) -> None:
+            state = self.state
+            if (kind is Kind.PRE_VOTE and isinstance(state, Prospective)) or \
+                    (kind is Kind.VOTE and isinstance(state, Candidate)):
+                state.tally.record(source, bool(part.vote_granted))
+                self.transitions.check_tally(now)
+        return self._quorum_response(response.error_code, rpc.only_partition(response.topics), count, now)
+
+    def _quorum_response(self, error_code: int, part: Any | None, action: Callable[[Any], None], now: int) -> bool:
+        """A Vote, BeginQuorumEpoch or EndQuorumEpoch response: its one partition, what every
+        quorum response says (``_common_response``), then ``action`` if it succeeded. False:
+        back off."""
+        if error_code != Error.NONE or part is None:
             return False
         handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
         if handled is not None:
             return handled
         if part.error_code != Error.NONE:
             return False
-        state = self.state
-        if (kind is Kind.PRE_VOTE and isinstance(state, Prospective)) or \
-                (kind is Kind.VOTE and isinstance(state, Candidate)):
-            state.tally.record(source, bool(part.vote_granted))
-            self.transitions.check_tally(now)
+        action(part)
         return True
 
     def _common_response(self, error: int, leader_id: int, epoch: int, now: int) -> bool | None:
@@ -609,17 +617,10 @@ class RaftCore:
         self.respond(source, correlation_id, rpc.begin_epoch_response(error, self.epoch, self.leader_id))
 
     def _on_begin_epoch_response(self, source: int, response: BeginQuorumEpochResponse, now: int) -> bool:
-        part = rpc.only_partition(response.topics)
-        if response.error_code != Error.NONE or part is None:
-            return False
-        handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
-        if handled is not None:
-            return handled
-        if part.error_code != Error.NONE:
-            return False
-        if isinstance(self.state, Leader):
-            self.state.begin_epoch_acked.add(source)
-        return True
+        def acked(_: Any) -> None:
+            if isinstance(self.state, Leader):
+                self.state.begin_epoch_acked.add(source)
+        return self._quorum_response(response.error_code, rpc.only_partition(response.topics), acked, now)
 
     def _on_end_epoch_request(self, source: int, correlation_id: int, request: EndQuorumEpochRequest,
                               now: int) -> None:
@@ -641,17 +642,10 @@ class RaftCore:
         self.respond(source, correlation_id, rpc.end_epoch_response(error, self.epoch, self.leader_id))
 
     def _on_end_epoch_response(self, source: int, response: EndQuorumEpochResponse, now: int) -> bool:
-        part = rpc.only_partition(response.topics)
-        if response.error_code != Error.NONE or part is None:
-            return False
-        handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
-        if handled is not None:
-            return handled
-        if part.error_code != Error.NONE:
-            return False
-        if isinstance(self.state, Resigned):
-            self.state.unacked.discard(source)
-        return True
+        def acked(_: Any) -> None:
+            if isinstance(self.state, Resigned):
+                self.state.unacked.discard(source)
+        return self._quorum_response(response.error_code, rpc.only_partition(response.topics), acked, now)
 
     def _check_voter_request(self, leader_id: int, epoch: int) -> int:
         if epoch < self.epoch:
