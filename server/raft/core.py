@@ -65,6 +65,10 @@ from server.raft.voters import (
 class NotLeader(Exception):
     """A proposal reached a node that is not the leader."""
 
+def _any_kind(handler: Callable[[int, Any, int], bool]) -> Callable[[int, Kind, Any, int], bool]:
+    """A response handler that does not need to know which kind of request it answers."""
+    return lambda source, _, response, now: handler(source, response, now)
+
 class RaftCore:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, persisted: Election | None,
                  rng: random.Random, now_ms: int, wall_time: Callable[[int], int] = lambda now: now) -> None:
@@ -98,6 +102,27 @@ class RaftCore:
         self.outbox = Outbox(config.request_timeout_ms, config.retry_backoff_ms)
         self.flush_due: int | None = None
         self.transitions = Transitions(self, persisted)
+        # What each message received is handled by; a response handler says whether it
+        # succeeded (if not, its sender is backed off).
+        self._request_handlers: dict[type[Message], Callable[[int, int, Any, int], None]] = {
+            VoteRequest: self._on_vote_request,
+            FetchRequest: self._on_fetch_request,
+            BeginQuorumEpochRequest: self._on_begin_epoch_request,
+            EndQuorumEpochRequest: self._on_end_epoch_request,
+            FetchSnapshotRequest: self._on_fetch_snapshot_request,
+            AddRaftVoterRequest: self.membership.receive_request,
+            RemoveRaftVoterRequest: self.membership.receive_request,
+            UpdateRaftVoterRequest: self.membership.receive_request,
+        }
+        self._response_handlers: dict[type[Message], Callable[[int, Kind, Any, int], bool]] = {
+            VoteResponse: self._on_vote_response,
+            FetchResponse: _any_kind(self._on_fetch_response),
+            BeginQuorumEpochResponse: _any_kind(self._on_begin_epoch_response),
+            EndQuorumEpochResponse: _any_kind(self._on_end_epoch_response),
+            FetchSnapshotResponse: _any_kind(self._on_fetch_snapshot_response),
+            ApiVersionsResponse: _any_kind(self._on_api_versions_response),
+            UpdateRaftVoterResponse: _any_kind(lambda _, response, __: bool(response.error_code == Error.NONE)),
+        }
         self.state: EpochState = self.transitions.initial_state(persisted or Election(0), now_ms)
         self.transitions.persist(self.state.election)
         self.transitions.report_leader()
@@ -138,42 +163,18 @@ class RaftCore:
         return out
 
     def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
-        if isinstance(message, VoteRequest):
-            self._on_vote_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, FetchRequest):
-            self._on_fetch_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, BeginQuorumEpochRequest):
-            self._on_begin_epoch_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, EndQuorumEpochRequest):
-            self._on_end_epoch_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, FetchSnapshotRequest):
-            self._on_fetch_snapshot_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, (AddRaftVoterRequest, RemoveRaftVoterRequest, UpdateRaftVoterRequest)):
-            self.membership.receive_request(source, correlation_id, message, now_ms)
-        else:
+        handler = self._request_handlers.get(type(message))
+        if handler is None:
             raise ValueError(f"the Raft core does not handle {message.NAME}")
+        handler(source, correlation_id, message, now_ms)
         self._poll(now_ms)
 
     def receive_response(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
         sent = self.outbox.finish(correlation_id, source)
         if sent is None:
             return  # not asked for any more: from an earlier state, or a duplicate
-        ok = True
-        if isinstance(message, VoteResponse):
-            ok = self._on_vote_response(source, sent.kind, message, now_ms)
-        elif isinstance(message, FetchResponse):
-            ok = self._on_fetch_response(source, message, now_ms)
-        elif isinstance(message, BeginQuorumEpochResponse):
-            ok = self._on_begin_epoch_response(source, message, now_ms)
-        elif isinstance(message, EndQuorumEpochResponse):
-            ok = self._on_end_epoch_response(source, message, now_ms)
-        elif isinstance(message, FetchSnapshotResponse):
-            ok = self._on_fetch_snapshot_response(source, message, now_ms)
-        elif isinstance(message, ApiVersionsResponse):
-            self.membership.on_api_versions(source, message, now_ms)
-        elif isinstance(message, UpdateRaftVoterResponse):
-            ok = message.error_code == Error.NONE
-        if not ok:
+        handler = self._response_handlers.get(type(message))
+        if handler is not None and not handler(source, sent.kind, message, now_ms):
             self.outbox.back_off(source, now_ms)
         self._poll(now_ms)
 
@@ -454,6 +455,10 @@ class RaftCore:
 
     def respond(self, destination: int, correlation_id: int, message: Message) -> None:
         self.outputs.append(SendResponse(destination, correlation_id, message))
+
+    def _on_api_versions_response(self, source: int, response: ApiVersionsResponse, now: int) -> bool:
+        self.membership.on_api_versions(source, response, now)
+        return True
 
     def send_api_versions(self, node_id: int, address: tuple[str, int], now: int) -> None:
         """Ask a node about to be added which kraft.version levels it supports."""
