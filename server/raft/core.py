@@ -5,10 +5,14 @@ call carries ``now_ms``; nothing here reads a clock), changes the log through ``
 leaves what the shell must do in ``outputs`` (see ``server.raft.outputs``). Behaviour follows
 Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication (FetchSnapshot for a
 follower behind the leader's log start), KIP-996 pre-vote, a leader that resigns when a
-majority stops fetching from it (check quorum), and graceful resignation with
-EndQuorumEpoch. The voter set is static (no KIP-853 changes), and the node must be a voter.
+majority stops fetching from it (check quorum), graceful resignation with EndQuorumEpoch, and
+KIP-853 voter changes (``server.raft.membership``); a replica outside the voter set observes.
 A single voter is a quorum of one: it stands and wins at once, and commits what it has
 flushed, through the same states and outputs as any leader.
+
+The core handles the RPCs and the poll loop; it is composed of ``Transitions`` (state changes
+and their persistence), ``Outbox`` (requests in flight and backoff), ``Membership`` and the
+leader's bookkeeping in ``server.raft.leader``.
 
 Every reply to a request is built after the state it reports is persisted, and a response is
 acted on only if it answers the request in flight now (correlation ids), so duplicated, late
