@@ -41,7 +41,7 @@ from server.context import ANONYMOUS, Principal, RequestContext, forwarded_addre
 from server.controller.delegation_tokens import TokenRequester
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting
-from server.metalog.committer import CommitPath
+from server.metalog.commit_path import CommitPath
 from server.network import Connection, RequestRejected
 from server.security.requests import CLUSTER_OPERATIONS, RequestAuthorizer, refused_items
 from server.security.login import SaslLogins

@@ -25,7 +25,7 @@ from protocol.generated.messages.fetch_response import (
 from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
 from protocol.message import Message
 from protocol.primitives import METADATA_TOPIC_ID
-from server.metalog.committer import CommitPath
+from server.metalog.commit_path import CommitPath
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId
 from protocol.primitives import ZERO_UUID

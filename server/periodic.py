@@ -28,7 +28,7 @@ from server.child_process import close_inherited_fds, die_with_parent
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import SLICE_RECORDS, VersionedRecord
 from server.leadership import Leadership
-from server.metalog.committer import CommitFailed, CommitPath
+from server.metalog.commit_path import CommitFailed, CommitPath
 from server.metalog.snapshots import SnapshotId, write_snapshot
 
 log = logging.getLogger("kraftwire.server")

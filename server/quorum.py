@@ -31,7 +31,7 @@ from protocol.error_codes import Error
 from protocol.message import Message, api_key_of
 from server.client_connection import PLAINTEXT, AuthenticationError, ConnectionLost, KafkaConnection
 from server.controller.result import VersionedRecord
-from server.metalog.committer import CommitFailed, encode_batches
+from server.metalog.commit_path import CommitFailed, encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from server.metalog.raft_log import DiskRaftLog
 from server.purgatory import OffsetPurgatory

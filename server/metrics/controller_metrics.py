@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from protocol.api_keys import APIS
 from server.controller.quorum_controller import QuorumController
 from server.controller.replica import ControllerReplica
-from server.metalog.committer import CommitPath
+from server.metalog.commit_path import CommitPath
 from server.metalog.snapshots import SnapshotId
 from server.metrics.names import controller, event_manager, raft, request_metrics
 from server.quorum import QuorumReplication

@@ -5,10 +5,14 @@ call carries ``now_ms``; nothing here reads a clock), changes the log through ``
 leaves what the shell must do in ``outputs`` (see ``server.raft.outputs``). Behaviour follows
 Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication (FetchSnapshot for a
 follower behind the leader's log start), KIP-996 pre-vote, a leader that resigns when a
-majority stops fetching from it (check quorum), and graceful resignation with
-EndQuorumEpoch. The voter set is static (no KIP-853 changes), and the node must be a voter.
+majority stops fetching from it (check quorum), graceful resignation with EndQuorumEpoch, and
+KIP-853 voter changes (``server.raft.membership``); a replica outside the voter set observes.
 A single voter is a quorum of one: it stands and wins at once, and commits what it has
 flushed, through the same states and outputs as any leader.
+
+The core handles the RPCs and the poll loop; it is composed of ``Transitions`` (state changes
+and their persistence), ``Outbox`` (requests in flight and backoff), ``Membership`` and the
+leader's bookkeeping in ``server.raft.leader``.
 
 Every reply to a request is built after the state it reports is persisted, and a response is
 acted on only if it answers the request in flight now (correlation ids), so duplicated, late
@@ -18,9 +22,8 @@ or reordered messages cannot count twice or land in the wrong election.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
-from enum import Enum
-from typing import Callable
+from dataclasses import replace
+from typing import Any, Callable
 
 from protocol.error_codes import Error
 from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
@@ -46,42 +49,29 @@ from protocol.message import Message
 from protocol.primitives import ZERO_UUID
 from protocol.records import read_batch_header
 from server.raft import messages as rpc
+from server.raft.leader import check_quorum, quorum_high_watermark, reported_high_watermark, track_fetch
 from server.raft.log import RaftLog, split_batches
-from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, Refused, SendRequest,
-    SendResponse, SnapshotInstalled)
 from server.raft.membership import Membership
+from server.raft.outbox import Kind, Outbox
+from server.raft.outputs import (
+    BecameLeader, Committed, Output, Refused, SendRequest, SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
-    control_batch, fetch_position, leader_change_batch, majority_offset, records_batch, successor_backoff, truncation_offset)
+    control_batch, fetch_position, records_batch, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
-    SnapshotDownload, Tally, Unattached)
+    SnapshotDownload, Unattached)
+from server.raft.transitions import Transitions
 from server.raft.voters import (
     KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterHistory, VoterSet, quorum_messages,
     snapshot_quorum_messages)
 
-# A leader resigns when a majority has not fetched from it for this many fetch timeouts.
-CHECK_QUORUM_FACTOR = 1.5
-
 class NotLeader(Exception):
     """A proposal reached a node that is not the leader."""
 
-class _Kind(Enum):
-    API_VERSIONS = "api-versions"
-    UPDATE_VOTER = "update-voter"
-    PRE_VOTE = "pre-vote"
-    VOTE = "vote"
-    BEGIN_EPOCH = "begin-epoch"
-    END_EPOCH = "end-epoch"
-    FETCH = "fetch"
-    FETCH_SNAPSHOT = "fetch-snapshot"
-
-@dataclass(frozen=True)
-class _InFlight:
-    destination: int
-    kind: _Kind
-    sent_ms: int
+def _any_kind(handler: Callable[[int, Any, int], bool]) -> Callable[[int, Kind, Any, int], bool]:
+    """A response handler that does not need to know which kind of request it answers."""
+    return lambda source, _, response, now: handler(source, response, now)
 
 class RaftCore:
     def __init__(self, node_id: int, config: QuorumConfig, log: RaftLog, persisted: Election | None,
@@ -113,19 +103,33 @@ class RaftCore:
         # from the leader, as in Kafka.
         self.high_watermark = 0
         self.shutting_down = False
-        self._persisted = persisted
-        self._reported_leader = (-1, NO_ID)
-        self._next_correlation = 0
-        self._in_flight: dict[int, _InFlight] = {}
-        self._busy: dict[int, int] = {}  # destination -> correlation id of its request in flight
-        self._backoff_until: dict[int, int] = {}
-        self._flush_due: int | None = None
-        # Elections lost in a row: the wait before the next one grows with them (Kafka's
-        # binary exponential election backoff), so that split votes resolve quickly.
-        self._lost_elections = 0
-        self.state: EpochState = self._initial_state(persisted or Election(0), now_ms)
-        self._persist(self.state.election)
-        self._report_leader()
+        self.outbox = Outbox(config.request_timeout_ms, config.retry_backoff_ms)
+        self.flush_due: int | None = None
+        self.transitions = Transitions(self, persisted)
+        # What each message received is handled by; a response handler says whether it
+        # succeeded (if not, its sender is backed off).
+        self._request_handlers: dict[type[Message], Callable[[int, int, Any, int], None]] = {
+            VoteRequest: self._on_vote_request,
+            FetchRequest: self._on_fetch_request,
+            BeginQuorumEpochRequest: self._on_begin_epoch_request,
+            EndQuorumEpochRequest: self._on_end_epoch_request,
+            FetchSnapshotRequest: self._on_fetch_snapshot_request,
+            AddRaftVoterRequest: self.membership.receive_request,
+            RemoveRaftVoterRequest: self.membership.receive_request,
+            UpdateRaftVoterRequest: self.membership.receive_request,
+        }
+        self._response_handlers: dict[type[Message], Callable[[int, Kind, Any, int], bool]] = {
+            VoteResponse: self._on_vote_response,
+            FetchResponse: _any_kind(self._on_fetch_response),
+            BeginQuorumEpochResponse: _any_kind(self._on_begin_epoch_response),
+            EndQuorumEpochResponse: _any_kind(self._on_end_epoch_response),
+            FetchSnapshotResponse: _any_kind(self._on_fetch_snapshot_response),
+            ApiVersionsResponse: _any_kind(self._on_api_versions_response),
+            UpdateRaftVoterResponse: _any_kind(lambda _, response, __: bool(response.error_code == Error.NONE)),
+        }
+        self.state: EpochState = self.transitions.initial_state(persisted or Election(0), now_ms)
+        self.transitions.persist(self.state.election)
+        self.transitions.report_leader()
 
     # --- public API ------------------------------------------------------------------------
     @property
@@ -163,52 +167,24 @@ class RaftCore:
         return out
 
     def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
-        if isinstance(message, VoteRequest):
-            self._on_vote_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, FetchRequest):
-            self._on_fetch_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, BeginQuorumEpochRequest):
-            self._on_begin_epoch_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, EndQuorumEpochRequest):
-            self._on_end_epoch_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, FetchSnapshotRequest):
-            self._on_fetch_snapshot_request(source, correlation_id, message, now_ms)
-        elif isinstance(message, (AddRaftVoterRequest, RemoveRaftVoterRequest, UpdateRaftVoterRequest)):
-            self.membership.receive_request(source, correlation_id, message, now_ms)
-        else:
+        handler = self._request_handlers.get(type(message))
+        if handler is None:
             raise ValueError(f"the Raft core does not handle {message.NAME}")
+        handler(source, correlation_id, message, now_ms)
         self._poll(now_ms)
 
     def receive_response(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
-        sent = self._in_flight.get(correlation_id)
-        if sent is None or sent.destination != source:
+        sent = self.outbox.finish(correlation_id, source)
+        if sent is None:
             return  # not asked for any more: from an earlier state, or a duplicate
-        self._finish(correlation_id)
-        ok = True
-        if isinstance(message, VoteResponse):
-            ok = self._on_vote_response(source, sent.kind, message, now_ms)
-        elif isinstance(message, FetchResponse):
-            ok = self._on_fetch_response(source, message, now_ms)
-        elif isinstance(message, BeginQuorumEpochResponse):
-            ok = self._on_begin_epoch_response(source, message, now_ms)
-        elif isinstance(message, EndQuorumEpochResponse):
-            ok = self._on_end_epoch_response(source, message, now_ms)
-        elif isinstance(message, FetchSnapshotResponse):
-            ok = self._on_fetch_snapshot_response(source, message, now_ms)
-        elif isinstance(message, ApiVersionsResponse):
-            self.membership.on_api_versions(source, message, now_ms)
-        elif isinstance(message, UpdateRaftVoterResponse):
-            ok = message.error_code == Error.NONE
-        if not ok:
-            self._backoff_until[source] = now_ms + self.config.retry_backoff_ms
+        handler = self._response_handlers.get(type(message))
+        if handler is not None and not handler(source, sent.kind, message, now_ms):
+            self.outbox.back_off(source, now_ms)
         self._poll(now_ms)
 
     def request_failed(self, correlation_id: int, now_ms: int) -> None:
         """The shell could not deliver a request or its connection broke."""
-        sent = self._in_flight.get(correlation_id)
-        if sent is not None:
-            self._finish(correlation_id)
-            self._backoff_until[sent.destination] = now_ms + self.config.retry_backoff_ms
+        self.outbox.fail(correlation_id, now_ms)
         self._poll(now_ms)
 
     def tick(self, now_ms: int) -> None:
@@ -232,11 +208,11 @@ class RaftCore:
             header = read_batch_header(raw)
             if header.partition_leader_epoch != self.epoch:
                 raise ValueError(f"a batch of epoch {header.partition_leader_epoch} proposed in epoch {self.epoch}")
-        self._append(batches)
-        if self._flush_due is None:
+        self.append(batches)
+        if self.flush_due is None:
             # Alone, its own flush is the commit: lingering would only delay it. Appends made
             # while a flush runs join the next one (group commit).
-            self._flush_due = now_ms + (0 if self.only_voter else self.config.append_linger_ms)
+            self.flush_due = now_ms + (0 if self.only_voter else self.config.append_linger_ms)
         self._answer_parked(state, now_ms, only_due=False)
         self._poll(now_ms)
         return self.log.end_offset - 1
@@ -289,8 +265,7 @@ class RaftCore:
     def next_deadline(self) -> int:
         """The latest time the shell must call ``tick`` by, if nothing arrives before."""
         state = self.state
-        times = [sent.sent_ms + self.config.request_timeout_ms for sent in self._in_flight.values()]
-        times.extend(self._backoff_until.values())
+        times = self.outbox.deadlines()
         if isinstance(state, Follower):
             times.append(state.fetch_deadline)
         elif isinstance(state, Leader):
@@ -299,97 +274,13 @@ class RaftCore:
             times.extend(p.deadline for p in state.parked)
             if state.change is not None:
                 times.append(state.change.deadline)
-            if self._flush_due is not None:
-                times.append(self._flush_due)
+            if self.flush_due is not None:
+                times.append(self.flush_due)
         else:
             times.append(state.election_deadline)
         return min(times)
 
-    # --- starting up --------------------------------------------------------------------------
-    def _initial_state(self, persisted: Election, now: int) -> EpochState:
-        log_epoch = self.log.last_epoch
-        if not self.is_voter:
-            # An observer (a controller not yet added, or removed): it follows the leader it
-            # knows, or asks the bootstrap servers for one.
-            epoch = max(persisted.epoch, log_epoch)
-            if persisted.leader_id not in (NO_ID, self.node_id) and persisted.epoch == epoch:
-                return Follower(Election(epoch, persisted.leader_id), now + self.config.fetch_timeout_ms)
-            return Unattached(Election(epoch), now)
-        if self.only_voter:
-            # Nobody else can lead or vote: it stands at its first poll, in an epoch above
-            # any it led (a restarted leader never leads its epoch again).
-            return Unattached(Election(max(persisted.epoch, log_epoch)), now)
-        if persisted.epoch < log_epoch:
-            # The log saw a later epoch than the file (the file is the one that lags): take
-            # the log's epoch and no vote. A candidate of that epoch cannot win this node,
-            # whose log holds a batch of the epoch the candidate's cannot.
-            return Unattached(Election(log_epoch), self._election_deadline(now))
-        if persisted.leader_id == self.node_id:
-            # A restarted leader never leads that epoch again: unflushed records of its may
-            # be gone, and new ones at the same offsets would break log matching.
-            return Resigned(persisted, self._election_deadline(now), set(self.voters - {self.node_id}), [])
-        if persisted.leader_id != NO_ID:
-            return Follower(persisted, now + self.config.fetch_timeout_ms)
-        if persisted.voted_id == self.node_id:
-            return Candidate(persisted, self._election_deadline(now), self._tally())
-        return Unattached(persisted, self._election_deadline(now))
-
-    # --- transitions --------------------------------------------------------------------------
-    def _election_deadline(self, now: int) -> int:
-        timeout = self.config.election_timeout_ms
-        return now + timeout + (self.rng.randrange(timeout) if timeout else 0)
-
-    def _tally(self) -> Tally:
-        tally = Tally(self.voters)
-        tally.record(self.node_id, True)
-        return tally
-
-    def _set_state(self, new: EpochState, now: int) -> None:
-        old = self.state
-        self._persist(new.election)
-        self.state = new
-        # Requests of the old state are no longer wanted; their responses will be ignored.
-        self._in_flight.clear()
-        self._busy.clear()
-        self._backoff_until.clear()
-        if isinstance(old, Leader) and not isinstance(new, Leader):
-            self.membership.leadership_lost(old)
-            self.outputs.append(LostLeadership(old.election.epoch))
-            for parked in old.parked:
-                self.respond(parked.source, parked.correlation_id, self._fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
-        self._report_leader()
-
-    def _persist(self, election: Election) -> None:
-        if election != self._persisted:
-            self._persisted = election
-            self.outputs.append(PersistElection(election))
-
-    def _report_leader(self) -> None:
-        current = (self.epoch, self.leader_id)
-        if current != self._reported_leader:
-            self._reported_leader = current
-            self.outputs.append(LeaderChanged(*current))
-
-    def _to_unattached(self, epoch: int, now: int) -> None:
-        # Within the same epoch the vote stays: a voter votes once per epoch.
-        voted = self.state.election.voted_id if epoch == self.epoch else NO_ID
-        self._set_state(Unattached(Election(epoch, NO_ID, voted), self._election_deadline(now)), now)
-
-    def _to_follower(self, epoch: int, leader_id: int, now: int) -> None:
-        voted = self.state.election.voted_id if epoch == self.epoch else NO_ID
-        self._set_state(Follower(Election(epoch, leader_id, voted), now + self.config.fetch_timeout_ms), now)
-
-    def _to_prospective(self, now: int) -> None:
-        # Nothing to persist: a pre-vote changes neither the epoch nor the vote.
-        self._set_state(Prospective(self.state.election, self._election_deadline(now), self._tally()), now)
-        self._check_tally(now)
-
-    def _to_candidate(self, now: int) -> None:
-        election = Election(self.epoch + 1, NO_ID, self.node_id)
-        self._set_state(Candidate(election, self._election_deadline(now), self._tally()), now)
-        self._check_tally(now)
-
-    def _append(self, batches: list[bytes]) -> None:
+    def append(self, batches: list[bytes]) -> None:
         """Every append goes through here, so that the voter set follows the log."""
         self.log.append(batches)
         for raw in batches:
@@ -398,80 +289,16 @@ class RaftCore:
                 if isinstance(self.state, Leader):
                     self.membership.appended(self.state, offset, message)
 
-    def _to_leader(self, granting: frozenset[int], now: int) -> None:
-        start = self.log.end_offset
-        election = Election(self.epoch, self.node_id, self.node_id)
-        fetch_timeout = self.config.fetch_timeout_ms
-        leader = Leader(election, start, granting,
-                        check_quorum_deadline=now + int(fetch_timeout * CHECK_QUORUM_FACTOR), begin_epoch_due=now)
-        self._set_state(leader, now)
-        self._lost_elections = 0
-        # The epoch's first batch names its leader; committing it is what lets the high
-        # watermark move in this epoch.
-        self._append([leader_change_batch(start, self.epoch, self.node_id, self.voters, granting,
-                                          self.wall_time(now))])
-        self._flush_due = now
-
-    def _to_resigned(self, leader: Leader, now: int) -> None:
-        # Hand over to the most caught-up voters first.
-        def fetched(voter: int) -> int:
-            return leader.replicas[voter].log_end_offset if voter in leader.replicas else -1
-        successors = sorted(self.voters - {self.node_id}, key=lambda v: (-fetched(v), v))
-        self._set_state(Resigned(leader.election, self._election_deadline(now), set(successors), successors), now)
-
-    def _maybe_transition(self, leader_id: int, epoch: int, now: int) -> None:
-        """Follow what a message says of an epoch at least as new as ours."""
-        if leader_id == self.node_id:
-            return  # only this node can claim that; a message saying so is stale or wrong
-        if epoch > self.epoch:
-            if leader_id != NO_ID:
-                self._to_follower(epoch, leader_id, now)
-            else:
-                self._to_unattached(epoch, now)
-        elif epoch == self.epoch and leader_id != NO_ID and self.leader_id == NO_ID:
-            self._to_follower(epoch, leader_id, now)
-
-    def _check_tally(self, now: int) -> None:
-        state = self.state
-        if isinstance(state, Prospective):
-            if state.tally.won:
-                self._to_candidate(now)
-            elif state.tally.lost:
-                self._after_lost_pre_vote(now)
-        elif isinstance(state, Candidate):
-            if state.tally.won:
-                self._to_leader(frozenset(state.tally.granted), now)
-            elif state.tally.lost:
-                # Another candidate split the vote: stand again after a random backoff that
-                # doubles with each lost election, rather than a whole election timeout.
-                self._lost_elections += 1
-                limit = min(self.config.election_backoff_max_ms,
-                            self.config.retry_backoff_ms << min(self._lost_elections - 1, 20))
-                state.election_deadline = min(state.election_deadline, now + self.rng.randrange(max(1, limit)))
-
-    def _after_lost_pre_vote(self, now: int) -> None:
-        # Back to where it was, without having raised the epoch: this is what keeps a voter
-        # that was cut off from deposing a healthy leader when it returns.
-        if self.leader_id != NO_ID:
-            self._to_follower(self.epoch, self.leader_id, now)
-        else:
-            self._to_unattached(self.epoch, now)
-
     # --- the poll loop: timers and requests to send -------------------------------------------
     def _poll(self, now: int) -> None:
-        for correlation_id, sent in list(self._in_flight.items()):
-            if now - sent.sent_ms >= self.config.request_timeout_ms:
-                self._finish(correlation_id)
-        for destination, until in list(self._backoff_until.items()):
-            if until <= now:
-                del self._backoff_until[destination]
+        self.outbox.expire(now)
         state = self.state
         if self.only_voter and not self.shutting_down and isinstance(state, (Unattached, Candidate)):
             # A quorum of one needs no votes, and no pre-vote: it stands and wins at once.
             if isinstance(state, Candidate):
-                self._check_tally(now)
+                self.transitions.check_tally(now)
             else:
-                self._to_candidate(now)
+                self.transitions.to_candidate(now)
             state = self.state
         if isinstance(state, Leader):
             self._poll_leader(state, now)
@@ -479,22 +306,22 @@ class RaftCore:
             self._poll_observer(state, now)
         elif isinstance(state, Follower):
             if now >= state.fetch_deadline and not self.shutting_down:
-                self._to_prospective(now)
+                self.transitions.to_prospective(now)
                 self._poll(now)
             else:
                 self._send_fetch(state, now)
         elif isinstance(state, (Prospective, Candidate)):
             if now >= state.election_deadline:
                 if isinstance(state, Candidate):
-                    self._to_prospective(now)
+                    self.transitions.to_prospective(now)
                 else:
-                    self._after_lost_pre_vote(now)
+                    self.transitions.after_lost_pre_vote(now)
                 self._poll(now)
             elif not state.tally.lost:
                 self._send_votes(state, now)
         elif isinstance(state, Unattached):
             if now >= state.election_deadline and not self.shutting_down:
-                self._to_prospective(now)
+                self.transitions.to_prospective(now)
                 self._poll(now)
         else:
             self._poll_resigned(state, now)
@@ -507,8 +334,8 @@ class RaftCore:
             if now < state.fetch_deadline:
                 self._send_fetch(state, now)
                 return
-            self._set_state(Unattached(Election(self.epoch), now), now)
-        if self._in_flight:
+            self.transitions.set_state(Unattached(Election(self.epoch), now), now)
+        if not self.outbox.idle:
             return
         targets = [-2 - i for i in range(len(self.config.bootstrap_servers))] or sorted(
             v for v in self.voters if v != self.node_id)
@@ -516,19 +343,19 @@ class RaftCore:
             return
         target = targets[self._next_bootstrap % len(targets)]
         self._next_bootstrap += 1
-        self._send(target, self._fetch_request(), _Kind.FETCH, now)
+        self._send(target, self._fetch_request(), Kind.FETCH, now)
 
     def _poll_leader(self, state: Leader, now: int) -> None:
-        if self._flush_due is not None and now >= self._flush_due:
+        if self.flush_due is not None and now >= self.flush_due:
             # The leader's own copy need not be on disk before it is replicated, only before
             # it counts towards a majority: the flush may complete later (the shell ticks).
             self.log.begin_flush()
-            self._flush_due = None
+            self.flush_due = None
         self._update_high_watermark(state, now)
-        self._check_quorum(state, now)
+        check_quorum(state, self.voters, self.node_id, self.config.fetch_timeout_ms, now)
         self.membership.poll(state, now)
         if self.shutting_down or state.resign_requested or now >= state.check_quorum_deadline:
-            self._to_resigned(state, now)
+            self.transitions.to_resigned(state, now)
             self._poll(now)
             return
         self._answer_parked(state, now, only_due=True)
@@ -538,25 +365,25 @@ class RaftCore:
                     continue
                 self._send(node.key.id, rpc.begin_epoch_request(self.config.cluster_id, self.epoch, self.node_id,
                                                                  node.key, self.config.endpoints),
-                           _Kind.BEGIN_EPOCH, now)
+                           Kind.BEGIN_EPOCH, now)
             state.begin_epoch_due = now + self.config.fetch_timeout_ms // 2
 
     def _poll_resigned(self, state: Resigned, now: int) -> None:
         if now >= state.election_deadline and not self.shutting_down:
             # Leave the epoch for good: this node may not lead or follow itself in it again.
             if self.only_voter:
-                self._to_candidate(now)
+                self.transitions.to_candidate(now)
             else:
-                self._to_unattached(self.epoch + 1, now)
+                self.transitions.to_unattached(self.epoch + 1, now)
             self._poll(now)
             return
         for voter in sorted(state.unacked):
             self._send(voter, rpc.end_epoch_request(self.config.cluster_id, self.epoch, self.node_id,
-                                                    state.successors), _Kind.END_EPOCH, now)
+                                                    state.successors), Kind.END_EPOCH, now)
 
     def _send_votes(self, state: Prospective | Candidate, now: int) -> None:
         pre_vote = isinstance(state, Prospective)
-        kind = _Kind.PRE_VOTE if pre_vote else _Kind.VOTE
+        kind = Kind.PRE_VOTE if pre_vote else Kind.VOTE
         for voter in state.tally.unrecorded():
             node = self.voter_set.node(voter)
             message = rpc.vote_request(self.config.cluster_id, self.epoch, self.local_key,
@@ -565,16 +392,16 @@ class RaftCore:
             self._send(voter, message, kind, now)
 
     def _send_fetch(self, state: Follower, now: int) -> None:
-        if state.election.leader_id in self._busy:
+        if self.outbox.busy(state.election.leader_id):
             return
         if state.download is not None:
             self._send(state.election.leader_id, rpc.fetch_snapshot_request(
                 self.config.cluster_id, self.local_key, self.epoch, state.download.snapshot,
-                len(state.download.data), self.config.fetch_max_bytes), _Kind.FETCH_SNAPSHOT, now)
+                len(state.download.data), self.config.fetch_max_bytes), Kind.FETCH_SNAPSHOT, now)
             return
         if not state.update_sent and state.has_fetched and self._maybe_update_voter(state, now):
             return  # the next fetch goes once the leader has answered it
-        self._send(state.election.leader_id, self._fetch_request(), _Kind.FETCH, now)
+        self._send(state.election.leader_id, self._fetch_request(), Kind.FETCH, now)
 
     def _fetch_request(self) -> FetchRequest:
         # A voter only ever reports what is on disk, the leader counts it towards commits;
@@ -601,7 +428,7 @@ class RaftCore:
             listeners=[UpdateListener(name=n, host=h, port=p) for n, h, p in self.config.endpoints],
             k_raft_version_feature=UpdateKRaftVersionFeature(min_supported_version=SUPPORTED_KRAFT_VERSIONS[0],
                                                              max_supported_version=SUPPORTED_KRAFT_VERSIONS[-1])),
-                   _Kind.UPDATE_VOTER, now)
+                   Kind.UPDATE_VOTER, now)
         return state.update_sent
 
     def address_of(self, node_id: int) -> tuple[str, int] | None:
@@ -618,35 +445,31 @@ class RaftCore:
         found = node.address(self.config.listener_name) if node is not None else None
         return found or self.config.voter_addresses.get(node_id) or self._learnt.get(node_id)
 
-    def _send(self, destination: int, message: Message, kind: _Kind, now: int) -> bool:
-        """Whether it went: one request at a time to each destination, none while backing off."""
-        if destination in self._busy or destination in self._backoff_until:
+    def _send(self, destination: int, message: Message, kind: Kind, now: int) -> bool:
+        """Whether it went (see ``Outbox.send``)."""
+        correlation_id = self.outbox.send(destination, kind, now)
+        if correlation_id is None:
             return False
-        correlation_id = self._next_correlation
-        self._next_correlation += 1
-        self._in_flight[correlation_id] = _InFlight(destination, kind, now)
-        self._busy[destination] = correlation_id
         self.outputs.append(SendRequest(destination, correlation_id, message, self.address_of(destination)))
         return True
 
     def _flush(self) -> None:
         self.log.flush()
-        self._flush_due = None
-
-    def _finish(self, correlation_id: int) -> None:
-        sent = self._in_flight.pop(correlation_id)
-        if self._busy.get(sent.destination) == correlation_id:
-            del self._busy[sent.destination]
+        self.flush_due = None
 
     def respond(self, destination: int, correlation_id: int, message: Message) -> None:
         self.outputs.append(SendResponse(destination, correlation_id, message))
 
+    def _on_api_versions_response(self, source: int, response: ApiVersionsResponse, now: int) -> bool:
+        self.membership.on_api_versions(source, response, now)
+        return True
+
     def send_api_versions(self, node_id: int, address: tuple[str, int], now: int) -> None:
         """Ask a node about to be added which kraft.version levels it supports."""
         self._learnt[node_id] = address
-        self._backoff_until.pop(node_id, None)
+        self.outbox.forgive(node_id)
         self._send(node_id, ApiVersionsRequest(client_software_name="kraftwire", client_software_version="1"),
-                   _Kind.API_VERSIONS, now)
+                   Kind.API_VERSIONS, now)
 
     # --- Vote ---------------------------------------------------------------------------------
     def _refusal(self, source: int, cluster_id: str | None, one_partition: bool, api: str) -> int:
@@ -696,7 +519,7 @@ class RaftCore:
             reply(Error.FENCED_LEADER_EPOCH)
             return
         if epoch > self.epoch:
-            self._to_unattached(epoch, now)
+            self.transitions.to_unattached(epoch, now)
         # A static quorum knows its voters; a dynamic one may not know a new voter yet, but an
         # observer never votes.
         static = self.history.kraft_version < KRAFT_VERSION_DYNAMIC
@@ -712,9 +535,10 @@ class RaftCore:
                 # the candidate has as good a chance as this node.
                 election = replace(state.election, voted_id=candidate)
                 if isinstance(state, Unattached):
-                    self._set_state(Unattached(election, self._election_deadline(now)), now)
+                    self.transitions.set_state(Unattached(election, self.transitions.election_deadline(now)), now)
                 else:
-                    self._set_state(Prospective(election, self._election_deadline(now), self._tally()), now)
+                    self.transitions.set_state(Prospective(election, self.transitions.election_deadline(now),
+                                                           self.transitions.tally()), now)
         reply(Error.NONE, granted)
 
     def _can_grant(self, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
@@ -733,27 +557,35 @@ class RaftCore:
             return pre_vote and not state.has_fetched and up_to_date
         return False
 
-    def _on_vote_response(self, source: int, kind: _Kind, response: VoteResponse, now: int) -> bool:
-        if response.error_code == Error.UNSUPPORTED_VERSION and kind is _Kind.PRE_VOTE \
+    def _on_vote_response(self, source: int, kind: Kind, response: VoteResponse, now: int) -> bool:
+        if response.error_code == Error.UNSUPPORTED_VERSION and kind is Kind.PRE_VOTE \
                 and isinstance(self.state, Prospective):
             # A voter too old for pre-vote (VoteRequest before v2) cannot answer one: stand
             # for election at once, as Kafka does. The shell reports this when the voter's
             # ApiVersions says so.
-            self._to_candidate(now)
+            self.transitions.to_candidate(now)
             return True
-        part = rpc.only_partition(response.topics)
-        if response.error_code != Error.NONE or part is None:
+
+        def count(part: Any) -> None:
+            state = self.state
+            if (kind is Kind.PRE_VOTE and isinstance(state, Prospective)) or \
+                    (kind is Kind.VOTE and isinstance(state, Candidate)):
+                state.tally.record(source, bool(part.vote_granted))
+                self.transitions.check_tally(now)
+        return self._quorum_response(response.error_code, rpc.only_partition(response.topics), count, now)
+
+    def _quorum_response(self, error_code: int, part: Any | None, action: Callable[[Any], None], now: int) -> bool:
+        """A Vote, BeginQuorumEpoch or EndQuorumEpoch response: its one partition, what every
+        quorum response says (``_common_response``), then ``action`` if it succeeded. False:
+        back off."""
+        if error_code != Error.NONE or part is None:
             return False
         handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
         if handled is not None:
             return handled
         if part.error_code != Error.NONE:
             return False
-        state = self.state
-        if (kind is _Kind.PRE_VOTE and isinstance(state, Prospective)) or \
-                (kind is _Kind.VOTE and isinstance(state, Candidate)):
-            state.tally.record(source, bool(part.vote_granted))
-            self._check_tally(now)
+        action(part)
         return True
 
     def _common_response(self, error: int, leader_id: int, epoch: int, now: int) -> bool | None:
@@ -764,12 +596,12 @@ class RaftCore:
             return True  # about an epoch this node has left
         if epoch > self.epoch or error in (Error.FENCED_LEADER_EPOCH, Error.NOT_LEADER_OR_FOLLOWER):
             before = self.state
-            self._maybe_transition(leader_id, epoch, now)
+            self.transitions.maybe_transition(leader_id, epoch, now)
             # Nothing learnt (a resigned leader still saying it is not leading): back off
             # rather than ask again at once.
             return self.state is not before
         if leader_id not in (NO_ID, self.node_id) and self.leader_id == NO_ID:
-            self._to_follower(epoch, leader_id, now)
+            self.transitions.to_follower(epoch, leader_id, now)
             return None if error == Error.NONE else True
         if error == Error.BROKER_NOT_AVAILABLE:
             return False
@@ -790,21 +622,14 @@ class RaftCore:
             for endpoint in request.leader_endpoints:
                 if endpoint.name == self.config.listener_name:
                     self._learnt[part.leader_id] = (endpoint.host, endpoint.port)
-            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+            self.transitions.maybe_transition(part.leader_id, part.leader_epoch, now)
         self.respond(source, correlation_id, rpc.begin_epoch_response(error, self.epoch, self.leader_id))
 
     def _on_begin_epoch_response(self, source: int, response: BeginQuorumEpochResponse, now: int) -> bool:
-        part = rpc.only_partition(response.topics)
-        if response.error_code != Error.NONE or part is None:
-            return False
-        handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
-        if handled is not None:
-            return handled
-        if part.error_code != Error.NONE:
-            return False
-        if isinstance(self.state, Leader):
-            self.state.begin_epoch_acked.add(source)
-        return True
+        def acked(_: Any) -> None:
+            if isinstance(self.state, Leader):
+                self.state.begin_epoch_acked.add(source)
+        return self._quorum_response(response.error_code, rpc.only_partition(response.topics), acked, now)
 
     def _on_end_epoch_request(self, source: int, correlation_id: int, request: EndQuorumEpochRequest,
                               now: int) -> None:
@@ -815,7 +640,7 @@ class RaftCore:
             return
         error = self._check_voter_request(part.leader_id, part.leader_epoch)
         if error == Error.NONE:
-            self._maybe_transition(part.leader_id, part.leader_epoch, now)
+            self.transitions.maybe_transition(part.leader_id, part.leader_epoch, now)
             state = self.state
             if isinstance(state, Follower) and state.election.leader_id == part.leader_id:
                 # The leader is leaving: its successors in order start elections sooner, and
@@ -826,17 +651,10 @@ class RaftCore:
         self.respond(source, correlation_id, rpc.end_epoch_response(error, self.epoch, self.leader_id))
 
     def _on_end_epoch_response(self, source: int, response: EndQuorumEpochResponse, now: int) -> bool:
-        part = rpc.only_partition(response.topics)
-        if response.error_code != Error.NONE or part is None:
-            return False
-        handled = self._common_response(part.error_code, part.leader_id, part.leader_epoch, now)
-        if handled is not None:
-            return handled
-        if part.error_code != Error.NONE:
-            return False
-        if isinstance(self.state, Resigned):
-            self.state.unacked.discard(source)
-        return True
+        def acked(_: Any) -> None:
+            if isinstance(self.state, Resigned):
+                self.state.unacked.discard(source)
+        return self._quorum_response(response.error_code, rpc.only_partition(response.topics), acked, now)
 
     def _check_voter_request(self, leader_id: int, epoch: int) -> int:
         if epoch < self.epoch:
@@ -847,7 +665,7 @@ class RaftCore:
         return Error.NONE
 
     # --- Fetch: serving as the leader -----------------------------------------------------------
-    def _fetch_error(self, error: int) -> FetchResponse:
+    def fetch_error(self, error: int) -> FetchResponse:
         return rpc.fetch_response(error, self.epoch, self.leader_id, -1, self.log.start_offset,
                                   leader_address=self.address_of(self.leader_id))
 
@@ -861,12 +679,12 @@ class RaftCore:
             return
         if request.max_wait_ms < 0 or part.fetch_offset < 0 or part.last_fetched_epoch < 0 \
                 or part.last_fetched_epoch > part.current_leader_epoch:
-            self.respond(source, correlation_id, self._fetch_error(Error.INVALID_REQUEST))
+            self.respond(source, correlation_id, self.fetch_error(Error.INVALID_REQUEST))
             return
         state = self.state
         error = self.leader_error(part.current_leader_epoch)
         if error != Error.NONE or not isinstance(state, Leader):
-            self.respond(source, correlation_id, self._fetch_error(error))
+            self.respond(source, correlation_id, self.fetch_error(error))
             return
         replica = rpc.fetch_replica_key(request)
         response = self._read_for(state, replica, part.fetch_offset, part.last_fetched_epoch, now)
@@ -888,45 +706,31 @@ class RaftCore:
         return Error.NONE
 
     def _track_fetch(self, state: Leader, key: ReplicaKey, offset: int, now: int) -> None:
-        replica = key.id
-        if replica >= 0:
-            progress = state.replicas.get(replica)
-            if progress is None or progress.directory_id != key.directory_id:
-                # Another directory under the same id is another replica: its progress starts anew.
-                progress = state.replicas[replica] = ReplicaProgress(directory_id=key.directory_id)
-            progress.log_end_offset = offset
-            progress.last_fetch_ms = now
-            if offset >= self.log.end_offset:
-                progress.last_caught_up_ms = now
-        if self.voter_set.is_voter(key) and replica != self.node_id:
-            state.voters_fetched.add(replica)
-            state.begin_epoch_acked.add(replica)
-            self._check_quorum(state, now)
+        track_fetch(state, key, offset, self.log.end_offset, self.voter_set, self.node_id,
+                    self.config.fetch_timeout_ms, now)
 
     def _read_for(self, state: Leader, replica: ReplicaKey, offset: int, last_epoch: int,
                   now: int) -> FetchResponse:
         position = fetch_position(self.log, offset, last_epoch)
         address = self.address_of(self.node_id)
+        high_watermark = reported_high_watermark(state, self.high_watermark)
         if position.snapshot is not None:
-            response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+            response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, high_watermark,
                                           self.log.start_offset, leader_address=address)
             end_offset, epoch = position.snapshot
             response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=end_offset, epoch=epoch)
             return response
         if position.diverging is not None:
-            return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
+            return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, high_watermark,
                                       self.log.start_offset, diverging=position.diverging, leader_address=address)
         self._track_fetch(state, replica, offset, now)
         if replica.id in self.voters:
             self._update_high_watermark(state, now)
         records = self.log.read(offset, self.config.fetch_max_bytes) if offset < self.log.end_offset else b""
-        return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, self._leader_high_watermark(state),
-                                  self.log.start_offset, records, leader_address=address)
-
-    def _leader_high_watermark(self, state: Leader) -> int:
-        # Until this epoch has committed its first batch the leader does not know the
-        # quorum's high watermark for sure, and says so (-1), as Kafka's leader does.
-        return self.high_watermark if self.high_watermark > state.epoch_start_offset else -1
+        # This fetch may have moved the high watermark.
+        return rpc.fetch_response(Error.NONE, self.epoch, self.node_id,
+                                  reported_high_watermark(state, self.high_watermark), self.log.start_offset,
+                                  records, leader_address=address)
 
     def _answer_parked(self, state: Leader, now: int, only_due: bool) -> None:
         if not state.parked:
@@ -942,26 +746,10 @@ class RaftCore:
                                       part.last_fetched_epoch, now)
             self.respond(parked.source, parked.correlation_id, response)
 
-    def _check_quorum(self, state: Leader, now: int) -> None:
-        voters = self.voters
-        fetched = len(state.voters_fetched & voters) + (1 if self.node_id in voters else 0)
-        if fetched >= len(voters) // 2 + 1:
-            state.voters_fetched.clear()
-            state.check_quorum_deadline = now + int(self.config.fetch_timeout_ms * CHECK_QUORUM_FACTOR)
-
     def _update_high_watermark(self, state: Leader, now: int) -> None:
-        voters = self.voters
-        offsets = [max(state.replicas[v].log_end_offset, 0) if v in state.replicas else 0
-                   for v in voters if v != self.node_id]
-        if self.node_id in voters:
-            # A leader that is removing itself leads on, but no longer counts towards commits.
-            offsets.append(self.log.flushed_offset)
-        if not offsets:
-            return
-        # Counting only once a majority has flushed past the epoch's first batch is Raft's
-        # rule that a leader commits entries of earlier epochs only through one of its own.
-        candidate = majority_offset(offsets)
-        if candidate <= state.epoch_start_offset or candidate <= self.high_watermark:
+        candidate = quorum_high_watermark(state, self.voters, self.node_id, self.log.flushed_offset,
+                                          self.high_watermark)
+        if candidate is None:
             return
         self._advance_high_watermark(candidate)
         if not state.announced:
@@ -1031,7 +819,7 @@ class RaftCore:
         for raw in batches:
             if read_batch_header(raw).partition_leader_epoch > self.epoch:
                 return False
-        self._append(batches)
+        self.append(batches)
         self._flush()
         return True
 

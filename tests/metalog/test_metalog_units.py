@@ -19,7 +19,7 @@ from protocol.primitives import random_uuid
 from protocol.records import decode_batch, iter_batches, parse_metadata_record, read_batch_header
 from server.config import EMBEDDED_NODE_ID
 from server.metalog import segments as segments_module
-from server.metalog.committer import encode_records
+from server.metalog.commit_path import encode_records
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.segments import LogCorruption, MetadataLog
 from tests.conftest import poll

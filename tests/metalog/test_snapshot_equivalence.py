@@ -42,7 +42,7 @@ from server.config import embedded_config
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult
-from server.metalog.committer import encode_records
+from server.metalog.commit_path import encode_records
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId, write_snapshot
 from protocol.primitives import ZERO_UUID

@@ -38,7 +38,7 @@ from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult, VersionedRecord
 from server.controller.replica import ControllerReplica
 from server.image.loader import MetadataLoader
-from server.metalog.committer import encode_batches
+from server.metalog.commit_path import encode_batches
 from server.raft.core import NotLeader, RaftCore
 from server.raft.log import InMemoryLog, split_batches
 from server.raft.outputs import (

@@ -18,7 +18,7 @@ from protocol.primitives import uuid_to_str
 from protocol.records import (
     CONTROL_FLAG, HEADER_SIZE, ControlType, Record, RecordBatch, control_key, control_value, encode_batch)
 from server.metalog.bootstrap import bootstrap_records, metadata_level, write_bootstrap
-from server.metalog.committer import encode_records
+from server.metalog.commit_path import encode_records
 from server.metalog.segments import LogCorruption, MetadataLog
 from server.metalog.snapshot_file import write_snapshot_file
 

@@ -28,7 +28,7 @@ from protocol.primitives import random_uuid, uuid_to_str
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
 from server.config import EMBEDDED_NODE_ID
 from server.metalog.bootstrap import bootstrap_records, metadata_level, write_bootstrap
-from server.metalog.committer import encode_records
+from server.metalog.commit_path import encode_records
 from server.metalog.segments import PARTITION_DIR, MetadataLog
 from server.metalog.snapshot_file import write_snapshot_file
 from server.metalog.snapshots import SnapshotId

@@ -39,7 +39,7 @@ from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.primitives import read_uvarint
 from protocol.records import parse_metadata_record, record_values, read_batch_header
 from server.controller.result import VersionedRecord
-from server.metalog.committer import encode_records
+from server.metalog.commit_path import encode_records
 from server.metalog.segments import MetadataLog, segment_name
 from server.metalog.snapshots import SnapshotId, write_snapshot
 from tools.bench.kafka_python_engine import kafka_python_class

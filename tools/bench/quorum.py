@@ -168,7 +168,7 @@ def _load_million(members: list[ControllerProcess], quorum_records: list[tuple[M
 
     from server.metalog.segments import MetadataLog, segment_name
     from server.metalog.snapshots import SnapshotId, write_snapshot
-    from server.metalog.committer import encode_records
+    from server.metalog.commit_path import encode_records
     from tools.bench.metalog import Dataset, snapshot_record_count
 
     for member in members:
