@@ -371,10 +371,12 @@ class RaftCore:
     def _poll_resigned(self, state: Resigned, now: int) -> None:
         if now >= state.election_deadline and not self.shutting_down:
             # Leave the epoch for good: this node may not lead or follow itself in it again.
+            # A pre-vote first, as Kafka's resigned leader does (KIP-996): the epoch is raised
+            # only by the election that can win it, so a restarted quorum uses one epoch, not two.
             if self.only_voter:
                 self.transitions.to_candidate(now)
             else:
-                self.transitions.to_unattached(self.epoch + 1, now)
+                self.transitions.to_prospective(now)
             self._poll(now)
             return
         for voter in sorted(state.unacked):

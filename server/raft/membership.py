@@ -258,6 +258,13 @@ class Membership:
 
     def poll(self, state: Leader, now: int) -> None:
         self._expire(state, now)
+        change = state.change
+        if change is not None and change.voters is None and change.api == AddRaftVoterRequest.NAME:
+            assert isinstance(change.key, ReplicaKey)
+            if not self.core.outbox.busy(change.key.id):
+                # Its ApiVersions failed or went unanswered: Kafka gives up at once too.
+                self._finish(state, Error.REQUEST_TIMED_OUT, f"New voter {change.key} is not ready to receive "
+                                                             f"requests")
 
     def _expire(self, state: Leader, now: int) -> None:
         change = state.change

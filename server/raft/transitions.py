@@ -170,7 +170,11 @@ class Transitions:
     def after_lost_pre_vote(self, now: int) -> None:
         # Back to where it was, without having raised the epoch: this is what keeps a voter
         # that was cut off from deposing a healthy leader when it returns.
-        if self.core.leader_id != NO_ID:
+        if self.core.leader_id == self.core.node_id:
+            # It led this epoch and resigned: it waits again, never following itself.
+            election = self.core.state.election
+            self.set_state(Resigned(election, self.election_deadline(now), set(), []), now)
+        elif self.core.leader_id != NO_ID:
             self.to_follower(self.core.epoch, self.core.leader_id, now)
         else:
             self.to_unattached(self.core.epoch, now)
