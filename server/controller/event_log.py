@@ -1,7 +1,8 @@
-"""The controller's INFO lines about what it decides, worded as Kafka's controller words them:
+"""The controller's lines about what it decides, at the level and in the words of Kafka's controller:
 registrations, fencing and unfencing with their reason, controlled shutdowns, topic creations
 and deletions, every CreateTopics and AlterPartitionReassignments result (refusals included),
-each configuration set or removed (secrets hidden), each ACL, SCRAM credential, client quota,
+each configuration set or removed (secrets hidden), each AlterPartition refused and each
+reassignment an ISR change completes, each ACL, SCRAM credential, client quota,
 delegation token and feature level written (never a salt, key or HMAC), and leader elections
 (a large batch summarised).
 
@@ -215,6 +216,28 @@ def create_topics(response: CreateTopicsResponse, validate_only: bool) -> None:
                                      else _error(topic.error_code, topic.error_message))
                 for topic in response.topics]
     log.info("%sCreateTopics result(s): %s", "Validate-only " if validate_only else "", ", ".join(outcomes))
+
+
+def alter_partition_unknown(what: str) -> None:
+    log.info("Rejecting AlterPartition request for unknown %s.", what)
+
+
+def alter_partition_refused(broker_id: int, topic: str, partition: int, level: int, reason: str) -> None:
+    """ReplicationControlManager's AlterPartition checks: each refusal with its reason."""
+    log.log(level, "Rejecting AlterPartition request from node %d for %s-%d because %s.", broker_id, topic,
+            partition, reason)
+
+
+def reassignment_completed(broker_id: int, topic: str, partition: int, returning: int | None) -> None:
+    """An ISR change that ends a reassignment; ``returning`` is the error the sender gets when
+    it is no longer the leader."""
+    if returning is None:
+        log.info("AlterPartition request from node %d for %s-%d completed the ongoing partition reassignment.",
+                 broker_id, topic, partition)
+    else:
+        log.info("AlterPartition request from node %d for %s-%d completed the ongoing partition reassignment "
+                 "and triggered a leadership change. Returning %s.", broker_id, topic, partition,
+                 Error(returning).name)
 
 
 def alter_reassignments(response: AlterPartitionReassignmentsResponse) -> None:

@@ -12,6 +12,7 @@ import pytest
 from protocol.constants import (
     AclOperation, AclPermissionType, AclResourceType, AlterConfigOpType, ConfigResourceType, FeatureUpgradeType,
     PatternType)
+from protocol.generated.messages.alter_partition_request import AlterPartitionRequest, PartitionData, TopicData
 from protocol.generated.messages.alter_client_quotas_request import (
     AlterClientQuotasRequest, EntityData, EntryData, OpData)
 from protocol.generated.messages.alter_user_scram_credentials_request import (
@@ -143,6 +144,51 @@ def test_each_configuration_change_is_logged_secrets_hidden(c, caplog):
             "Removed configuration retention.ms of ConfigResource(type=TOPIC, name='orders').",
             "Set configuration listener.name.internal.ssl.key.password of ConfigResource(type=BROKER, name='') "
             "to [hidden]."]
+
+
+def test_each_alter_partition_refusal_is_logged_at_kafkas_level(c, caplog):
+    """Kafka's ReplicationControlManager logs why it rejects an AlterPartition: at INFO a sender
+    that is not the leader or holds a stale partition epoch, at ERROR an ISR without its leader,
+    at DEBUG a sender with a newer epoch than the controller's."""
+    c.topic("orders", [[1, 2, 3]])
+    p = c.part("orders")
+    with caplog.at_level("DEBUG", logger=LOGGER):
+        c.alter(2, "orders", 0, [1, 2])
+        c.alter(1, "orders", 0, [1, 2], partition_epoch=p.partition_epoch - 1)
+        c.alter(1, "orders", 0, [2, 3])
+        c.alter(1, "orders", 0, [1, 2], leader_epoch=p.leader_epoch + 1)
+        c.run(c.qc.alter_partition(AlterPartitionRequest(broker_id=1, broker_epoch=c.epochs[1], topics=[
+            TopicData(topic_id=c.qc.replication.names["orders"], partitions=[PartitionData(partition_index=9)])]), 3))
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOGGER] == [
+        ("INFO", "Rejecting AlterPartition request from node 2 for orders-0 because the current leader is 1."),
+        ("INFO", f"Rejecting AlterPartition request from node 1 for orders-0 because the current partition epoch "
+                 f"is {p.partition_epoch}, not {p.partition_epoch - 1}."),
+        ("ERROR", "Rejecting AlterPartition request from node 1 for orders-0 because it specified an invalid ISR "
+                  "[2, 3] that doesn't include itself."),
+        ("DEBUG", f"Rejecting AlterPartition request from node 1 for orders-0 because its leader epoch "
+                  f"{p.leader_epoch + 1} is newer than the current {p.leader_epoch}."),
+        ("INFO", "Rejecting AlterPartition request for unknown partition orders-9.")]
+
+
+def test_an_isr_change_that_completes_a_reassignment_is_logged(c, caplog):
+    """Kafka's ReplicationControlManager.alterPartition: the ISR change that ends a
+    reassignment says so, and names the error the old leader gets when leadership moved."""
+    c.brokers(4)
+    c.topic("a", [[1, 2]])
+    c.topic("b", [[1, 2]])
+    c.reassign("a", 0, [1, 3])
+    c.reassign("b", 0, [3, 4])
+    with caplog.at_level("INFO", logger=LOGGER):
+        c.alter(1, "a", 0, [1, 2, 3])
+        # Removing a replica bumps the leader epoch: the leader is written again.
+        assert lines(caplog) == [
+            "AlterPartition request from node 1 for a-0 completed the ongoing partition reassignment.",
+            "Changed the leader of 1 partition(s): a-0 -> 1"]
+        c.alter(1, "b", 0, [1, 2, 3, 4])
+        assert lines(caplog) == [
+            "AlterPartition request from node 1 for b-0 completed the ongoing partition reassignment and "
+            "triggered a leadership change. Returning NEW_LEADER_ELECTED.",
+            "Changed the leader of 1 partition(s): b-0 -> 3"]
 
 
 def test_each_acl_created_or_deleted_is_logged(caplog):
