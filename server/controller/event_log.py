@@ -1,8 +1,10 @@
-"""The controller's INFO lines about what it decides, worded as Kafka's controller words them:
+"""The controller's lines about what it decides, at the level and in the words of Kafka's controller:
 registrations, fencing and unfencing with their reason, controlled shutdowns, topic creations
 and deletions, every CreateTopics and AlterPartitionReassignments result (refusals included),
-each configuration set or removed (secrets hidden), and leader elections (a large batch
-summarised).
+each configuration set or removed (secrets hidden), each AlterPartition refused and each
+reassignment an ISR change completes, each ACL, SCRAM credential, client quota,
+delegation token and feature level written (never a salt, key or HMAC), and leader elections
+(a large batch summarised).
 
 Lines are written when the records are generated, as Kafka logs them, by the active controller
 only; a standby or a restart replaying the log says nothing.
@@ -13,22 +15,34 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from protocol.constants import NO_LEADER, NO_LEADER_CHANGE, ConfigResourceType, name_of
+from protocol.constants import (
+    NO_LEADER, NO_LEADER_CHANGE, AclOperation, AclPermissionType, AclResourceType, ConfigResourceType,
+    PatternType, name_of)
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
 from protocol.generated.messages.alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
 from protocol.generated.messages.create_topics_response import CreateTopicsResponse
+from protocol.generated.metadata.access_control_entry_record import AccessControlEntryRecord
+from protocol.generated.metadata.client_quota_record import ClientQuotaRecord
 from protocol.generated.metadata.config_record import ConfigRecord
+from protocol.generated.metadata.delegation_token_record import DelegationTokenRecord
+from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from protocol.generated.metadata.broker_registration_change_record import BrokerRegistrationChangeRecord
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.generated.metadata.partition_record import PartitionRecord
+from protocol.generated.metadata.remove_access_control_entry_record import RemoveAccessControlEntryRecord
+from protocol.generated.metadata.remove_delegation_token_record import RemoveDelegationTokenRecord
 from protocol.generated.metadata.remove_topic_record import RemoveTopicRecord
+from protocol.generated.metadata.remove_user_scram_credential_record import RemoveUserScramCredentialRecord
 from protocol.generated.metadata.topic_record import TopicRecord
 from protocol.generated.metadata.unfence_broker_record import UnfenceBrokerRecord
+from protocol.generated.metadata.user_scram_credential_record import UserScramCredentialRecord
 from protocol.message import Message
 from protocol.primitives import uuid_to_str
 from server.controller.config_defs import DEFINITIONS, sensitive
+from server.metalog.bootstrap import METADATA_VERSION, RELEASE_VERSIONS
+from server.security.scram import MECHANISM_NAMES
 
 log = logging.getLogger("kraftwire.controller")
 
@@ -36,6 +50,8 @@ log = logging.getLogger("kraftwire.controller")
 LISTED_PARTITIONS = 10
 # What Kafka's Password prints for a value it hides.
 HIDDEN = "[hidden]"
+# metadata.version levels by the release name Kafka's MetadataVersion prints.
+_RELEASES = {level: name for name, level in RELEASE_VERSIONS.items()}
 
 
 def registered(req: BrokerRegistrationRequest, previous_incarnation: bytes | None, previous_epoch: int,
@@ -80,8 +96,11 @@ def heartbeat(broker_id: int, was_fenced: bool, was_shutting_down: bool, epoch: 
         log.info("Unfenced broker %d has requested and been granted fencing", broker_id)
 
 
-def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None]) -> None:
-    """Topic creations and deletions, and every leader the records change, in one line each."""
+def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None],
+            current: Callable[[Message], Message | None]) -> None:
+    """Topic creations and deletions, and every leader the records change, in one line each.
+    ``current`` gives the record in force that a record replaces or removes (None if none):
+    the lines are written before the records are replayed."""
     created: dict[bytes, tuple[str, int]] = {}
     elected: list[str] = []
     for record in records:
@@ -94,6 +113,16 @@ def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None
             log.info("Deleting topic %s with ID %s.", topic_name(record.topic_id), uuid_to_str(record.topic_id))
         elif isinstance(record, ConfigRecord):
             _config(record)
+        elif isinstance(record, (AccessControlEntryRecord, RemoveAccessControlEntryRecord)):
+            _acl(record, current(record))
+        elif isinstance(record, (UserScramCredentialRecord, RemoveUserScramCredentialRecord)):
+            _scram(record, current(record))
+        elif isinstance(record, ClientQuotaRecord):
+            _quota(record)
+        elif isinstance(record, (DelegationTokenRecord, RemoveDelegationTokenRecord)):
+            _token(record, current(record))
+        elif isinstance(record, FeatureLevelRecord):
+            _feature(record)
         elif isinstance(record, PartitionChangeRecord) and record.leader != NO_LEADER_CHANGE:
             topic = topic_name(record.topic_id)
             leader = "none" if record.leader == NO_LEADER else str(record.leader)
@@ -118,6 +147,63 @@ def _config(record: ConfigRecord) -> None:
         log.info("Set configuration %s of %s to %s.", record.name, resource, value)
 
 
+def _acl(record: AccessControlEntryRecord | RemoveAccessControlEntryRecord, old: Message | None) -> None:
+    """AclControlManager's line for each ACL created or deleted, the ACL as StandardAcl prints it."""
+    acl = record if isinstance(record, AccessControlEntryRecord) else old
+    if not isinstance(acl, AccessControlEntryRecord):
+        return  # the replay refuses an unknown ACL; there is nothing to name
+    text = (f"StandardAcl(resourceType={name_of(AclResourceType, acl.resource_type)}, "
+            f"resourceName={acl.resource_name}, patternType={name_of(PatternType, acl.pattern_type)}, "
+            f"principal={acl.principal}, host={acl.host}, operation={name_of(AclOperation, acl.operation)}, "
+            f"permissionType={name_of(AclPermissionType, acl.permission_type)})")
+    verb = "Created" if record is acl else "Deleted"
+    log.info("%s ACL %s: %s.", verb, uuid_to_str(record.id), text)
+
+
+def _scram(record: UserScramCredentialRecord | RemoveUserScramCredentialRecord, old: Message | None) -> None:
+    """ScramControlManager's lines: the user and the mechanism only, never the salt or the keys."""
+    mechanism = MECHANISM_NAMES.get(record.mechanism, str(record.mechanism))
+    if isinstance(record, RemoveUserScramCredentialRecord):
+        what = "Removed the"
+    else:
+        what = "Created a" if old is None else "Modified the"
+    log.info("%s SCRAM credential for %s with mechanism %s.", what, record.name, mechanism)
+
+
+def _quota(record: ClientQuotaRecord) -> None:
+    """ClientQuotaControlManager's line, the entity as ClientQuotaEntity prints it."""
+    entries = ", ".join(f"{e.entity_type}={'null' if e.entity_name is None else e.entity_name}"
+                        for e in record.entity)
+    entity = f"ClientQuotaEntity(entries={{{entries}}})"
+    if record.remove:
+        log.info("Removed client quota %s of %s.", record.key, entity)
+    else:
+        log.info("Set client quota %s of %s to %s.", record.key, entity, record.value)
+
+
+def _token(record: DelegationTokenRecord | RemoveDelegationTokenRecord, old: Message | None) -> None:
+    """DelegationTokenControlManager's lines: the token's id and owner (never its HMAC)."""
+    if isinstance(record, RemoveDelegationTokenRecord):
+        owner = old.owner if isinstance(old, DelegationTokenRecord) else "unknown"
+        log.info("Delegation token expired for token: %s for owner: %s", record.token_id, owner)
+    elif old is None:
+        log.info("Created delegation token %s for owner %s, expiring at %d.", record.token_id, record.owner,
+                 record.expiration_timestamp)
+    else:
+        log.info("Set the expiry of delegation token %s for owner %s to %d.", record.token_id, record.owner,
+                 record.expiration_timestamp)
+
+
+def _feature(record: FeatureLevelRecord) -> None:
+    """FeatureControlManager's lines, metadata.version by its release name."""
+    if record.name == METADATA_VERSION:
+        log.info("Set metadata.version to %s.", _RELEASES.get(record.feature_level, str(record.feature_level)))
+    elif record.feature_level == 0:
+        log.info("Removed feature %s.", record.name)
+    else:
+        log.info("Set feature %s to %d.", record.name, record.feature_level)
+
+
 def _error(code: int, message: str | None) -> str:
     """A refusal as the logs give it: the error's name and why."""
     return f"{Error(code).name} ({message})"
@@ -130,6 +216,28 @@ def create_topics(response: CreateTopicsResponse, validate_only: bool) -> None:
                                      else _error(topic.error_code, topic.error_message))
                 for topic in response.topics]
     log.info("%sCreateTopics result(s): %s", "Validate-only " if validate_only else "", ", ".join(outcomes))
+
+
+def alter_partition_unknown(what: str) -> None:
+    log.info("Rejecting AlterPartition request for unknown %s.", what)
+
+
+def alter_partition_refused(broker_id: int, topic: str, partition: int, level: int, reason: str) -> None:
+    """ReplicationControlManager's AlterPartition checks: each refusal with its reason."""
+    log.log(level, "Rejecting AlterPartition request from node %d for %s-%d because %s.", broker_id, topic,
+            partition, reason)
+
+
+def reassignment_completed(broker_id: int, topic: str, partition: int, returning: int | None) -> None:
+    """An ISR change that ends a reassignment; ``returning`` is the error the sender gets when
+    it is no longer the leader."""
+    if returning is None:
+        log.info("AlterPartition request from node %d for %s-%d completed the ongoing partition reassignment.",
+                 broker_id, topic, partition)
+    else:
+        log.info("AlterPartition request from node %d for %s-%d completed the ongoing partition reassignment "
+                 "and triggered a leadership change. Returning %s.", broker_id, topic, partition,
+                 Error(returning).name)
 
 
 def alter_reassignments(response: AlterPartitionReassignmentsResponse) -> None:

@@ -213,7 +213,7 @@ class QuorumController:
                 and self.features.metadata_version >= MV_3_6_IV1:
             records = [(BeginTransactionRecord(), 0), *records, (EndTransactionRecord(), 0)]
         if self.offsets.recording:
-            event_log.changes((r for r, _ in records), self._topic_name)
+            event_log.changes((r for r, _ in records), self._topic_name, self._current)
         try:
             for i, (record, _version) in enumerate(records):
                 self.replay(record, base + i)
@@ -242,6 +242,17 @@ class QuorumController:
     def _topic_name(self, topic_id: bytes) -> str | None:
         topic = self.replication.topics.get(topic_id)
         return topic.name if topic is not None else None
+
+    def _current(self, record: Message) -> Message | None:
+        """The record in force that ``record`` replaces or removes, for the log to tell a
+        creation from a change and to name what a removal removes."""
+        if isinstance(record, RemoveAccessControlEntryRecord):
+            return self.acls.acls.entries.get(record.id)
+        if isinstance(record, UserScramCredentialRecord):
+            return self.scram.credentials.entries.get((record.name, record.mechanism))
+        if isinstance(record, (DelegationTokenRecord, RemoveDelegationTokenRecord)):
+            return self.delegation_tokens.tokens.entries.get(record.token_id)
+        return None
 
     def register_broker(self, req: BrokerRegistrationRequest, version: int) -> Applied:
         now = self.clock.now_ms()

@@ -8,8 +8,9 @@ never scans every partition.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from protocol.constants import NO_LEADER, NO_LEADER_CHANGE, ElectionType, LeaderRecoveryState
 from protocol.error_codes import Error
@@ -31,6 +32,8 @@ from protocol.generated.metadata.partition_change_record import PartitionChangeR
 from protocol.generated.metadata.partition_record import PartitionRecord
 from protocol.generated.metadata.remove_topic_record import RemoveTopicRecord
 from protocol.generated.metadata.topic_record import TopicRecord
+from protocol.primitives import uuid_to_str
+from server.controller import event_log
 from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
 from server.controller.features import MV_3_6_IV0, FeatureControl
@@ -42,6 +45,14 @@ from server.controller.shared_lists import SharedLists
 
 # min.insync.replicas, eligible leader replicas enabled, unclean leader election enabled
 TopicSettings = tuple[int, bool, bool]
+
+
+class Refusal(NamedTuple):
+    """Why AlterPartition refuses a partition, at the level Kafka's ReplicationControlManager
+    logs it (a sender ahead of this controller is routine; an ISR without its leader is not)."""
+    code: int
+    level: int
+    reason: str
 
 
 @dataclass
@@ -329,6 +340,8 @@ class ReplicationControl:
             topic = self.topics.get(topic_id) if topic_id is not None else None
             out = AlterPartitionTopicResult(topic_name=t.topic_name, topic_id=t.topic_id)
             response.topics.append(out)
+            if topic is None:
+                event_log.alter_partition_unknown(f"topic ID {uuid_to_str(t.topic_id)} or name {t.topic_name}")
             for pd in t.partitions:
                 if topic is None:
                     code = Error.UNKNOWN_TOPIC_ID if version >= 2 else Error.UNKNOWN_TOPIC_OR_PARTITION
@@ -342,10 +355,16 @@ class ReplicationControl:
     def _alter_one(self, broker_id: int, topic: TopicState, pd: AlterPartitionData, version: int
                    ) -> tuple[AlterPartitionResult, list[VersionedRecord]]:
         """Kafka's checks, in Kafka's order, then the change itself."""
-        code = self._refuse_alter(broker_id, topic, pd, version)
-        if code != Error.NONE:
-            return AlterPartitionResult(partition_index=pd.partition_index, error_code=code), []
+        if not 0 <= pd.partition_index < len(topic.partitions):
+            event_log.alter_partition_unknown(f"partition {topic.name}-{pd.partition_index}")
+            return AlterPartitionResult(partition_index=pd.partition_index,
+                                        error_code=Error.UNKNOWN_TOPIC_OR_PARTITION), []
+        refusal = self._refuse_alter(broker_id, topic, pd, version)
+        if refusal is not None:
+            event_log.alter_partition_refused(broker_id, topic.name, pd.partition_index, refusal.level, refusal.reason)
+            return AlterPartitionResult(partition_index=pd.partition_index, error_code=refusal.code), []
         p = topic.partitions[pd.partition_index]
+        was_reassigning = p.reassigning
         change = self.change(p)
         if change.unclean_allowed:
             change.election = Election.UNCLEAN
@@ -358,44 +377,62 @@ class ReplicationControl:
             # Completing a reassignment moved the leadership away from the sender: it must
             # learn the new state from the metadata log before it tries again.
             code = Error.NEW_LEADER_ELECTED if version >= 2 else Error.FENCED_LEADER_EPOCH
+            event_log.reassignment_completed(broker_id, topic.name, pd.partition_index, code)
             return AlterPartitionResult(partition_index=pd.partition_index, error_code=code), records
+        if was_reassigning and records and not (change.adding or change.removing):
+            event_log.reassignment_completed(broker_id, topic.name, pd.partition_index, None)
         return AlterPartitionResult(
             partition_index=pd.partition_index, error_code=Error.NONE, leader_id=change.leader,
             leader_epoch=p.leader_epoch + (1 if bumped else 0), isr=change.isr_after,
             leader_recovery_state=change.recovery if records else p.recovery,
             partition_epoch=p.partition_epoch + (1 if records else 0)), records
 
-    def _refuse_alter(self, broker_id: int, topic: TopicState, pd: AlterPartitionData, version: int) -> int:
-        if not 0 <= pd.partition_index < len(topic.partitions):
-            return Error.UNKNOWN_TOPIC_OR_PARTITION
+    def _refuse_alter(self, broker_id: int, topic: TopicState, pd: AlterPartitionData, version: int
+                      ) -> Refusal | None:
         p = topic.partitions[pd.partition_index]
-        if pd.leader_epoch > p.leader_epoch or pd.partition_epoch > p.partition_epoch:
+        if pd.leader_epoch > p.leader_epoch:
             # The sender knows a newer state than this controller: this is likely no longer
             # the active controller.
-            return Error.NOT_CONTROLLER
+            return Refusal(Error.NOT_CONTROLLER, logging.DEBUG,
+                           f"its leader epoch {pd.leader_epoch} is newer than the current {p.leader_epoch}")
+        if pd.partition_epoch > p.partition_epoch:
+            return Refusal(Error.NOT_CONTROLLER, logging.DEBUG,
+                           f"its partition epoch {pd.partition_epoch} is newer than the current {p.partition_epoch}")
         if pd.leader_epoch < p.leader_epoch:
-            return Error.FENCED_LEADER_EPOCH
+            return Refusal(Error.FENCED_LEADER_EPOCH, logging.DEBUG,
+                           f"the current leader epoch is {p.leader_epoch}, not {pd.leader_epoch}")
         if broker_id != p.leader:
-            return Error.INVALID_REQUEST
+            return Refusal(Error.INVALID_REQUEST, logging.INFO, f"the current leader is {p.leader}")
         if pd.partition_epoch < p.partition_epoch:
-            return Error.INVALID_UPDATE_VERSION
+            return Refusal(Error.INVALID_UPDATE_VERSION, logging.INFO,
+                           f"the current partition epoch is {p.partition_epoch}, not {pd.partition_epoch}")
         new_isr = _new_isr(pd, version)
-        if len(set(new_isr)) != len(new_isr) or any(r not in p.replicas for r in new_isr) \
-                or p.leader not in new_isr:
-            return Error.INVALID_REQUEST
+        if len(set(new_isr)) != len(new_isr) or any(r not in p.replicas for r in new_isr):
+            return Refusal(Error.INVALID_REQUEST, logging.ERROR, f"it specified an invalid ISR {new_isr}")
+        if p.leader not in new_isr:
+            return Refusal(Error.INVALID_REQUEST, logging.ERROR,
+                           f"it specified an invalid ISR {new_isr} that doesn't include itself")
         recovery = pd.leader_recovery_state if version >= 1 else LeaderRecoveryState.RECOVERED
         if recovery == LeaderRecoveryState.RECOVERING and len(new_isr) > 1:
-            return Error.INVALID_REQUEST  # KIP-704: no ISR growth before recovery ends
+            # KIP-704: no ISR growth before recovery ends
+            return Refusal(Error.INVALID_REQUEST, logging.INFO,
+                           f"the ISR {new_isr} had more than one replica while the leader was still "
+                           f"recovering from an unclean leader election")
         if p.recovery == LeaderRecoveryState.RECOVERED and recovery == LeaderRecoveryState.RECOVERING:
-            return Error.INVALID_REQUEST
+            return Refusal(Error.INVALID_REQUEST, logging.INFO,
+                           "the leader recovery state cannot change from RECOVERED to RECOVERING")
         epochs = {s.broker_id: s.broker_epoch for s in pd.new_isr_with_epochs} if version >= 3 else {}
+        ineligible = []
         for r in new_isr:
             # Every member is checked, not only the new ones, and a given broker epoch must be
             # the registration's (-1 skips the check).
             b = self.cluster.brokers.get(r)
             if b is None or not self.cluster.is_usable(r) or epochs.get(r, -1) not in (-1, b.epoch):
-                return Error.INELIGIBLE_REPLICA if version >= 2 else Error.OPERATION_NOT_ATTEMPTED
-        return Error.NONE
+                ineligible.append(r)
+        if ineligible:
+            return Refusal(Error.INELIGIBLE_REPLICA if version >= 2 else Error.OPERATION_NOT_ATTEMPTED, logging.INFO,
+                           f"it specified ineligible replicas {ineligible} in the new ISR {new_isr}")
+        return None
 
     # --- ElectLeaders ------------------------------------------------------------------------
     def elect_leaders(self, req: ElectLeadersRequest, version: int) -> ControllerResult:
