@@ -49,7 +49,8 @@ from server.metalog.snapshots import SnapshotId, load_latest_snapshot, oldest_ke
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
-from server.periodic import SlicedWork, fork_snapshot
+from server.sliced_work import SlicedWork
+from server.snapshot_writer import fork_snapshot
 from server.quorum import QuorumEvents, QuorumReplication
 from server.metadata_fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id, fetch_replica_key
