@@ -30,7 +30,7 @@ from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVote
 from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID, uuid_from_str
-from server.apis import NO_WAIT, Reply, Router
+from server.apis import NO_WAIT, Reply, Router, anyone
 from server.config import ControllerConfig
 from server.security.settings import SECURITY_PROTOCOL_IDS
 from server.controller.replica import ControllerReplica
@@ -119,16 +119,16 @@ class ControllerServer:
         self.fetch_server.leader_id = -1
         self.fetch_server.voter_progress = self.replication.replica_progress
         self.fetch_server.voter_set = lambda: self.replication.core.voter_set
-        self.router.register(ApiKey.FETCH, accepting(FetchRequest, self._fetch))
-        self.router.register(ApiKey.DESCRIBE_QUORUM, accepting(
-            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT)))
+        self.router.register(ApiKey.FETCH, anyone(accepting(FetchRequest, self._fetch)))
+        self.router.register(ApiKey.DESCRIBE_QUORUM, anyone(accepting(
+            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT))))
         quorum = self.replication
         for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
                          (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
                          (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest), (ApiKey.ADD_RAFT_VOTER, AddRaftVoterRequest),
                          (ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest),
                          (ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest)):
-            self.router.register(key, accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT)))
+            self.router.register(key, anyone(accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT))))
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._leading = False  # the quorum elected this node; active once its replay caught up
         self._replaying = False  # a slice of the committed log is scheduled
