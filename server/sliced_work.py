@@ -38,7 +38,7 @@ class Shell(Protocol):
     @property
     def controller(self) -> QuorumController: ...
     @property
-    def committer(self) -> CommitPath: ...
+    def replication(self) -> CommitPath: ...
     @property
     def leadership(self) -> Leadership: ...
 
@@ -68,7 +68,7 @@ class SlicedWork:
             if isinstance(last, FenceBrokerRecord):
                 # Worded as the README and operators' greps know it.
                 log.info("fencing brokers [%d]: their sessions expired", last.id)
-            committer = self.shell.committer
+            committer = self.shell.replication
             committer.submit(applied.records, applied.base_offset)
             # Each slice leaves new long-lived state (partitions' new lists); counted by the
             # cyclic collector, a million of them made every full collection a pause of
