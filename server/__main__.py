@@ -105,7 +105,7 @@ async def serve(config: ControllerConfig, capture_file: Path | None = None, take
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, server.request_snapshot)
+    loop.add_signal_handler(signal.SIGUSR1, server.snapshots.request)
     await stop.wait()
     log.info("shutting down")
     await server.stop()

@@ -20,21 +20,51 @@ import logging
 import struct
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol, TypeVar
+from typing import Callable, Concatenate, Iterator, ParamSpec, Protocol, TypeVar
 
 from protocol.api_keys import APIS, Api
 from protocol.constants import AclOperation, AclResourceType
 from protocol.error_codes import Error
 from protocol.errors import DecodeError
 from protocol.generated.messages import ApiKey
+from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol.generated.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from protocol.generated.messages.alter_configs_request import AlterConfigsRequest
+from protocol.generated.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from protocol.generated.messages.alter_partition_request import AlterPartitionRequest
+from protocol.generated.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
+from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest
+from protocol.generated.messages.controller_registration_request import ControllerRegistrationRequest
+from protocol.generated.messages.create_acls_request import CreateAclsRequest
+from protocol.generated.messages.create_delegation_token_request import CreateDelegationTokenRequest
+from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest
+from protocol.generated.messages.create_topics_request import CreateTopicsRequest
+from protocol.generated.messages.delete_acls_request import DeleteAclsRequest
+from protocol.generated.messages.delete_topics_request import DeleteTopicsRequest
+from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
+from protocol.generated.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest
+from protocol.generated.messages.describe_delegation_token_request import DescribeDelegationTokenRequest
+from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
 from protocol.generated.messages.envelope_request import EnvelopeRequest
 from protocol.generated.messages.envelope_response import EnvelopeResponse
+from protocol.generated.messages.expire_delegation_token_request import ExpireDelegationTokenRequest
+from protocol.generated.messages.find_coordinator_request import FindCoordinatorRequest
+from protocol.generated.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from protocol.generated.messages.renew_delegation_token_request import RenewDelegationTokenRequest
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
+from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
+from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
 from protocol.message import Message, api_key_of
 from protocol.primitives import INT16, INT32
 from server.context import ANONYMOUS, Principal, RequestContext, forwarded_address, forwarded_principal
@@ -52,12 +82,16 @@ log = logging.getLogger("kraftwire.apis")
 
 # A response still to come (a long poll) is a future the handler completes by itself.
 Reply = Message | asyncio.Future[Message]
-Handler = Callable[[Message, int], tuple[Reply, int]]
+# A handler serves (request, version) for whom the context names (the client's, for a
+# forwarded request), on the connection it came in on.
+Handler = Callable[[Message, int, RequestContext, Connection], tuple[Reply, int]]
 # The visible offset of a response the router need not hold back: it reflects only committed
 # state, or it waits by itself (a long poll, a forwarded request).
 NO_WAIT = -1
 T = TypeVar("T")
 U = TypeVar("U")
+M = TypeVar("M", bound=Message)
+P = ParamSpec("P")
 
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _FRAME_HEAD = struct.Struct(">ii")  # frame size (filled in last), correlation id
@@ -98,18 +132,24 @@ def _body_start(frame: bytes, flexible_header: bool) -> int:
     return pos
 
 
-def with_error(response: Message, code: int) -> Message:
-    """Set every error code in a response (top level and per item): the whole request failed."""
-    for name, ftype in response.FIELDS:
+def _with_error_code(response: Message) -> Iterator[Message]:
+    """The response and every item in it, at any depth, that has an error code."""
+    for name, _ in response.FIELDS:
         value = getattr(response, name)
         if name == "error_code":
-            setattr(response, name, code)
+            yield response
         elif isinstance(value, list):
             for item in value:
                 if isinstance(item, Message):
-                    with_error(item, code)
+                    yield from _with_error_code(item)
         elif isinstance(value, Message):
-            with_error(value, code)
+            yield from _with_error_code(value)
+
+
+def with_error(response: Message, code: int) -> Message:
+    """Set every error code in a response (top level and per item): the whole request failed."""
+    for message in _with_error_code(response):
+        setattr(message, "error_code", code)
     return response
 
 
@@ -143,17 +183,7 @@ def deduplicate(key: int, request: Message) -> None:
 
 def carries_error(response: Message, code: int) -> bool:
     """Whether ``code`` is among a response's error codes, at the top level or in any item."""
-    for name, _ in response.FIELDS:
-        value = getattr(response, name)
-        if name == "error_code":
-            if value == code:
-                return True
-        elif isinstance(value, list):
-            if any(isinstance(item, Message) and carries_error(item, code) for item in value):
-                return True
-        elif isinstance(value, Message) and carries_error(value, code):
-            return True
-    return False
+    return any(getattr(message, "error_code") == code for message in _with_error_code(response))
 
 
 def judged(authorizer: RequestAuthorizer, api: Api, request: Message, version: int,
@@ -204,49 +234,87 @@ FORWARDABLE = {
 
 ACL_APIS = frozenset({ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS})
 
+def command(cls: type[M], method: Callable[Concatenate[QuorumController, M, P], T]
+            ) -> Callable[Concatenate[QuorumController, Message, P], T]:
+    """A QuorumController method as a table entry: unbound, as the router serves whichever
+    controller is current (a snapshot installed replaces it), and given only its request type."""
+    def call(controller: QuorumController, request: Message, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if not isinstance(request, cls):
+            raise TypeError(f"{request.NAME} given to the handler of {cls.NAME}")
+        return method(controller, request, *args, **kwargs)
+    return call
+
+
+Write = Callable[[QuorumController, Message, int], Applied]
+Read = Callable[[QuorumController, Message, int], Message]
+TokenWrite = Callable[[QuorumController, Message, int, TokenRequester], Applied]
+TokenRead = Callable[[QuorumController, Message, int, TokenRequester], Message]
+# A command as the router runs it: on the current controller, for whom the context names.
+Served = Callable[[QuorumController, Message, int, RequestContext], T]
+
 # API key -> the QuorumController method that serves it. Writes append records and wait for
 # them; reads wait only for what they could have seen.
-WRITES = {
-    ApiKey.BROKER_REGISTRATION: "register_broker",
-    ApiKey.BROKER_HEARTBEAT: "broker_heartbeat",
-    ApiKey.UNREGISTER_BROKER: "unregister_broker",
-    ApiKey.UPDATE_FEATURES: "update_features",
-    ApiKey.CONTROLLER_REGISTRATION: "register_controller",
-    ApiKey.CREATE_TOPICS: "create_topics",
-    ApiKey.DELETE_TOPICS: "delete_topics",
-    ApiKey.CREATE_PARTITIONS: "create_partitions",
-    ApiKey.ALTER_PARTITION: "alter_partition",
-    ApiKey.ELECT_LEADERS: "elect_leaders",
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "alter_reassignments",
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
-    ApiKey.ALTER_CONFIGS: "alter_configs",
-    ApiKey.ASSIGN_REPLICAS_TO_DIRS: "assign_replicas_to_dirs",
-    ApiKey.ALLOCATE_PRODUCER_IDS: "allocate_producer_ids",
-    ApiKey.CREATE_ACLS: "create_acls",
-    ApiKey.DELETE_ACLS: "delete_acls",
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "alter_user_scram_credentials",
-    ApiKey.ALTER_CLIENT_QUOTAS: "alter_client_quotas",
+WRITES: dict[int, Write] = {
+    ApiKey.BROKER_REGISTRATION: command(BrokerRegistrationRequest, QuorumController.register_broker),
+    ApiKey.BROKER_HEARTBEAT: command(BrokerHeartbeatRequest, QuorumController.broker_heartbeat),
+    ApiKey.UNREGISTER_BROKER: command(UnregisterBrokerRequest, QuorumController.unregister_broker),
+    ApiKey.UPDATE_FEATURES: command(UpdateFeaturesRequest, QuorumController.update_features),
+    ApiKey.CONTROLLER_REGISTRATION: command(ControllerRegistrationRequest, QuorumController.register_controller),
+    ApiKey.CREATE_TOPICS: command(CreateTopicsRequest, QuorumController.create_topics),
+    ApiKey.DELETE_TOPICS: command(DeleteTopicsRequest, QuorumController.delete_topics),
+    ApiKey.CREATE_PARTITIONS: command(CreatePartitionsRequest, QuorumController.create_partitions),
+    ApiKey.ALTER_PARTITION: command(AlterPartitionRequest, QuorumController.alter_partition),
+    ApiKey.ELECT_LEADERS: command(ElectLeadersRequest, QuorumController.elect_leaders),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: command(AlterPartitionReassignmentsRequest,
+                                                  QuorumController.alter_reassignments),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: command(IncrementalAlterConfigsRequest,
+                                              QuorumController.incremental_alter_configs),
+    ApiKey.ALTER_CONFIGS: command(AlterConfigsRequest, QuorumController.alter_configs),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: command(AssignReplicasToDirsRequest, QuorumController.assign_replicas_to_dirs),
+    ApiKey.ALLOCATE_PRODUCER_IDS: command(AllocateProducerIdsRequest, QuorumController.allocate_producer_ids),
+    ApiKey.CREATE_ACLS: command(CreateAclsRequest, QuorumController.create_acls),
+    ApiKey.DELETE_ACLS: command(DeleteAclsRequest, QuorumController.delete_acls),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: command(AlterUserScramCredentialsRequest,
+                                                 QuorumController.alter_user_scram_credentials),
+    ApiKey.ALTER_CLIENT_QUOTAS: command(AlterClientQuotasRequest, QuorumController.alter_client_quotas),
 }
-READS = {
-    ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
-    ApiKey.METADATA: "metadata",
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: "describe_topic_partitions",
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_reassignments",
-    ApiKey.DESCRIBE_CONFIGS: "describe_configs",
-    ApiKey.FIND_COORDINATOR: "find_coordinator",
-    ApiKey.DESCRIBE_ACLS: "describe_acls",
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "describe_user_scram_credentials",
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: "describe_client_quotas",
+READS: dict[int, Read] = {
+    ApiKey.DESCRIBE_CLUSTER: command(DescribeClusterRequest, QuorumController.describe_cluster),
+    ApiKey.METADATA: command(MetadataRequest, QuorumController.metadata),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: command(DescribeTopicPartitionsRequest,
+                                              QuorumController.describe_topic_partitions),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: command(ListPartitionReassignmentsRequest,
+                                                 QuorumController.list_reassignments),
+    ApiKey.DESCRIBE_CONFIGS: command(DescribeConfigsRequest, QuorumController.describe_configs),
+    ApiKey.FIND_COORDINATOR: command(FindCoordinatorRequest, QuorumController.find_coordinator),
+    ApiKey.DESCRIBE_ACLS: command(DescribeAclsRequest, QuorumController.describe_acls),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: command(DescribeUserScramCredentialsRequest,
+                                                    QuorumController.describe_user_scram_credentials),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: command(DescribeClientQuotasRequest, QuorumController.describe_client_quotas),
 }
 # Delegation token APIs, served with who asks and on what channel (a TokenRequester).
-TOKEN_WRITES = {
-    ApiKey.CREATE_DELEGATION_TOKEN: "create_delegation_token",
-    ApiKey.RENEW_DELEGATION_TOKEN: "renew_delegation_token",
-    ApiKey.EXPIRE_DELEGATION_TOKEN: "expire_delegation_token",
+TOKEN_WRITES: dict[int, TokenWrite] = {
+    ApiKey.CREATE_DELEGATION_TOKEN: command(CreateDelegationTokenRequest, QuorumController.create_delegation_token),
+    ApiKey.RENEW_DELEGATION_TOKEN: command(RenewDelegationTokenRequest, QuorumController.renew_delegation_token),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: command(ExpireDelegationTokenRequest, QuorumController.expire_delegation_token),
+}
+TOKEN_READS: dict[int, TokenRead] = {
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: command(DescribeDelegationTokenRequest,
+                                              QuorumController.describe_delegation_token),
 }
 # Reads every voter answers from its committed state; they name the active controller, so a
 # client that asked a standby finds its way.
-SERVED_BY_STANDBYS = frozenset({"metadata", "describe_cluster"})
+SERVED_BY_STANDBYS = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER})
+
+
+def for_anyone(command: Callable[[QuorumController, Message, int], T]) -> Served[T]:
+    """A command that serves every caller alike."""
+    return lambda controller, request, version, context: command(controller, request, version)
+
+
+def anyone(handler: Callable[[Message, int], tuple[Reply, int]]) -> Handler:
+    """A handler that serves every caller alike: it needs neither who asks nor the connection."""
+    return lambda request, version, context, conn: handler(request, version)
 
 
 class Role(Protocol):
@@ -275,64 +343,66 @@ class Router:
         if self.security.authorizer is not None:
             self.authorizer = RequestAuthorizer(
                 self.security.authorizer, lambda: self.controller.acls.index, self._topic_name)
-        self.connection: Connection | None = None  # whose request is being handled
         self.logins = SaslLogins(self.security, lambda: self.controller.scram,
                                  lambda: self.controller.delegation_tokens)
         self.handlers: dict[int, Handler] = {}
         self._routes: dict[tuple[int, int], Route] = {}
         # Narrower version ranges than the schema's, for APIs only partly served.
         self.version_limits: dict[int, tuple[int, int]] = {}
-        # Who sent the request being handled; set before every handler call, so a handler
-        # (and, later, authorization) reads the client's even for a forwarded request.
         # Told of every request dispatched: its API key, when dispatch began, and the reply.
         self.observers: list[Callable[[int, float, bytes | asyncio.Future[bytes]], None]] = []
-        self.context = RequestContext(ANONYMOUS, "")
-        for key, name in WRITES.items():
-            self.register(key, self._writer(key, name))
-        for key, name in READS.items():
-            self.register(key, self._reader(key, name))
+        for key, write in WRITES.items():
+            self.register(key, self._writer(key, for_anyone(write)))
+        for key, read in READS.items():
+            self.register(key, self._reader(key, for_anyone(read)))
         self.controller.delegation_tokens.configure(self.security.delegation_tokens)
-        for key, name in TOKEN_WRITES.items():
-            self.register(key, self._writer(key, name, self._token_requester))
-        self.register(ApiKey.DESCRIBE_DELEGATION_TOKEN,
-                      self._reader(ApiKey.DESCRIBE_DELEGATION_TOKEN, "describe_delegation_token", self._token_requester))
-        self.register(ApiKey.API_VERSIONS, lambda request, version: (self.api_versions(version), NO_WAIT))
-        self.register(ApiKey.ENVELOPE, accepting(
-            EnvelopeRequest, lambda request, version: (self._unwrap(request, self.context), NO_WAIT)))
+        for key, token_write in TOKEN_WRITES.items():
+            self.register(key, self._writer(key, self._with_requester(token_write)))
+        for key, token_read in TOKEN_READS.items():
+            self.register(key, self._reader(key, self._with_requester(token_read)))
+        self.register(ApiKey.API_VERSIONS, anyone(lambda request, version: (self.api_versions(version), NO_WAIT)))
+        self.register(ApiKey.ENVELOPE, accepting(EnvelopeRequest, self._envelope))
         # Listed on every listener, as Kafka lists them: librdkafka refuses SASL with a broker
         # whose ApiVersions lacks SaslHandshake. v0 sends the SASL tokens as bare frames.
-        self.register(ApiKey.SASL_HANDSHAKE, accepting(
-            SaslHandshakeRequest, lambda request, version: (self.logins.handshake(self._conn(), request, version), NO_WAIT)))
-        self.register(ApiKey.SASL_AUTHENTICATE, accepting(
-            SaslAuthenticateRequest, lambda request, version: (self.logins.authenticate(self._conn(), request), NO_WAIT)))
+        self.register(ApiKey.SASL_HANDSHAKE, accepting(SaslHandshakeRequest, self._sasl_handshake))
+        self.register(ApiKey.SASL_AUTHENTICATE, accepting(SaslAuthenticateRequest, self._sasl_authenticate))
 
-    def _conn(self) -> Connection:
-        conn = self.connection
-        assert conn is not None  # set by dispatch
-        return conn
+    def _with_requester(self, command: Callable[[QuorumController, Message, int, TokenRequester], T]) -> Served[T]:
+        """A delegation token command, given who asks and on what channel."""
+        return lambda controller, request, version, context: command(
+            controller, request, version, token_requester(context, self.authorizer, self.security.protocol))
 
-    def _writer(self, key: int, name: str, extra: Callable[[], object] | None = None) -> Handler:
-        def handle(request: Message, version: int) -> tuple[Reply, int]:
+    def _writer(self, key: int, write: Served[Applied]) -> Handler:
+        def handle(request: Message, version: int, context: RequestContext, conn: Connection) -> tuple[Reply, int]:
             if not self.role.active:
                 return not_controller(key, request, version), NO_WAIT
-            command = getattr(self.controller, name)
-            applied: Applied = command(request, version) if extra is None else command(request, version, extra())
+            applied = write(self.controller, request, version, context)
             self.committer.submit(applied.records, applied.base_offset)
             if applied.response is None:
-                raise ValueError(f"{name} produced no response")
+                raise ValueError(f"{APIS[key].name} produced no response")
             return applied.response, self.controller.last_applied_offset
         return handle
 
-    def _reader(self, key: int, name: str, extra: Callable[[], object] | None = None) -> Handler:
-        everywhere = name in SERVED_BY_STANDBYS
+    def _reader(self, key: int, read: Served[Message]) -> Handler:
+        everywhere = key in SERVED_BY_STANDBYS
 
-        def handle(request: Message, version: int) -> tuple[Reply, int]:
+        def handle(request: Message, version: int, context: RequestContext, conn: Connection) -> tuple[Reply, int]:
             if not everywhere and not self.role.active:
                 return not_controller(key, request, version), NO_WAIT
-            query = getattr(self.controller, name)
-            response = query(request, version) if extra is None else query(request, version, extra())
-            return response, self.controller.last_applied_offset
+            return read(self.controller, request, version, context), self.controller.last_applied_offset
         return handle
+
+    def _envelope(self, request: EnvelopeRequest, version: int, context: RequestContext,
+                  conn: Connection) -> tuple[Reply, int]:
+        return self._unwrap(request, context, conn), NO_WAIT
+
+    def _sasl_handshake(self, request: SaslHandshakeRequest, version: int, context: RequestContext,
+                        conn: Connection) -> tuple[Reply, int]:
+        return self.logins.handshake(conn, request, version), NO_WAIT
+
+    def _sasl_authenticate(self, request: SaslAuthenticateRequest, version: int, context: RequestContext,
+                           conn: Connection) -> tuple[Reply, int]:
+        return self.logins.authenticate(conn, request), NO_WAIT
 
     def register(self, api_key: int, handler: Handler, versions: tuple[int, int] | None = None) -> None:
         self.handlers[api_key] = handler
@@ -355,7 +425,6 @@ class Router:
             refusal = conn.sasl.allows(key, time.monotonic())
             if refusal is not None:
                 raise RequestRejected(refusal)
-        self.connection = conn
         route = self._routes.get((key, version)) or self._route(key, version)
         if route is None:
             if key == ApiKey.API_VERSIONS:
@@ -374,15 +443,14 @@ class Router:
             request, _ = route.decode_request(frame, pos)
         except DecodeError as exc:
             raise exc.within(route.api.request.NAME, version) from None
-        reply = _then(self._serve(route, request, conn.context),
+        reply = _then(self._serve(route, request, conn.context, conn),
                       lambda response: self._encode(route, correlation_id, response))
         for observe in self.observers:
             observe(key, started, reply)
         return reply
 
-    def _serve(self, route: Route, request: Message, context: RequestContext) -> Reply:
+    def _serve(self, route: Route, request: Message, context: RequestContext, conn: Connection) -> Reply:
         """The response, or a future of it when it must wait for a commit or a long poll."""
-        self.context = context
         add_refusals: Callable[[Message], Message] | None = None
         if self.authorizer is None and route.api.key in ACL_APIS:
             # As Kafka: ACLs mean nothing without an authorizer, so they are not kept.
@@ -394,7 +462,7 @@ class Router:
             if answer is not None:
                 return answer
         deduplicate(route.api.key, request)
-        response, visible = route.handler(request, route.version)
+        response, visible = route.handler(request, route.version, context, conn)
         if add_refusals is not None:
             response = _then(response, add_refusals)
         if isinstance(response, asyncio.Future):
@@ -439,7 +507,8 @@ class Router:
         self._routes[(key, version)] = route
         return route
 
-    def _unserved(self, request: Message, version: int) -> tuple[Reply, int]:
+    def _unserved(self, request: Message, version: int, context: RequestContext,
+                  conn: Connection) -> tuple[Reply, int]:
         raise RequestRejected(self._refusal(api_key_of(request), version))
 
     def _refusal(self, key: int, version: int) -> str:
@@ -448,9 +517,6 @@ class Router:
             return f"unknown or unserved API key {key}"
         lo, hi = self.served_versions(api)
         return f"{api.name} v{version} is not supported (v{lo}-v{hi})"
-
-    def _token_requester(self) -> TokenRequester:
-        return token_requester(self.context, self.authorizer, self.security.protocol)
 
     # --- SASL -------------------------------------------------------------------------------
     def sasl_session(self) -> SaslSession:
@@ -462,7 +528,7 @@ class Router:
         return topic.name if topic is not None else None
 
     # --- Envelope ---------------------------------------------------------------------------
-    def _unwrap(self, envelope: EnvelopeRequest, context: RequestContext) -> Reply:
+    def _unwrap(self, envelope: EnvelopeRequest, context: RequestContext, conn: Connection) -> Reply:
         """Serve the request a broker forwarded, as its client's. The errors are Kafka's: the
         principal or address unreadable, or an API that may not be forwarded, fail the
         envelope itself; an inner request that cannot be parsed is UNSUPPORTED_VERSION, to
@@ -487,7 +553,8 @@ class Router:
         except DecodeError as exc:
             log.warning("refusing a forwarded request: %s", exc.within(route.api.request.NAME, version))
             return EnvelopeResponse(error_code=Error.UNSUPPORTED_VERSION)
-        return _then(self._serve(route, request, RequestContext(principal, address, forwarded_by=context.principal)),
+        forwarded = RequestContext(principal, address, forwarded_by=context.principal)
+        return _then(self._serve(route, request, forwarded, conn),
                      lambda response: self._enveloped(route, correlation_id, response))
 
     def _enveloped(self, route: Route, correlation_id: int, response: Message) -> EnvelopeResponse:

@@ -30,7 +30,7 @@ from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVote
 from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID, uuid_from_str
-from server.apis import NO_WAIT, Reply, Router
+from server.apis import NO_WAIT, Reply, Router, anyone
 from server.config import ControllerConfig
 from server.security.settings import SECURITY_PROTOCOL_IDS
 from server.controller.replica import ControllerReplica
@@ -45,11 +45,12 @@ from server.metalog.meta_properties import check_log_dirs, read_meta_properties
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.raft_log import DiskRaftLog
-from server.metalog.snapshots import SnapshotId, load_latest_snapshot, oldest_kept, set_aside_newer
+from server.metalog.snapshots import SnapshotId, load_latest_snapshot, set_aside_newer
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
-from server.periodic import SlicedWork, fork_snapshot
+from server.sliced_work import SlicedWork
+from server.snapshot_scheduler import SnapshotScheduler
 from server.quorum import QuorumEvents, QuorumReplication
 from server.metadata_fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id, fetch_replica_key
@@ -57,11 +58,6 @@ from server.raft.voters import log_voters
 from server.raft.quorum_config import QuorumConfig
 
 log = logging.getLogger("kraftwire.server")
-
-# A snapshot that could not be written is tried again after this, doubling up to the limit.
-SNAPSHOT_RETRY_S = 1.0
-SNAPSHOT_RETRY_MAX_S = 60.0
-
 
 def static_configs(c: ControllerConfig) -> dict[str, str]:
     """The server.properties settings that dynamic configs fall back to."""
@@ -98,7 +94,7 @@ class ControllerServer:
         advertised = config.advertised_controller_listener
         # Where each voter is reached; this node is reached at its advertised listener.
         self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
-        self.controller = self._load_without_collector()
+        self.controller, self.snapshot = self._load_without_collector()
         # After the load, which may have set an unusable snapshot aside.
         self.raft_log = DiskRaftLog(self.log)
         self.replica = ControllerReplica(self.controller, self.raft_log, str(self.log.directory))
@@ -107,40 +103,23 @@ class ControllerServer:
             QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
                          self._leader_changed, self._snapshot_installed, self._propose_control), wall_clock_ms,
             config.controller_client)
-        self.committer = self.replication
         # Not active until the quorum (of one, or more) elects it.
         self.leadership = Leadership(self.replica, self.replication.confirm_leadership)
-        self.router = Router(self.controller, self.committer, config.security, self.leadership)
+        self.router = Router(self.controller, self.replication, config.security, self.leadership)
         self.sliced_work = SlicedWork(self)
         self.fetch_server = MetadataFetchServer(
-            self.log, self.committer, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints,
-            config.advertised_controller_listener.name)
-        self.fetch_server.leader_id = -1
-        self.fetch_server.voter_progress = self.replication.replica_progress
-        self.fetch_server.voter_set = lambda: self.replication.core.voter_set
-        self.router.register(ApiKey.FETCH, accepting(FetchRequest, self._fetch))
-        self.router.register(ApiKey.DESCRIBE_QUORUM, accepting(
-            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT)))
-        quorum = self.replication
-        for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
-                         (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
-                         (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest), (ApiKey.ADD_RAFT_VOTER, AddRaftVoterRequest),
-                         (ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest),
-                         (ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest)):
-            self.router.register(key, accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT)))
+            self.log, self.replication, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints,
+            config.advertised_controller_listener.name, leader_id=-1,
+            voter_progress=self.replication.replica_progress, voter_set=lambda: self.replication.core.voter_set,
+            snapshot=self.snapshot)
+        self._serve_quorum_apis()
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._leading = False  # the quorum elected this node; active once its replay caught up
         self._replaying = False  # a slice of the committed log is scheduled
-        self.fetch_server.snapshot = self.snapshot
-        self._snapshot_wanted = False
-        self._snapshotting = False
-        # After a failed snapshot the next try waits, doubling up to a limit: a full disk
-        # would otherwise be retried at every commit.
-        self._snapshot_failures = 0
-        self._snapshot_not_before = 0.0
-        # Bytes already in the log past the snapshot count towards the next one.
-        self._snapshot_mark = -self.log.bytes_after(self.snapshot.end_offset if self.snapshot else 0)
-        self.committer.listeners.append(self._maybe_snapshot)
+        self.snapshots = SnapshotScheduler(
+            self, self.log, self.raft_log, self.snapshot, config.metadata_log_max_record_bytes_between_snapshots,
+            config.snapshot_writer_delay_ms / 1000, self._snapshot_taken)
+        self.replication.listeners.append(self.snapshots.committed)
         # The server's own traffic as pcapng, for tools.replay: one connection per client.
         self.capture = None
         if capture_file is not None:
@@ -159,6 +138,19 @@ class ControllerServer:
         self.metrics_port: int | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._no_op_timer: asyncio.TimerHandle | None = None
+
+    def _serve_quorum_apis(self) -> None:
+        """The metadata log's own APIs: Fetch and DescribeQuorum, and the Raft core's RPCs."""
+        self.router.register(ApiKey.FETCH, anyone(accepting(FetchRequest, self._fetch)))
+        self.router.register(ApiKey.DESCRIBE_QUORUM, anyone(accepting(
+            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT))))
+        quorum = self.replication
+        for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
+                         (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
+                         (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest), (ApiKey.ADD_RAFT_VOTER, AddRaftVoterRequest),
+                         (ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest),
+                         (ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest)):
+            self.router.register(key, anyone(accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT))))
 
     @property
     def active(self) -> bool:
@@ -221,7 +213,7 @@ class ControllerServer:
         controller.features.kraft_upgrade = lambda level: self.replication.core.kraft_upgrade(level)
         return controller
 
-    def _load_without_collector(self) -> QuorumController:
+    def _load_without_collector(self) -> tuple[QuorumController, SnapshotId | None]:
         """Loading builds millions of long-lived objects; the cyclic collector would rescan
         them over and over while they are created, and once at a time later on the event loop.
         So it is paused for the load, and what the load built is moved out of its sight."""
@@ -232,16 +224,16 @@ class ControllerServer:
             gc.enable()
             gc.freeze()
 
-    def _load(self) -> QuorumController:
+    def _load(self) -> tuple[QuorumController, SnapshotId | None]:
         """The durable state, read only. A voter of a quorum loads the snapshot alone: which
         records of its log are committed it learns from the quorum, and replays them then. A
         single voter's whole log is committed (it commits what it flushed, and at its next
         election everything its log holds): it replays it now."""
         controller = self._new_controller()
-        self.snapshot = self._restore(controller, replay_log=self.lone_voter)
+        snapshot = self._restore(controller, replay_log=self.lone_voter)
         if not self.dynamic:
             self._check_voters(controller.quorum.voter_ids, "VotersRecord")
-        return controller
+        return controller, snapshot
 
     # --- the quorum's events ----------------------------------------------------------------------
     def _quorum_committed(self, last_offset: int) -> None:
@@ -272,7 +264,7 @@ class ControllerServer:
         epoch = self.replication.epoch
         writes = self.replica.activate(lambda: read_bootstrap(self.config.metadata_log_dir))
         for applied in writes:
-            self.committer.submit(applied.records, applied.base_offset)
+            self.replication.submit(applied.records, applied.base_offset)
         log.info("active controller of epoch %d (state at offset %d)", epoch, self.controller.last_applied_offset)
         if self._activated is not None and not self._activated.done():
             self._activated.set_result(None)
@@ -292,7 +284,7 @@ class ControllerServer:
             asyncio.get_running_loop().call_soon(self.replication.control_refused)
             return
         applied = self.controller.apply(ControllerResult([(m, 0) for m in messages]))
-        self.committer.submit(applied.records, applied.base_offset)
+        self.replication.submit(applied.records, applied.base_offset)
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
         core = self.replication.core
@@ -337,53 +329,8 @@ class ControllerServer:
         return loaded[0] if loaded is not None else None
 
     # --- snapshots ----------------------------------------------------------------------------
-    def request_snapshot(self) -> None:
-        """Take a snapshot at the next moment the applied state is all committed."""
-        self._snapshot_wanted = True
-        self._maybe_snapshot(self.committer.committed_offset)
-
-    def _maybe_snapshot(self, committed: int) -> None:
-        if self._snapshotting or committed != self.controller.last_applied_offset:
-            return
-        if time.monotonic() < self._snapshot_not_before:
-            return
-        since = self.log.appended_bytes - self._snapshot_mark
-        if not self._snapshot_wanted and since < self.config.metadata_log_max_record_bytes_between_snapshots:
-            return
-        self._snapshot_wanted = False
-        self._snapshotting = True
-        snapshot = SnapshotId(committed + 1, self._epoch_at(committed))
-        # The child forked now sees exactly the committed state, however long it takes.
-        wait = fork_snapshot(self.log.directory, snapshot, self.controller.snapshot_records,
-                             self.config.snapshot_writer_delay_ms / 1000)
-        task = asyncio.get_running_loop().run_in_executor(None, wait)
-        task.add_done_callback(lambda f: self._snapshot_written(f, snapshot))
-
-    def _epoch_at(self, offset: int) -> int:
-        """The leader epoch of the batch holding ``offset``: a snapshot is named after the
-        epoch of its last record, as Kafka names them."""
-        i = self.log.entry_for(offset)
-        return self.log.entries[i].epoch if i is not None else max(self.replication.epoch, 0)
-
-    def _snapshot_written(self, task: asyncio.Future, snapshot: SnapshotId) -> None:
-        self._snapshotting = False
-        if task.exception() is not None:
-            self._snapshot_failures += 1
-            backoff = min(SNAPSHOT_RETRY_MAX_S, SNAPSHOT_RETRY_S * 2 ** (self._snapshot_failures - 1))
-            self._snapshot_not_before = time.monotonic() + backoff
-            log.error("snapshot %s failed: %s; trying again in %.0f s", snapshot.file_name, task.exception(), backoff)
-            return
-        self._snapshot_failures = 0
-        self.snapshot = snapshot
-        self._snapshot_mark = self.log.appended_bytes
-        self.fetch_server.snapshot = snapshot
-        self.raft_log.snapshot_taken(snapshot)
-        # The log below the older kept snapshot goes: the newest can fall back to that one.
-        kept = oldest_kept(self.log.directory)
-        removed = self.log.delete_segments_before(kept.end_offset if kept else snapshot.end_offset)
-        size, count = task.result()
-        log.info("wrote snapshot %s (%d records, %d bytes); removed %d old segments",
-                 snapshot.file_name, count, size, len(removed))
+    def _snapshot_taken(self, snapshot: SnapshotId) -> None:
+        self.snapshot = self.fetch_server.snapshot = snapshot
 
     # --- serving ------------------------------------------------------------------------------
     async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:
@@ -426,7 +373,7 @@ class ControllerServer:
     def _write_no_op(self) -> None:
         if self.leadership.active:
             applied = self.controller.write_no_op()
-            self.committer.submit(applied.records, applied.base_offset)
+            self.replication.submit(applied.records, applied.base_offset)
         self._schedule_no_op()
 
     async def stop(self) -> None:
@@ -436,12 +383,12 @@ class ControllerServer:
         self.sliced_work.stop()
         # What the active controller has written commits first; then it hands leadership
         # over (EndQuorumEpoch) while still answering the other voters.
-        await self.committer.drain()
+        await self.replication.drain()
         await self.replication.stop(grace_s=self.config.quorum_election_timeout_ms / 1000)
         await self.listener.stop()
         if self.metrics is not None:
             self.metrics.stop()
         if self.capture is not None:
             self.capture.close()
-        self.committer.close()
+        self.replication.close()
         self.log.close()

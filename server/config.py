@@ -68,6 +68,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from server.controller.delegation_tokens import TokenSettings
+from server.raft.quorum_config import (
+    DEFAULT_APPEND_LINGER_MS, DEFAULT_ELECTION_BACKOFF_MAX_MS, DEFAULT_ELECTION_TIMEOUT_MS, DEFAULT_FETCH_TIMEOUT_MS,
+    DEFAULT_REQUEST_TIMEOUT_MS, DEFAULT_RETRY_BACKOFF_MS)
 from server.security.acl import AuthorizerConfig
 from server.security.client import ENDPOINT_IDENTIFICATION, ClientSecurity, jaas_credentials
 from server.security.plain import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
@@ -205,12 +208,12 @@ class ControllerConfig:
     max_request_partition_size_limit: int = 2000
     metadata_nodes: str = "brokers"
     # controller.quorum.* timing, Kafka's names and defaults (see server.raft.quorum_config).
-    quorum_election_timeout_ms: int = 1000
-    quorum_election_backoff_max_ms: int = 1000
-    quorum_fetch_timeout_ms: int = 2000
-    quorum_request_timeout_ms: int = 2000
-    quorum_retry_backoff_ms: int = 20
-    quorum_append_linger_ms: int = 25
+    quorum_election_timeout_ms: int = DEFAULT_ELECTION_TIMEOUT_MS
+    quorum_election_backoff_max_ms: int = DEFAULT_ELECTION_BACKOFF_MAX_MS
+    quorum_fetch_timeout_ms: int = DEFAULT_FETCH_TIMEOUT_MS
+    quorum_request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    quorum_retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS
+    quorum_append_linger_ms: int = DEFAULT_APPEND_LINGER_MS
     security: SecurityConfig = field(default_factory=SecurityConfig)
     # How this voter connects to the others: the controller listener's protocol, client side.
     controller_client: ClientSecurity = field(default_factory=ClientSecurity)
@@ -564,12 +567,12 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         eligible_leader_replicas_enabled=reader.bool("eligible.leader.replicas.enabled", False),
         max_request_partition_size_limit=reader.int("max.request.partition.size.limit", 2000, 1),
         metadata_nodes=metadata_nodes,
-        quorum_election_timeout_ms=reader.int("controller.quorum.election.timeout.ms", 1000, 1),
-        quorum_election_backoff_max_ms=reader.int("controller.quorum.election.backoff.max.ms", 1000, 0),
-        quorum_fetch_timeout_ms=reader.int("controller.quorum.fetch.timeout.ms", 2000, 1),
-        quorum_request_timeout_ms=reader.int("controller.quorum.request.timeout.ms", 2000, 1),
-        quorum_retry_backoff_ms=reader.int("controller.quorum.retry.backoff.ms", 20, 0),
-        quorum_append_linger_ms=reader.int("controller.quorum.append.linger.ms", 25, 0),
+        quorum_election_timeout_ms=reader.int("controller.quorum.election.timeout.ms", DEFAULT_ELECTION_TIMEOUT_MS, 1),
+        quorum_election_backoff_max_ms=reader.int("controller.quorum.election.backoff.max.ms", DEFAULT_ELECTION_BACKOFF_MAX_MS, 0),
+        quorum_fetch_timeout_ms=reader.int("controller.quorum.fetch.timeout.ms", DEFAULT_FETCH_TIMEOUT_MS, 1),
+        quorum_request_timeout_ms=reader.int("controller.quorum.request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS, 1),
+        quorum_retry_backoff_ms=reader.int("controller.quorum.retry.backoff.ms", DEFAULT_RETRY_BACKOFF_MS, 0),
+        quorum_append_linger_ms=reader.int("controller.quorum.append.linger.ms", DEFAULT_APPEND_LINGER_MS, 0),
         security=security,
         controller_client=_controller_client(reader, security, listeners[0].name, len(voters) or len(bootstrap) + 1),
         metrics_port=metrics_port,

@@ -55,23 +55,25 @@ def _failed(data: PartitionData, code: int) -> PartitionData:
 
 class MetadataFetchServer:
     def __init__(self, log: MetadataLog, committer: CommitPath, cluster_id: str, node_id: int,
-                 epoch: int, voters: list[int], endpoints: dict[int, tuple[str, int]], listener_name: str) -> None:
+                 epoch: int, voters: list[int], endpoints: dict[int, tuple[str, int]], listener_name: str,
+                 leader_id: int, voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None,
+                 voter_set: Callable[[], VoterSet] | None = None, snapshot: SnapshotId | None = None) -> None:
         self.log = log
         self.committer = committer
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.epoch = epoch
-        self.leader_id = node_id  # -1 while a quorum has no known leader
+        self.leader_id = leader_id  # -1 while a quorum has no known leader
         self.voters = voters
         self.endpoints = endpoints  # every voter's, this node's own included
         self.listener_name = listener_name  # the controller listener's, the same on every voter
         # The voters' progress, known to the quorum's leader (None when it is not leading any
         # more).
-        self.voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None
+        self.voter_progress = voter_progress
         self.observers: dict[int, ReplicaProgress] = {}
         # The Raft core's voter set (ids, directory ids, listeners), when it has one to give.
-        self.voter_set: Callable[[], VoterSet] | None = None
-        self.snapshot: SnapshotId | None = None  # the latest snapshot, for fetchers behind the log start
+        self.voter_set = voter_set
+        self.snapshot = snapshot  # the latest snapshot, for fetchers behind the log start
 
     @property
     def high_watermark(self) -> int:

@@ -4,12 +4,13 @@ those records are committed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Concatenate, Iterator, ParamSpec, TypeVar
 
 from protocol.message import Message
 
 M = TypeVar("M", bound=Message)
 R = TypeVar("R")
+P = ParamSpec("P")
 
 # A metadata record and the version it is written at.
 VersionedRecord = tuple[Message, int]
@@ -43,11 +44,11 @@ class ControllerResult:
     later: Later | None = None
 
 
-def accepting(cls: type[M], fn: Callable[[M, int], R]) -> Callable[[Message, int], R]:
+def accepting(cls: type[M], fn: Callable[Concatenate[M, P], R]) -> Callable[Concatenate[Message, P], R]:
     """``fn`` behind a table of handlers keyed by message name or API key: the table only ever
     passes it a ``cls``, and anything else is a bug in the table."""
-    def call(message: Message, arg: int) -> R:
+    def call(message: Message, /, *args: P.args, **kwargs: P.kwargs) -> R:
         if not isinstance(message, cls):
             raise TypeError(f"{message.NAME} given to the handler of {cls.NAME}")
-        return fn(message, arg)
+        return fn(message, *args, **kwargs)
     return call

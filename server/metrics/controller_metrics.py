@@ -1,5 +1,5 @@
 """The controller's metrics: gauges read from its state at each scrape, and counters and
-histograms fed by the router, the committer and an event-loop probe.
+histograms fed by the router, the commit path and an event-loop probe.
 
 Everything lives in one ``CollectorRegistry`` per server (``ControllerMetrics.registry``), so
 more parts (the Raft quorum's metrics) can register their own collectors beside these.
@@ -22,7 +22,6 @@ from prometheus_client.registry import Collector
 from protocol.api_keys import APIS
 from server.controller.quorum_controller import QuorumController
 from server.controller.replica import ControllerReplica
-from server.metalog.commit_path import CommitPath
 from server.metalog.snapshots import SnapshotId
 from server.metrics.names import controller, event_manager, raft, request_metrics
 from server.quorum import QuorumReplication
@@ -42,15 +41,13 @@ class Observed(Protocol):
     def controller(self) -> QuorumController: ...
 
     @property
-    def committer(self) -> CommitPath: ...
-
-    @property
     def active(self) -> bool:
         """Whether this controller is the active one (a quorum's standbys are not)."""
 
     @property
-    def replication(self) -> QuorumReplication | None:
-        """The quorum this controller votes in (a single voter is a quorum of one)."""
+    def replication(self) -> QuorumReplication:
+        """The quorum this controller votes in (a single voter is a quorum of one), and its
+        commit path."""
 
     @property
     def snapshot(self) -> SnapshotId | None: ...
@@ -89,8 +86,8 @@ class ControllerMetrics:
                                          buckets=MS_BUCKETS, registry=r)
         self._state = _StateCollector(observed)
         r.register(self._state)
-        self._committed = observed.committer.committed_offset
-        observed.committer.listeners.append(self._on_commit)
+        self._committed = observed.replication.committed_offset
+        observed.replication.listeners.append(self._on_commit)
         self._probe: asyncio.TimerHandle | None = None
         self._http: WSGIServer | None = None
         self._thread = threading.Thread()
@@ -114,7 +111,7 @@ class ControllerMetrics:
         self.commits.inc(max(0, committed - self._committed))
         self._committed = committed
         # As Kafka's, relevant on the active controller: a standby commits nothing it proposed.
-        latency = self.observed.committer.last_flush_ms
+        latency = self.observed.replication.last_flush_ms
         if latency is not None:
             self.commit_latency.observe(latency)
 
@@ -171,22 +168,20 @@ class _StateCollector(Collector):
 
     def _values(self) -> dict[str, tuple[str, int]]:
         values = self._controller_values()
-        quorum = self.observed.replication
-        if quorum is not None:
-            # Kafka's raft-metrics, for a voter of a quorum ("raft:" names them apart).
-            core = quorum.core
-            values.update({
-                "raft:current-leader": ("The quorum's leader as this voter knows it, -1 if none", core.leader_id),
-                "raft:current-epoch": ("The quorum's current leader epoch", core.epoch),
-                "raft:high-watermark": ("The high watermark this voter knows", core.high_watermark),
-                "raft:log-end-offset": ("This voter's metadata log end offset", core.log.end_offset),
-                "raft:log-end-epoch": ("The leader epoch of this voter's last batch", core.log.last_epoch),
-            })
+        # Kafka's raft-metrics ("raft:" names them apart).
+        core = self.observed.replication.core
+        values.update({
+            "raft:current-leader": ("The quorum's leader as this voter knows it, -1 if none", core.leader_id),
+            "raft:current-epoch": ("The quorum's current leader epoch", core.epoch),
+            "raft:high-watermark": ("The high watermark this voter knows", core.high_watermark),
+            "raft:log-end-offset": ("This voter's metadata log end offset", core.log.end_offset),
+            "raft:log-end-epoch": ("The leader epoch of this voter's last batch", core.log.last_epoch),
+        })
         return values
 
     def _controller_values(self) -> dict[str, tuple[str, int]]:
         c = self.observed.controller
-        committer = self.observed.committer
+        committer = self.observed.replication
         snapshot = self.observed.snapshot
         brokers = c.cluster.brokers.values()
         fenced = sum(1 for b in brokers if b.fenced)

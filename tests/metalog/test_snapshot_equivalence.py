@@ -420,6 +420,6 @@ def test_snapshot_plus_suffix_on_disk_loads_as_the_server_loads_it(workload, tmp
         assert server.snapshot == SnapshotId(cut, 1)
         loaded = comparable(server.controller)
     finally:
-        server.committer.close()
+        server.replication.close()
         server.log.close()
     assert_same(loaded, comparable(replay_log(workload.new_controller(), workload.log)), "loaded server")

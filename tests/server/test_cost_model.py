@@ -124,7 +124,7 @@ class Cluster:
         principal, then handled by the controller."""
         route = self.router._route(api_key_of(request), version)
         assert route is not None
-        response = self.router._serve(route, request, context)
+        response = self.router._serve(route, request, context, None)  # type: ignore[arg-type]  # no SASL here
         assert isinstance(response, Message)
         self.qc.committed(self.qc.last_applied_offset)
         return response

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from protocol.error_codes import Error
+from protocol.generated.messages import ApiKey
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from server.apis import Router
 from server.context import Principal, RequestContext
@@ -50,12 +51,19 @@ def forwarded_create(outcome: BaseException | None):
         qc.apply(ControllerResult([(FeatureLevelRecord(name="metadata.version", feature_level=MV_LATEST), 0)]))
         committer = HeldCommitter()
         router = Router(qc, committer)
+        contexts = []
+        create = router.handlers[ApiKey.CREATE_TOPICS]
+
+        def seen(request, version, context, conn):
+            contexts.append(context)
+            return create(request, version, context, conn)
+        router.register(ApiKey.CREATE_TOPICS, seen)
         wrapped = envelope(encode_request(create_topics("held"), 5))
         pending = router.dispatch(Client(), encode_request(wrapped, 6))
         assert isinstance(pending, asyncio.Future)
         # The inner request was handled as the client's, with the broker kept beside it.
-        assert router.context == RequestContext(Principal("User", "alice"), "127.0.0.1",
-                                                forwarded_by=Client.context.principal)
+        assert contexts == [RequestContext(Principal("User", "alice"), "127.0.0.1",
+                                           forwarded_by=Client.context.principal)]
         await asyncio.sleep(0)
         assert not pending.done(), "answered before the commit"
         [waiter] = committer.waiters

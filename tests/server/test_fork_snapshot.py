@@ -15,7 +15,7 @@ from protocol.generated.messages.metadata_request import MetadataRequest
 from server.config import EMBEDDED_NODE_ID, SNAPSHOT_WRITER_DELAY_KEY
 from server.metalog.snapshot_file import read_snapshot_file
 from server.metalog.snapshots import SnapshotId
-from server.periodic import fork_snapshot
+from server.snapshot_writer import fork_snapshot
 from tests.support.replication import Cluster
 from tools.controller_process import ControllerProcess
 from tools.processes import poll

@@ -214,7 +214,7 @@ def load_cold(config_path: Path) -> dict[str, float]:
     began = time.perf_counter()
     gc.collect()
     result["full_collection_s"] = time.perf_counter() - began
-    srv.committer.close()
+    srv.replication.close()
     srv.log.close()
     return result
 

@@ -12,29 +12,20 @@ import asyncio
 import heapq
 import itertools
 import logging
-import tempfile
-from pathlib import Path
 
 from protocol.error_codes import Error, describe
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from protocol.generated.messages.fetch_response import FetchResponse, PartitionData
-from protocol.generated.messages.fetch_snapshot_request import (
-    FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
-from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import iter_batches
-from server.metalog.meta_properties import StorageError
-from server.controller.result import VersionedRecord
-from server.metalog.snapshot_file import read_snapshot_file
 from tools.broker.channel import ControllerChannel, ControllerUnavailable
+from tools.snapshot_download import FETCH_SNAPSHOT_VERSION, METADATA_TOPIC, SnapshotRefused, download_snapshot, parse_snapshot
 from server.image.image import MetadataImage
 from server.image.loader import LoadError
 
 log = logging.getLogger("kraftwire.broker.fetcher")
 
-METADATA_TOPIC = "__cluster_metadata"
 FETCH_VERSION = 17
-FETCH_SNAPSHOT_VERSION = 1
 MAX_WAIT_MS = 500
 MAX_BYTES = 8 << 20
 RETRY_S = 1.0
@@ -131,42 +122,18 @@ class MetadataFetcher:
         return None
 
     async def _load_snapshot(self, end_offset: int, epoch: int) -> None:
-        chunks: list[bytes] = []
-        position = 0
-        while True:
-            request = FetchSnapshotRequest(
-                cluster_id=self.cluster_id, replica_id=self.replica_id, max_bytes=MAX_BYTES,
-                topics=[TopicSnapshot(name=METADATA_TOPIC, partitions=[PartitionSnapshot(
-                    partition=0, current_leader_epoch=-1, position=position,
-                    snapshot_id=SnapshotId(end_offset=end_offset, epoch=epoch))])])
-            response = await self.channel.call(request, FETCH_SNAPSHOT_VERSION)
-            assert isinstance(response, FetchSnapshotResponse)
-            parts = [p for t in response.topics for p in t.partitions]
-            code = response.error_code or (parts[0].error_code if len(parts) == 1 else Error.UNKNOWN_SERVER_ERROR)
-            if code != Error.NONE:
-                # The snapshot may have been replaced by a newer one: the next Fetch says which.
-                log.warning("FetchSnapshot %d-%d at byte %d failed: %s", end_offset, epoch, position, describe(code))
-                await asyncio.sleep(RETRY_S)
-                return
-            chunk = parts[0].unaligned_records or b""
-            chunks.append(chunk)
-            position += len(chunk)
-            if position >= parts[0].size:
-                break
-            if not chunk:
-                raise LoadError(f"snapshot {end_offset}-{epoch} stopped at byte {position} of {parts[0].size}")
-        self.image.load_snapshot(_parse_snapshot(b"".join(chunks), end_offset, epoch), end_offset)
-        self.snapshots_loaded += 1
-        log.info("loaded metadata snapshot %d-%d (%d bytes)", end_offset, epoch, position)
-        self._wake()
-
-
-def _parse_snapshot(data: bytes, end_offset: int, epoch: int) -> list[VersionedRecord]:
-    # The snapshot file reader checks CRCs, header and footer; it reads files.
-    with tempfile.TemporaryDirectory(prefix="kraftwire-broker-") as tmp:
-        path = Path(tmp) / f"{end_offset:020d}-{epoch:010d}.checkpoint"
-        path.write_bytes(data)
+        snapshot = f"snapshot {end_offset}-{epoch}"
         try:
-            return read_snapshot_file(path)
-        except StorageError as exc:
-            raise LoadError(f"snapshot {end_offset}-{epoch}: {str(exc).removeprefix(f'{path}: ')}") from None
+            data = await download_snapshot(
+                lambda request: self.channel.call(request, FETCH_SNAPSHOT_VERSION), snapshot,
+                self.replica_id, end_offset, epoch, MAX_BYTES, self.cluster_id)
+        except SnapshotRefused as exc:
+            # The snapshot may have been replaced by a newer one: the next Fetch says which.
+            log.warning("FetchSnapshot %d-%d at byte %d failed: %s", end_offset, epoch, exc.position,
+                        describe(exc.code))
+            await asyncio.sleep(RETRY_S)
+            return
+        self.image.load_snapshot(parse_snapshot(data, end_offset, epoch, snapshot), end_offset)
+        self.snapshots_loaded += 1
+        log.info("loaded metadata snapshot %d-%d (%d bytes)", end_offset, epoch, len(data))
+        self._wake()

@@ -10,33 +10,25 @@ watermark: everything up to it is committed. A leader that moved meanwhile is lo
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
-from pathlib import Path
 
 from protocol.client import parse_addresses
 from protocol.error_codes import Error, describe
 from protocol.errors import DecodeError
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from protocol.generated.messages.fetch_response import FetchResponse, PartitionData
-from protocol.generated.messages.fetch_snapshot_request import (
-    FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
-from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import iter_batches
 from server.client_connection import PLAINTEXT, ConnectionLost, KafkaConnection
 from server.controller.result import VersionedRecord
-from server.metalog.meta_properties import StorageError
-from server.metalog.snapshot_file import read_snapshot_file
 from server.image.image import MetadataImage
 from server.image.loader import LoadError
 from server.security.client import ClientSecurity
 from tools.active_controller import NoActiveController, connect_active, reason
+from tools.snapshot_download import FETCH_SNAPSHOT_VERSION, METADATA_TOPIC, SnapshotRefused, download_snapshot, parse_snapshot
 
-METADATA_TOPIC = "__cluster_metadata"
 OBSERVER = -1
 FETCH_VERSION = 16
-FETCH_SNAPSHOT_VERSION = 1
 MAX_BYTES = 8 << 20
 CLIENT_ID = "kraftwire-metadata-shell"
 
@@ -118,32 +110,9 @@ async def _fetch(conn: KafkaConnection, offset: int, timeout: float) -> Partitio
 async def _fetch_snapshot(conn: KafkaConnection, end_offset: int, epoch: int, timeout: float) -> list[VersionedRecord]:
     """The records of snapshot (end_offset, epoch), fetched in chunks and checked whole."""
     what = f"FetchSnapshot of {end_offset}-{epoch}"
-    chunks = []
-    position = 0
-    while True:
-        request = FetchSnapshotRequest(replica_id=OBSERVER, max_bytes=MAX_BYTES, topics=[TopicSnapshot(
-            name=METADATA_TOPIC, partitions=[PartitionSnapshot(
-                partition=0, current_leader_epoch=-1, position=position,
-                snapshot_id=SnapshotId(end_offset=end_offset, epoch=epoch))])])
-        response = await conn.request(request, FETCH_SNAPSHOT_VERSION, timeout)
-        assert isinstance(response, FetchSnapshotResponse)
-        parts = [p for t in response.topics for p in t.partitions]
-        code = response.error_code or (parts[0].error_code if len(parts) == 1 else Error.UNKNOWN_SERVER_ERROR)
-        if code != Error.NONE:
-            raise LoadError(f"{what} at byte {position} failed: {describe(code)}")
-        chunk = parts[0].unaligned_records or b""
-        chunks.append(chunk)
-        position += len(chunk)
-        if position >= parts[0].size:
-            break
-        if not chunk:
-            raise LoadError(f"{what} stopped at byte {position} of {parts[0].size}")
-    # The snapshot file reader checks CRCs, header and footer; give it the bytes as a file.
-    with tempfile.TemporaryDirectory(prefix="kraftwire-shell-") as tmp:
-        path = Path(tmp) / f"{end_offset:020d}-{epoch:010d}.checkpoint"
-        path.write_bytes(b"".join(chunks))
-        try:
-            return read_snapshot_file(path)
-        except StorageError as exc:
-            reason = str(exc).removeprefix(f"{path}: ")
-            raise LoadError(f"snapshot {end_offset}-{epoch} fetched from the controller: {reason}") from None
+    try:
+        data = await download_snapshot(lambda request: conn.request(request, FETCH_SNAPSHOT_VERSION, timeout),
+                                       what, OBSERVER, end_offset, epoch, MAX_BYTES)
+    except SnapshotRefused as exc:
+        raise LoadError(f"{what} at byte {exc.position} failed: {describe(exc.code)}") from None
+    return parse_snapshot(data, end_offset, epoch, f"snapshot {end_offset}-{epoch} fetched from the controller")
