@@ -334,3 +334,12 @@ def test_the_upgrade_waits_for_every_voter_to_be_known() -> None:
     code, message, records = leader.kraft_upgrade(1)
     assert code == Error.INVALID_UPDATE_VERSION and f"voter {silent}" in (message or "") and records == []
     assert leader.kraft_upgrade(0)[0] == Error.NONE
+
+
+def test_a_new_voter_that_does_not_answer_api_versions_is_refused_at_once() -> None:
+    net = standalone_with_observers(2)
+    del net.cores[2]  # gone before the leader asks it for its kraft.version range
+    correlation = net.send(1, add_request(2))
+    net.run(100)  # far below the request's 30 s timeout
+    assert error_of(net, correlation) == Error.REQUEST_TIMED_OUT
+    assert net.cores[1].voters == {1}
