@@ -335,8 +335,15 @@ class RaftCore:
                 self._send_fetch(state, now)
                 return
             self.transitions.set_state(Unattached(Election(self.epoch), now), now)
+        unattached = self.state
+        assert isinstance(unattached, Unattached)
         if not self.outbox.idle:
+            # The answer (or its failure) wakes it; the timer need not.
+            unattached.election_deadline = now + self.config.request_timeout_ms
             return
+        # Asked again after a backoff whatever happens, so that nothing spins while no
+        # bootstrap server answers.
+        unattached.election_deadline = now + max(1, self.config.retry_backoff_ms)
         targets = [-2 - i for i in range(len(self.config.bootstrap_servers))] or sorted(
             v for v in self.voters if v != self.node_id)
         if not targets:

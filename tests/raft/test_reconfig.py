@@ -343,3 +343,20 @@ def test_a_new_voter_that_does_not_answer_api_versions_is_refused_at_once() -> N
     net.run(100)  # far below the request's 30 s timeout
     assert error_of(net, correlation) == Error.REQUEST_TIMED_OUT
     assert net.cores[1].voters == {1}
+
+
+def test_an_observer_with_nobody_to_ask_waits_instead_of_spinning() -> None:
+    net = Network()
+    observer = net.start(2, [])
+    net.cores.pop(2)  # alone: its bootstrap servers do not answer
+    observer.tick(0)
+    asked = 0
+    for now in range(0, 1_000, 10):
+        observer.tick(now)
+        for out in observer.take_outputs():
+            if isinstance(out, SendRequest):
+                asked += 1
+                observer.request_failed(out.correlation_id, now)
+        # Its next deadline is always ahead of it: the shell's timer never fires at once.
+        assert observer.next_deadline() > now
+    assert asked > 0
