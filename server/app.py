@@ -54,7 +54,7 @@ from server.snapshot_scheduler import SnapshotScheduler
 from server.quorum import QuorumEvents, QuorumReplication
 from server.metadata_fetch import MetadataFetchServer
 from server.raft.messages import fetch_replica_id, fetch_replica_key
-from server.raft.voters import log_voters
+from server.raft.voters import VoterSet, read_history
 from server.raft.quorum_config import QuorumConfig
 
 log = logging.getLogger("kraftwire.server")
@@ -87,7 +87,7 @@ class ControllerServer:
         # formatted with --no-initial-controllers finds none: it joins later).
         self.dynamic = not config.voters
         self.voters = tuple(sorted(config.voters)) if not self.dynamic else tuple(sorted(
-            log_voters(DiskRaftLog(self.log)).ids))
+            read_history(DiskRaftLog(self.log), VoterSet(())).latest.ids))
         self.lone_voter = self.voters == (config.node_id,)
         if not self.dynamic:
             self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")

@@ -48,6 +48,7 @@ log = logging.getLogger("kraftwire.quorum")
 
 # A voter that refused this one's credentials is asked again this often, not at every retry.
 AUTHENTICATION_BACKOFF_S = 1.0
+MAX_REFUSALS_REMEMBERED = 1000
 
 
 def monotonic_ms() -> int:
@@ -75,6 +76,7 @@ class QuorumReplication:
         # voter -> (the authentication failure last logged for it, monotonic s of that attempt)
         self._refused: dict[int, tuple[str, float]] = {}
         self._refused_by: set[int] = set()  # voters whose authorizer refused this one, said once
+        self._refusals_said: set[str] = set()  # the core's Refused reasons already logged
         self.log_dir = log_dir
         self.raft_log = raft_log
         self.events = events
@@ -280,7 +282,12 @@ class QuorumReplication:
                              e.epoch, e.voted_id, e.leader_id, exc)
                 os._exit(3)
         elif isinstance(output, Refused):
-            log.error("%s", output.reason)
+            # A refused peer retries every backoff: each distinct reason is said once.
+            if output.reason not in self._refusals_said:
+                if len(self._refusals_said) >= MAX_REFUSALS_REMEMBERED:
+                    self._refusals_said.clear()  # made-up cluster ids cannot grow it without bound
+                self._refusals_said.add(output.reason)
+                log.error("%s", output.reason)
         elif isinstance(output, ProposeControl):
             self.events.propose_control(output.messages)
         elif isinstance(output, SendRequest):

@@ -63,7 +63,7 @@ from server.raft.state import (
     SnapshotDownload, Unattached)
 from server.raft.transitions import Transitions
 from server.raft.voters import (
-    KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterHistory, VoterSet, quorum_messages,
+    KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterSet, quorum_messages, read_history,
     snapshot_quorum_messages)
 
 class NotLeader(Exception):
@@ -89,10 +89,8 @@ class RaftCore:
         self.wall_time = wall_time
         # The voter set and kraft.version as the log holds them (the configured static voters
         # until a VotersRecord says otherwise).
-        self.history = VoterHistory(VoterSet.static(config.voter_addresses, config.voters, config.listener_name),
+        self.history = read_history(log, VoterSet.static(config.voter_addresses, config.voters, config.listener_name),
                                     configured=bool(config.voters))
-        for offset, message in log.quorum_messages():
-            self.history.add(offset, message)
         # Where leaders and bootstrap servers were learnt to listen, by id (bootstrap servers
         # have ids below -1, as in Kafka).
         self._learnt: dict[int, tuple[str, int]] = {}

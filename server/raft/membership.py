@@ -50,7 +50,7 @@ class Membership:
             self._update(source, correlation_id, message, now)
             return
         assert isinstance(message, (AddRaftVoterRequest, RemoveRaftVoterRequest))
-        reply = _replier(core, source, correlation_id, message)
+        reply = _replier(core, source, correlation_id, message.NAME)
         if not core.cluster_id_matches(source, message.cluster_id, message.NAME):
             reply(Error.INCONSISTENT_CLUSTER_ID, f"The given id \"{message.cluster_id}\" doesn't match the "
                                                  f"cluster id \"{core.config.cluster_id}\"")
@@ -279,15 +279,13 @@ class Membership:
         change = state.change
         assert change is not None
         state.change = None
-        cls: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]
-        cls = AddRaftVoterResponse if change.api == AddRaftVoterRequest.NAME else RemoveRaftVoterResponse
-        self.core.respond(change.source, change.correlation_id, cls(error_code=error, error_message=text))
+        _replier(self.core, change.source, change.correlation_id, change.api)(error, text)
 
 
-def _replier(core: "RaftCore", source: int, correlation_id: int,
-             message: AddRaftVoterRequest | RemoveRaftVoterRequest) -> Callable[[int, str | None], None]:
+def _replier(core: "RaftCore", source: int, correlation_id: int, api: str) -> Callable[[int, str | None], None]:
+    """How an AddRaftVoter or RemoveRaftVoter request (by ``api`` name) is answered."""
     cls: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]
-    cls = AddRaftVoterResponse if isinstance(message, AddRaftVoterRequest) else RemoveRaftVoterResponse
+    cls = AddRaftVoterResponse if api == AddRaftVoterRequest.NAME else RemoveRaftVoterResponse
 
     def reply(error: int, text: str | None) -> None:
         core.respond(source, correlation_id, cls(error_code=error, error_message=text))

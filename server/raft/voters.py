@@ -216,13 +216,15 @@ def snapshot_quorum_messages(data: bytes) -> list[Message]:
     return found
 
 
-def log_voters(log: "RaftLogView") -> VoterSet:
-    """The voter set a log holds (empty if it holds none)."""
-    history = VoterHistory(VoterSet(()))
+class QuorumRecordSource(Protocol):
+    """A log that can list its kraft.version and voter-set records (``RaftLog`` is one)."""
+
+    def quorum_messages(self) -> list[tuple[int, Message]]: ...
+
+
+def read_history(log: QuorumRecordSource, static: VoterSet, configured: bool = False) -> VoterHistory:
+    """The voter history a log holds, from ``static`` voters (see ``VoterHistory``)."""
+    history = VoterHistory(static, configured)
     for offset, message in log.quorum_messages():
         history.add(offset, message)
-    return history.latest
-
-
-class RaftLogView(Protocol):
-    def quorum_messages(self) -> list[tuple[int, Message]]: ...
+    return history
