@@ -288,7 +288,6 @@ class ControllerServer:
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
         core = self.replication.core
-        self.fetch_server.voters = sorted(core.voters)
         for node in (*core.voters, leader_id):
             if (address := core.address_of(node)) is not None:
                 self.fetch_server.endpoints[node] = address

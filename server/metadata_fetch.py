@@ -64,7 +64,7 @@ class MetadataFetchServer:
         self.node_id = node_id
         self.epoch = epoch
         self.leader_id = leader_id  # -1 while a quorum has no known leader
-        self.voters = voters
+        self._static_voters = voters  # used only without a voter_set
         self.endpoints = endpoints  # every voter's, this node's own included
         self.listener_name = listener_name  # the controller listener's, the same on every voter
         # The voters' progress, known to the quorum's leader (None when it is not leading any
@@ -74,6 +74,13 @@ class MetadataFetchServer:
         # The Raft core's voter set (ids, directory ids, listeners), when it has one to give.
         self.voter_set = voter_set
         self.snapshot = snapshot  # the latest snapshot, for fetchers behind the log start
+
+    @property
+    def voters(self) -> list[int]:
+        """The voters now: the Raft core's voter set, which changes with the log, when given."""
+        if self.voter_set is None:
+            return self._static_voters
+        return sorted(self.voter_set().ids)
 
     @property
     def high_watermark(self) -> int:
