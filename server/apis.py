@@ -331,9 +331,11 @@ class AlwaysActive:
 
 
 class Router:
-    def __init__(self, controller: QuorumController, committer: CommitPath,
+    def __init__(self, controller: Callable[[], QuorumController], committer: CommitPath,
                  security: SecurityConfig | None = None, role: Role | None = None) -> None:
-        self.controller = controller
+        """``controller``: the controller now; read at every request, as an installed snapshot
+        replaces it (``ControllerReplica.replace``)."""
+        self._controller = controller
         self.committer = committer
         # A standby refuses what only the active controller serves with NOT_CONTROLLER, as
         # Kafka's standbys do, before running anything.
@@ -366,6 +368,10 @@ class Router:
         # whose ApiVersions lacks SaslHandshake. v0 sends the SASL tokens as bare frames.
         self.register(ApiKey.SASL_HANDSHAKE, accepting(SaslHandshakeRequest, self._sasl_handshake))
         self.register(ApiKey.SASL_AUTHENTICATE, accepting(SaslAuthenticateRequest, self._sasl_authenticate))
+
+    @property
+    def controller(self) -> QuorumController:
+        return self._controller()
 
     def _with_requester(self, command: Callable[[QuorumController, Message, int, TokenRequester], T]) -> Served[T]:
         """A delegation token command, given who asks and on what channel."""

@@ -94,10 +94,11 @@ class ControllerServer:
         advertised = config.advertised_controller_listener
         # Where each voter is reached; this node is reached at its advertised listener.
         self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
-        self.controller, self.snapshot = self._load_without_collector()
+        controller, latest_snapshot = self._load_without_collector()
         # After the load, which may have set an unusable snapshot aside.
         self.raft_log = DiskRaftLog(self.log)
-        self.replica = ControllerReplica(self.controller, self.raft_log, str(self.log.directory))
+        # The one holder of the controller: an installed snapshot replaces it there.
+        self.replica = ControllerReplica(controller, self.raft_log, str(self.log.directory))
         self.replication = QuorumReplication(
             config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log,
             QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
@@ -105,21 +106,21 @@ class ControllerServer:
             config.controller_client)
         # Not active until the quorum (of one, or more) elects it.
         self.leadership = Leadership(self.replica, self.replication.confirm_leadership)
-        self.router = Router(self.controller, self.replication, config.security, self.leadership)
+        self.router = Router(lambda: self.replica.controller, self.replication, config.security, self.leadership)
         self.sliced_work = SlicedWork(self)
+        self.snapshots = SnapshotScheduler(
+            self, self.log, self.raft_log, latest_snapshot, config.metadata_log_max_record_bytes_between_snapshots,
+            config.snapshot_writer_delay_ms / 1000)
+        self.replication.listeners.append(self.snapshots.committed)
         self.fetch_server = MetadataFetchServer(
             self.log, self.replication, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints,
             config.advertised_controller_listener.name, leader_id=-1,
             voter_progress=self.replication.replica_progress, voter_set=lambda: self.replication.core.voter_set,
-            snapshot=self.snapshot)
+            latest_snapshot=lambda: self.snapshots.latest)
         self._serve_quorum_apis()
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._leading = False  # the quorum elected this node; active once its replay caught up
         self._replaying = False  # a slice of the committed log is scheduled
-        self.snapshots = SnapshotScheduler(
-            self, self.log, self.raft_log, self.snapshot, config.metadata_log_max_record_bytes_between_snapshots,
-            config.snapshot_writer_delay_ms / 1000, self._snapshot_taken)
-        self.replication.listeners.append(self.snapshots.committed)
         # The server's own traffic as pcapng, for tools.replay: one connection per client.
         self.capture = None
         if capture_file is not None:
@@ -151,6 +152,15 @@ class ControllerServer:
                          (ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest),
                          (ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest)):
             self.router.register(key, anyone(accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT))))
+
+    @property
+    def controller(self) -> QuorumController:
+        return self.replica.controller
+
+    @property
+    def snapshot(self) -> SnapshotId | None:
+        """The newest snapshot on disk."""
+        return self.snapshots.latest
 
     @property
     def active(self) -> bool:
@@ -298,11 +308,9 @@ class ControllerServer:
     def _snapshot_installed(self, end_offset: int, epoch: int) -> None:
         """The leader's snapshot replaced this voter's log: load it in place of the state."""
         controller = self._new_controller()
-        self.snapshot = self._restore(controller, replay_log=False)
+        self.snapshots.latest = self._restore(controller, replay_log=False)
         controller.set_active_controller(self.fetch_server.leader_id)
         self.replica.replace(controller)
-        self.controller = self.router.controller = controller
-        self.fetch_server.snapshot = self.snapshot
 
     def _restore(self, controller: QuorumController, replay_log: bool = True) -> SnapshotId | None:
         """The latest usable snapshot, then (``replay_log``) the log after it: the durable
@@ -326,10 +334,6 @@ class ControllerServer:
                 loader.raw_batch(data, entry.position, str(self.log.segments[entry.segment]))
             log.info("replayed the log from offset %d to %d", start, controller.last_applied_offset)
         return loaded[0] if loaded is not None else None
-
-    # --- snapshots ----------------------------------------------------------------------------
-    def _snapshot_taken(self, snapshot: SnapshotId) -> None:
-        self.snapshot = self.fetch_server.snapshot = snapshot
 
     # --- serving ------------------------------------------------------------------------------
     async def start(self, sock: socket.socket | None = None) -> tuple[str, int]:

@@ -57,7 +57,8 @@ class MetadataFetchServer:
     def __init__(self, log: MetadataLog, committer: CommitPath, cluster_id: str, node_id: int,
                  epoch: int, voters: list[int], endpoints: dict[int, tuple[str, int]], listener_name: str,
                  leader_id: int, voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None,
-                 voter_set: Callable[[], VoterSet] | None = None, snapshot: SnapshotId | None = None) -> None:
+                 voter_set: Callable[[], VoterSet] | None = None,
+                 latest_snapshot: Callable[[], SnapshotId | None] = lambda: None) -> None:
         self.log = log
         self.committer = committer
         self.cluster_id = cluster_id
@@ -73,7 +74,7 @@ class MetadataFetchServer:
         self.observers: dict[int, ReplicaProgress] = {}
         # The Raft core's voter set (ids, directory ids, listeners), when it has one to give.
         self.voter_set = voter_set
-        self.snapshot = snapshot  # the latest snapshot, for fetchers behind the log start
+        self.latest_snapshot = latest_snapshot  # for fetchers behind the log start
 
     @property
     def voters(self) -> list[int]:
@@ -162,7 +163,7 @@ class MetadataFetchServer:
         if version >= 9 and 0 <= part.current_leader_epoch < self.epoch:
             return _failed(data, Error.FENCED_LEADER_EPOCH)
         offset = part.fetch_offset
-        snapshot = self.snapshot if version >= 12 else None
+        snapshot = self.latest_snapshot() if version >= 12 else None
         if offset < self.log.start_offset and snapshot is not None:
             # The records are gone: send the fetcher to the snapshot (FetchSnapshot). KRaft
             # checks this before the epoch, which the remaining log may know nothing of.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Protocol
+from typing import Protocol
 
 from server.controller.quorum_controller import QuorumController
 from server.metalog.raft_log import DiskRaftLog
@@ -36,16 +36,17 @@ class Shell(Protocol):
 
 class SnapshotScheduler:
     def __init__(self, shell: Shell, log: MetadataLog, raft_log: DiskRaftLog, latest: SnapshotId | None,
-                 bytes_between: int, writer_delay_s: float, taken: Callable[[SnapshotId], None]) -> None:
+                 bytes_between: int, writer_delay_s: float) -> None:
         """``latest``: the snapshot loaded at start-up; ``bytes_between``:
-        metadata.log.max.record.bytes.between.snapshots; ``taken``: told of each snapshot
-        written."""
+        metadata.log.max.record.bytes.between.snapshots."""
         self.shell = shell
+        # The newest snapshot on disk: written here, loaded at start-up or installed from the
+        # leader (the server sets it then); fetchers behind the log start are sent to it.
+        self.latest = latest
         self.log = log
         self.raft_log = raft_log
         self.bytes_between = bytes_between
         self.writer_delay_s = writer_delay_s
-        self.taken = taken
         self._wanted = False
         self._writing = False
         # After a failed snapshot the next try waits, doubling up to a limit: a full disk
@@ -94,7 +95,7 @@ class SnapshotScheduler:
             return
         self._failures = 0
         self._mark = self.log.appended_bytes
-        self.taken(snapshot)
+        self.latest = snapshot
         self.raft_log.snapshot_taken(snapshot)
         # The log below the older kept snapshot goes: the newest can fall back to that one.
         kept = oldest_kept(self.log.directory)

@@ -113,7 +113,7 @@ class Cluster:
         self.qc.apply(ControllerResult([(FeatureLevelRecord(name="metadata.version", feature_level=MV_LATEST), 0)]))
         self.qc.activate()
         security = SecurityConfig(authorizer=AuthorizerConfig(super_users=frozenset({"User:admin"})))
-        self.router = Router(self.qc, ImmediateCommitter(), security)  # type: ignore[arg-type]
+        self.router = Router(lambda: self.qc, ImmediateCommitter(), security)  # type: ignore[arg-type]
         epoch = self.qc.register_broker(registration(1, mv_range=(7, MV_LATEST)), 4).response.broker_epoch
         beat = self.qc.broker_heartbeat(BrokerHeartbeatRequest(
             broker_id=1, broker_epoch=epoch, current_metadata_offset=self.qc.last_applied_offset), 1)

@@ -50,7 +50,7 @@ def forwarded_create(outcome: BaseException | None):
         qc = QuorumController("cluster", 1, ManualClock())
         qc.apply(ControllerResult([(FeatureLevelRecord(name="metadata.version", feature_level=MV_LATEST), 0)]))
         committer = HeldCommitter()
-        router = Router(qc, committer)
+        router = Router(lambda: qc, committer)
         contexts = []
         create = router.handlers[ApiKey.CREATE_TOPICS]
 
@@ -103,7 +103,7 @@ def routed(request, answer_name: str, version: int, role=None, outcome: BaseExce
         qc = QuorumController("cluster", 1, ManualClock())
         qc.apply(ControllerResult([(FeatureLevelRecord(name="metadata.version", feature_level=MV_LATEST), 0)]))
         committer = HeldCommitter()
-        router = Router(qc, committer, role=role)
+        router = Router(lambda: qc, committer, role=role)
         pending = router.dispatch(Client(), encode_request(request, 3))
         if isinstance(pending, asyncio.Future):
             await asyncio.sleep(0)
