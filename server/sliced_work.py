@@ -66,7 +66,7 @@ class SlicedWork:
                 return
             last, _ = applied.records[-1]
             if isinstance(last, FenceBrokerRecord):
-                # Worded as the README and operators' greps know it.
+                # Worded as the README's walkthrough and operators' greps know it.
                 log.info("fencing brokers [%d]: their sessions expired", last.id)
             committer = self.shell.replication
             committer.submit(applied.records, applied.base_offset)

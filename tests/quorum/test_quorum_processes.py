@@ -23,7 +23,7 @@ from tests.conftest import poll
 from tests.quorum.support import client, create_topic, describe_quorum, metadata, topic_names
 from tools.controller_process import QuorumProcesses
 
-# Fast elections for the test; the README gives the same advice for production loopback.
+# Fast elections for the test; docs/quorum.md gives the same advice for production loopback.
 QUORUM_TIMING = {
     "controller.quorum.election.timeout.ms": "300",
     "controller.quorum.fetch.timeout.ms": "600",

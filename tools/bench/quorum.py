@@ -7,7 +7,7 @@ Three lines, each against an anchor measured in the same run:
   ProducerIdsRecord, answered once committed), DEPTH of them in flight on one connection; the
   line also gives both sides' commit latency p50/p99.
 - ``quorum.failover``: kill -9 of the leader to the first write committed by its successor, over
-  KILLS kills (the leader killed each time is started again), with the quorum timing the README
+  KILLS kills (the leader killed each time is started again), with the quorum timing docs/quorum.md
   recommends on one machine; the anchor is the election timeout, so the ratio says how many
   election timeouts a failover takes.
 - ``quorum.failover ..., 5 voters``: the same failover with five voters.
@@ -52,7 +52,7 @@ from tools.controller_process import ControllerProcess, QuorumProcesses, free_po
 DEPTH = 32
 MEASURE_S = 3.0
 KILLS = 10
-# What the README recommends for voters on one machine or one rack.
+# What docs/quorum.md recommends for voters on one machine or one rack.
 TIMING = {"controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "600"}
 BROKER_ID = 999  # the writer's broker: none of the 1,000,000-partition dataset's
 WRITE_TIMEOUT_S = 120
