@@ -23,7 +23,7 @@ min.insync.replicas                              1            >= 1
 unclean.leader.election.enable                   false        true or false
 eligible.leader.replicas.enabled                 false        true or false
 max.request.partition.size.limit                 2000         >= 1
-kraftwire.metadata.nodes                         controller   "controller" or "brokers"
+kraftwire.metadata.nodes                         brokers      "brokers" or "controller" (Metadata names itself only)
 controller.quorum.election.timeout.ms            1000         >= 1; elections start after [t, 2t)
 controller.quorum.election.backoff.max.ms        1000         >= 0
 controller.quorum.fetch.timeout.ms               2000         >= 1

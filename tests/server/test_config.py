@@ -326,3 +326,35 @@ def test_the_voters_client_settings_are_checked(change, key, words):
     with pytest.raises(ConfigError) as err:
         config_from_properties(props)
     assert err.value.key == key and words in str(err.value), err.value
+
+
+# --- the documented defaults ---------------------------------------------------------------------
+
+def documented_defaults() -> list[tuple[str, str]]:
+    """(key, default) for each row of the key table in server.config's docstring whose default
+    is a value (not "(required)", "(none)", "see below" or another key's name)."""
+    import server.config
+
+    doc = (server.config.__doc__ or "").splitlines()
+    start = next(i for i, line in enumerate(doc) if line.split()[:3] == ["Key", "Default", "Rule"])
+    rows = []
+    for line in doc[start + 1:]:
+        if not line.strip():
+            break
+        if line.startswith(" "):
+            continue  # a rule's second line
+        key, default, *_ = line.split()
+        if not key.endswith(",") and not default.startswith("(") and default not in ("see", "listeners"):
+            rows.append((key, default.strip('"')))
+    return rows
+
+
+def test_the_docstring_table_lists_the_defaults() -> None:
+    assert len(documented_defaults()) >= 20
+
+
+@pytest.mark.parametrize(("key", "default"), documented_defaults())
+def test_each_documented_default_is_the_default(key: str, default: str) -> None:
+    """Setting a key to its documented default changes nothing: the table in the docstring
+    is the one users read, and it must not drift from the reader's defaults."""
+    assert config_from_properties({**BASE, key: default}) == config_from_properties(BASE)
