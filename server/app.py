@@ -212,16 +212,15 @@ class ControllerServer:
         protocol = SECURITY_PROTOCOL_IDS[c.security.protocol]
         voter_endpoints = {node: Endpoint(advertised.name, host, port, protocol)
                            for node, (host, port) in self.endpoints.items()} if len(self.voters) > 1 else None
-        controller = QuorumController(
+        return QuorumController(
             self.cluster_id, c.node_id, self.clock,
             session_timeout_ms=c.broker_session_timeout_ms,
             controller_endpoints=[Endpoint(advertised.name, advertised.host, advertised.port, protocol)],
             static_configs=static_configs(c),
             metadata_lists_brokers=c.metadata_nodes == "brokers",
             voter_ids=c.voters or {c.node_id},
-            voter_endpoints=voter_endpoints)
-        controller.features.kraft_upgrade = lambda level: self.replication.core.kraft_upgrade(level)
-        return controller
+            voter_endpoints=voter_endpoints,
+            kraft_upgrade=lambda level: self.replication.core.kraft_upgrade(level))
 
     def _load_without_collector(self) -> tuple[QuorumController, SnapshotId | None]:
         """Loading builds millions of long-lived objects; the cyclic collector would rescan

@@ -42,6 +42,9 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
 
 KRAFT_VERSION = "kraft.version"
 
+# Raising kraft.version to a level: (error code, message, the records to write).
+KraftUpgrade = Callable[[int], tuple[int, str | None, list[Message]]]
+
 
 @dataclass
 class FeatureControl:
@@ -49,7 +52,7 @@ class FeatureControl:
     offsets: OffsetControl = field(default_factory=OffsetControl)
     # kraft.version is the quorum's, not a FeatureLevelRecord: raising it writes the records
     # the Raft leader gives (KRaftVersionRecord and the first VotersRecord), or its refusal.
-    kraft_upgrade: Callable[[int], tuple[int, str | None, list[Message]]] | None = None
+    kraft_upgrade: KraftUpgrade | None = None
 
     @property
     def metadata_version(self) -> int:

@@ -70,7 +70,7 @@ from server.controller import event_log
 from server.controller.delegation_tokens import DelegationTokenControl, TokenRequester
 from server.controller.describe import TopicViews
 from server.controller.directories import assign_replicas_to_dirs, fail_directories
-from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl
+from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl, KraftUpgrade
 from server.controller.offsets import OffsetControl
 from server.controller.producer_ids import ProducerIdControl
 from server.controller.quorum_records import QuorumRecords
@@ -105,7 +105,10 @@ class QuorumController:
                  static_configs: dict[str, str] | None = None,
                  metadata_lists_brokers: bool = False,
                  voter_ids: Iterable[int] = (),
-                 voter_endpoints: dict[int, Endpoint] | None = None) -> None:
+                 voter_endpoints: dict[int, Endpoint] | None = None,
+                 kraft_upgrade: KraftUpgrade | None = None) -> None:
+        """``kraft_upgrade``: the Raft leader's answer to raising kraft.version (its records or
+        its refusal); without it, as outside a quorum, the upgrade is refused."""
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.clock = clock
@@ -113,7 +116,7 @@ class QuorumController:
         self._fencing: Iterator[VersionedRecord] | None = None  # the stale broker being fenced
         self._later: deque[Later] = deque()  # commands' work still to write, in slices
         self.offsets = OffsetControl()
-        self.features = FeatureControl(offsets=self.offsets)
+        self.features = FeatureControl(offsets=self.offsets, kraft_upgrade=kraft_upgrade)
         self.cluster = ClusterControl(cluster_id, session_timeout_ms, self.features, self.offsets,
                                       voter_ids=frozenset(voter_ids))
         self.configs = ConfigControl(static_configs or {}, self.offsets)
