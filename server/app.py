@@ -113,10 +113,8 @@ class ControllerServer:
             config.snapshot_writer_delay_ms / 1000)
         self.replication.listeners.append(self.snapshots.committed)
         self.fetch_server = MetadataFetchServer(
-            self.log, self.replication, self.cluster_id, config.node_id, -1, list(self.voters), self.endpoints,
-            config.advertised_controller_listener.name, leader_id=-1,
-            voter_progress=self.replication.replica_progress, voter_set=lambda: self.replication.core.voter_set,
-            latest_snapshot=lambda: self.snapshots.latest)
+            self.log, self.replication, self.cluster_id, config.node_id, config.advertised_controller_listener.name,
+            lambda: self.snapshots.latest)
         self._serve_quorum_apis()
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._leading = False  # the quorum elected this node; active once its replay caught up
@@ -296,19 +294,13 @@ class ControllerServer:
         self.replication.submit(applied.records, applied.base_offset)
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
-        core = self.replication.core
-        for node in (*core.voters, leader_id):
-            if (address := core.address_of(node)) is not None:
-                self.fetch_server.endpoints[node] = address
-        self.fetch_server.epoch = epoch
-        self.fetch_server.leader_id = leader_id
         self.controller.set_active_controller(leader_id)
 
     def _snapshot_installed(self, end_offset: int, epoch: int) -> None:
         """The leader's snapshot replaced this voter's log: load it in place of the state."""
         controller = self._new_controller()
         self.snapshots.latest = self._restore(controller, replay_log=False)
-        controller.set_active_controller(self.fetch_server.leader_id)
+        controller.set_active_controller(self.replication.leader_id)
         self.replica.replace(controller)
 
     def _restore(self, controller: QuorumController, replay_log: bool = True) -> SnapshotId | None:

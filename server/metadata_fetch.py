@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import Callable, Protocol
 from dataclasses import dataclass
 
 from protocol.error_codes import Error
@@ -25,7 +25,6 @@ from protocol.generated.messages.fetch_response import (
 from protocol.generated.messages.fetch_response import SnapshotId as FetchSnapshotId
 from protocol.message import Message
 from protocol.primitives import METADATA_TOPIC_ID
-from server.metalog.commit_path import CommitPath
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId
 from protocol.primitives import ZERO_UUID
@@ -53,43 +52,52 @@ def _failed(data: PartitionData, code: int) -> PartitionData:
     return data
 
 
-class MetadataFetchServer:
-    def __init__(self, log: MetadataLog, committer: CommitPath, cluster_id: str, node_id: int,
-                 epoch: int, voters: list[int], endpoints: dict[int, tuple[str, int]], listener_name: str,
-                 leader_id: int, voter_progress: Callable[[], dict[int, ReplicaProgress] | None] | None = None,
-                 voter_set: Callable[[], VoterSet] | None = None,
-                 latest_snapshot: Callable[[], SnapshotId | None] = lambda: None) -> None:
-        self.log = log
-        self.committer = committer
-        self.cluster_id = cluster_id
-        self.node_id = node_id
-        self.epoch = epoch
-        self.leader_id = leader_id  # -1 while a quorum has no known leader
-        self._static_voters = voters  # used only without a voter_set
-        self.endpoints = endpoints  # every voter's, this node's own included
-        self.listener_name = listener_name  # the controller listener's, the same on every voter
-        # The voters' progress, known to the quorum's leader (None when it is not leading any
-        # more).
-        self.voter_progress = voter_progress
-        self.observers: dict[int, ReplicaProgress] = {}
-        # The Raft core's voter set (ids, directory ids, listeners), when it has one to give.
-        self.voter_set = voter_set
-        self.latest_snapshot = latest_snapshot  # for fetchers behind the log start
+class QuorumView(Protocol):
+    """What the fetch server reads of the Raft quorum (``server.quorum``), anew at each request:
+    the epoch, the leader, the voters and where each listens change as the quorum does."""
 
     @property
-    def voters(self) -> list[int]:
-        """The voters now: the Raft core's voter set, which changes with the log, when given."""
-        if self.voter_set is None:
-            return self._static_voters
-        return sorted(self.voter_set().ids)
+    def epoch(self) -> int: ...
+    @property
+    def leader_id(self) -> int: ...
+    @property
+    def voter_set(self) -> VoterSet: ...
+    @property
+    def committed_offset(self) -> int: ...
+
+    def address_of(self, node_id: int) -> tuple[str, int] | None: ...
+
+    def replica_progress(self) -> dict[int, ReplicaProgress] | None:
+        """Each replica's progress, known to the leader only (None elsewhere)."""
+
+    def wait(self, offset: int, timeout_s: float | None = None) -> asyncio.Future | None: ...
+
+
+class MetadataFetchServer:
+    def __init__(self, log: MetadataLog, quorum: QuorumView, cluster_id: str, node_id: int, listener_name: str,
+                 latest_snapshot: Callable[[], SnapshotId | None]) -> None:
+        """``listener_name``: the controller listener's, the same on every voter;
+        ``latest_snapshot``: where fetchers behind the log start are sent."""
+        self.log = log
+        self.quorum = quorum
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.listener_name = listener_name
+        self.latest_snapshot = latest_snapshot
+        self.observers: dict[int, ReplicaProgress] = {}
+
+    @property
+    def epoch(self) -> int:
+        return self.quorum.epoch
+
+    @property
+    def leader_id(self) -> int:
+        """-1 while the quorum has no known leader."""
+        return self.quorum.leader_id
 
     @property
     def high_watermark(self) -> int:
-        return self.committer.committed_offset + 1
-
-    @property
-    def endpoint(self) -> tuple[str, int]:
-        return self.endpoints[self.node_id]
+        return self.quorum.committed_offset + 1
 
     @property
     def leading(self) -> bool:
@@ -97,7 +105,7 @@ class MetadataFetchServer:
 
     def _leader_endpoints(self) -> list[tuple[int, str, int]]:
         """The node a fetcher should go to: this one when it leads, else the known leader."""
-        found = self.endpoints.get(self.leader_id)
+        found = self.quorum.address_of(self.leader_id) if self.leader_id >= 0 else None
         return [(self.leader_id, *found)] if found is not None else []
 
     # --- Fetch ---------------------------------------------------------------------------------
@@ -108,7 +116,7 @@ class MetadataFetchServer:
         if req.max_wait_ms <= 0 or self._has_data(response):
             return response
         # Nothing new: park the fetch until the next commit or MaxWaitMs, then read again.
-        wake = self.committer.wait(self.high_watermark, req.max_wait_ms / 1000)
+        wake = self.quorum.wait(self.high_watermark, req.max_wait_ms / 1000)
         if wake is None:
             return self._read(req, version)
         result: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
@@ -188,7 +196,7 @@ class MetadataFetchServer:
         return data
 
     def _track(self, replica_id: int, offset: int) -> None:
-        if replica_id < 0 or replica_id in self.voters:
+        if replica_id < 0 or replica_id in self.quorum.voter_set.ids:
             return
         now = _now_ms()
         progress = self.observers.get(replica_id)
@@ -222,27 +230,22 @@ class MetadataFetchServer:
                     continue
                 out.partitions.append(self._quorum_partition())
         if version >= 2:
-            endpoints = dict(self.endpoints)
-            if self.voter_set is not None:
-                for node in self.voter_set().nodes:
-                    # This node's own endpoint is its advertised listener, whatever the voters say.
-                    if node.key.id != self.node_id and (address := node.address(self.listener_name)) is not None:
-                        endpoints[node.key.id] = address
+            # Where the voters, this node and the leader listen; this node's own endpoint is its
+            # advertised listener, whatever the voters say.
+            known = {*self.quorum.voter_set.ids, self.node_id, self.leader_id}
+            endpoints = {n: address for n in known if n >= 0 and (address := self.quorum.address_of(n)) is not None}
             response.nodes = [Node(node_id=n, listeners=[Listener(name=self.listener_name, host=h, port=p)])
                               for n, (h, p) in sorted(endpoints.items())]
         return response
 
     def _quorum_partition(self) -> QuorumPartition:
-        now = _now_ms()
-        progress = self.voter_progress() if self.voter_progress is not None else {
-            self.node_id: ReplicaProgress(self.log.end_offset, now, now)}
+        progress = self.quorum.replica_progress()
         if not self.leading or progress is None:
             # Only the leader knows every replica's progress, as in Kafka.
             return QuorumPartition(partition_index=0, error_code=Error.NOT_LEADER_OR_FOLLOWER,
                                    leader_id=self.leader_id, leader_epoch=self.epoch)
 
-        keys = {v: ZERO_UUID for v in self.voters} if self.voter_set is None else {
-            k.id: k.directory_id for k in self.voter_set().keys}
+        keys = {k.id: k.directory_id for k in self.quorum.voter_set.keys}
 
         def state(rid: int, p: ReplicaProgress | None) -> ReplicaState:
             directory = keys.get(rid, p.directory_id if p is not None else ZERO_UUID)

@@ -39,7 +39,7 @@ from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, ProposeControl, Refused, SendRequest,
     SendResponse, SnapshotInstalled)
-from server.raft.voters import KRAFT_VERSION_DYNAMIC
+from server.raft.voters import KRAFT_VERSION_DYNAMIC, VoterSet
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election, Leader, ReplicaProgress
 from server.security.client import ClientSecurity
@@ -118,6 +118,14 @@ class QuorumReplication:
     @property
     def leader_id(self) -> int:
         return self.core.leader_id
+
+    @property
+    def voter_set(self) -> VoterSet:
+        return self.core.voter_set
+
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where ``node_id`` listens, as this node knows it."""
+        return self.core.address_of(node_id)
 
     def replica_progress(self) -> dict[int, ReplicaProgress] | None:
         """Each replica's fetching as the leader saw it, in wall-clock milliseconds as
