@@ -82,7 +82,7 @@ class QuorumReplication:
         self.events = events
         self.wall_clock_ms = wall_clock_ms
         stored = read_quorum_state(log_dir)
-        persisted = Election(stored.leader_epoch, stored.leader_id, stored.voted_id)
+        persisted = Election(stored.leader_epoch, stored.leader_id, stored.voted_id, stored.voted_directory_id)
         self.core = RaftCore(node_id, config, raft_log, persisted, random.Random(), monotonic_ms(),
                              lambda _now: wall_clock_ms())
         raft_log.on_flushed = self._poke
@@ -281,6 +281,7 @@ class QuorumReplication:
             try:
                 write_quorum_state(self.log_dir, QuorumState(
                     leader_id=e.leader_id, leader_epoch=e.epoch, voted_id=e.voted_id,
+                    voted_directory_id=e.voted_directory_id,
                     voters=() if dynamic else tuple(sorted(self.core.voters)), data_version=1 if dynamic else 0))
             except OSError as exc:
                 # A vote or a leadership not on disk could be given again after a restart: the

@@ -10,12 +10,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from protocol.primitives import ZERO_UUID, uuid_from_str, uuid_to_str
 from server.metalog.durable import write_atomically
 from server.metalog.meta_properties import StorageError
 from server.metalog.segments import PARTITION_DIR
 
 FILE_NAME = "quorum-state"
-ZERO_UUID_TEXT = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 @dataclass
@@ -23,6 +23,7 @@ class QuorumState:
     leader_id: int = -1
     leader_epoch: int = 0
     voted_id: int = -1
+    voted_directory_id: bytes = ZERO_UUID  # written from data_version 1 on
     voters: tuple[int, ...] = ()
     # 0: Kafka's static-quorum file, which lists the voters; 1 (kraft.version 1): the voters
     # are in the log, and the vote names a directory.
@@ -37,6 +38,7 @@ def read_quorum_state(log_dir: Path) -> QuorumState:
         data = json.loads(path.read_text())
         return QuorumState(leader_id=int(data.get("leaderId", -1)), leader_epoch=int(data["leaderEpoch"]),
                            voted_id=int(data.get("votedId", -1)),
+                           voted_directory_id=uuid_from_str(data.get("votedDirectoryId") or uuid_to_str(ZERO_UUID)),
                            voters=tuple(int(v["voterId"]) for v in data.get("currentVoters") or []))
     except (ValueError, KeyError, TypeError) as exc:
         raise StorageError(f"{path}: unreadable quorum state ({exc})") from None
@@ -48,7 +50,7 @@ def write_quorum_state(log_dir: Path, state: QuorumState) -> None:
     data: dict[str, object]
     if state.data_version >= 1:
         data = {"leaderId": state.leader_id, "leaderEpoch": state.leader_epoch, "votedId": state.voted_id,
-                "votedDirectoryId": ZERO_UUID_TEXT, "data_version": 1}
+                "votedDirectoryId": uuid_to_str(state.voted_directory_id), "data_version": 1}
     else:
         data = {"clusterId": "", "leaderId": state.leader_id, "leaderEpoch": state.leader_epoch,
                 "votedId": state.voted_id, "appliedOffset": 0,

@@ -534,13 +534,14 @@ class RaftCore:
             reply(Error.NONE)
             return
         up_to_date = (last_epoch, last_offset) >= (self.log.last_epoch, self.log.end_offset)
-        granted = self._can_grant(candidate, up_to_date, pre_vote)
+        granted = self._can_grant(candidate, part.candidate_directory_id, up_to_date, pre_vote)
         if granted and not pre_vote:
             state = self.state
             if isinstance(state, (Unattached, Prospective)) and state.election.voted_id == NO_ID:
                 # Persisted (by _set_state) before the reply goes out, and the timer restarts:
                 # the candidate has as good a chance as this node.
-                election = replace(state.election, voted_id=candidate)
+                election = replace(state.election, voted_id=candidate,
+                                   voted_directory_id=part.candidate_directory_id)
                 if isinstance(state, Unattached):
                     self.transitions.set_state(Unattached(election, self.transitions.election_deadline(now)), now)
                 else:
@@ -548,13 +549,13 @@ class RaftCore:
                                                            self.transitions.tally()), now)
         reply(Error.NONE, granted)
 
-    def _can_grant(self, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
+    def _can_grant(self, candidate: int, directory_id: bytes, up_to_date: bool, pre_vote: bool) -> bool:
         state = self.state
         if isinstance(state, (Unattached, Prospective)):
             if pre_vote:
                 return up_to_date
             if state.election.voted_id != NO_ID:
-                return state.election.voted_id == candidate
+                return state.election.voted_for(candidate, directory_id)
             return state.election.leader_id == NO_ID and up_to_date
         if isinstance(state, Candidate):
             return pre_vote and up_to_date  # its real vote went to itself

@@ -23,6 +23,20 @@ class Election:
     epoch: int
     leader_id: int = NO_ID
     voted_id: int = NO_ID
+    # The directory of the replica voted for (KIP-853): a voter whose disk was replaced comes
+    # back under the same id with another directory, and is not the replica that got the vote.
+    # Zero when the vote predates directory ids, which matches any directory of that id.
+    voted_directory_id: bytes = ZERO_UUID
+
+    def carried_to(self, epoch: int, leader_id: int = NO_ID) -> Election:
+        """This election's vote in ``epoch``, where it still holds (one vote per epoch)."""
+        if epoch != self.epoch:
+            return Election(epoch, leader_id)
+        return Election(epoch, leader_id, self.voted_id, self.voted_directory_id)
+
+    def voted_for(self, candidate: int, directory_id: bytes) -> bool:
+        """Whether the vote of this epoch went to the replica ``candidate`` in ``directory_id``."""
+        return self.voted_id == candidate and self.voted_directory_id in (ZERO_UUID, directory_id)
 
 
 @dataclass

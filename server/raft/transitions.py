@@ -98,12 +98,11 @@ class Transitions:
 
     def to_unattached(self, epoch: int, now: int) -> None:
         # Within the same epoch the vote stays: a voter votes once per epoch.
-        voted = self.core.state.election.voted_id if epoch == self.core.epoch else NO_ID
-        self.set_state(Unattached(Election(epoch, NO_ID, voted), self.election_deadline(now)), now)
+        self.set_state(Unattached(self.core.state.election.carried_to(epoch), self.election_deadline(now)), now)
 
     def to_follower(self, epoch: int, leader_id: int, now: int) -> None:
-        voted = self.core.state.election.voted_id if epoch == self.core.epoch else NO_ID
-        self.set_state(Follower(Election(epoch, leader_id, voted), now + self.core.config.fetch_timeout_ms), now)
+        self.set_state(Follower(self.core.state.election.carried_to(epoch, leader_id),
+                                now + self.core.config.fetch_timeout_ms), now)
 
     def to_prospective(self, now: int) -> None:
         # Nothing to persist: a pre-vote changes neither the epoch nor the vote.
@@ -111,13 +110,13 @@ class Transitions:
         self.check_tally(now)
 
     def to_candidate(self, now: int) -> None:
-        election = Election(self.core.epoch + 1, NO_ID, self.core.node_id)
+        election = Election(self.core.epoch + 1, NO_ID, self.core.node_id, self.core.config.directory_id)
         self.set_state(Candidate(election, self.election_deadline(now), self.tally()), now)
         self.check_tally(now)
 
     def to_leader(self, granting: frozenset[int], now: int) -> None:
         start = self.core.log.end_offset
-        election = Election(self.core.epoch, self.core.node_id, self.core.node_id)
+        election = Election(self.core.epoch, self.core.node_id, self.core.node_id, self.core.config.directory_id)
         leader = Leader(election, start, granting,
                         check_quorum_deadline=check_quorum_deadline(self.core.config.fetch_timeout_ms, now),
                         begin_epoch_due=now)
