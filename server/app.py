@@ -14,9 +14,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import socket
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest
@@ -38,13 +41,14 @@ from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult, accepting
-from server.image.loader import MetadataLoader
+from server.image.loader import LoadError, MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
 from server.leadership import Leadership
 from server.metalog.meta_properties import check_log_dirs, read_meta_properties
 from server.metalog.meta_properties import StorageError
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.raft_log import DiskRaftLog
+from server.metalog.snapshot_file import SnapshotRecords
 from server.metalog.snapshots import SnapshotId, load_latest_snapshot, set_aside_newer
 from server.metalog.segments import MetadataLog
 from server.metrics.controller_metrics import ControllerMetrics
@@ -58,6 +62,23 @@ from server.raft.voters import VoterSet, read_history
 from server.raft.quorum_config import QuorumConfig
 
 log = logging.getLogger("kraftwire.server")
+
+# A snapshot fetched from the leader is loaded this long at a time, the loop answering the
+# other voters, brokers and clients in between: a million partitions take seconds to load.
+INSTALL_SLICE_S = 0.02
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Loading builds millions of long-lived objects; the cyclic collector would rescan them
+    over and over while they are created, and once at a time later on the event loop. So it
+    is paused while they are built, and what was built is moved out of its sight."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.freeze()
 
 def static_configs(c: ControllerConfig) -> dict[str, str]:
     """The server.properties settings that dynamic configs fall back to."""
@@ -119,6 +140,9 @@ class ControllerServer:
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._leading = False  # the quorum elected this node; active once its replay caught up
         self._replaying = False  # a slice of the committed log is scheduled
+        # The snapshot fetched from the leader being loaded, step by step (None: none is).
+        self._installing: Iterator[None] | None = None
+        self._install_handle: asyncio.Handle | None = None
         # The server's own traffic as pcapng, for tools.replay: one connection per client.
         self.capture = None
         if capture_file is not None:
@@ -221,15 +245,8 @@ class ControllerServer:
             kraft_upgrade=lambda level: self.replication.core.kraft_upgrade(level))
 
     def _load_without_collector(self) -> tuple[QuorumController, SnapshotId | None]:
-        """Loading builds millions of long-lived objects; the cyclic collector would rescan
-        them over and over while they are created, and once at a time later on the event loop.
-        So it is paused for the load, and what the load built is moved out of its sight."""
-        gc.disable()
-        try:
+        with collector_paused():
             return self._load()
-        finally:
-            gc.enable()
-            gc.freeze()
 
     def _load(self) -> tuple[QuorumController, SnapshotId | None]:
         """The durable state, read only. A voter of a quorum loads the snapshot alone: which
@@ -245,13 +262,16 @@ class ControllerServer:
     # --- the quorum's events ----------------------------------------------------------------------
     def _quorum_committed(self, last_offset: int) -> None:
         self.replica.committed(last_offset)
-        if not self._replaying and not self.replica.caught_up:
+        if self._installing is None and not self._replaying and not self.replica.caught_up:
             self._replaying = True
             asyncio.get_running_loop().call_soon(self._replay_slice)
 
     def _replay_slice(self) -> None:
         """One slice of what the quorum committed; the loop answers everyone else before the
         next, so Vote, BeginQuorumEpoch and Fetch are answered however much there is."""
+        if self._installing is not None:
+            self._replaying = False  # the log below the installed snapshot is gone; its load goes on
+            return
         if self.replica.replay_slice():
             asyncio.get_running_loop().call_soon(self._replay_slice)
             return
@@ -266,7 +286,7 @@ class ControllerServer:
         """Elected, and with everything committed replayed: active now, replaying nothing
         more. The first leader of a new log writes the bootstrap records after its
         LeaderChange, as Kafka's active controller does on activation."""
-        if not self._leading or self.replica.active or not self.replica.caught_up:
+        if not self._leading or self.replica.active or self._installing is not None or not self.replica.caught_up:
             return
         epoch = self.replication.epoch
         writes = self.replica.activate(lambda: read_bootstrap(self.config.metadata_log_dir))
@@ -297,28 +317,70 @@ class ControllerServer:
         self.controller.set_active_controller(leader_id)
 
     def _snapshot_installed(self, end_offset: int, epoch: int) -> None:
-        """The leader's snapshot replaced this voter's log: load it in place of the state."""
+        """The leader's snapshot replaced this voter's log: its state is loaded into a new
+        controller a slice at a time (``_load_installed``), the old one standing until it is
+        whole. What commits meanwhile is replayed once it is."""
+        loaded = self._latest_snapshot()
         controller = self._new_controller()
-        self.snapshots.latest = self._restore(controller, replay_log=False)
+        if loaded is None:
+            self._installed(controller)
+            return
+        snapshot, records = loaded
+        self.snapshots.latest = snapshot
+        where = str(self.log.directory / snapshot.file_name)
+        steps = MetadataLoader(controller).snapshot_in_steps(records, snapshot.end_offset, where)
+        self._installing = steps  # a later snapshot's load supersedes this one
+        self._load_installed(steps, controller, snapshot, records)
+
+    def _load_installed(self, steps: Iterator[None], controller: QuorumController, snapshot: SnapshotId,
+                        records: SnapshotRecords) -> None:
+        if steps is not self._installing:
+            return  # superseded, or the server stopped
+        deadline = time.monotonic() + INSTALL_SLICE_S
+        try:
+            with collector_paused():
+                for _ in steps:
+                    if time.monotonic() >= deadline:
+                        self._install_handle = asyncio.get_running_loop().call_soon(
+                            self._load_installed, steps, controller, snapshot, records)
+                        return
+        except LoadError as exc:
+            # The leader's snapshot passed its checks and still cannot be replayed: going on
+            # with the state of a log that is gone would serve wrong metadata.
+            log.critical("cannot load the snapshot %s fetched from the leader; stopping: %s", snapshot.file_name, exc)
+            os._exit(3)
+        log.info("loaded snapshot %s (%d records)", snapshot.file_name, len(records))
+        self._installed(controller)
+
+    def _installed(self, controller: QuorumController) -> None:
+        self._installing = None
         controller.set_active_controller(self.replication.leader_id)
         self.replica.replace(controller)
+        self._quorum_committed(self.replica.commit_target)
+        self._activate_if_leading()
+
+    def _latest_snapshot(self) -> tuple[SnapshotId, SnapshotRecords] | None:
+        """The latest usable snapshot, the unusable newer ones set aside; a log that ends below
+        it continues after it."""
+        loaded = load_latest_snapshot(self.log.directory, self.log.start_offset)
+        for path in set_aside_newer(self.log.directory, loaded[0] if loaded is not None else None):
+            log.warning("set the unusable snapshot aside as %s", path.name)
+        if loaded is not None and self.log.end_offset < loaded[0].end_offset:
+            # The snapshot holds more than the log (Kafka keeps no segments below it).
+            log.info("the log ends at offset %d, below the snapshot: it continues at offset %d",
+                     self.log.end_offset, loaded[0].end_offset)
+            self.log.restart_at(loaded[0].end_offset)
+        return loaded
 
     def _restore(self, controller: QuorumController, replay_log: bool = True) -> SnapshotId | None:
         """The latest usable snapshot, then (``replay_log``) the log after it: the durable
         state."""
         loader = MetadataLoader(controller)
-        loaded = load_latest_snapshot(self.log.directory, self.log.start_offset)
-        for path in set_aside_newer(self.log.directory, loaded[0] if loaded is not None else None):
-            log.warning("set the unusable snapshot aside as %s", path.name)
+        loaded = self._latest_snapshot()
         if loaded is not None:
             snapshot, records = loaded
             loader.snapshot(records, snapshot.end_offset, str(self.log.directory / snapshot.file_name))
             log.info("loaded snapshot %s (%d records)", snapshot.file_name, len(records))
-            if self.log.end_offset < snapshot.end_offset:
-                # The snapshot holds more than the log (Kafka keeps no segments below it).
-                log.info("the log ends at offset %d, below the snapshot: it continues at offset %d",
-                         self.log.end_offset, snapshot.end_offset)
-                self.log.restart_at(snapshot.end_offset)
         if replay_log:
             start = controller.next_offset
             for data, entry in self.log.raw_batches(controller.next_offset):
@@ -375,6 +437,9 @@ class ControllerServer:
             if timer is not None:
                 timer.cancel()
         self.sliced_work.stop()
+        self._installing = None
+        if self._install_handle is not None:
+            self._install_handle.cancel()
         # What the active controller has written commits first; then it hands leadership
         # over (EndQuorumEpoch) while still answering the other voters.
         await self.replication.drain()

@@ -10,7 +10,7 @@ or replayed stops the load with one line naming where it is and what it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from protocol.errors import DecodeError
 from protocol.generated.metadata.leader_change_message import LeaderChangeMessage
@@ -23,6 +23,9 @@ from server.controller.quorum_controller import QuorumController
 from server.controller.result import VersionedRecord
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshot_file import SnapshotRecords
+
+# ``snapshot_in_steps`` pauses after this many records (a snapshot file's batches hold 4096).
+STEP_RECORDS = 1024
 
 # Control records that are state: replayed like metadata records.
 _QUORUM_CONTROLS = (ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS)
@@ -56,17 +59,26 @@ class MetadataLoader:
     def snapshot(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot",
                  epoch: int = -1) -> None:
         """Replay a snapshot's records, taken at ``epoch``; the log continues at ``end_offset``."""
+        for _ in self.snapshot_in_steps(records, end_offset, where, epoch):
+            pass
+
+    def snapshot_in_steps(self, records: Iterable[VersionedRecord], end_offset: int, where: str = "snapshot",
+                          epoch: int = -1) -> Iterator[None]:
+        """``snapshot``, pausing every STEP_RECORDS records of a snapshot file: a running server
+        loads a snapshot fetched from the leader a few steps at a time, answering its peers
+        between them. The state is whole once the iterator is exhausted."""
         if isinstance(records, SnapshotRecords):
-            self._snapshot_file(records, end_offset - 1, where)
+            yield from self._snapshot_file(records, end_offset - 1, where)
         else:
             for record, _ in records:
                 self._replay(record, end_offset - 1, where)
         self.controller.offsets.skip_to(end_offset)
         self.contained_epoch = epoch
 
-    def _snapshot_file(self, records: SnapshotRecords, offset: int, where: str) -> None:
+    def _snapshot_file(self, records: SnapshotRecords, offset: int, where: str) -> Iterator[None]:
         """A snapshot read from its bytes: partition records of the common shape go straight
-        into partition state; every other record is decoded and replayed as usual."""
+        into partition state; every other record is decoded and replayed as usual. Pauses
+        every STEP_RECORDS records."""
         for record, _ in records.quorum_records:
             self._replay(record, offset, where)
         replication = self.controller.replication
@@ -75,7 +87,9 @@ class MetadataLoader:
         self.controller.offsets.replaying(offset)
         try:
             for values in records.batches():
-                for _, value in values:
+                for n, (_, value) in enumerate(values, 1):
+                    if n % STEP_RECORDS == 0:
+                        yield
                     state = None if value is None else partition_state(value, shared)
                     if state is None:
                         self._replay(self._decode(value, offset, where), offset, where)

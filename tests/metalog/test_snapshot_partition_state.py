@@ -15,7 +15,7 @@ from protocol.records import frame_metadata_record, parse_metadata_record
 from server.controller.partition_values import partition_state
 from server.controller.partitions import PartitionState
 from server.controller.shared_lists import SharedLists
-from server.image.loader import LoadError, MetadataLoader
+from server.image.loader import STEP_RECORDS, LoadError, MetadataLoader
 from server.metalog.snapshot_file import open_snapshot_file, read_snapshot_file
 from server.metalog.snapshots import SnapshotId, write_snapshot
 from tests.support.metalog import new_controller, partition_state as slots_of, replay_snapshot, state_of
@@ -86,6 +86,31 @@ def test_a_snapshot_loads_into_the_state_record_by_record_replay_builds(tmp_path
     assert state_of(direct) == state_of(one_by_one)
     assert direct.next_offset == one_by_one.next_offset == snapshot.end_offset
     assert direct.replication.partition_count == 4 * 40
+
+
+def test_a_snapshot_loaded_in_steps_pauses_after_each_batch_and_ends_whole(tmp_path) -> None:
+    """How a running voter loads the snapshot it fetched from the leader: a bounded number of
+    records per step, the snapshot's end reached only after the last one, the same state as a
+    load in one go."""
+    records = snapshot_records(topics=10, partitions=1000)  # three batches of the file
+    snapshot = SnapshotId(len(records), 1)
+    write_snapshot(tmp_path, snapshot, records)
+    path = tmp_path / snapshot.file_name
+
+    opened = open_snapshot_file(path)
+    batch_sizes = [len(values) for values in opened.batches()]
+    assert len(batch_sizes) == 3
+
+    stepped = new_controller()
+    steps = MetadataLoader(stepped).snapshot_in_steps(opened, snapshot.end_offset, str(path))
+    next(steps)
+    assert 0 < stepped.replication.partition_count < STEP_RECORDS
+    assert 1 + sum(1 for _ in steps) == sum(size // STEP_RECORDS for size in batch_sizes)
+    whole = new_controller()
+    MetadataLoader(whole).snapshot(open_snapshot_file(path), snapshot.end_offset, str(path))
+
+    assert state_of(stepped) == state_of(whole)
+    assert stepped.next_offset == whole.next_offset == snapshot.end_offset
 
 
 def test_equal_lists_are_one_object_and_a_change_leaves_the_others_alone() -> None:
