@@ -19,7 +19,7 @@ import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest
@@ -61,6 +61,9 @@ from server.raft.messages import fetch_replica_id, fetch_replica_key
 from server.raft.voters import VoterSet, read_history
 from server.raft.quorum_config import QuorumConfig
 
+if TYPE_CHECKING:
+    from server.capture import ServerCapture
+
 log = logging.getLogger("kraftwire.server")
 
 # A snapshot fetched from the leader is loaded this long at a time, the loop answering the
@@ -96,6 +99,15 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def open_capture(path: Path | None) -> ServerCapture | None:
+    """The server's own traffic as pcapng, for tools.replay: one connection per client."""
+    if path is None:
+        return None
+    from server.capture import ServerCapture  # the capture formats load only when used
+
+    return ServerCapture(path)
+
+
 class ControllerServer:
     def __init__(self, config: ControllerConfig, clock: Clock | None = None,
                  capture_file: Path | None = None, take_over_quorum: bool = False) -> None:
@@ -104,11 +116,8 @@ class ControllerServer:
         self.clock = clock or SystemClock()
         self.cluster_id = check_log_dirs(config)
         self.log = MetadataLog.open(config.metadata_log_dir, config.metadata_log_segment_bytes)
-        # A static quorum's voters are configured; a dynamic one's are in the log (an observer
-        # formatted with --no-initial-controllers finds none: it joins later).
         self.dynamic = not config.voters
-        self.voters = tuple(sorted(config.voters)) if not self.dynamic else tuple(sorted(
-            read_history(DiskRaftLog(self.log), VoterSet(())).latest.ids))
+        self.voters = self._starting_voters()
         self.lone_voter = self.voters == (config.node_id,)
         if not self.dynamic:
             self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
@@ -143,20 +152,14 @@ class ControllerServer:
         # The snapshot fetched from the leader being loaded, step by step (None: none is).
         self._installing: Iterator[None] | None = None
         self._install_handle: asyncio.Handle | None = None
-        # The server's own traffic as pcapng, for tools.replay: one connection per client.
-        self.capture = None
-        if capture_file is not None:
-            from server.capture import ServerCapture  # the capture formats load only when used
-
-            self.capture = ServerCapture(capture_file)
+        self.capture = open_capture(capture_file)
         self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes,
                                  self.capture.connection if self.capture is not None else None,
                                  config.security, self.router.sasl_session)
         self.address: tuple[str, int] | None = None
         # Without an endpoint nothing reads the metrics: the request path does not feed them.
-        self.metrics: ControllerMetrics | None = None
-        if config.metrics_port is not None:
-            self.metrics = ControllerMetrics(self)
+        self.metrics = ControllerMetrics(self) if config.metrics_port is not None else None
+        if self.metrics is not None:
             self.router.observers.append(self.metrics.observe_request)
         self.metrics_port: int | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -190,6 +193,13 @@ class ControllerServer:
         return self.leadership.active
 
     # --- loading ------------------------------------------------------------------------------
+    def _starting_voters(self) -> tuple[int, ...]:
+        """A static quorum's voters are configured; a dynamic one's are in the log (an observer
+        formatted with --no-initial-controllers finds none: it joins later)."""
+        if not self.dynamic:
+            return tuple(sorted(self.config.voters))
+        return tuple(sorted(read_history(DiskRaftLog(self.log), VoterSet(())).latest.ids))
+
     def _check_voters(self, found: tuple[int, ...] | list[int], source: str) -> None:
         """A directory whose quorum had other voters than configured (a node of a
         three-controller Kafka cluster started alone; the voter set in quorum-state, or in the
