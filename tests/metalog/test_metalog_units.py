@@ -22,11 +22,11 @@ from server.metalog import segments as segments_module
 from server.metalog.commit_path import encode_records
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.segments import LogCorruption, MetadataLog
-from tests.conftest import poll
-from tests.server.wire import server_has_read
 from tests.support.metalog import (
-    LONG_SESSION, active_brokers, batch_positions, connect, create_topic, describe_quorum, fetch,
-    fetch_request, partition_dir)
+    LONG_SESSION, active_brokers, batch_positions, create_topic, describe_quorum, fetch, fetch_request,
+    partition_dir)
+from tests.support.wire import connect, server_has_read
+from tools.processes import poll
 
 INT32_MAX = 2**31 - 1
 

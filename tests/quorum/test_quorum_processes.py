@@ -17,11 +17,12 @@ from typing import Iterator
 import pytest
 
 from protocol.error_codes import Error
-from tests.broker.conftest import BrokerProcess
-from tests.broker.observe import unfenced_brokers
-from tests.conftest import poll
-from tests.quorum.support import client, create_topic, describe_quorum, metadata, topic_names
+from tests.support.observe import unfenced_brokers
+from tests.support.processes import BrokerProcess
+from tests.support.quorum import TIMEOUT_S, create_topic, describe_quorum, metadata, topic_names
+from tests.support.wire import connect
 from tools.controller_process import QuorumProcesses
+from tools.processes import poll
 
 # Fast elections for the test; the README gives the same advice for production loopback.
 QUORUM_TIMING = {
@@ -60,7 +61,7 @@ def brokers(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 def unfenced(member) -> list[int]:
-    with client(member) as c:
+    with connect(member, timeout=TIMEOUT_S) as c:
         return unfenced_brokers(c)
 
 

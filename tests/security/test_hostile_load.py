@@ -25,10 +25,10 @@ from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from tests.conftest import ControllerProcess
 from tools.broker.fleet import Fleet, FleetOptions, default_ramp_s
-from tools.broker.stats import Stats
 from tools.broker.lifecycle import State
+from tools.broker.stats import Stats
+from tools.controller_process import ControllerProcess
 
 BROKERS = 100
 HEARTBEAT_S = 1.0

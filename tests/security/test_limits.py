@@ -12,7 +12,7 @@ import pytest
 
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from server.config import ConfigError, config_from_properties
-from tests.security.clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
+from tests.support.secured_clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
 from tests.support.security import BASE
 
 SASL = {"listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",

@@ -26,10 +26,10 @@ from protocol.generated.messages.describe_cluster_request import DescribeCluster
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
-from tests.conftest import poll
-from tests.security.certs import Pki, make_pki
-from tests.security.clients import (
+from tests.support.certs import Pki, make_pki
+from tests.support.secured_clients import (
     ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, assert_closed_by_server, plain_login, sasl_client, scram_login, tls_client)
+from tools.processes import poll
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -62,7 +62,7 @@ def admin(controller, pki: Pki, mechanism: str, user: str, password: str) -> Kaf
 
 @pytest.fixture(scope="module")
 def sasl_ssl_controller(pki: Pki, tmp_path_factory: pytest.TempPathFactory):
-    from tests.conftest import ControllerProcess
+    from tools.controller_process import ControllerProcess
     proc = ControllerProcess(tmp_path_factory.mktemp("sasl-ssl"), sasl_ssl_props(pki))
     try:
         yield proc.start()
@@ -211,7 +211,7 @@ def test_session_past_reauth_time_is_closed(controller_factory) -> None:
 
 @pytest.fixture(scope="module")
 def mtls_controller(pki: Pki, tmp_path_factory: pytest.TempPathFactory):
-    from tests.conftest import ControllerProcess
+    from tools.controller_process import ControllerProcess
     proc = ControllerProcess(tmp_path_factory.mktemp("mtls"), {
         "listener.security.protocol.map": "CONTROLLER:SSL",
         "ssl.keystore.key": pki.server_key.read_text().replace("\n", "\\n"),

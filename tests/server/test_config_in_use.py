@@ -20,8 +20,10 @@ from server.config import EMBEDDED_NODE_ID
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.metalog.segments import MetadataLog
-from tests.conftest import PYTHON, ROOT, poll
-from tests.server.wire import connect, describe_cluster
+from tests.support.processes import PYTHON
+from tests.support.wire import connect, describe_cluster
+from tools.controller_process import ROOT
+from tools.processes import poll
 
 METADATA_TOPIC = "__cluster_metadata"
 
