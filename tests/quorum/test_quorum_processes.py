@@ -120,7 +120,8 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
     successor = quorum.wait_for_leader(frozenset({leader}))
     write_once(quorum.members[successor], "while-frozen")
     acked.append("while-frozen")
-    # Frozen for longer than its check-quorum time (1.5 fetch timeouts) whatever the election took.
+    # The time passing is what is tested: frozen for longer than its check-quorum time (1.5 fetch
+    # timeouts), whatever the election took.
     time.sleep(1.5 * int(QUORUM_TIMING["controller.quorum.fetch.timeout.ms"]) / 1000)
     os.kill(frozen.pid, signal.SIGCONT)
     # Woken, it has not heard from a majority within the fetch timeout: it resigns before it

@@ -193,6 +193,7 @@ def test_session_past_reauth_time_is_closed(controller_factory) -> None:
         response = plain_login(client, ADMIN, ADMIN_PASSWORD)
         assert response.error_code == 0 and response.session_lifetime_ms == 1000
         assert client.request(MetadataRequest(topics=[]), 12).cluster_id == controller.cluster_id
+        # The time passing is what is tested: the session's 1000 ms lifetime runs out.
         time.sleep(1.2)
         assert_closed_by_server(client, controller, MetadataRequest(topics=[]), 12)
         controller.wait_for_stderr(r"closing connection from \S+: its SASL session expired", timeout=60)
@@ -201,6 +202,8 @@ def test_session_past_reauth_time_is_closed(controller_factory) -> None:
     # Re-authenticating in time keeps the session.
     client = sasl_client(controller.host, controller.port, ADMIN, ADMIN_PASSWORD)
     try:
+        # The time passing is what is tested: 1.2 s in all, past the first login's 1000 ms
+        # lifetime, which the login in between renews (without it, the case above).
         time.sleep(0.6)
         assert plain_login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
         time.sleep(0.6)
