@@ -13,8 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.processes import MAX_LIFETIME_S
 from tools.controller_process import ROOT
-from tools.processes import free_port, poll
+from tools.processes import bounded_child, free_port, poll
 
 WAIT_S = 120
 
@@ -52,7 +53,8 @@ def test_standalone_then_add_two_controllers_then_remove_the_leader(tmp_path: Pa
         done = tool("tools.storage", "format", "--no-initial-controllers", "-t", cluster, "-c", str(path))
         assert done.returncode == 0, done.stderr
     processes = [subprocess.Popen([sys.executable, "-m", "server", "--config", str(path)], cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"log{n}", "w"))
+                                  stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"log{n}", "w"),
+                                  preexec_fn=bounded_child(MAX_LIFETIME_S))
                  for n, path in enumerate(configs, start=1)]
     try:
         poll(lambda: tool(
