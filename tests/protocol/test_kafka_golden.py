@@ -12,7 +12,6 @@ import base64
 import importlib
 import json
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from protocol.client import ConnectionClosed
-from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.generated.messages.describe_quorum_request import (
     DescribeQuorumRequest, PartitionData, TopicData)
