@@ -1,11 +1,15 @@
-"""Fixtures shared by the server-level tests: a real controller process on a loopback port.
+"""Fixtures shared by the server-level tests: a real controller process on a loopback port, and
+test-broker processes next to it. Helpers live in tests/support; this file holds fixtures and
+pytest hooks only.
 
 ``controller`` starts ``python -m server`` in a subprocess (tools.controller_process) and waits
 for its "is active" line. Without extra properties it runs the embedded default
 (``--data-dir``/``--port``); a test marked
 ``@pytest.mark.controller_properties({"broker.session.timeout.ms": "1000", ...})`` gets a
 formatted server.properties file instead, passed with ``--config``. ``controller_factory``
-starts more than one.
+starts more than one. ``broker_factory(*args)`` starts a broker (or a fleet) pointed at the
+``controller`` fixture's address, serving clients on free ports unless ``--port`` is given; each
+logs to files in the test's temporary directory.
 
 Every process started here is stopped by its PID at teardown. A process also stops by itself if
 the test process dies (parent-death signal) and after ``MAX_LIFETIME_S`` in any case (an alarm
@@ -15,7 +19,6 @@ that survives exec), so a crashed or hung test run never leaves a server behind.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
@@ -23,15 +26,8 @@ from typing import Callable, Iterator
 import pytest
 from hypothesis import settings
 
-from tools.controller_process import LIFETIME_S as MAX_LIFETIME_S
-from tools.controller_process import ControllerProcess
-from tools.processes import free_port, poll
-
-# The test modules take these from here.
-__all__ = ["ControllerProcess", "MAX_LIFETIME_S", "PYTHON", "ROOT", "free_port", "poll"]
-
-ROOT = Path(__file__).resolve().parents[1]
-PYTHON = sys.executable
+from tests.support.processes import BrokerProcess
+from tools.controller_process import ROOT, ControllerProcess
 
 # Hypothesis keeps an example database and a cache of source constants under ./.hypothesis by
 # default, and a test run must not leave that directory in the checkout: examples are not kept,
@@ -99,3 +95,23 @@ def controller(request: pytest.FixtureRequest,
         return controller_factory()
     props = marker.args[0] if marker.args else {}
     return controller_factory(props, marker.kwargs.get("release_version"))
+
+
+@pytest.fixture
+def broker_factory(controller, tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    """``broker_factory(*args, controllers=None)``: start ``python -m tools.broker --controller
+    ADDR *args``, ADDR being the ``controller`` fixture's address unless ``controllers`` is given."""
+    started: list[BrokerProcess] = []
+
+    def start(*args: str, controllers: str | None = None) -> BrokerProcess:
+        # Client listeners on free ports unless a test names one: the default ports (20000 + id)
+        # may be taken on a shared machine.
+        ports = [] if "--port" in args or "--no-clients" in args else ["--port", "0"]
+        proc = BrokerProcess(tmp_path / f"broker-proc-{len(started)}",
+                             ["--controller", controllers or f"{controller.host}:{controller.port}", *ports, *args])
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    for proc in started:
+        proc.kill9()

@@ -20,13 +20,14 @@ from protocol.generated.messages.create_topics_request import CreatableTopic, Cr
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-from tests.broker.observe import client, wait_until
+from tests.support.observe import wait_until
+from tests.support.wire import connect
 
 REQUEST_TIMEOUT_MS = 2000
 
 
 def _brokers(controller) -> dict[int, tuple[str, int]]:
-    with client(controller) as admin:
+    with connect(controller) as admin:
         return {b.broker_id: (b.host, b.port) for b in admin.request(DescribeClusterRequest(), 1).brokers}
 
 
@@ -54,7 +55,7 @@ def test_a_write_is_answered_once_the_brokers_image_has_it(broker_factory, contr
 
 def test_versions_and_configs_a_broker_serves(broker_factory, controller) -> None:
     brokers = _start_fleet(broker_factory, controller)
-    with client(controller) as admin:
+    with connect(controller) as admin:
         theirs = {k.api_key: (k.min_version, k.max_version)
                   for k in admin.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"),
                                          3).api_keys}

@@ -17,7 +17,8 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from tests.broker.observe import client, partitions, unfenced_brokers, wait_until
+from tests.support.observe import partitions, unfenced_brokers, wait_until
+from tests.support.wire import connect
 
 SESSION = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"}
 BROKER_ARGS = ("--heartbeat-interval-ms", "500", "--mean-catch-up-s", "0.5", "--seed", "11")
@@ -59,7 +60,7 @@ def test_kill_restart_and_controlled_shutdown(controller, broker_factory, tmp_pa
     brokers = {i: broker_factory("--node-id", str(i), "--state-dir", str(state[i]), *BROKER_ARGS) for i in IDS}
     for i, b in brokers.items():
         b.wait_for_state(i, "ACTIVE")
-    admin = client(controller)
+    admin = connect(controller)
     wait_until(lambda: unfenced_brokers(admin) == list(IDS), 10, "all five brokers unfenced")
     create_topics(controller, TOPICS)
     assert isr_full(admin)
@@ -134,7 +135,7 @@ def test_a_leader_elected_uncleanly_reports_recovered(controller, broker_factory
                for i in (1, 2, 3)}
     for i, b in brokers.items():
         b.wait_for_state(i, "ACTIVE")
-    admin = client(controller)
+    admin = connect(controller)
     wait_until(lambda: unfenced_brokers(admin) == [1, 2, 3], 10, "three brokers unfenced")
     create_topics(controller, {"ledger": 1})
     leader, isr, replicas = partitions(admin, "ledger")[0]

@@ -23,7 +23,8 @@ from protocol.generated.messages import ApiKey
 from protocol.generated.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.headers import peek_request_prefix
-from tests.broker.observe import client, unfenced_brokers, wait_until
+from tests.support.observe import unfenced_brokers, wait_until
+from tests.support.wire import connect
 from tools.controller_process import EMBEDDED_NODE_ID
 
 SNAPSHOTTING = {"metadata.log.segment.bytes": "4096", "broker.session.timeout.ms": "3000",
@@ -86,7 +87,7 @@ def test_the_active_controller_is_found_from_the_bootstrap_list(controller, brok
     broker.wait_for_state(3, "ACTIVE")
     assert standby.answered > 0
     assert re.search(rf"lost the controller at {fake} \(NOT_CONTROLLER\); next try {real}", broker.stderr())
-    with client(controller) as admin:
+    with connect(controller) as admin:
         assert unfenced_brokers(admin) == [3]
 
     # The controller goes away and comes back on the same address: the broker finds it again,
@@ -94,7 +95,7 @@ def test_the_active_controller_is_found_from_the_bootstrap_list(controller, brok
     controller.restart()
     wait_until(lambda: broker.stderr().count(f"lost the controller at {real}") >= 1, 20,
                "the broker to notice the controller restart")
-    with client(controller) as admin:
+    with connect(controller) as admin:
         wait_until(lambda: unfenced_brokers(admin) == [3], 20, "broker 3 unfenced after the restart")
     before = int(re.search(r"answered (\d+)", broker.summary())[1])
     wait_until(lambda: int(re.search(r"answered (\d+)", broker.summary())[1]) > before + 2, 10,
@@ -114,7 +115,7 @@ def test_a_broker_behind_the_log_start_loads_the_snapshot(controller, broker_fac
     late = broker_factory("--node-id", "100", "--state-dir", str(tmp_path / "late"), "--heartbeat-interval-ms", "500")
     late.wait_for_state(100, "ACTIVE")
     assert re.search(rf"loaded metadata snapshot {int(match[1])}-\d+", late.stderr())
-    with client(controller) as admin:
+    with connect(controller) as admin:
         assert unfenced_brokers(admin) == [*range(1, 61), 100]
 
 

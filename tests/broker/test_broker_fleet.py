@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from tests.broker.observe import client, eligible_leaders, unfenced_brokers, wait_until
+from tests.support.observe import eligible_leaders, unfenced_brokers, wait_until
+from tests.support.wire import connect
 
 # The admin client is sent to the controller itself: with the default (brokers in Metadata) it
 # would pick a broker that the faults may have just killed, and fail to connect.
@@ -24,12 +25,12 @@ def test_a_fleet_of_200_becomes_active_and_shuts_down_cleanly(controller, broker
     line = fleet.summary()
     assert re.search(r"heartbeats sent \d+, answered \d+, errors 0", line), line
     assert re.search(r"heartbeat latency ms p50 [\d.]+ p99 [\d.]+ max [\d.]+", line), line
-    with client(controller) as admin:
+    with connect(controller) as admin:
         assert unfenced_brokers(admin) == list(range(100, 300))
     assert fleet.signal_and_wait(signal.SIGTERM, timeout=60) == 0, fleet.stderr()[-2000:]
     assert "(SHUTDOWN 200;" in fleet.stdout().splitlines()[-1]
     assert len(list((tmp_path / "fleet").glob("broker-*/.kafka_cleanshutdown"))) == 200
-    with client(controller) as admin:
+    with connect(controller) as admin:
         assert unfenced_brokers(admin) == []
 
 
@@ -57,7 +58,7 @@ def test_faults_kill_pause_and_restart_brokers_and_the_cluster_recovers(controll
     # Stop the faults: a controlled shutdown of whoever is up, then exit 0.
     assert fleet.signal_and_wait(signal.SIGTERM, timeout=60) == 0, fleet.stderr()[-3000:]
     assert "ISR [" in fleet.stderr()  # leaders shrank and grew ISRs through it all
-    with client(controller) as admin:
+    with connect(controller) as admin:
         # A broker killed just before the end keeps its lease until the session times out.
         wait_until(lambda: unfenced_brokers(admin) == [], 10, "every broker fenced")
         # Everyone shut down (or was killed): a partition left without a leader remembers who

@@ -37,12 +37,13 @@ from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.metadata_response import MetadataResponse
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
 from protocol.generated.messages.unregister_broker_response import UnregisterBrokerResponse
-from tests.broker.conftest import BrokerProcess
-from tests.conftest import ControllerProcess, free_port
-from tests.security.certs import Pki, make_pki
-from tests.security.clients import plain_login, scram_login, tls_client
+from tests.support.certs import Pki, make_pki
+from tests.support.processes import BrokerProcess
+from tests.support.secured_clients import plain_login, scram_login, tls_client
 from tools.broker.__main__ import options_from_args
 from tools.broker.fleet import FleetOptions
+from tools.controller_process import ControllerProcess
+from tools.processes import free_port
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

@@ -22,9 +22,10 @@ import pytest
 
 from protocol.client import KafkaClient
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
-from tests.conftest import MAX_LIFETIME_S, PYTHON, ROOT, ControllerProcess, poll
 from tests.support.clients import BROKER_IDS, Cluster, Truth
-from tools.processes import bounded_child, stop_child
+from tests.support.processes import MAX_LIFETIME_S, PYTHON
+from tools.controller_process import ROOT, ControllerProcess
+from tools.processes import bounded_child, poll, stop_child
 
 JS_DIR = Path(__file__).parent / "js"
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.protocol.corpus import PROJECT_SCHEMAS, upstream_schemas
+from tests.support.schema_corpus import PROJECT_SCHEMAS, upstream_schemas
 from tools.codegen.generate import render_tree
 from tools.codegen.schema import SchemaError, load_schema
-
-ROOT = Path(__file__).resolve().parents[2]
+from tools.controller_process import ROOT
 
 
 def message(fields: list[dict[str, Any]], **top: Any) -> dict[str, Any]:

@@ -18,9 +18,9 @@ from protocol.records import (
     parse_control_value)
 from server.config import EMBEDDED_NODE_ID
 from server.metalog.snapshot_file import encode_snapshot
-from tests.conftest import poll
-from tests.shared_data import metadata_dir_params
 from tests.support.kafka_data import metadata_files
+from tests.support.shared_data import metadata_dir_params
+from tools.processes import poll
 
 
 def control_records(data: bytes) -> list[tuple[int, bytes]]:

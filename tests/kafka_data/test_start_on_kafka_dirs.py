@@ -24,8 +24,8 @@ from protocol.generated.messages.metadata_request import MetadataRequest
 from server.controller.config_defs import TOPIC_CONFIGS
 from server.metalog.meta_properties import read_meta_properties
 from tests.support.kafka_data import Expected, read_directory
-from tests.server.wire import registration_request
-from tests.shared_data import metadata_dir_params
+from tests.support.shared_data import metadata_dir_params
+from tests.support.wire import registration_request
 
 TOPIC_RESOURCE = 2
 MV_RANGE = (7, 29)

@@ -15,9 +15,9 @@ import pytest
 from protocol.generated.metadata.metadata_record_type import MetadataRecordType
 from protocol.primitives import uuid_to_str
 from server.image.files import open_directory, open_snapshot
-from tests.conftest import ROOT
-from tests.shared_data import metadata_dir_params
 from tests.support.kafka_data import metadata_files, read_directory
+from tests.support.shared_data import metadata_dir_params
+from tools.controller_process import ROOT
 from tools.dump_log import Options, dump_file
 from tools.metadata_shell.shell import Shell
 from tools.metadata_shell.tree import build_tree

@@ -15,7 +15,7 @@ from protocol.records import Record, RecordBatch, encode_batch, frame_metadata_r
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshot_file import encode_snapshot, read_snapshot_file
 from tests.support.kafka_data import read_batches
-from tests.shared_data import shared_dir
+from tests.support.shared_data import shared_dir
 from tools.dump_log import Options, dump_file
 
 SOURCE = "kafka-metadata-dirs/kafka-ldi"

@@ -12,8 +12,10 @@ import pytest
 from protocol.records import HEADER_SIZE
 from server.metalog.snapshots import list_snapshots
 from tests.support.metalog import (
-    LONG_SESSION, active_brokers, batch_positions, build_state, connect, create_topic, flip, load_data_dir,
-    metadata_topics, partition_dir, run_server_once, segment_paths, state_of, wait_until)
+    LONG_SESSION, active_brokers, batch_positions, build_state, create_topic, flip, load_data_dir,
+    metadata_topics, partition_dir, run_server_once, segment_paths, state_of)
+from tests.support.wire import connect
+from tools.processes import poll
 
 TOPICS = 24
 
@@ -138,7 +140,7 @@ def test_a_damaged_snapshot_whose_log_is_gone_stops_start_up(controller_factory)
     with connect(controller) as client:
         build_state(client, controller.cluster_id, topics=40)
         os.kill(controller.pid, signal.SIGUSR1)
-        [snapshot] = wait_until(lambda: list_snapshots(partition), 10, "a snapshot")
+        [snapshot] = poll(lambda: list_snapshots(partition), 60, message="a snapshot")
         controller.wait_for_stderr(r"wrote snapshot .* removed \d+ old segments")
         create_topic(client, "after-the-snapshot", 1)
     controller.stop()

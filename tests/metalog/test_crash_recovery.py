@@ -7,8 +7,10 @@ import threading
 from protocol.client import ConnectionClosed
 from protocol.error_codes import Error
 from tests.support.metalog import (
-    CREATE_TOPICS_V, REGISTRATION_V, active_brokers, connect, create_topics_request, load_data_dir,
-    metadata_topics, metadata_view, registration, state_of, wait_until)
+    CREATE_TOPICS_V, active_brokers, create_topics_request, load_data_dir, metadata_topics, metadata_view,
+    state_of)
+from tests.support.wire import REGISTRATION_V, connect, registration_request
+from tools.processes import poll
 
 TOPIC_THREADS = 3
 TOPICS_PER_THREAD = 250
@@ -87,7 +89,7 @@ class Burst:
         requests = []
         for broker_id in range(100, 100 + REGISTRATIONS):
             self.sent_brokers.add(broker_id)
-            request = registration(self.controller.cluster_id, broker_id)
+            request = registration_request(self.controller.cluster_id, broker_id)
             incarnations[broker_id] = request.incarnation_id
             requests.append((request, REGISTRATION_V, broker_id))
 
@@ -151,4 +153,4 @@ def test_kill_9_during_a_burst_of_1000_writes(controller_factory):
     controller.start()
     controller.stop()
     assert state_of(load_data_dir(controller.data_dir)) == state_of(qc)
-    wait_until(lambda: not controller.running, 60, "the controller to stop")
+    poll(lambda: not controller.running, 60, message="the controller to stop")

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from protocol.error_codes import Error
 from tests.support.metalog import (
-    CREATE_TOPICS_V, HEARTBEAT_V, REGISTRATION_V, LimitedController, active_brokers, batch_positions,
-    connect, create_topic, create_topics_request, heartbeat, load_data_dir, metadata_topics,
-    process_rlimit_fsize, registration, segment_paths)
+    CREATE_TOPICS_V, LimitedController, active_brokers, batch_positions, create_topic, create_topics_request,
+    load_data_dir, metadata_topics, process_rlimit_fsize, segment_paths)
+from tests.support.wire import HEARTBEAT_V, REGISTRATION_V, connect, heartbeat_request, registration_request
 
 # No periodic NoOpRecord: the log must fill up with registrations alone, whose sizes the test knows.
 # The election timeout keeps the resigned voter from standing again while the test looks at it.
@@ -41,7 +41,7 @@ def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
             acked: dict[int, int] = {}
             broker_id = 1000
             while True:
-                response = client.request(registration(controller.cluster_id, broker_id), REGISTRATION_V)
+                response = client.request(registration_request(controller.cluster_id, broker_id), REGISTRATION_V)
                 if response.error_code != Error.NONE:
                     break
                 acked[broker_id] = response.broker_epoch
@@ -57,12 +57,12 @@ def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
             # It has resigned: every write after the limit is refused the same way, one at a time ...
             failed = [first_failed]
             for broker_id in range(first_failed + 1, first_failed + 21):
-                response = client.request(registration(controller.cluster_id, broker_id), REGISTRATION_V)
+                response = client.request(registration_request(controller.cluster_id, broker_id), REGISTRATION_V)
                 assert response.error_code == Error.NOT_CONTROLLER, response
                 failed.append(broker_id)
             # ... pipelined, so that they are committed as one group ...
             pipelined = list(range(first_failed + 21, first_failed + 61))
-            ids = [client.send(registration(controller.cluster_id, b), REGISTRATION_V) for b in pipelined]
+            ids = [client.send(registration_request(controller.cluster_id, b), REGISTRATION_V) for b in pipelined]
             for correlation_id in ids:
                 response = client.receive(62, REGISTRATION_V, correlation_id)
                 assert response.error_code == Error.NOT_CONTROLLER, response
@@ -74,7 +74,7 @@ def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
             # What the controller now shows is what the log holds: none of the failed changes.
             assert set(metadata_topics(client)) == {"before"}
             # A standby serves no broker: the live one looks for the active controller.
-            assert client.request(heartbeat(1, epochs[1]), HEARTBEAT_V).error_code == Error.NOT_CONTROLLER
+            assert client.request(heartbeat_request(1, epochs[1]), HEARTBEAT_V).error_code == Error.NOT_CONTROLLER
             assert segment.stat().st_size == size, "a failed write was left in the segment"
         assert "File too large" in controller.stderr_text()
         assert "Traceback" not in controller.stderr_text()
@@ -87,7 +87,7 @@ def test_writes_past_a_file_size_limit_fail_and_leave_nothing_behind(tmp_path):
         assert "truncating" not in controller.stderr_text()
         with connect(controller) as client:
             assert set(metadata_topics(client)) == {"before"}
-            response = client.request(registration(controller.cluster_id, first_failed), REGISTRATION_V)
+            response = client.request(registration_request(controller.cluster_id, first_failed), REGISTRATION_V)
             assert response.error_code == Error.NONE
             create_topic(client, "after", 3)
         controller.stop()

@@ -22,11 +22,11 @@ from server.metalog import segments as segments_module
 from server.metalog.commit_path import encode_records
 from server.metalog.quorum_state import read_quorum_state
 from server.metalog.segments import LogCorruption, MetadataLog
-from tests.conftest import poll
-from tests.server.wire import server_has_read
 from tests.support.metalog import (
-    LONG_SESSION, active_brokers, batch_positions, connect, create_topic, describe_quorum, fetch,
-    fetch_request, partition_dir)
+    LONG_SESSION, active_brokers, batch_positions, create_topic, describe_quorum, fetch, fetch_request,
+    partition_dir)
+from tests.support.wire import connect, server_has_read
+from tools.processes import poll
 
 INT32_MAX = 2**31 - 1
 
@@ -197,7 +197,7 @@ def test_a_failed_fsync_is_cut_back_and_the_log_goes_on(tmp_path, monkeypatch):
             os.fsync(fd)
 
     monkeypatch.setattr(segments_module, "os", FailingOnce())
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="Input/output error"):
         log.append([topic_batch(9)])
     assert path.stat().st_size == size
     assert log.end_offset == 9
@@ -227,7 +227,7 @@ def test_a_failed_write_that_cannot_be_cut_back_stops_all_writes(tmp_path, monke
 
     monkeypatch.setattr(segments_module, "os", FailingSync())
     monkeypatch.setattr(segments_module, "open", no_reopen, raising=False)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="Input/output error"):
         log.append([topic_batch(6)])
     monkeypatch.undo()
     [path] = log.segments
@@ -455,7 +455,7 @@ def test_a_snapshot_that_cannot_be_written_leaves_no_file_behind(tmp_path, monke
     records = [(TopicRecord(name=f"t{i}", topic_id=random_uuid()), 0) for i in range(10)]
     write_snapshot(tmp_path, SnapshotId(10, 1), records)
     monkeypatch.setattr(snapshot_file, "os", FailingSync())
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="No space left on device"):
         write_snapshot(tmp_path, SnapshotId(20, 1), records)
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == [SnapshotId(10, 1).file_name]

@@ -12,9 +12,10 @@ from server.config import EMBEDDED_NODE_ID
 from server.metalog.snapshot_file import read_snapshot_file
 from server.metalog.snapshots import list_snapshots
 from tests.support.metalog import (
-    build_state, connect, create_topic, fetch, fetch_snapshot_bytes, load_data_dir, metadata_topics,
-    metadata_view, new_controller, observe_log, partition_dir, replay_snapshot, segment_paths,
-    state_of, wait_until)
+    build_state, create_topic, fetch, fetch_snapshot_bytes, load_data_dir, metadata_topics, metadata_view,
+    new_controller, observe_log, partition_dir, replay_snapshot, segment_paths, state_of)
+from tests.support.wire import connect
+from tools.processes import poll
 
 PROPS = {"broker.session.timeout.ms": "120000"}
 
@@ -52,9 +53,9 @@ def test_an_observer_rebuilds_the_state_from_a_snapshot(controller_factory):
         build_state(client, controller.cluster_id, topics=40)
         assert len(segment_paths(controller.data_dir)) >= 4
         os.kill(controller.pid, signal.SIGUSR1)
-        [snapshot] = wait_until(lambda: list_snapshots(partition), 10, "a snapshot")
-        wait_until(lambda: int(segment_paths(controller.data_dir)[0].name[:20]) > 0, 10,
-                   "the segments before the snapshot to be deleted")
+        [snapshot] = poll(lambda: list_snapshots(partition), 60, message="a snapshot")
+        poll(lambda: int(segment_paths(controller.data_dir)[0].name[:20]) > 0, 60,
+             message="the segments before the snapshot to be deleted")
         controller.wait_for_stderr(r"wrote snapshot .* removed \d+ old segments")
         # Changes after the snapshot, for the observer to fetch from the log.
         build_state(client, controller.cluster_id, topics=6, first_broker=20)
@@ -98,7 +99,7 @@ def test_a_fetcher_behind_the_log_start_is_sent_to_the_snapshot_whatever_its_epo
     with connect(controller) as client:
         build_state(client, controller.cluster_id, topics=40, first_broker=20)
         os.kill(controller.pid, signal.SIGUSR1)
-        [snapshot] = wait_until(lambda: list_snapshots(partition), 10, "a snapshot")
+        [snapshot] = poll(lambda: list_snapshots(partition), 60, message="a snapshot")
         controller.wait_for_stderr(r"wrote snapshot .* removed \d+ old segments")
         start = fetch(client, 0)
         assert start.log_start_offset > first_epoch_end, "the first epoch's segments must be gone"

@@ -13,8 +13,10 @@ from protocol.primitives import random_uuid
 from server.metalog.meta_properties import StorageError
 from server.metalog.snapshots import SnapshotId, list_snapshots, load_latest_snapshot, oldest_kept, write_snapshot
 from tests.support.metalog import (
-    LONG_SESSION, build_state, connect, create_topic, flip, load_data_dir, metadata_topics, partition_dir,
-    run_server_once, segment_paths, state_of, wait_until)
+    LONG_SESSION, build_state, create_topic, flip, load_data_dir, metadata_topics, partition_dir,
+    run_server_once, segment_paths, state_of)
+from tests.support.wire import connect
+from tools.processes import poll
 
 
 def topics(*names: str) -> list:
@@ -53,7 +55,7 @@ def test_no_usable_snapshot_over_a_log_that_starts_later_is_an_error(tmp_path, d
 
 def take_snapshot(controller, partition, count: int) -> None:
     os.kill(controller.pid, signal.SIGUSR1)
-    wait_until(lambda: len(list_snapshots(partition)) >= count, 10, f"{count} snapshots")
+    poll(lambda: len(list_snapshots(partition)) >= count, 60, message=f"{count} snapshots")
     controller.wait_for_stderr(r"(?s)(wrote snapshot .*){%d}" % count)
 
 

@@ -7,9 +7,9 @@ from protocol.generated.metadata.voters_record import KRaftVersionFeature, Voter
 from protocol.records import CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_value, encode_batch
 from server.config import EMBEDDED_NODE_ID
 from server.metalog.quorum_state import read_quorum_state
-from tests.conftest import ControllerProcess
 from tests.support.kafka_data import read_batches
 from tests.support.metalog import run_server_once, segment_paths
+from tools.controller_process import ControllerProcess
 
 THREE_VOTERS = VotersRecord(version=0, voters=[
     Voter(voter_id=i, voter_directory_id=bytes([i]) * 16, endpoints=[],

@@ -11,8 +11,8 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import free_port, poll
-from tests.ops.scrape import KC, Samples, gauge, jmx_exporter_name, scrape as scrape_port
+from tests.support.scrape import KC, Samples, gauge, jmx_exporter_name, scrape as scrape_port
+from tools.processes import free_port, poll
 
 METRICS_PORT = free_port()
 pytestmark = pytest.mark.controller_properties({

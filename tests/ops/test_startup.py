@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from server.__main__ import os_error_line
-from tests.conftest import PYTHON, ROOT, ControllerProcess, free_port
-from tools.processes import bounded_child
+from tests.support.processes import PYTHON
+from tools.controller_process import ROOT, ControllerProcess
+from tools.processes import bounded_child, free_port
 
 TIMEOUT_S = 60
 

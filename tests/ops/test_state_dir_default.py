@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
 from tools.broker.__main__ import options_from_args
+from tools.controller_process import ROOT
 
 
 def test_default_state_dir_is_outside_the_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, ROOT, free_port
-from tools.processes import bounded_child
+from tests.support.processes import PYTHON
+from tools.controller_process import ROOT
+from tools.processes import bounded_child, free_port
 
 PACKAGES = ("protocol", "captures", "server", "tools")
 # The only modules allowed to need pyspark.

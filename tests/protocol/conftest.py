@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.protocol.corpus import UPSTREAM_PACKAGE, GeneratedTree, generate_package, upstream_schemas
+from tests.support.schema_corpus import UPSTREAM_PACKAGE, GeneratedTree, generate_package, upstream_schemas
 
 
 @pytest.fixture(scope="session")

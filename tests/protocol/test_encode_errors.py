@@ -16,8 +16,8 @@ from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.metadata.topic_record import TopicRecord
-from tests.protocol.corpus import case_id, project_cases
-from tests.protocol.strategies import INT_RANGES
+from tests.support.message_strategies import INT_RANGES
+from tests.support.schema_corpus import case_id, project_cases
 from tools.codegen.emit import attr_name
 
 CASES = project_cases()

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from protocol.errors import DecodeError
 from protocol.primitives import write_uvarint
-from tests.protocol.corpus import case_id, hypothesis_settings, project_cases, version_params
-from tests.protocol.strategies import MessageValues
+from tests.support.message_strategies import MessageValues
+from tests.support.schema_corpus import case_id, hypothesis_settings, project_cases, version_params
 
 CASES = project_cases()
 PARAMS = version_params(CASES)

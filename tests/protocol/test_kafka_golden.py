@@ -12,14 +12,13 @@ import base64
 import importlib
 import json
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from protocol.message import Message
-from tests.protocol.corpus import PROJECT_SCHEMAS
-from tests.shared_data import ENV, shared_root
+from tests.support.schema_corpus import PROJECT_SCHEMAS
+from tests.support.shared_data import ENV, shared_root
 from tools.codegen.schema import snake_case
 
 GOLDEN = "kafka-golden"

@@ -68,9 +68,9 @@ with warnings.catch_warnings():
     from kafka.protocol.schemas.fields.simple import SimpleField
 
 from protocol.primitives import ZERO_UUID
-from tests.protocol.corpus import (
+from tests.support.message_strategies import MessageValues, strip_unknown_tags
+from tests.support.schema_corpus import (
     hypothesis_settings, project_cases, upstream_cases, upstream_counterpart, upstream_schemas)
-from tests.protocol.strategies import MessageValues, strip_unknown_tags
 from tools.codegen.emit import attr_name
 from tools.codegen.schema import snake_case
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from tests.protocol.corpus import (
+from tests.support.message_strategies import MessageValues
+from tests.support.schema_corpus import (
     case_id, check_roundtrip, hypothesis_settings, project_cases, version_params)
-from tests.protocol.strategies import MessageValues
 
 CASES = project_cases()
 

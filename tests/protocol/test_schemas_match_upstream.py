@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.protocol.corpus import case_id, project_cases, upstream_cases, upstream_counterpart
+from tests.support.schema_corpus import case_id, project_cases, upstream_cases, upstream_counterpart
 
 CASES = project_cases()
 UPSTREAM = upstream_cases()

@@ -8,9 +8,9 @@ import sys
 import pytest
 from hypothesis import given
 
-from tests.protocol.corpus import (
+from tests.support.message_strategies import MessageValues
+from tests.support.schema_corpus import (
     ROOT, case_id, check_roundtrip, hypothesis_settings, upstream_cases, upstream_schemas, version_params)
-from tests.protocol.strategies import MessageValues
 
 CASES = upstream_cases()
 

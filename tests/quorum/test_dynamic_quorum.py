@@ -9,20 +9,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import MAX_LIFETIME_S
+from tools.controller_process import ROOT
+from tools.processes import bounded_child, free_port, poll
+
 WAIT_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tool(*args: str) -> subprocess.CompletedProcess[str]:
@@ -33,17 +28,6 @@ def status(port: int) -> dict[str, str]:
     done = tool("tools.metadata_quorum", "--bootstrap-controller", f"127.0.0.1:{port}", "describe", "--status")
     assert done.returncode == 0, done.stderr
     return dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
-
-
-def until(what: str, check) -> object:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + WAIT_S
-    last: object = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {WAIT_S} s (last: {last})")
 
 
 def high_watermark(port: int) -> int:
@@ -69,20 +53,23 @@ def test_standalone_then_add_two_controllers_then_remove_the_leader(tmp_path: Pa
         done = tool("tools.storage", "format", "--no-initial-controllers", "-t", cluster, "-c", str(path))
         assert done.returncode == 0, done.stderr
     processes = [subprocess.Popen([sys.executable, "-m", "server", "--config", str(path)], cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"log{n}", "w"))
+                                  stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"log{n}", "w"),
+                                  preexec_fn=bounded_child(MAX_LIFETIME_S))
                  for n, path in enumerate(configs, start=1)]
     try:
-        until("the standalone controller leads", lambda: tool(
+        poll(lambda: tool(
             "tools.metadata_quorum", "--bootstrap-controller", f"127.0.0.1:{ports[0]}", "describe",
-            "--status").returncode == 0)
+            "--status").returncode == 0, WAIT_S, interval=0.2, message="the standalone controller leads")
         marks = [high_watermark(ports[0])]
         for n, path in enumerate(configs[1:], start=2):
             # A controller that has not caught up yet is refused (REQUEST_TIMED_OUT): asked again.
-            added = until(f"controller {n} added", lambda path=path: tool(
+            added = poll(lambda path=path: tool(
                 "tools.metadata_quorum", "--bootstrap-controller", f"127.0.0.1:{ports[0]}",
-                "--command-config", str(path), "add-controller").returncode == 0)
+                "--command-config", str(path), "add-controller").returncode == 0,
+                WAIT_S, interval=0.2, message=f"controller {n} added")
             assert added
-            marks.append(until("writes go on", lambda: (hw := high_watermark(ports[0])) > marks[-1] and hw))
+            marks.append(poll(lambda: (hw := high_watermark(ports[0])) > marks[-1] and hw,
+                              WAIT_S, interval=0.2, message="writes go on"))
         voters = json.loads(status(ports[0])["CurrentVoters"])
         assert sorted(v["id"] for v in voters) == [1, 2, 3]
         assert all(v["directoryId"] for v in voters)
@@ -91,12 +78,13 @@ def test_standalone_then_add_two_controllers_then_remove_the_leader(tmp_path: Pa
                        "remove-controller", "--controller-id", "1", "--controller-directory-id", directory)
         assert removed.returncode == 0, removed.stderr
         assert "Removed KRaft controller 1" in removed.stdout
-        leader = until("a new leader among 2 and 3", lambda: (s := status(ports[1]))
-                       and s["LeaderId"].strip() in ("2", "3") and s)
+        leader = poll(lambda: (s := status(ports[1])) and s["LeaderId"].strip() in ("2", "3") and s,
+                      WAIT_S, interval=0.2, message="a new leader among 2 and 3")
         assert isinstance(leader, dict)
         assert sorted(v["id"] for v in json.loads(leader["CurrentVoters"])) == [2, 3]
         new_port = ports[int(leader["LeaderId"]) - 1]
-        until("the new leader commits past the old one's writes", lambda: high_watermark(new_port) > marks[-1])
+        poll(lambda: high_watermark(new_port) > marks[-1], WAIT_S, interval=0.2,
+             message="the new leader commits past the old one's writes")
     finally:
         for process in processes:
             if process.poll() is None:
@@ -128,11 +116,12 @@ def test_a_static_quorum_upgrades_to_kraft_version_1_with_update_features(tmp_pa
             return result.error_code == 0 or result.error_message
 
         # Refused (naming the voter) until every voter has told the leader its directory id.
-        until("kraft.version upgraded", lambda: upgrade() is True)
+        poll(lambda: upgrade() is True, WAIT_S, interval=0.2, message="kraft.version upgraded")
         def voters() -> list[dict[str, object]]:
             return list(json.loads(status(leader.port)["CurrentVoters"]))
 
-        until("voters with directory ids", lambda: all(v["directoryId"] for v in voters()))
+        poll(lambda: all(v["directoryId"] for v in voters()), WAIT_S, interval=0.2,
+             message="voters with directory ids")
         assert sorted(int(str(v["id"])) for v in voters()) == sorted(quorum.members)
     finally:
         quorum.stop()

@@ -7,8 +7,8 @@ import shutil
 import signal
 from pathlib import Path
 
-from tests.conftest import poll
 from tools.controller_process import ControllerProcess, QuorumProcesses
+from tools.processes import poll
 
 TIMING = {"controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "600"}
 

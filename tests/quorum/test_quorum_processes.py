@@ -17,11 +17,12 @@ from typing import Iterator
 import pytest
 
 from protocol.error_codes import Error
-from tests.broker.conftest import BrokerProcess
-from tests.broker.observe import unfenced_brokers
-from tests.conftest import poll
-from tests.quorum.support import client, create_topic, describe_quorum, metadata, topic_names
+from tests.support.observe import unfenced_brokers
+from tests.support.processes import BrokerProcess
+from tests.support.quorum import TIMEOUT_S, create_topic, describe_quorum, metadata, topic_names
+from tests.support.wire import connect
 from tools.controller_process import QuorumProcesses
+from tools.processes import poll
 
 # Fast elections for the test; docs/quorum.md gives the same advice for production loopback.
 QUORUM_TIMING = {
@@ -60,7 +61,7 @@ def brokers(quorum: QuorumProcesses, tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 def unfenced(member) -> list[int]:
-    with client(member) as c:
+    with connect(member, timeout=TIMEOUT_S) as c:
         return unfenced_brokers(c)
 
 
@@ -119,7 +120,8 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
     successor = quorum.wait_for_leader(frozenset({leader}))
     write_once(quorum.members[successor], "while-frozen")
     acked.append("while-frozen")
-    # Frozen for longer than its check-quorum time (1.5 fetch timeouts) whatever the election took.
+    # The time passing is what is tested: frozen for longer than its check-quorum time (1.5 fetch
+    # timeouts), whatever the election took.
     time.sleep(1.5 * int(QUORUM_TIMING["controller.quorum.fetch.timeout.ms"]) / 1000)
     os.kill(frozen.pid, signal.SIGCONT)
     # Woken, it has not heard from a majority within the fetch timeout: it resigns before it

@@ -30,9 +30,9 @@ from server.security.client import ClientSecurity, ScramClient
 from server.security.errors import AuthenticationFailed
 from server.security.scram import ScramServer, credential_from_salted_password, salted_password
 from server.security.tls import TlsSettings
-from tests.broker.conftest import BrokerProcess
-from tests.security.certs import Pki, make_pki
-from tests.server.wire import HEARTBEAT_V, REGISTRATION_V, registration_request
+from tests.support.certs import Pki, make_pki
+from tests.support.processes import BrokerProcess
+from tests.support.wire import HEARTBEAT_V, REGISTRATION_V, registration_request
 from tools.active_controller import NoActiveController, connect_active
 from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.processes import poll

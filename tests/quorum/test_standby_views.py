@@ -9,15 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from protocol.error_codes import Error
-from tests.broker.conftest import BrokerProcess
-from tests.ops.scrape import KC, Samples, gauge, scrape
-from tests.quorum.support import create_topic
+from tests.support.processes import BrokerProcess
+from tests.support.quorum import create_topic
+from tests.support.scrape import KC, Samples, gauge, scrape
 from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.processes import poll
 

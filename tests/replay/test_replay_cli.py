@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from captures import pcapng_writer
-from tests.conftest import ROOT
+from tools.controller_process import ROOT
 
 T0 = 1_700_000_000_000_000_000
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port, poll
 from tests.replay import kafka_frames as k
-from tools.processes import bounded_child, stop_child
+from tools.controller_process import ROOT
+from tools.processes import bounded_child, free_port, poll, stop_child
 from tools.replay import job
 
 pytestmark = pytest.mark.spark

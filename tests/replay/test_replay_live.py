@@ -12,10 +12,11 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from tests.conftest import ROOT, ControllerProcess, free_port
 from tests.replay import browser, tshark
 from tests.support.envelope import create_topics, forward
-from tests.server.wire import WireBroker, api_versions, connect, raw_socket
+from tests.support.wire import WireBroker, api_versions, connect, raw_socket
+from tools.controller_process import ROOT, ControllerProcess
+from tools.processes import free_port
 from tools.replay import job, report, send
 from tools.replay.decode import validate
 
@@ -212,7 +213,7 @@ def test_clean_send_of_the_walkthroughs_capture_finds_no_difference(tmp_path):
     """The README's walkthrough: a test broker fetches the metadata log and forwards a
     client's CreateTopics. Re-sent to a fresh controller, the broker's Fetches land in another
     log (other epochs and offsets): where they diverge is the fresh log's, not a difference."""
-    from tests.broker.conftest import BrokerProcess
+    from tests.support.processes import BrokerProcess
 
     capture = tmp_path / "walkthrough.pcapng"
     controller = CapturingController(tmp_path / "controller", capture, props={})

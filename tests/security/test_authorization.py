@@ -13,6 +13,7 @@ from typing import Callable
 import pytest
 
 from protocol.client import KafkaClient
+from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
 from protocol.error_codes import Error
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from protocol.generated.messages.alter_partition_reassignments_request import (
@@ -21,6 +22,7 @@ from protocol.generated.messages.alter_partition_request import AlterPartitionRe
 from protocol.generated.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest, ScramCredentialUpsertion)
 from protocol.generated.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
+from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.create_acls_request import AclCreation, CreateAclsRequest
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -30,12 +32,11 @@ from protocol.generated.messages.delete_topics_request import DeleteTopicsReques
 from protocol.generated.messages.describe_acls_request import DescribeAclsRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
-from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
-from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest, TopicRequest
-from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest, TopicRequest
 from protocol.generated.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
 from protocol.generated.messages.elect_leaders_request import ElectLeadersRequest
+from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.envelope_request import EnvelopeRequest
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from protocol.generated.messages.incremental_alter_configs_request import (
@@ -43,14 +44,13 @@ from protocol.generated.messages.incremental_alter_configs_request import (
 from protocol.generated.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
-from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+from protocol.generated.messages.vote_request import VoteRequest
 from protocol.headers import encode_request_header
 from protocol.message import Message, api_key_of
-from protocol.constants import AclOperation, AclPermissionType, AclResourceType, PatternType
 from server.security.acl import CLUSTER_NAME
-from tests.security.clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
-from tests.server.wire import registration_request
+from tests.support.secured_clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
+from tests.support.wire import registration_request
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_CONFIG, BROKER_CONFIG = 2, 4
@@ -162,7 +162,7 @@ CASES: list[Case] = [
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory):
-    from tests.conftest import ControllerProcess
+    from tools.controller_process import ControllerProcess
     proc = ControllerProcess(tmp_path_factory.mktemp("acl"), {
         "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS,

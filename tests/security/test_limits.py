@@ -12,8 +12,9 @@ import pytest
 
 from protocol.generated.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from server.config import ConfigError, config_from_properties
-from tests.security.clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
+from tests.support.secured_clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
 from tests.support.security import BASE
+from tests.support.wire import closed_by_peer
 
 SASL = {"listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.controller.plain.sasl.jaas.config": PLAIN_JAAS}
@@ -26,20 +27,12 @@ def big_metadata() -> MetadataRequest:
                            allow_auto_topic_creation=False)
 
 
-def closed_by_server(sock: socket.socket) -> bool:
-    sock.settimeout(30)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-
-
 def test_a_frame_before_login_over_the_limit_closes_at_its_prefix(controller_factory) -> None:
     controller = controller_factory(SASL)
     with socket.create_connection((controller.host, controller.port)) as sock:
         # 100 MiB announced, a few bytes sent: the answer is the close, not a wait for the rest.
         sock.sendall(struct.pack(">i", 100 << 20) + bytes(1000))
-        assert closed_by_server(sock)
+        assert closed_by_peer(sock, timeout=60)
     controller.wait_for_stderr(
         r"Failed authentication with /127\.0\.0\.1 \(invalid receive size before authentication: "
         r"frame of 104857600 bytes exceeds sasl\.server\.max\.receive\.size=524288\)", timeout=30)

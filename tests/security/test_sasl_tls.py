@@ -26,10 +26,10 @@ from protocol.generated.messages.describe_cluster_request import DescribeCluster
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
-from tests.conftest import poll
-from tests.security.certs import Pki, make_pki
-from tests.security.clients import (
+from tests.support.certs import Pki, make_pki
+from tests.support.secured_clients import (
     ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, assert_closed_by_server, plain_login, sasl_client, scram_login, tls_client)
+from tools.processes import poll
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -62,7 +62,7 @@ def admin(controller, pki: Pki, mechanism: str, user: str, password: str) -> Kaf
 
 @pytest.fixture(scope="module")
 def sasl_ssl_controller(pki: Pki, tmp_path_factory: pytest.TempPathFactory):
-    from tests.conftest import ControllerProcess
+    from tools.controller_process import ControllerProcess
     proc = ControllerProcess(tmp_path_factory.mktemp("sasl-ssl"), sasl_ssl_props(pki))
     try:
         yield proc.start()
@@ -193,6 +193,7 @@ def test_session_past_reauth_time_is_closed(controller_factory) -> None:
         response = plain_login(client, ADMIN, ADMIN_PASSWORD)
         assert response.error_code == 0 and response.session_lifetime_ms == 1000
         assert client.request(MetadataRequest(topics=[]), 12).cluster_id == controller.cluster_id
+        # The time passing is what is tested: the session's 1000 ms lifetime runs out.
         time.sleep(1.2)
         assert_closed_by_server(client, controller, MetadataRequest(topics=[]), 12)
         controller.wait_for_stderr(r"closing connection from \S+: its SASL session expired", timeout=60)
@@ -201,6 +202,8 @@ def test_session_past_reauth_time_is_closed(controller_factory) -> None:
     # Re-authenticating in time keeps the session.
     client = sasl_client(controller.host, controller.port, ADMIN, ADMIN_PASSWORD)
     try:
+        # The time passing is what is tested: 1.2 s in all, past the first login's 1000 ms
+        # lifetime, which the login in between renews (without it, the case above).
         time.sleep(0.6)
         assert plain_login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
         time.sleep(0.6)
@@ -211,7 +214,7 @@ def test_session_past_reauth_time_is_closed(controller_factory) -> None:
 
 @pytest.fixture(scope="module")
 def mtls_controller(pki: Pki, tmp_path_factory: pytest.TempPathFactory):
-    from tests.conftest import ControllerProcess
+    from tools.controller_process import ControllerProcess
     proc = ControllerProcess(tmp_path_factory.mktemp("mtls"), {
         "listener.security.protocol.map": "CONTROLLER:SSL",
         "ssl.keystore.key": pki.server_key.read_text().replace("\n", "\\n"),

@@ -153,7 +153,7 @@ def test_a_final_nonce_that_repeats_the_client_nonce_logs_in_as_kafka_3_9_lets_i
 def test_scram_with_tokenauth_logs_in_as_the_tokens_owner() -> None:
     """Kafka's ScramExtensions: tokenauth=true after the nonce asks the token lookup, not the
     user credentials; the user is then the token's owner."""
-    from tests.security.clients import scram_client
+    from tests.support.secured_clients import scram_client
 
     mechanism, mac = "SCRAM-SHA-256", b"the token's hmac"
 
@@ -259,7 +259,7 @@ def test_security_config_errors_name_their_key(props: dict[str, str], key: str, 
 def test_idle_connections_are_closed(controller_factory) -> None:
     from protocol.client import KafkaClient
     from protocol.generated.messages.api_versions_request import ApiVersionsRequest
-    from tests.server.wire import closed_by_peer
+    from tests.support.wire import closed_by_peer
 
     controller = controller_factory({"connections.max.idle.ms": "300"})
     client = KafkaClient(controller.host, controller.port)

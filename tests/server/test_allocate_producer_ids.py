@@ -15,7 +15,7 @@ from server.controller.cluster import BrokerRegistration
 from server.controller.offsets import OffsetControl
 from server.controller.producer_ids import BLOCK_SIZE, MAX_PRODUCER_ID, ProducerIdControl
 from tests.support.metalog import new_controller
-from tests.server.wire import WireBroker, raw_socket
+from tests.support.wire import WireBroker, raw_socket
 
 
 from tools.bench.kafka_python_engine import kafka_python_class

@@ -17,9 +17,9 @@ from protocol.generated.messages.create_topics_request import (
     CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
 from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
-from tests.support.metalog import connect, heartbeat, new_controller, observe_log, registration
 from tests.support.kafka_python_wire import exchange, kp
-from tests.server.wire import api_versions, raw_socket
+from tests.support.metalog import new_controller, observe_log
+from tests.support.wire import api_versions, connect, heartbeat_request, raw_socket, registration_request
 
 REGISTRATION_V = 4
 HEARTBEAT_V = 1
@@ -43,11 +43,11 @@ class Cluster:
         self.client = connect(controller)
         self.epochs: dict[int, int] = {}
         for broker_id in (1, 2, 3):
-            request = registration(controller.cluster_id, broker_id)
+            request = registration_request(controller.cluster_id, broker_id)
             request.log_dirs = DIRECTORIES[broker_id]
             reg = self.client.request(request, REGISTRATION_V)
             assert reg.error_code == Error.NONE, reg
-            hb = self.client.request(heartbeat(broker_id, reg.broker_epoch), HEARTBEAT_V)
+            hb = self.client.request(heartbeat_request(broker_id, reg.broker_epoch), HEARTBEAT_V)
             assert (hb.error_code, hb.is_fenced) == (Error.NONE, False), hb
             self.epochs[broker_id] = reg.broker_epoch
         created = self.client.request(CreateTopicsRequest(topics=[CreatableTopic(
@@ -100,7 +100,7 @@ class Cluster:
         """A heartbeat naming log directories that failed. kafka-python's engine cannot
         encode this tagged field (Kafka's schema gives its tag as a string), so the
         project's codec sends it."""
-        request = heartbeat(broker_id, self.epochs[broker_id])
+        request = heartbeat_request(broker_id, self.epochs[broker_id])
         request.offline_log_dirs = [d.bytes for d in directories]
         return self.client.request(request, HEARTBEAT_V)
 

@@ -30,9 +30,9 @@ from protocol.generated.messages.describe_cluster_request import DescribeCluster
 from protocol.generated.messages.describe_cluster_response import DescribeClusterResponse
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.response_header import ResponseHeader
-from tests.conftest import poll
-from tests.server.wire import (
+from tests.support.wire import (
     WireBroker, api_versions, closed_by_peer, connect, frame, listed_brokers, raw_socket)
+from tools.processes import poll
 
 MAX_REQUEST_BYTES = 104857600  # socket.request.max.bytes of the embedded default
 
@@ -301,7 +301,7 @@ def request_values(api_key: int):
         import sys
         from pathlib import Path
 
-        from tests.protocol.strategies import MessageValues
+        from tests.support.message_strategies import MessageValues
         from tools.codegen.schema import load_schema
 
         cls = APIS[api_key].request

@@ -10,9 +10,9 @@ from protocol.error_codes import Error
 from protocol.generated.messages.alter_client_quotas_request import (
     AlterClientQuotasRequest, EntityData, EntryData, OpData)
 from protocol.generated.messages.describe_client_quotas_request import ComponentData, DescribeClientQuotasRequest
-from tests.support.kafka_python_wire import exchange
 from tests.support.harness import Harness
-from tests.server.wire import raw_socket
+from tests.support.kafka_python_wire import exchange
+from tests.support.wire import raw_socket
 
 
 def alter(h: Harness, *entries: tuple[dict[str, str | None], dict[str, float | None]],

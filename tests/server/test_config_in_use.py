@@ -20,8 +20,10 @@ from server.config import EMBEDDED_NODE_ID
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.metalog.segments import MetadataLog
-from tests.conftest import PYTHON, ROOT, poll
-from tests.server.wire import connect, describe_cluster
+from tests.support.processes import PYTHON
+from tests.support.wire import connect, describe_cluster
+from tools.controller_process import ROOT
+from tools.processes import poll
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -61,7 +63,7 @@ def test_an_idle_controller_appends_a_no_op_record_every_interval(controller) ->
     with connect(controller) as client:
         start = high_watermark(client)
         # Nothing but DescribeQuorum (which writes nothing) is sent, yet the log moves on.
-        poll(lambda: high_watermark(client) >= start + 5, 20, message="five more committed offsets")
+        poll(lambda: high_watermark(client) >= start + 5, 60, message="five more committed offsets")
     assert controller.stop() == 0
     records = logged_records(controller.data_dir)
     no_ops = [stamp for name, stamp in records if name == "NoOpRecord"]
@@ -75,10 +77,10 @@ def test_an_idle_controller_appends_a_no_op_record_every_interval(controller) ->
 def test_zero_turns_the_no_op_record_off(controller) -> None:
     with connect(controller) as client:
         # Past the LeaderChange and the bootstrap record, which the start-up writes itself.
-        deadline = time.monotonic() + 60
-        while high_watermark(client) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        start = high_watermark(client)
+        start = poll(lambda: (hw := high_watermark(client)) >= 2 and hw, 60,
+                     message="the start-up's records committed")
+        # The time passing is what is tested: ten of the 100 ms intervals the test above runs
+        # with, in which a controller that writes no-ops would have committed some.
         time.sleep(1.0)
         assert high_watermark(client) == start
     assert controller.stop() == 0

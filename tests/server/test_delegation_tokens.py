@@ -16,8 +16,8 @@ from protocol.generated.messages.expire_delegation_token_request import ExpireDe
 from protocol.generated.messages.renew_delegation_token_request import RenewDelegationTokenRequest
 from server.controller.delegation_tokens import TokenRequester, TokenSettings
 from server.controller.features import MV_3_6_IV1
-from tests.security.clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
 from tests.support.harness import Harness
+from tests.support.secured_clients import ADMIN, ADMIN_PASSWORD, PLAIN_JAAS, sasl_client
 
 SECRET = "s3cret"
 HOUR_MS = 3600 * 1000

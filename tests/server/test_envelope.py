@@ -13,10 +13,10 @@ import pytest
 
 from protocol.error_codes import Error
 from server.context import Principal, forwarded_address, forwarded_principal
-from tests.conftest import ControllerProcess
-from tests.server.wire import WireBroker, raw_socket
 from tests.support.envelope import ALICE, LOCALHOST_V4, create_topics, envelope, forward, principal_bytes
 from tests.support.kafka_python_wire import encode_request, exchange, kp
+from tests.support.wire import WireBroker, raw_socket
+from tools.controller_process import ControllerProcess
 
 TOPIC, BROKER = 2, 4  # config resource types
 SET = 0  # IncrementalAlterConfigs operation

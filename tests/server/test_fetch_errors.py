@@ -13,7 +13,7 @@ import pytest
 
 from protocol.error_codes import Error
 from tests.support.kafka_python_wire import exchange, kp
-from tests.server.wire import raw_socket
+from tests.support.wire import raw_socket
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)

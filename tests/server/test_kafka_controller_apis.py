@@ -25,7 +25,7 @@ from protocol.generated.metadata.register_controller_record import RegisterContr
 from protocol.primitives import ZERO_UUID, random_uuid
 from server.controller.result import ControllerResult
 from tests.support.replication import CONTROLLER_ID, Cluster
-from tests.server.wire import WireBroker, connect, unregister
+from tests.support.wire import WireBroker, connect, unregister
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
 SET = 0

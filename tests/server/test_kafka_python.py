@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient
 
 from protocol.error_codes import Error
 from server.config import EMBEDDED_NODE_ID
-from tests.server.wire import WireBroker, api_versions, connect
+from tests.support.wire import WireBroker, api_versions, connect
 
 # Brokers here are simulated over raw sockets and serve no clients: the controller names itself
 # as the only node (kraftwire.metadata.nodes=controller), so the admin client's requests all

@@ -23,7 +23,7 @@ from protocol.generated.messages.alter_partition_request import (
     AlterPartitionRequest, BrokerState, PartitionData, TopicData)
 from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
-from tests.server.wire import WireBroker, connect
+from tests.support.wire import WireBroker, connect
 
 
 # Brokers here are simulated over raw sockets and serve no clients: the controller names itself

@@ -11,10 +11,10 @@ from protocol.generated.messages.create_topics_request import (
     CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest)
 from protocol.primitives import random_uuid
 from server.config import EMBEDDED_NODE_ID
-from tests.conftest import poll
-from tests.server.wire import (
+from tests.support.wire import (
     WireBroker, closed_by_peer, connect, describe_cluster, listed_brokers, raw_socket, server_has_read,
     unregister)
+from tools.processes import poll
 
 SHORT_SESSION = {"broker.session.timeout.ms": "1000", "broker.heartbeat.interval.ms": "200"}
 CAUGHT_UP = 1 << 40  # a metadata offset beyond anything these tests write
@@ -264,7 +264,7 @@ def test_sigterm_stops_cleanly_with_clients_connected(controller):
 def test_metadata_version_upgrade_and_broker_ranges_over_the_wire(controller, admin):
     from protocol.generated.messages.update_features_request import (
         FeatureUpdateKey, UpdateFeaturesRequest)
-    from tests.server.wire import api_versions
+    from tests.support.wire import api_versions
 
     def finalized() -> dict[str, int]:
         return {f.name: f.max_version_level for f in api_versions(admin).finalized_features}

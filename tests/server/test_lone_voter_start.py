@@ -18,7 +18,7 @@ from server.app import ControllerServer
 from server.config import embedded_config
 from server.metalog.formatting import format_dirs
 from server.network import bind
-from tests.server.wire import REGISTRATION_V, registration_request
+from tests.support.wire import REGISTRATION_V, registration_request
 
 STARTS = 20
 

@@ -401,7 +401,9 @@ def test_a_connection_waiting_for_the_budget_is_not_idle_and_its_peer_close_is_s
                     await asyncio.sleep(0.03)
 
             trickling = asyncio.create_task(trickle())
-            await asyncio.sleep(1.2)  # four times connections.max.idle.ms
+            # The time passing is what is tested: four times connections.max.idle.ms, after which
+            # an idle connection is closed (tests/security/test_units.py sees that happen).
+            await asyncio.sleep(1.2)
             assert len(listener.connections) == 3 and len(listener.waiting) == 2
             # A waiter that goes away is seen, though it is not read from.
             leaver.close()

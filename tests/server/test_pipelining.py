@@ -13,7 +13,7 @@ from protocol.generated.messages.api_versions_request import ApiVersionsRequest
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.response_header import ResponseHeader
-from tests.server.wire import connect, registration_request
+from tests.support.wire import connect, registration_request
 
 
 def build_pipeline(controller, client, count: int, first_broker: int):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from protocol.error_codes import Error
 from server.config import EMBEDDED_NODE_ID
 from tests.support.kafka_python_wire import exchange, kp
-from tests.server.wire import WireBroker, raw_socket
+from tests.support.wire import WireBroker, raw_socket
 
 METADATA_V = 12
 HEARTBEAT_V = 1

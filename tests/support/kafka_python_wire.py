@@ -10,6 +10,7 @@ import socket
 import struct
 from functools import cache
 
+from tests.support.wire import frame
 from tools.bench.kafka_python_engine import kafka_python_class
 
 CLIENT_ID = "kraftwire-kp-test"
@@ -26,10 +27,6 @@ def encode_request(request, correlation_id: int, client_id: str = CLIENT_ID) -> 
     """The request header and body, unframed: what a broker puts in an Envelope."""
     request.with_header(correlation_id=correlation_id, client_id=client_id)
     return bytes(request.encode(header=True))
-
-
-def frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
 
 
 def read_frame(sock: socket.socket) -> bytes:

@@ -5,36 +5,35 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from protocol.client import KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from protocol.generated.messages.broker_registration_request import (
-    BrokerRegistrationRequest, Feature, Listener)
 from protocol.generated.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from protocol.generated.messages.create_topics_request import (
     CreatableTopic, CreatableTopicConfig, CreateTopicsRequest)
 from protocol.generated.messages.delete_topics_request import DeleteTopicState, DeleteTopicsRequest
-from protocol.generated.messages.incremental_alter_configs_request import (
-    AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
 from protocol.generated.messages.describe_quorum_request import (
     DescribeQuorumRequest, PartitionData as QuorumPartitionRequest, TopicData as QuorumTopicRequest)
 from protocol.generated.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from protocol.generated.messages.fetch_response import PartitionData
 from protocol.generated.messages.fetch_snapshot_request import (
     FetchSnapshotRequest, PartitionSnapshot, SnapshotId, TopicSnapshot)
+from protocol.generated.messages.incremental_alter_configs_request import (
+    AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsRequest)
 from protocol.generated.messages.metadata_request import MetadataRequest
 from protocol.generated.messages.unregister_broker_request import UnregisterBrokerRequest
-from protocol.primitives import METADATA_TOPIC_ID, random_uuid
+from protocol.primitives import METADATA_TOPIC_ID
 from protocol.records import iter_batches, parse_metadata_record, read_batch_header
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.metalog.segments import PARTITION_DIR, SUFFIX, MetadataLog
 from server.metalog.snapshots import load_latest_snapshot
-from tests.conftest import MAX_LIFETIME_S, PYTHON, ROOT, ControllerProcess
+from tests.support.processes import MAX_LIFETIME_S, PYTHON
+from tests.support.wire import HEARTBEAT_V, REGISTRATION_V, heartbeat_request, registration_request
+from tools.controller_process import ROOT, ControllerProcess
 from tools.processes import bounded_child
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -43,9 +42,6 @@ FETCH_SNAPSHOT_V = 1
 DESCRIBE_QUORUM_V = 2
 METADATA_V = 12
 CREATE_TOPICS_V = 7
-REGISTRATION_V = 4
-HEARTBEAT_V = 1
-MV_RANGE = (7, 25)
 
 
 # --- state ----------------------------------------------------------------------------------------
@@ -165,36 +161,15 @@ def batch_positions(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
-# --- the wire -------------------------------------------------------------------------------------
-
-def connect(controller, timeout: float = 15.0) -> KafkaClient:
-    return KafkaClient(controller.host, controller.port, client_id="kraftwire-metalog-test", timeout=timeout)
-
-
-def registration(cluster_id: str, broker_id: int, incarnation: bytes | None = None,
-                 port: int | None = None) -> BrokerRegistrationRequest:
-    return BrokerRegistrationRequest(
-        broker_id=broker_id, cluster_id=cluster_id, incarnation_id=incarnation or random_uuid(),
-        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=port or 20000 + broker_id,
-                            security_protocol=0)],
-        features=[Feature(name="metadata.version", min_supported_version=MV_RANGE[0],
-                          max_supported_version=MV_RANGE[1])],
-        rack=None, log_dirs=[random_uuid()], previous_broker_epoch=-1)
-
-
-def heartbeat(broker_id: int, epoch: int, offset: int | None = None) -> BrokerHeartbeatRequest:
-    return BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=epoch,
-                                  current_metadata_offset=epoch if offset is None else offset,
-                                  want_fence=False, want_shut_down=False)
-
+# --- the wire (requests built by tests.support.wire) ---------------------------------------------
 
 def active_brokers(client: KafkaClient, cluster_id: str, ids: Iterable[int]) -> dict[int, int]:
     """Register and unfence brokers; returns their epochs."""
     epochs = {}
     for b in ids:
-        reg = client.request(registration(cluster_id, b), REGISTRATION_V)
+        reg = client.request(registration_request(cluster_id, b), REGISTRATION_V)
         assert reg.error_code == Error.NONE, reg
-        hb = client.request(heartbeat(b, reg.broker_epoch), HEARTBEAT_V)
+        hb = client.request(heartbeat_request(b, reg.broker_epoch), HEARTBEAT_V)
         assert (hb.error_code, hb.is_fenced) == (Error.NONE, False), hb
         epochs[b] = reg.broker_epoch
     return epochs
@@ -349,17 +324,6 @@ class LimitedController(ControllerProcess):
 
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_size_limit, self.file_size_limit))
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, message: str, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
 
 
 def process_rlimit_fsize(pid: int) -> int:

@@ -16,8 +16,8 @@ import pytest
 from protocol.client import KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
-from tests.broker.conftest import BrokerProcess
-from tests.security.certs import Pki, make_pki
+from tests.support.certs import Pki, make_pki
+from tests.support.processes import BrokerProcess
 from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.metadata_quorum.__main__ import main
 from tools.processes import free_port, poll

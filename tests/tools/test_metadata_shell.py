@@ -32,10 +32,10 @@ from server.metalog.commit_path import encode_records
 from server.metalog.segments import PARTITION_DIR, MetadataLog
 from server.metalog.snapshot_file import write_snapshot_file
 from server.metalog.snapshots import SnapshotId
-from tests.conftest import free_port, poll
 from tools.metadata_shell.__main__ import main
 from tools.metadata_shell.interactive import completions
 from tools.metadata_shell.shell import Shell
+from tools.processes import free_port, poll
 
 REPO = Path(__file__).resolve().parents[2]
 T_ID = bytes(range(1, 17))

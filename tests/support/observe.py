@@ -8,13 +8,9 @@ from protocol.client import KafkaClient
 from protocol.generated.messages.describe_cluster_request import DescribeClusterRequest
 from protocol.generated.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest, TopicRequest)
-from tests.conftest import poll
+from tools.processes import poll
 
 Partitions = dict[int, tuple[int, list[int], list[int]]]
-
-
-def client(controller) -> KafkaClient:
-    return KafkaClient(controller.host, controller.port, client_id="kraftwire-broker-test", timeout=10)
 
 
 def unfenced_brokers(admin: KafkaClient) -> list[int]:

@@ -8,10 +8,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from cryptography import x509
-
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID

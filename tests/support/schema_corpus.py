@@ -13,11 +13,11 @@ from types import ModuleType
 from hypothesis import HealthCheck, Phase, settings
 
 from protocol.message import Message
-from tests.shared_data import shared_dir
+from tests.support.shared_data import shared_dir
 from tools.codegen.generate import render_tree
 from tools.codegen.schema import Schema, load_schema, snake_case
+from tools.controller_process import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PROJECT_SCHEMAS = ROOT / "schemas"
 PROJECT_PACKAGE = "protocol.generated"
 

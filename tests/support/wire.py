@@ -24,7 +24,8 @@ API_VERSIONS_V = 3
 MV_RANGE = (7, 25)
 
 
-def connect(controller, timeout: float = 10.0) -> KafkaClient:
+def connect(controller, timeout: float = 15.0) -> KafkaClient:
+    """A client of ``controller`` (anything with ``host`` and ``port``)."""
     return KafkaClient(controller.host, controller.port, client_id="kraftwire-test", timeout=timeout)
 
 
@@ -38,6 +39,14 @@ def registration_request(cluster_id: str, broker_id: int, incarnation: bytes | N
         features=[Feature(name="metadata.version", min_supported_version=mv_range[0],
                           max_supported_version=mv_range[1])],
         rack=None, log_dirs=[random_uuid()], previous_broker_epoch=previous_broker_epoch)
+
+
+def heartbeat_request(broker_id: int, epoch: int, offset: int | None = None, want_fence: bool = False,
+                      want_shut_down: bool = False) -> BrokerHeartbeatRequest:
+    """A heartbeat; by default the broker claims to have caught up with its own epoch."""
+    return BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=epoch,
+                                  current_metadata_offset=epoch if offset is None else offset,
+                                  want_fence=want_fence, want_shut_down=want_shut_down)
 
 
 class WireBroker:
@@ -67,12 +76,8 @@ class WireBroker:
 
     def heartbeat(self, offset: int | None = None, want_fence: bool = False,
                   want_shut_down: bool = False, epoch: int | None = None) -> BrokerHeartbeatResponse:
-        """A heartbeat; by default the broker claims to have caught up with its own epoch."""
-        epoch = self.epoch if epoch is None else epoch
-        return self.client.request(BrokerHeartbeatRequest(
-            broker_id=self.broker_id, broker_epoch=epoch,
-            current_metadata_offset=epoch if offset is None else offset,
-            want_fence=want_fence, want_shut_down=want_shut_down), HEARTBEAT_V)
+        return self.client.request(heartbeat_request(
+            self.broker_id, self.epoch if epoch is None else epoch, offset, want_fence, want_shut_down), HEARTBEAT_V)
 
 
 def describe_cluster(client: KafkaClient, endpoint_type: int = 1) -> DescribeClusterResponse:
@@ -137,5 +142,5 @@ def server_has_read(sock: socket.socket) -> bool:
 
 
 __all__ = ["ConnectionClosed", "KafkaClient", "WireBroker", "api_versions", "closed_by_peer",
-           "connect", "describe_cluster", "frame", "listed_brokers", "raw_socket",
+           "connect", "describe_cluster", "frame", "heartbeat_request", "listed_brokers", "raw_socket",
            "registration_request", "server_has_read", "unregister"]

@@ -1,24 +1,30 @@
-"""Fixtures for the test-broker tests: ``python -m tools.broker`` processes next to a controller.
+"""The processes tests start besides the controller (tools.controller_process): the test
+broker (``python -m tools.broker``) and a controller on a copy of a real Kafka directory; and
+the interpreter and lifetime bound every child of a test gets.
 
-``broker_factory(*args)`` starts a broker (or a fleet) pointed at the ``controller`` fixture's
-address with the arguments given, serving clients on free ports unless ``--port`` is given.
-Each process logs to files in the test's temporary directory and is stopped by its PID at
-teardown (and dies with the test process in any case).
+A child stops by itself if the test process dies (parent-death signal) and after
+``MAX_LIFETIME_S`` in any case (an alarm that survives exec), so a crashed or hung test run
+never leaves a server behind.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
-from typing import Callable, Iterator
 
-import pytest
+from server.metalog.meta_properties import read_meta_properties
+from tools.controller_process import LIFETIME_S as MAX_LIFETIME_S
+from tools.controller_process import ROOT, ControllerProcess
+from tools.processes import bounded_child, poll, stop_child
 
-from tests.conftest import MAX_LIFETIME_S, PYTHON, ROOT, poll
-from tools.processes import bounded_child, stop_child
+PYTHON = sys.executable
+
+__all__ = ["MAX_LIFETIME_S", "PYTHON", "BrokerProcess", "KafkaDirController"]
 
 STARTED = re.compile(r"^kraftwire test .* starting against", re.M)
 TRANSITION = re.compile(r"broker (\d+): (\w+) -> (\w+) \((.*)\)")
@@ -100,21 +106,21 @@ class BrokerProcess:
         return self.signal_and_wait(signal.SIGKILL)
 
 
-@pytest.fixture
-def broker_factory(controller, tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
-    """``broker_factory(*args, controllers=None)``: start ``python -m tools.broker --controller
-    ADDR *args``, ADDR being the ``controller`` fixture's address unless ``controllers`` is given."""
-    started: list[BrokerProcess] = []
+class KafkaDirController(ControllerProcess):
+    """A controller on a copy of a Kafka directory, with the node id its meta.properties names."""
 
-    def start(*args: str, controllers: str | None = None) -> BrokerProcess:
-        # Client listeners on free ports unless a test names one: the default ports (20000 + id)
-        # may be taken on a shared machine.
-        ports = [] if "--port" in args or "--no-clients" in args else ["--port", "0"]
-        proc = BrokerProcess(tmp_path / f"broker-proc-{len(started)}",
-                             ["--controller", controllers or f"{controller.host}:{controller.port}", *ports, *args])
-        started.append(proc)
-        return proc.start()
+    def __init__(self, workdir: Path, source: Path, flags: list[str]) -> None:
+        workdir.mkdir(parents=True)
+        shutil.copytree(source, workdir / "data")
+        node_id = read_meta_properties(workdir / "data").node_id
+        # Brokers' leases must not run out while the test reads their state.
+        super().__init__(workdir, {"node.id": str(node_id), "broker.session.timeout.ms": "600000"})
+        self.node_id = node_id
+        self.flags = flags
 
-    yield start
-    for proc in started:
-        proc.kill9()
+    def _write_config(self) -> Path:
+        self.properties["controller.quorum.voters"] = f"{self.node_id}@127.0.0.1:{self.port}"
+        return super()._write_config()
+
+    def _launch(self, args: list[str]) -> None:
+        super()._launch([*args, *self.flags])

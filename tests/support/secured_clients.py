@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from protocol.client import KafkaClient
-from protocol.message import Message
-from tests.server.wire import closed_by_peer
-from tools.controller_process import ControllerProcess
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
 from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
+from protocol.message import Message
+from tests.support.wire import closed_by_peer
+from tools.controller_process import ControllerProcess
 
 HANDSHAKE_V = 1
 AUTHENTICATE_V = 2
