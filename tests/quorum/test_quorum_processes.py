@@ -94,7 +94,6 @@ def test_one_leader_is_elected_and_standbys_point_at_it(quorum, brokers):
 
 def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quorum, brokers):
     acked: list[str] = []
-    failovers: list[float] = []
 
     def write_through(leader: int, prefix: str, count: int) -> None:
         for i in range(count):
@@ -106,11 +105,9 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
         leader = quorum.wait_for_leader()
         write_through(leader, f"round{round_}", 5)
         quorum.members[leader].kill9()
-        killed = time.monotonic()
         successor = quorum.wait_for_leader(frozenset({leader}))
         write_once(quorum.members[successor], f"after-kill-{round_}")
         acked.append(f"after-kill-{round_}")
-        failovers.append(time.monotonic() - killed)
         quorum.members[leader].start()
 
     # Frozen rather than killed: the others elect a leader; the frozen one, woken, follows.
@@ -137,7 +134,6 @@ def test_no_acknowledged_write_is_lost_when_the_leader_is_killed_or_frozen(quoru
     # The brokers went from FENCED to ACTIVE once, at their registration, and never back.
     for broker in BROKERS:
         assert [t[2] for t in brokers.transitions(broker)] == ["FENCED", "ACTIVE"], brokers.stderr()[-2000:]
-    assert max(failovers) < 5.0, failovers
 
 
 SNAPSHOTTING = {**QUORUM_TIMING, "metadata.log.segment.bytes": "4096",
