@@ -58,10 +58,17 @@ def test_write_no_op_appends_one_record_that_changes_nothing_else() -> None:
     assert list(qc.snapshot_records()) == before
 
 
+def past_start_up(client) -> int:
+    """The high watermark once the LeaderChange and the bootstrap records, which the start-up
+    writes itself (in one batch, committed as one), are committed: the controller is active
+    before they are."""
+    return poll(lambda: (hw := high_watermark(client)) >= 2 and hw, 60, message="the start-up's records committed")
+
+
 @pytest.mark.controller_properties({"metadata.max.idle.interval.ms": "100"})
 def test_an_idle_controller_appends_a_no_op_record_every_interval(controller) -> None:
     with connect(controller) as client:
-        start = high_watermark(client)
+        start = past_start_up(client)
         # Nothing but DescribeQuorum (which writes nothing) is sent, yet the log moves on.
         poll(lambda: high_watermark(client) >= start + 5, 60, message="five more committed offsets")
     assert controller.stop() == 0
@@ -76,9 +83,7 @@ def test_an_idle_controller_appends_a_no_op_record_every_interval(controller) ->
 @pytest.mark.controller_properties({"metadata.max.idle.interval.ms": "0"})
 def test_zero_turns_the_no_op_record_off(controller) -> None:
     with connect(controller) as client:
-        # Past the LeaderChange and the bootstrap record, which the start-up writes itself.
-        start = poll(lambda: (hw := high_watermark(client)) >= 2 and hw, 60,
-                     message="the start-up's records committed")
+        start = past_start_up(client)
         # The time passing is what is tested: ten of the 100 ms intervals the test above runs
         # with, in which a controller that writes no-ops would have committed some.
         time.sleep(1.0)
