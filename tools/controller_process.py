@@ -64,6 +64,7 @@ class ControllerProcess:
         self.config_path: Path | None = None
         self.starts = 0
         self._stderr_offset = 0  # where the current process's stderr begins in the file
+        self._stdout_offset = 0  # where the current process's stdout begins in the file
         self._bounded = bounded_child(lifetime_s)  # made anew by each launch, in the launching process
 
     # --- paths ------------------------------------------------------------------------------
@@ -147,6 +148,7 @@ class ControllerProcess:
                 args = ["--data-dir", str(self.data_dir), "--port", str(self.port)]
             try:
                 self._launch([*args, *self.server_args])
+                self._await_listening()
                 break
             except AddressInUse:
                 if not first or self._port_given or attempt == PORT_ATTEMPTS - 1:
@@ -154,40 +156,55 @@ class ControllerProcess:
         self.starts += 1
         return self
 
+    def start_again_unwaited(self) -> None:
+        """Start again on the same port and data without waiting for it to listen
+        (``listening`` tells): several voters restarted together start this way."""
+        assert self.starts > 0 and (self.proc is None or self.proc.poll() is not None), "never started, or running"
+        args = ["--config", str(self.config_path)] if self.uses_config_file else [
+            "--data-dir", str(self.data_dir), "--port", str(self.port)]
+        self._launch([*args, *self.server_args])
+        self.starts += 1
+
     def prepare_child(self) -> None:
         """Runs in the child between fork and exec."""
         self._bounded()
 
     def _launch(self, args: list[str]) -> None:
         self._stderr_offset = self.stderr_path.stat().st_size if self.stderr_path.exists() else 0
-        stdout_offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
+        self._stdout_offset = self.stdout_path.stat().st_size if self.stdout_path.exists() else 0
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._bounded = bounded_child(self.lifetime_s)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "server", *args], cwd=ROOT, env=env,
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          preexec_fn=self.prepare_child)
+
+    def _await_listening(self) -> None:
         deadline = time.monotonic() + self.start_timeout_s
-        while True:
-            text = self.stdout_path.read_bytes()[stdout_offset:].decode("utf-8", "replace")
-            match = ACTIVE_LINE.search(text)
-            if match:
-                self.cluster_id = match.group(1)
-                self.host, self.port = match.group(2), int(match.group(3))
-                return
-            code = self.proc.poll()
-            if code is not None:
-                stderr = self.stderr_text()
-                self.proc = None
-                if "address already in use" in stderr.lower():
-                    raise AddressInUse(stderr)
-                raise RuntimeError(f"the controller exited with code {code} before becoming "
-                                   f"active:\n{stderr}")
+        while not self.listening():
             if time.monotonic() >= deadline:
                 stop_child(self.proc, signal.SIGKILL, STOP_TIMEOUT_S)
                 raise RuntimeError(f"the controller did not become active in {self.start_timeout_s}s:\n"
                                    f"{self.stderr_text()}")
             time.sleep(0.02)
+
+    def listening(self) -> bool:
+        """Whether the process started last says it listens; raises if it exited first."""
+        assert self.proc is not None
+        text = self.stdout_path.read_bytes()[self._stdout_offset:].decode("utf-8", "replace")
+        match = ACTIVE_LINE.search(text)
+        if match:
+            self.cluster_id = match.group(1)
+            self.host, self.port = match.group(2), int(match.group(3))
+            return True
+        code = self.proc.poll()
+        if code is not None:
+            stderr = self.stderr_text()
+            self.proc = None
+            if "address already in use" in stderr.lower():
+                raise AddressInUse(stderr)
+            raise RuntimeError(f"the controller exited with code {code} before becoming active:\n{stderr}")
+        return False
 
     def stop(self) -> int | None:
         """SIGTERM (a clean shutdown), then SIGKILL if it does not exit in time."""

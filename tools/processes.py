@@ -4,10 +4,12 @@ the run that started them, and stopped by their own PID."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Callable, TypeVar
 
 from server.child_process import die_with_parent
@@ -15,11 +17,30 @@ from server.child_process import die_with_parent
 T = TypeVar("T")
 
 
+def _ephemeral_low() -> int:
+    """The first port the kernel hands out for outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, below the ephemeral range: a
+    port the kernel could hand out could be taken, between a controller's stop and its restart,
+    as the local end of another voter's outgoing connection (voters retry their peers every
+    backoff), and the restart would find it in use."""
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = random.randrange(10_000, low) if low > 11_000 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise OSError("no free port below the ephemeral range")
 
 
 def bounded_child(lifetime_s: int) -> Callable[[], None]:

@@ -39,7 +39,7 @@ import struct
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -423,11 +423,22 @@ def quorum(workdir: Path, topics: int) -> None:
             assert create_topics(leader.port, [f"topic-{i}" for i in range(start, min(topics, start + 1000))])
         before = leader_epoch(voters)
         assert before is not None
-        voters.stop()
+        # Stopped together and started together, as an operator restarting the quorum does:
+        # one after another, the first ones stopped would elect again among the others. The
+        # children are started from this thread (they die with the thread that started them).
+        with ThreadPoolExecutor(len(voters.members)) as pool:
+            list(pool.map(lambda m: m.stop(), voters.members.values()))
+        for member in voters.members.values():
+            member.start_again_unwaited()
         listened = []
-        for member in voters.members.values():  # each start returns once that voter listens
-            member.start()
-            listened.append(time.perf_counter())
+        waiting = list(voters.members.values())
+        deadline = time.monotonic() + 600
+        while waiting and time.monotonic() < deadline:
+            for member in [m for m in waiting if m.listening()]:
+                waiting.remove(member)
+                listened.append(time.perf_counter())
+            time.sleep(0.005)
+        assert not waiting, "voters that never listened after the restart"
         listening = listened[0]
 
         def first_write() -> float | None:
