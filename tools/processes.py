@@ -46,7 +46,8 @@ def free_port() -> int:
 def bounded_child(lifetime_s: int) -> Callable[[], None]:
     """A preexec_fn, made in the parent: the child dies with its parent, and after
     ``lifetime_s`` regardless (an alarm survives exec, and SIGALRM's default action ends the
-    process)."""
+    process). Linux ties the death signal to the thread that started the child, not to the
+    process: start children from a thread that outlives them (a pool's worker does not)."""
     parent = os.getpid()
 
     def prepare() -> None:
