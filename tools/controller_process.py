@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from server.config import EMBEDDED_NODE_ID
-from tools.processes import bounded_child, free_port, poll, stop_child
+from tools.processes import LoggedChild, bounded_child, free_port, poll, stop_child
 
 ROOT = Path(__file__).resolve().parents[1]
 # A single voter is active once it listens; a voter of a quorum waits to be elected.
@@ -37,7 +37,7 @@ class AddressInUse(RuntimeError):
     """The free port was taken by someone else between choosing it and binding it."""
 
 
-class ControllerProcess:
+class ControllerProcess(LoggedChild):
     """One controller: its data directory, its port, and the process serving them."""
 
     def __init__(self, workdir: Path, properties: dict[str, str] | None = None,
@@ -68,19 +68,6 @@ class ControllerProcess:
         self._bounded = bounded_child(lifetime_s)  # made anew by each launch, in the launching process
 
     # --- paths ------------------------------------------------------------------------------
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None, "the controller is not running"
-        return self.proc.pid
-
-    @property
-    def stdout_path(self) -> Path:
-        return self.workdir / "stdout.log"
-
-    @property
-    def stderr_path(self) -> Path:
-        return self.workdir / "stderr.log"
-
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port

@@ -17,6 +17,26 @@ from server.child_process import die_with_parent
 T = TypeVar("T")
 
 
+class LoggedChild:
+    """A child process started in ``workdir``, its output in stdout.log and stderr.log there."""
+
+    workdir: Path
+    proc: subprocess.Popen[bytes] | None
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.workdir / "stdout.log"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.workdir / "stderr.log"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not running"
+        return self.proc.pid
+
+
 def _ephemeral_low() -> int:
     """The first port the kernel hands out for outgoing connections (Linux; 32768 elsewhere)."""
     try:

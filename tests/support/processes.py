@@ -20,7 +20,7 @@ from pathlib import Path
 from server.metalog.meta_properties import read_meta_properties
 from tools.controller_process import LIFETIME_S as MAX_LIFETIME_S
 from tools.controller_process import ROOT, ControllerProcess
-from tools.processes import bounded_child, poll, stop_child
+from tools.processes import LoggedChild, bounded_child, poll, stop_child
 
 PYTHON = sys.executable
 
@@ -31,26 +31,13 @@ TRANSITION = re.compile(r"broker (\d+): (\w+) -> (\w+) \((.*)\)")
 STOP_TIMEOUT_S = 20.0
 
 
-class BrokerProcess:
+class BrokerProcess(LoggedChild):
     def __init__(self, workdir: Path, args: list[str]) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.args = args
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
-
-    @property
-    def stdout_path(self) -> Path:
-        return self.workdir / "stdout.log"
-
-    @property
-    def stderr_path(self) -> Path:
-        return self.workdir / "stderr.log"
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
 
     def start(self) -> "BrokerProcess":
         assert self.proc is None or self.proc.poll() is not None, "already running"
