@@ -67,7 +67,7 @@ from protocol.generated.messages.unregister_broker_request import UnregisterBrok
 from protocol.generated.messages.update_features_request import UpdateFeaturesRequest
 from protocol.message import Message, api_key_of
 from protocol.primitives import INT16, INT32
-from server.context import ANONYMOUS, Principal, RequestContext, forwarded_address, forwarded_principal
+from server.context import ANONYMOUS, RequestContext, forwarded_address, forwarded_principal
 from server.controller.delegation_tokens import TokenRequester
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting

@@ -83,6 +83,7 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
         gc.freeze()
 
+
 def static_configs(c: ControllerConfig) -> dict[str, str]:
     """The server.properties settings that dynamic configs fall back to."""
     return {

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Callable, Protocol
-from dataclasses import dataclass
 
 from protocol.error_codes import Error
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest

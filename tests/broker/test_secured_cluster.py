@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-import kafka
 from kafka import KafkaAdminClient
 from kafka.admin import (
     ACL, ACLOperation, ACLPermissionType, NewTopic, ResourcePattern, ResourceType, ScramMechanism,

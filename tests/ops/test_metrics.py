@@ -6,7 +6,6 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-import kafka
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from prometheus_client.parser import text_string_to_metric_families

@@ -15,7 +15,6 @@ import subprocess
 import time
 
 import pytest
-import kafka
 from kafka import KafkaAdminClient
 from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 

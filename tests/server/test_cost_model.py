@@ -23,7 +23,6 @@ import pytest
 
 from protocol.constants import AclOperation, AclPermissionType, AclResourceType, AlterConfigOpType, PatternType
 from protocol.error_codes import Error
-from protocol.generated.messages import ApiKey
 from protocol.generated.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest, ScramCredentialUpsertion)
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
