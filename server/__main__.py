@@ -74,6 +74,17 @@ def _raise_fd_limit() -> None:
             pass
 
 
+def brokers_hint(config: ControllerConfig, host: str, port: int) -> str:
+    """A static quorum's voters are not in its log, so a Kafka broker must be told them all
+    (it finds the leader's endpoint among them); a dynamic quorum's are, and an address to
+    start from is enough."""
+    if config.voters:
+        voters = {**config.voters, config.node_id: (host, port)} if config.node_id in config.voters else config.voters
+        listed = ",".join(f"{node}@{h}:{p}" for node, (h, p) in sorted(voters.items()))
+        return f"controller.quorum.voters={listed}"
+    return f"controller.quorum.bootstrap.servers={','.join(f'{h}:{p}' for h, p in config.bootstrap_servers)}"
+
+
 def clients_hint(config: ControllerConfig, host: str, port: int) -> str:
     if config.metadata_nodes == "controller":
         return f"bootstrap.servers={host}:{port} (every request is served here)"
@@ -88,15 +99,14 @@ async def serve(config: ControllerConfig, capture_file: Path | None = None, take
     server = ControllerServer(config, capture_file=capture_file, take_over_quorum=take_over_quorum)
     host, port = await server.start(sock)
     if not server.lone_voter:
-        others = ",".join(f"{h}:{p}" for h, p in (sorted(config.voters.values()) or config.bootstrap_servers))
         role = (f"a voter on {host}:{port} of the quorum {list(server.voters)}" if config.node_id in server.voters
                 else f"an observer on {host}:{port} (not a voter yet: add it with python -m tools.metadata_quorum "
                      f"add-controller)")
         print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is {role}\n  point brokers at: "
-              f"controller.quorum.bootstrap.servers={others}", flush=True)
+              f"{brokers_hint(config, host, port)}", flush=True)
     else:
         print(f"kraftwire controller {config.node_id} of cluster {server.cluster_id} is active on "
-              f"{host}:{port}\n  point brokers at: controller.quorum.bootstrap.servers={host}:{port}"
+              f"{host}:{port}\n  point brokers at: {brokers_hint(config, host, port)}"
               f" (controller.listener.names={config.controller_listener.name})\n"
               f"  point clients at: {clients_hint(config, host, port)}", flush=True)
     if server.metrics_port is not None:

@@ -45,9 +45,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: starts Spark (a JVM); `make test-fast` leaves these out")
     config.addinivalue_line("markers", "clients: the client matrix (tests/clients: librdkafka, aiokafka, "
                                        "kafka-python, kafkajs, kcat); `make test-fast` leaves these out")
+    config.addinivalue_line("markers", "kafka: runs Apache Kafka's own brokers, tools or controllers "
+                                       "(tests/kafka, jars from tools.kafka_dist); `make test-fast` leaves these out")
 
 
 CLIENTS_DIR = ROOT / "tests" / "clients"
+KAFKA_DIR = ROOT / "tests" / "kafka"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,6 +61,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if CLIENTS_DIR in item.path.parents:
             item.add_marker(pytest.mark.clients)
+        if KAFKA_DIR in item.path.parents:
+            item.add_marker(pytest.mark.kafka)
 
 
 @pytest.fixture

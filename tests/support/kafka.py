@@ -1,0 +1,196 @@
+"""Apache Kafka's own processes beside kraftwire: brokers formatted by Kafka's storage tool,
+and Kafka's command-line tools, each from the jars tools.kafka_dist fetched.
+
+Every broker listens on a free 127.0.0.1 port, logs to files in its working directory, dies with
+the test process and after ``LIFETIME_S`` in any case, and is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tools.kafka_dist import Distribution, DistributionError, fetch
+from tools.processes import LoggedChild, bounded_child, free_port, poll, stop_child
+
+LIFETIME_S = 1200
+TOOL_TIMEOUT_S = 120.0
+STARTED = re.compile(r"Transition from STARTING to STARTED|Kafka Server started")
+# Kafka's brokers as small as a 2-core machine wants them: few threads, no wait before the first
+# group rebalance, heartbeats often enough that a test sees fencing within seconds.
+BROKER_DEFAULTS = {
+    "num.network.threads": "2", "num.io.threads": "2", "background.threads": "2",
+    "num.replica.fetchers": "1", "log.cleaner.threads": "1", "num.recovery.threads.per.data.dir": "1",
+    "group.initial.rebalance.delay.ms": "0", "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "10000", "auto.create.topics.enable": "false",
+}
+
+
+def kafka(version: str) -> Distribution:
+    """The fetched distribution, or a skip that says how to get it."""
+    try:
+        return fetch(version)
+    except DistributionError as exc:
+        pytest.skip(f"Kafka {version} unavailable: {exc}")
+
+
+def run_tool(dist: Distribution, tool: str, *args: str, check: bool = True, stdin: str | None = None,
+             timeout: float = TOOL_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's tools, to completion; with ``check``, a failure shows its output."""
+    done = subprocess.run(dist.command(tool, *args), input=stdin, capture_output=True, text=True,
+                          timeout=timeout, stdin=None if stdin is not None else subprocess.DEVNULL,
+                          preexec_fn=bounded_child(int(timeout) + 30))
+    if check and done.returncode != 0:
+        raise AssertionError(f"{tool} {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n"
+                             f"{done.stderr[-5000:]}")
+    return done
+
+
+class KafkaBroker(LoggedChild):
+    """One Kafka broker (``process.roles=broker``) pointed at controllers by ``controllers``:
+    ``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` and their value."""
+
+    def __init__(self, dist: Distribution, workdir: Path, node_id: int, controllers: tuple[str, str],
+                 properties: dict[str, str] | None = None) -> None:
+        self.dist = dist
+        self.workdir = workdir
+        self.node_id = node_id
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_dir = workdir / "logs"
+        workdir.mkdir(parents=True, exist_ok=True)
+        props = {
+            "process.roles": "broker", "node.id": str(node_id), controllers[0]: controllers[1],
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.log_dir), **BROKER_DEFAULTS, **(properties or {}),
+        }
+        self.config_path = workdir / "server.properties"
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def format(self, cluster_id: str) -> None:
+        run_tool(self.dist, "kafka-storage", "format", "-c", str(self.config_path), "-t", cluster_id)
+
+    def start(self) -> "KafkaBroker":
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self._log_offset = self.stderr_path.stat().st_size if self.stderr_path.exists() else 0
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(self.dist.command("kafka-server-start", str(self.config_path)),
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         preexec_fn=bounded_child(LIFETIME_S))
+        return self
+
+    def log(self) -> str:
+        """What this run of the broker logged."""
+        if not self.stderr_path.exists():
+            return ""
+        return self.stderr_path.read_bytes()[self._log_offset:].decode("utf-8", "replace")
+
+    def wait_started(self, timeout: float = 120.0) -> None:
+        def started() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"broker {self.node_id} exited {self.proc.returncode}:\n{self.log()[-5000:]}")
+            return bool(STARTED.search(self.log()))
+        poll(started, timeout, interval=0.2, message=f"Kafka broker {self.node_id} to start; its log:\n"
+                                                     f"{self.log()[-5000:]}")
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM: Kafka's controlled shutdown, then exit."""
+        return stop_child(self.proc, signal.SIGTERM, timeout)
+
+    def kill9(self) -> int | None:
+        return stop_child(self.proc, signal.SIGKILL, 30.0)
+
+
+# --- kraftwire controllers with Kafka brokers -------------------------------------------------
+
+SINGLE, STATIC, DYNAMIC = "single", "static", "dynamic"
+FIRST_CONTROLLER = 3000
+CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "6000", "metadata.max.idle.interval.ms": "500",
+                       "controller.quorum.election.timeout.ms": "500", "controller.quorum.fetch.timeout.ms": "1000"}
+# The metadata.version each broker line formats with: a 3.7 broker knows none above 3.7-IV4,
+# and a 3.9 broker none above 3.9-IV0 (Kafka's own controller refuses their registration past that).
+RELEASES = {"3.7": "3.7-IV4", "3.9": "3.9-IV0"}
+
+
+def release_for(version: str) -> str | None:
+    """The release to format a cluster of ``version`` brokers with; None for kraftwire's default."""
+    return RELEASES.get(".".join(version.split(".")[:2]))
+
+
+class KraftwireQuorum:
+    """kraftwire controllers as a Kafka operator builds them: one voter, three static voters
+    (``controller.quorum.voters``), or a dynamic quorum (``--standalone``, then two controllers
+    formatted ``--no-initial-controllers`` and added with Kafka's ``kafka-metadata-quorum
+    add-controller``)."""
+
+    def __init__(self, kind: str, workdir: Path, dist: Distribution, release: str | None) -> None:
+        from protocol.primitives import random_uuid, uuid_to_str
+        from tools.controller_process import ControllerProcess
+
+        self.kind = kind
+        self.dist = dist
+        self.cluster_id = uuid_to_str(random_uuid())
+        count = 1 if kind == SINGLE else 3
+        self.ports = {FIRST_CONTROLLER + i: free_port() for i in range(count)}
+        voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in self.ports.items())
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
+        self.members: dict[int, ControllerProcess] = {}
+        for i, (node, port) in enumerate(self.ports.items()):
+            props = {"node.id": str(node), "listeners": f"CONTROLLER://127.0.0.1:{port}", **CONTROLLER_DEFAULTS}
+            if kind == DYNAMIC:
+                props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{self.ports[FIRST_CONTROLLER]}"
+            else:
+                props["controller.quorum.voters"] = voters
+            self.members[node] = ControllerProcess(
+                workdir / f"controller-{node}", props, release, lifetime_s=LIFETIME_S, start_timeout_s=60.0,
+                port=port, cluster_id=self.cluster_id,
+                dynamic=None if kind != DYNAMIC else "standalone" if i == 0 else "observer")
+        # How brokers find the controllers: a dynamic quorum's voters are in its log, so brokers
+        # need only an address to start from; a static quorum's are not, so brokers list them.
+        self.for_brokers = (("controller.quorum.bootstrap.servers", bootstrap) if kind == DYNAMIC
+                            else ("controller.quorum.voters", voters))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
+
+    def start(self) -> "KraftwireQuorum":
+        for member in self.members.values():
+            member.start()
+        if self.kind == DYNAMIC:
+            first = f"127.0.0.1:{self.ports[FIRST_CONTROLLER]}"
+            for node, member in list(self.members.items())[1:]:
+                assert member.config_path is not None
+                # A controller that has not caught up yet is refused; Kafka's tool is run again.
+                poll(lambda member=member: run_tool(
+                    self.dist, "kafka-metadata-quorum", "--bootstrap-controller", first,
+                    "--command-config", str(member.config_path), "add-controller", check=False).returncode == 0,
+                    120.0, interval=1.0, message=f"controller {node} added with Kafka's add-controller")
+        return self
+
+    def stop(self) -> None:
+        for member in self.members.values():
+            member.stop()
+
+    def leader(self) -> int:
+        """The voter that Kafka's kafka-metadata-quorum names as leader."""
+        return int(self.status()["LeaderId"])
+
+    def status(self, address: str | None = None) -> dict[str, str]:
+        done = run_tool(self.dist, "kafka-metadata-quorum", "--bootstrap-controller", address or self.bootstrap,
+                        "describe", "--status")
+        return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)}
