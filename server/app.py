@@ -122,9 +122,6 @@ class ControllerServer:
         self.lone_voter = self.voters == (config.node_id,)
         if not self.dynamic:
             self._check_voters(read_quorum_state(config.metadata_log_dir).voters, "quorum-state")
-        advertised = config.advertised_controller_listener
-        # Where each voter is reached; this node is reached at its advertised listener.
-        self.endpoints = {**config.voters, config.node_id: (advertised.host, advertised.port)}
         controller, latest_snapshot = self._load_without_collector()
         # After the load, which may have set an unusable snapshot aside.
         self.raft_log = DiskRaftLog(self.log)
@@ -135,6 +132,8 @@ class ControllerServer:
             QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
                          self._leader_changed, self._snapshot_installed, self._propose_control), wall_clock_ms,
             config.controller_client)
+        # No leader is named before the quorum has one (Kafka's -1), not this node.
+        controller.set_active_controller(self.replication.leader_id)
         # Not active until the quorum (of one, or more) elects it.
         self.leadership = Leadership(self.replica, self.replication.confirm_leadership)
         self.router = Router(lambda: self.replica.controller, self.replication, config.security, self.leadership)
@@ -241,10 +240,7 @@ class ControllerServer:
     def _new_controller(self) -> QuorumController:
         advertised = self.config.advertised_controller_listener
         c = self.config
-        # Every voter listens as this one does: the same listener name and security protocol.
         protocol = SECURITY_PROTOCOL_IDS[c.security.protocol]
-        voter_endpoints = {node: Endpoint(advertised.name, host, port, protocol)
-                           for node, (host, port) in self.endpoints.items()} if len(self.voters) > 1 else None
         return QuorumController(
             self.cluster_id, c.node_id, self.clock,
             session_timeout_ms=c.broker_session_timeout_ms,
@@ -252,8 +248,21 @@ class ControllerServer:
             static_configs=static_configs(c),
             metadata_lists_brokers=c.metadata_nodes == "brokers",
             voter_ids=c.voters or {c.node_id},
-            voter_endpoints=voter_endpoints,
+            voter_endpoints=self._voter_endpoints,
             kraft_upgrade=lambda level: self.replication.core.kraft_upgrade(level))
+
+    def _voter_endpoints(self) -> dict[int, Endpoint]:
+        """Where each voter listens, as the Raft layer knows it now: the static voters, or a
+        dynamic quorum's VotersRecord. Every voter listens as this one does: the same listener
+        name and security protocol."""
+        advertised = self.config.advertised_controller_listener
+        protocol = SECURITY_PROTOCOL_IDS[self.config.security.protocol]
+        found = {}
+        for node in self.replication.voter_set.nodes:
+            address = self.replication.address_of(node.key.id)
+            if address is not None:
+                found[node.key.id] = Endpoint(advertised.name, address[0], address[1], protocol)
+        return found
 
     def _load_without_collector(self) -> tuple[QuorumController, SnapshotId | None]:
         with collector_paused():

@@ -8,6 +8,8 @@ serve clients and forward admin requests (the test brokers do), with one of them
 
 from __future__ import annotations
 
+from typing import Callable
+
 from protocol.constants import AUTHORIZED_OPERATIONS_OMITTED, NO_LEADER
 from protocol.error_codes import Error
 from protocol.generated.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
@@ -26,11 +28,12 @@ from server.controller.topic_names import topic_name_problem
 
 
 class TopicViews:
-    def __init__(self, replication: ReplicationControl, node_id: int,
-                 controller_endpoint: Endpoint | None, list_brokers: bool) -> None:
+    def __init__(self, replication: ReplicationControl,
+                 active_controller: Callable[[], tuple[int, Endpoint | None]], list_brokers: bool) -> None:
+        """``active_controller``: who leads now (-1: none known) and where it listens, asked at
+        each request because a standby learns the leader's endpoint after its id."""
         self.r = replication
-        self.node_id = node_id
-        self.controller_endpoint = controller_endpoint
+        self.active_controller = active_controller
         self.list_brokers = list_brokers
 
     def _offline(self, p: PartitionState) -> list[int]:
@@ -39,20 +42,21 @@ class TopicViews:
 
     # --- Metadata --------------------------------------------------------------------------------
     def metadata(self, req: MetadataRequest, version: int, cluster_id: str) -> MetadataResponse:
-        response = MetadataResponse(cluster_id=cluster_id, controller_id=self.node_id)
+        controller_id, controller_endpoint = self.active_controller()
+        response = MetadataResponse(cluster_id=cluster_id, controller_id=controller_id)
         live = [MetadataResponseBroker(node_id=b.broker_id, host=b.endpoints[0].host, port=b.endpoints[0].port,
                                        rack=b.rack or None)
                 for b in sorted(self.r.cluster.brokers.values(), key=lambda b: b.broker_id)
                 if not b.fenced and b.endpoints] if self.list_brokers else []
-        if live or (self.list_brokers and self.controller_endpoint is None):
+        if live or (self.list_brokers and controller_endpoint is None):
             response.brokers = live
             # As Kafka's brokers answer: a live broker stands for the controller, and forwards
             # the admin requests clients send it. Until a broker is live, the controller names itself.
             ids = [b.node_id for b in live]
-            response.controller_id = self.node_id if self.node_id in ids else (ids[0] if ids else -1)
-        elif self.controller_endpoint is not None:
-            e = self.controller_endpoint
-            response.brokers = [MetadataResponseBroker(node_id=self.node_id, host=e.host, port=e.port)]
+            response.controller_id = controller_id if controller_id in ids else (ids[0] if ids else -1)
+        elif controller_endpoint is not None:
+            e = controller_endpoint
+            response.brokers = [MetadataResponseBroker(node_id=controller_id, host=e.host, port=e.port)]
         # (name, topic id) of each topic asked for; None for a lookup the version cannot answer.
         wanted: list[tuple[str | None, bytes | None] | None]
         if req.topics is None or (version == 0 and not req.topics):

@@ -70,7 +70,7 @@ from server.controller import event_log
 from server.controller.delegation_tokens import DelegationTokenControl, TokenRequester
 from server.controller.describe import TopicViews
 from server.controller.directories import assign_replicas_to_dirs, fail_directories
-from server.controller.features import MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl, KraftUpgrade
+from server.controller.features import KRAFT_VERSION, MV_3_6_IV1, SUPPORTED_FEATURES, FeatureControl, KraftUpgrade
 from server.controller.offsets import OffsetControl
 from server.controller.producer_ids import ProducerIdControl
 from server.controller.quorum_records import QuorumRecords
@@ -105,7 +105,7 @@ class QuorumController:
                  static_configs: dict[str, str] | None = None,
                  metadata_lists_brokers: bool = False,
                  voter_ids: Iterable[int] = (),
-                 voter_endpoints: dict[int, Endpoint] | None = None,
+                 voter_endpoints: Callable[[], dict[int, Endpoint]] | None = None,
                  kraft_upgrade: KraftUpgrade | None = None) -> None:
         """``kraft_upgrade``: the Raft leader's answer to raising kraft.version (its records or
         its refusal); without it, as outside a quorum, the upgrade is refused."""
@@ -132,13 +132,12 @@ class QuorumController:
         # Endpoints of the voters as configured: DescribeCluster for controllers falls back
         # to them until the controllers register themselves.
         self.controller_endpoints = controller_endpoints or []
-        # Every voter's endpoint, for a quorum: who leads is named by id and reached there.
-        self.voter_endpoints = voter_endpoints or {}
+        # Every voter's endpoint as the Raft layer knows it at each call (a dynamic quorum's
+        # voters are in its log and change at run time): who leads is named by id and reached there.
+        self.voter_endpoints = voter_endpoints or dict
         # The controller Metadata and DescribeCluster name: this node while it leads.
         self.active_controller_id = node_id
-        self.views = TopicViews(self.replication, node_id,
-                                self.controller_endpoints[0] if self.controller_endpoints else None,
-                                metadata_lists_brokers)
+        self.views = TopicViews(self.replication, self.active_controller, metadata_lists_brokers)
         self._replayers: dict[str, Callable[[Message, int], None]] = {
             RegisterBrokerRecord.NAME: accepting(RegisterBrokerRecord, self.cluster.replay_register_broker),
             UnregisterBrokerRecord.NAME: accepting(
@@ -547,34 +546,49 @@ class QuorumController:
         registered = [(c.controller_id, c.endpoints[0]) for c in self.cluster.controllers.values() if c.endpoints]
         if registered:
             return sorted(registered, key=lambda item: item[0])
-        if self.voter_endpoints:
-            return sorted(self.voter_endpoints.items())
+        voters = self.voter_endpoints()
+        if voters:
+            return sorted(voters.items())
         return [(self.node_id, e) for e in self.controller_endpoints[:1]]
 
     def set_active_controller(self, node_id: int) -> None:
-        """A quorum's leader changed: Metadata and DescribeCluster name it (and its endpoint)
-        as the controller, so clients that asked a standby go to the active one."""
-        endpoint = self.voter_endpoints.get(node_id)
-        if endpoint is None:
-            return  # no leader known: keep naming the last one
-        self.active_controller_id = node_id
-        self.views.node_id = node_id
-        self.views.controller_endpoint = endpoint
+        """A quorum's leader changed (-1: none known yet): Metadata and DescribeCluster name it
+        as the controller, as Kafka's ControllerApis names the Raft leader, so clients that asked
+        a standby go to the active one."""
+        self.active_controller_id = max(node_id, -1)
 
     def forget_active_controller(self) -> None:
         """This node led a quorum and resigned: until a leader is known it names none rather
         than itself, so that clients look for the new one."""
         self.active_controller_id = -1
-        self.views.node_id = -1
-        self.views.controller_endpoint = None
+
+    def active_controller(self) -> tuple[int, Endpoint | None]:
+        """Who leads and where it listens: the endpoint it registered, else the one the voter
+        set gives (looked up at each call: a standby learns a dynamic quorum's voters from the
+        log, after it learnt who leads)."""
+        node_id = self.active_controller_id
+        if node_id < 0:
+            return -1, None
+        registered = self.cluster.controllers.get(node_id)
+        if registered is not None and registered.endpoints:
+            return node_id, registered.endpoints[0]
+        endpoint = self.voter_endpoints().get(node_id)
+        if endpoint is None and node_id == self.node_id and self.controller_endpoints:
+            endpoint = self.controller_endpoints[0]
+        return node_id, endpoint
 
     def supported_features(self) -> list[SupportedFeatureKey]:
         return [SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
                 for n, (lo, hi) in SUPPORTED_FEATURES.items()]
 
     def finalized_features(self) -> list[FinalizedFeatureKey]:
+        """The FeatureLevelRecords' levels and kraft.version, which is the quorum's
+        (KRaftVersionRecord), left out at 0 as Kafka's controllers leave it out."""
+        levels = dict(self.features.finalized)
+        if self.quorum.kraft_version:
+            levels[KRAFT_VERSION] = self.quorum.kraft_version
         return [FinalizedFeatureKey(name=n, max_version_level=lvl, min_version_level=lvl)
-                for n, lvl in self.features.finalized.items()]
+                for n, lvl in levels.items()]
 
     # --- snapshots -------------------------------------------------------------------------
     def snapshot_records(self) -> Iterable[VersionedRecord]:

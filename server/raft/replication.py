@@ -13,7 +13,7 @@ from protocol.records import (
     CONTROL_FLAG, ControlMessage, Record, RecordBatch, control_key, control_type_of, control_value, encode_batch)
 from protocol.message import Message
 from server.raft.log import RaftLog
-from server.raft.voters import VoterSet
+from server.raft.voters import IN_SNAPSHOT, KRAFT_VERSION_DYNAMIC, VoterHistory, VoterSet
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,25 @@ def successor_backoff(node_id: int, successors: list[int], backoff_max_ms: int) 
 
 
 def leader_change_batch(base_offset: int, epoch: int, leader_id: int, voters: frozenset[int],
-                        granting: frozenset[int], now_ms: int) -> bytes:
-    """The control batch that opens a leader's epoch, naming it and the voters that chose it."""
+                        granting: frozenset[int], now_ms: int, carried: Sequence[Message] = ()) -> bytes:
+    """The control batch that opens a leader's epoch, naming it and the voters that chose it;
+    ``carried``: the quorum records it copies from the bootstrap checkpoint into the log."""
     message = LeaderChangeMessage(version=0, leader_id=leader_id,
                                   voters=[Voter(voter_id=v) for v in sorted(voters)],
                                   granting_voters=[Voter(voter_id=v) for v in sorted(granting)])
-    return control_batch(base_offset, epoch, [message], now_ms)
+    return control_batch(base_offset, epoch, [message, *carried], now_ms)
+
+
+def bootstrap_quorum_records(history: VoterHistory, log: RaftLog) -> list[Message]:
+    """What a new leader copies into its log with its LeaderChange (as Kafka's LeaderState
+    does at the start of an epoch): the kraft.version and voters of a dynamic quorum's
+    bootstrap checkpoint (the snapshot at offset 0 that ``--standalone`` or
+    ``--initial-controllers`` writes), which no replica fetches, so that every replica and
+    every later leader learns them from the log. Nothing once the log holds a voter set."""
+    if (history.kraft_version < KRAFT_VERSION_DYNAMIC or history.latest_offset != IN_SNAPSHOT
+            or log.latest_snapshot is None or log.latest_snapshot[0] != 0):
+        return []
+    return [KRaftVersionRecord(version=0, k_raft_version=history.kraft_version), history.latest.to_record()]
 
 
 def kraft_version_batch(base_offset: int, epoch: int, level: int, voters: VoterSet, now_ms: int) -> bytes:

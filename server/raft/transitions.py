@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from protocol.error_codes import Error
 from server.raft.leader import check_quorum_deadline
 from server.raft.outputs import LeaderChanged, LostLeadership, PersistElection
-from server.raft.replication import leader_change_batch
+from server.raft.replication import bootstrap_quorum_records, leader_change_batch
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, Prospective, Resigned, Tally, Unattached)
 
@@ -125,7 +125,8 @@ class Transitions:
         # The epoch's first batch names its leader; committing it is what lets the high
         # watermark move in this epoch.
         self.core.append([leader_change_batch(start, self.core.epoch, self.core.node_id, self.core.voters,
-                                              granting, self.core.wall_time(now))])
+                                              granting, self.core.wall_time(now),
+                                              bootstrap_quorum_records(self.core.history, self.core.log))])
         self.core.flush_due = now
 
     def to_resigned(self, leader: Leader, now: int) -> None:

@@ -125,3 +125,60 @@ def test_a_static_quorum_upgrades_to_kraft_version_1_with_update_features(tmp_pa
         assert sorted(int(str(v["id"])) for v in voters()) == sorted(quorum.members)
     finally:
         quorum.stop()
+
+
+def test_a_standalone_quorum_changes_after_its_first_leader_is_gone(tmp_path: Path) -> None:
+    """The --standalone controller's bootstrap checkpoint (kraft.version 1 and its voter set) is
+    copied into the log by its first leader: controllers that joined later lead with
+    kraft.version 1, remove the first controller, refuse its removal again as Kafka does
+    (VOTER_NOT_FOUND), add a new controller, and report kraft.version in ApiVersions."""
+    from protocol.client import KafkaClient
+    from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+    from tests.support.quorum import DYNAMIC, ControllerQuorum
+    from tools.controller_process import ControllerProcess
+
+    quorum = ControllerQuorum(DYNAMIC, tmp_path).start()
+    joiner = None
+    try:
+        first = quorum.members[3000]
+        directory = next(v["directoryId"] for v in json.loads(quorum.status()["CurrentVoters"]) if v["id"] == 3000)
+        removal = ("--bootstrap-controller", quorum.bootstrap, "remove-controller", "--controller-id", "3000",
+                   "--controller-directory-id", directory)
+        removed = tool("tools.metadata_quorum", *removal)
+        assert removed.returncode == 0, removed.stderr
+        first.stop()
+        others = ",".join(f"127.0.0.1:{quorum.ports[n]}" for n in (3001, 3002))
+        leader = poll(lambda: (s := status_of(others)) and s.get("LeaderId", "").strip() in ("3001", "3002") and s,
+                      WAIT_S, interval=0.2, message="a leader among the controllers that joined")
+        assert isinstance(leader, dict)
+
+        again = tool("tools.metadata_quorum", *removal[:1], others, *removal[2:])
+        assert again.returncode != 0 and "VOTER_NOT_FOUND" in again.stderr, again.stderr
+
+        # The new leader reports the finalized kraft.version, as Kafka's ControllerServer does.
+        leader_port = quorum.ports[int(leader["LeaderId"])]
+        with KafkaClient("127.0.0.1", leader_port, client_id="test", timeout=30) as client:
+            versions = client.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+        finalized = {f.name: f.max_version_level for f in versions.finalized_features}
+        assert finalized.get("kraft.version") == 1 and "metadata.version" in finalized
+
+        port = free_port()
+        joiner = ControllerProcess(tmp_path / "controller-3003", {
+            "node.id": "3003", "listeners": f"CONTROLLER://127.0.0.1:{port}",
+            "controller.quorum.bootstrap.servers": others}, port=port, cluster_id=quorum.cluster_id,
+            dynamic="observer").start()
+        assert joiner.config_path is not None
+        poll(lambda: tool("tools.metadata_quorum", "--bootstrap-controller", others, "--command-config",
+                          str(joiner.config_path), "add-controller").returncode == 0,
+             WAIT_S, interval=0.5, message="controller 3003 added")
+        voters = json.loads(status_of(others)["CurrentVoters"])
+        assert sorted(v["id"] for v in voters) == [3001, 3002, 3003]
+    finally:
+        if joiner is not None:
+            joiner.stop()
+        quorum.stop()
+
+
+def status_of(bootstrap: str) -> dict[str, str]:
+    done = tool("tools.metadata_quorum", "--bootstrap-controller", bootstrap, "describe", "--status")
+    return dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line) if done.returncode == 0 else {}

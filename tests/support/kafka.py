@@ -14,10 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.quorum import LIFETIME_S
 from tools.kafka_dist import Distribution, DistributionError, fetch
 from tools.processes import LoggedChild, bounded_child, free_port, poll, stop_child
 
-LIFETIME_S = 1200
+# The metadata.version each broker line formats with: a 3.7 broker knows none above 3.7-IV4,
+# and a 3.9 broker none above 3.9-IV0 (Kafka's own controller refuses their registration past that).
+RELEASES = {"3.7": "3.7-IV4", "3.9": "3.9-IV0"}
 TOOL_TIMEOUT_S = 120.0
 STARTED = re.compile(r"Transition from STARTING to STARTED|Kafka Server started")
 # Kafka's brokers as small as a 2-core machine wants them: few threads, no wait before the first
@@ -28,6 +31,11 @@ BROKER_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "0", "broker.heartbeat.interval.ms": "500",
     "replica.lag.time.max.ms": "10000", "auto.create.topics.enable": "false",
 }
+
+
+def release_for(version: str) -> str | None:
+    """The release to format a cluster of ``version`` brokers with; None for kraftwire's default."""
+    return RELEASES.get(".".join(version.split(".")[:2]))
 
 
 def kafka(version: str) -> Distribution:
@@ -113,84 +121,3 @@ class KafkaBroker(LoggedChild):
 
     def kill9(self) -> int | None:
         return stop_child(self.proc, signal.SIGKILL, 30.0)
-
-
-# --- kraftwire controllers with Kafka brokers -------------------------------------------------
-
-SINGLE, STATIC, DYNAMIC = "single", "static", "dynamic"
-FIRST_CONTROLLER = 3000
-CONTROLLER_DEFAULTS = {"broker.session.timeout.ms": "6000", "metadata.max.idle.interval.ms": "500",
-                       "controller.quorum.election.timeout.ms": "500", "controller.quorum.fetch.timeout.ms": "1000"}
-# The metadata.version each broker line formats with: a 3.7 broker knows none above 3.7-IV4,
-# and a 3.9 broker none above 3.9-IV0 (Kafka's own controller refuses their registration past that).
-RELEASES = {"3.7": "3.7-IV4", "3.9": "3.9-IV0"}
-
-
-def release_for(version: str) -> str | None:
-    """The release to format a cluster of ``version`` brokers with; None for kraftwire's default."""
-    return RELEASES.get(".".join(version.split(".")[:2]))
-
-
-class KraftwireQuorum:
-    """kraftwire controllers as a Kafka operator builds them: one voter, three static voters
-    (``controller.quorum.voters``), or a dynamic quorum (``--standalone``, then two controllers
-    formatted ``--no-initial-controllers`` and added with Kafka's ``kafka-metadata-quorum
-    add-controller``)."""
-
-    def __init__(self, kind: str, workdir: Path, dist: Distribution, release: str | None) -> None:
-        from protocol.primitives import random_uuid, uuid_to_str
-        from tools.controller_process import ControllerProcess
-
-        self.kind = kind
-        self.dist = dist
-        self.cluster_id = uuid_to_str(random_uuid())
-        count = 1 if kind == SINGLE else 3
-        self.ports = {FIRST_CONTROLLER + i: free_port() for i in range(count)}
-        voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in self.ports.items())
-        bootstrap = ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
-        self.members: dict[int, ControllerProcess] = {}
-        for i, (node, port) in enumerate(self.ports.items()):
-            props = {"node.id": str(node), "listeners": f"CONTROLLER://127.0.0.1:{port}", **CONTROLLER_DEFAULTS}
-            if kind == DYNAMIC:
-                props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{self.ports[FIRST_CONTROLLER]}"
-            else:
-                props["controller.quorum.voters"] = voters
-            self.members[node] = ControllerProcess(
-                workdir / f"controller-{node}", props, release, lifetime_s=LIFETIME_S, start_timeout_s=60.0,
-                port=port, cluster_id=self.cluster_id,
-                dynamic=None if kind != DYNAMIC else "standalone" if i == 0 else "observer")
-        # How brokers find the controllers: a dynamic quorum's voters are in its log, so brokers
-        # need only an address to start from; a static quorum's are not, so brokers list them.
-        self.for_brokers = (("controller.quorum.bootstrap.servers", bootstrap) if kind == DYNAMIC
-                            else ("controller.quorum.voters", voters))
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
-
-    def start(self) -> "KraftwireQuorum":
-        for member in self.members.values():
-            member.start()
-        if self.kind == DYNAMIC:
-            first = f"127.0.0.1:{self.ports[FIRST_CONTROLLER]}"
-            for node, member in list(self.members.items())[1:]:
-                assert member.config_path is not None
-                # A controller that has not caught up yet is refused; Kafka's tool is run again.
-                poll(lambda member=member: run_tool(
-                    self.dist, "kafka-metadata-quorum", "--bootstrap-controller", first,
-                    "--command-config", str(member.config_path), "add-controller", check=False).returncode == 0,
-                    120.0, interval=1.0, message=f"controller {node} added with Kafka's add-controller")
-        return self
-
-    def stop(self) -> None:
-        for member in self.members.values():
-            member.stop()
-
-    def leader(self) -> int:
-        """The voter that Kafka's kafka-metadata-quorum names as leader."""
-        return int(self.status()["LeaderId"])
-
-    def status(self, address: str | None = None) -> dict[str, str]:
-        done = run_tool(self.dist, "kafka-metadata-quorum", "--bootstrap-controller", address or self.bootstrap,
-                        "describe", "--status")
-        return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)}
