@@ -24,7 +24,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.kafka import KafkaBroker, kafka, release_for, run_tool
+from tests.support.kafka import KafkaServer, kafka, release_for, run_tool
 from tests.support.quorum import DYNAMIC, LIFETIME_S, SINGLE, STATIC, ControllerQuorum
 from tools.kafka_dist import KAFKA_3_7, KAFKA_3_9, KAFKA_4, Distribution
 from tools.processes import bounded_child, poll
@@ -38,7 +38,7 @@ PARTITION_LINE = re.compile(r"Partition: (\d+)\s+Leader: (-?\d+|none)\s+Replicas
 
 
 class Cluster:
-    def __init__(self, dist: Distribution, quorum: ControllerQuorum, brokers: dict[int, KafkaBroker]) -> None:
+    def __init__(self, dist: Distribution, quorum: ControllerQuorum, brokers: dict[int, KafkaServer]) -> None:
         self.dist = dist
         self.quorum = quorum
         self.brokers = brokers
@@ -63,7 +63,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
     version, kind = request.param
     dist = kafka(version)
     quorum = ControllerQuorum(kind, tmp_path, release_for(version), dist)
-    brokers = {n: KafkaBroker(dist, tmp_path / f"broker-{n}", n, quorum.for_brokers) for n in (1, 2, 3)}
+    brokers = {n: KafkaServer(dist, tmp_path / f"broker-{n}", n, quorum.for_brokers) for n in (1, 2, 3)}
     try:
         quorum.start()
         for broker in brokers.values():

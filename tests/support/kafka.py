@@ -58,11 +58,13 @@ def run_tool(dist: Distribution, tool: str, *args: str, check: bool = True, stdi
     return done
 
 
-class KafkaBroker(LoggedChild):
-    """One Kafka broker (``process.roles=broker``) pointed at controllers by ``controllers``:
-    ``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` and their value."""
+class KafkaServer(LoggedChild):
+    """One Kafka server (``kafka.Kafka``): a broker pointed at controllers by ``controllers``
+    (``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` and its value), or,
+    with ``controllers`` None, a combined broker and controller that is its own single voter,
+    its metadata log in ``metadata.log.dir`` apart from its partitions."""
 
-    def __init__(self, dist: Distribution, workdir: Path, node_id: int, controllers: tuple[str, str],
+    def __init__(self, dist: Distribution, workdir: Path, node_id: int, controllers: tuple[str, str] | None,
                  properties: dict[str, str] | None = None) -> None:
         self.dist = dist
         self.workdir = workdir
@@ -70,12 +72,22 @@ class KafkaBroker(LoggedChild):
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_dir = workdir / "logs"
+        self.metadata_dir = workdir / "metadata" if controllers is None else self.log_dir
         workdir.mkdir(parents=True, exist_ok=True)
+        listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
+        if controllers is None:
+            self.controller_port = free_port()
+            listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
+            controllers = ("controller.quorum.voters", f"{node_id}@127.0.0.1:{self.controller_port}")
+            roles = {"process.roles": "broker,controller", "metadata.log.dir": str(self.metadata_dir),
+                     "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1"}
+        else:
+            roles = {"process.roles": "broker"}
         props = {
-            "process.roles": "broker", "node.id": str(node_id), controllers[0]: controllers[1],
+            **roles, "node.id": str(node_id), controllers[0]: controllers[1],
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "inter.broker.listener.name": "PLAINTEXT",
+            "listeners": listeners, "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.log_dir), **BROKER_DEFAULTS, **(properties or {}),
         }
         self.config_path = workdir / "server.properties"
@@ -85,10 +97,11 @@ class KafkaBroker(LoggedChild):
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def format(self, cluster_id: str) -> None:
-        run_tool(self.dist, "kafka-storage", "format", "-c", str(self.config_path), "-t", cluster_id)
+    def format(self, cluster_id: str, release: str | None = None) -> None:
+        run_tool(self.dist, "kafka-storage", "format", "-c", str(self.config_path), "-t", cluster_id,
+                 *(["--release-version", release] if release else []))
 
-    def start(self) -> "KafkaBroker":
+    def start(self) -> "KafkaServer":
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self._log_offset = self.stderr_path.stat().st_size if self.stderr_path.exists() else 0
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
@@ -106,9 +119,9 @@ class KafkaBroker(LoggedChild):
     def wait_started(self, timeout: float = 120.0) -> None:
         def started() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"broker {self.node_id} exited {self.proc.returncode}:\n{self.log()[-5000:]}")
+                raise AssertionError(f"Kafka server {self.node_id} exited {self.proc.returncode}:\n{self.log()[-5000:]}")
             return bool(STARTED.search(self.log()))
-        poll(started, timeout, interval=0.2, message=f"Kafka broker {self.node_id} to start; its log:\n"
+        poll(started, timeout, interval=0.2, message=f"Kafka server {self.node_id} to start; its log:\n"
                                                      f"{self.log()[-5000:]}")
 
     @property
