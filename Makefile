@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: setup run test test-fast typecheck bench codegen clean
+.PHONY: setup run test test-fast typecheck bench codegen kafka clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,14 +30,20 @@ run: $(RUN_STAMP)
 typecheck: setup
 	$(PY) -m mypy protocol captures server tools
 
-test: setup typecheck
+test: setup typecheck kafka
 	$(PY) -m tools.codegen --check
 	$(PY) -m pytest
 
-# The edit-test loop: everything but the tests that start Spark and the client matrix
-# (markers set in tests/conftest.py); no type check or codegen check either.
+# Apache Kafka's brokers, tools and controllers for tests/kafka, from Maven Central into a cache
+# outside the checkout (~/.cache/kraftwire/kafka, or KRAFTWIRE_KAFKA_CACHE); a version already
+# fetched is not fetched again. Needs a JDK 17+ and Maven.
+kafka: $(RUN_STAMP)
+	$(PY) -m tools.kafka_dist fetch
+
+# The edit-test loop: everything but the tests that start Spark, the client matrix and Kafka's
+# own processes (markers set in tests/conftest.py); no type check or codegen check either.
 test-fast: setup
-	$(PY) -m pytest -m "not spark and not clients"
+	$(PY) -m pytest -m "not spark and not clients and not kafka"
 
 bench: setup
 	$(PY) -m tools.bench all --doc BENCHMARKS.md
