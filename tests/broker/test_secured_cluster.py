@@ -38,38 +38,21 @@ from protocol.generated.messages.unregister_broker_request import UnregisterBrok
 from protocol.generated.messages.unregister_broker_response import UnregisterBrokerResponse
 from tests.support.certs import Pki, make_pki
 from tests.support.processes import BrokerProcess
-from tests.support.secured_clients import plain_login, scram_login, tls_client
+from tests.support.secured_clients import (
+    AUTHORIZER, PASSWORDS, PLAIN_MODULE, TOKEN_SECRET, USERS, plain_login, scram_login, secured_controller_properties,
+    tls_client)
 from tools.broker.__main__ import options_from_args
 from tools.broker.fleet import FleetOptions
 from tools.controller_process import ControllerProcess
 from tools.processes import free_port
 
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-PASSWORDS = {"admin": "admin-secret", "broker": "broker-secret", "alice": "alice-secret", "bob": "bob-secret"}
-USERS = " ".join(f'user_{user}="{password}"' for user, password in PASSWORDS.items())
 CAROL, CAROL_PASSWORD = "carol", "carol-secret"  # a SCRAM-SHA-512 user, created through a broker
-TOKEN_SECRET = "the-delegation-token-secret"  # the same on the controller and the brokers, as in Kafka
 TOPIC = "orders"
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-def controller_properties(pki: Pki) -> dict[str, str]:
-    return {
-        "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
-        "ssl.keystore.location": str(pki.server),
-        "ssl.truststore.location": str(pki.ca),
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-        "listener.name.controller.plain.sasl.jaas.config": f"{PLAIN_MODULE} required {USERS};",
-        "authorizer.class.name": AUTHORIZER,
-        # The brokers log in as broker: CLUSTER_ACTION lets them register and forward.
-        "super.users": "User:admin;User:broker",
-        "delegation.token.secret.key": TOKEN_SECRET,
-    }
 
 
 def listener_properties(pki: Pki) -> str:
@@ -97,7 +80,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[dict
     """The controller and brokers 1 and 2; broker id -> its client port, and 0 -> the
     controller's port."""
     tmp_path = tmp_path_factory.mktemp("cluster")
-    controller = ControllerProcess(tmp_path / "controller", controller_properties(pki))
+    controller = ControllerProcess(tmp_path / "controller", secured_controller_properties(pki))
     brokers: list[BrokerProcess] = []
     try:
         controller.start()

@@ -65,7 +65,10 @@ class KafkaServer(LoggedChild):
     its metadata log in ``metadata.log.dir`` apart from its partitions."""
 
     def __init__(self, dist: Distribution, workdir: Path, node_id: int, controllers: tuple[str, str] | None,
-                 properties: dict[str, str] | None = None) -> None:
+                 properties: dict[str, str] | None = None, listener: str = "PLAINTEXT",
+                 protocols: tuple[str, str] = ("PLAINTEXT", "PLAINTEXT")) -> None:
+        """``listener``: the name of the listener serving clients and the other brokers;
+        ``protocols``: the security protocols of the controller listener and of that one."""
         self.dist = dist
         self.workdir = workdir
         self.node_id = node_id
@@ -74,7 +77,7 @@ class KafkaServer(LoggedChild):
         self.log_dir = workdir / "logs"
         self.metadata_dir = workdir / "metadata" if controllers is None else self.log_dir
         workdir.mkdir(parents=True, exist_ok=True)
-        listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
+        listeners = f"{listener}://127.0.0.1:{self.port}"
         if controllers is None:
             self.controller_port = free_port()
             listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
@@ -86,8 +89,8 @@ class KafkaServer(LoggedChild):
         props = {
             **roles, "node.id": str(node_id), controllers[0]: controllers[1],
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "listeners": listeners, "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": f"CONTROLLER:{protocols[0]},{listener}:{protocols[1]}",
+            "listeners": listeners, "inter.broker.listener.name": listener,
             "log.dirs": str(self.log_dir), **BROKER_DEFAULTS, **(properties or {}),
         }
         self.config_path = workdir / "server.properties"

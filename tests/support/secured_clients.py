@@ -1,4 +1,5 @@
-"""Raw protocol clients over TLS and SASL, for requests no stock client sends to a controller."""
+"""Raw protocol clients over TLS and SASL, for requests no stock client sends to a controller;
+and the secured controller of docs/security.md's cluster end to end."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from protocol.generated.messages.sasl_authenticate_response import SaslAuthentic
 from protocol.generated.messages.sasl_handshake_request import SaslHandshakeRequest
 from protocol.generated.messages.sasl_handshake_response import SaslHandshakeResponse
 from protocol.message import Message
+from tests.support.certs import Pki
 from tests.support.wire import closed_by_peer
 from tools.controller_process import ControllerProcess
 
@@ -21,6 +23,27 @@ ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
               'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" '
               'user_broker="broker-secret";')
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+PASSWORDS = {"admin": "admin-secret", "broker": "broker-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = " ".join(f'user_{user}="{password}"' for user, password in PASSWORDS.items())
+TOKEN_SECRET = "the-delegation-token-secret"  # the same on the controller and the brokers, as in Kafka
+
+
+def secured_controller_properties(pki: Pki) -> dict[str, str]:
+    """docs/security.md's secured controller: SASL_SSL, PLAIN users, StandardAuthorizer."""
+    return {
+        "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.location": str(pki.ca),
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.controller.plain.sasl.jaas.config": f"{PLAIN_MODULE} required {USERS};",
+        "authorizer.class.name": AUTHORIZER,
+        # The brokers log in as broker: CLUSTER_ACTION lets them register and forward.
+        "super.users": "User:admin;User:broker",
+        "delegation.token.secret.key": TOKEN_SECRET,
+    }
 
 
 def tls_client(host: str, port: int, ca: Path, cert: Path | None = None, key: Path | None = None) -> KafkaClient:
