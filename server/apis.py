@@ -588,7 +588,9 @@ class Router:
         response = ApiVersionsResponse(api_keys=self._api_versions_list())
         if version >= 3:
             c = self.controller
-            response.supported_features = c.supported_features()
+            # Before v4, a feature whose lowest level is 0 is left out (KAFKA-17492): Kafka 3.7
+            # clients refuse a supported range that starts at 0 and close the connection.
+            response.supported_features = [f for f in c.supported_features() if version >= 4 or f.min_version > 0]
             response.finalized_features = c.finalized_features()
             # As Kafka's controller does: the finalized features are those of the committed log.
             response.finalized_features_epoch = self.committer.committed_offset

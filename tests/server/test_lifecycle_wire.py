@@ -287,3 +287,17 @@ def test_metadata_version_upgrade_and_broker_ranges_over_the_wire(controller, ad
     assert finalized() == {"metadata.version": 21}
     # A newcomer must now support 21.
     assert WireBroker(controller, 2).register(mv_range=(7, 20)).error_code == Error.UNSUPPORTED_VERSION
+
+
+def test_api_versions_before_v4_leave_out_features_whose_lowest_level_is_0(controller, admin):
+    """Kafka 3.7's clients (a 3.7 broker's channel to its controller among them) refuse a
+    supported range starting at 0 and drop the connection; Kafka's servers leave such features
+    out of ApiVersions v0-3 (KAFKA-17492) and list them from v4."""
+    from tests.support.wire import api_versions
+
+    def supported(version: int) -> dict[str, tuple[int, int]]:
+        return {f.name: (f.min_version, f.max_version) for f in api_versions(admin, version).supported_features}
+
+    old = supported(3)
+    assert "metadata.version" in old and all(low > 0 for low, _ in old.values())
+    assert supported(4)["kraft.version"] == (0, 1)

@@ -234,7 +234,7 @@ class ClientApis:
         return topic.name if topic is not None else None
 
     def _views(self) -> TopicViews:
-        return TopicViews(self.image.replication, self.node_id, None, list_brokers=True)
+        return TopicViews(self.image.replication, lambda: (self.node_id, None), list_brokers=True)
 
     def _metadata(self, request: Message, version: int) -> Message:
         assert isinstance(request, MetadataRequest)
