@@ -19,9 +19,11 @@ import ssl
 import time
 
 from protocol.api_keys import APIS
-from protocol.error_codes import describe
+from protocol.error_codes import Error, describe
 from protocol.errors import DecodeError
 from protocol.framing import FrameReader, FrameTooLarge, begin_frame, end_frame
+from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+from protocol.generated.messages.api_versions_response import ApiVersionsResponse
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.generated.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol.generated.messages.sasl_authenticate_response import SaslAuthenticateResponse
@@ -36,6 +38,7 @@ from server.security.errors import AuthenticationFailed
 MAX_RESPONSE_BYTES = 256 << 20
 SASL_HANDSHAKE_VERSION = 1
 SASL_AUTHENTICATE_VERSION = 2
+API_VERSIONS_VERSION = 3
 PLAINTEXT = ClientSecurity()
 # Re-authenticate (on a new connection) once this share of the server's session lifetime is gone.
 REAUTH_SHARE = 0.85
@@ -52,7 +55,7 @@ class AuthenticationError(ConnectionLost):
 
 class KafkaConnection(asyncio.Protocol):
     __slots__ = ("client_id", "transport", "reader", "pending", "next_id", "closed_reason", "retire_at",
-                 "_expiry")
+                 "_expiry", "peer_versions")
 
     def __init__(self, client_id: str) -> None:
         self.client_id = client_id
@@ -64,6 +67,8 @@ class KafkaConnection(asyncio.Protocol):
         self.closed_reason: str | None = None
         self.retire_at: float | None = None  # monotonic s: takes no new requests from then on
         self._expiry: asyncio.TimerHandle | None = None
+        # The versions the server serves, by API key, once asked (``negotiate_versions``).
+        self.peer_versions: dict[int, tuple[int, int]] | None = None
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str, timeout: float,
@@ -115,6 +120,28 @@ class KafkaConnection(asyncio.Protocol):
             lifetime_s = lifetime_ms / 1000
             self.retire_at = time.monotonic() + lifetime_s * REAUTH_SHARE
             self._expiry = asyncio.get_running_loop().call_later(lifetime_s, self.close, "SASL session expired")
+
+    async def negotiate_versions(self, timeout: float) -> None:
+        """Ask the server which versions of each API it serves, as Kafka's network client does
+        on every new connection, so that each request goes at the highest version both sides
+        know (a Kafka 3.9 voter serves Vote up to v1, a 4.x one up to v2)."""
+        answer = await self.request(ApiVersionsRequest(client_software_name="kraftwire",
+                                                       client_software_version="1"), API_VERSIONS_VERSION, timeout)
+        assert isinstance(answer, ApiVersionsResponse)
+        if answer.error_code == Error.NONE:
+            self.peer_versions = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+
+    def version_for(self, key: int) -> int | None:
+        """The highest version of API ``key`` that both sides serve (this side's highest before
+        the server was asked); None if the server serves none that this side does."""
+        api = APIS[key]
+        if self.peer_versions is None:
+            return api.max_version
+        served = self.peer_versions.get(key)
+        if served is None:
+            return None
+        high, low = min(api.max_version, served[1]), max(api.min_version, served[0])
+        return high if high >= low else None
 
     @property
     def is_open(self) -> bool:

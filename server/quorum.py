@@ -28,6 +28,8 @@ from typing import Callable
 
 from protocol.api_keys import APIS
 from protocol.error_codes import Error
+from protocol.generated.messages.vote_request import VoteRequest
+from protocol.generated.messages.vote_response import VoteResponse
 from protocol.message import Message, api_key_of
 from server.client_connection import PLAINTEXT, AuthenticationError, ConnectionLost, KafkaConnection
 from server.controller.result import VersionedRecord
@@ -65,6 +67,14 @@ class QuorumEvents:
     leader_changed: Callable[[int, int], None]  # (epoch, leader id or -1)
     snapshot_installed: Callable[[int, int], None]  # (end offset, epoch)
     propose_control: Callable[[tuple[Message, ...]], None]  # the leader's voter change, to be written
+
+
+# The first VoteRequest version that can carry a pre-vote (KIP-996).
+PRE_VOTE_VERSION = 2
+
+
+def is_pre_vote(message: Message) -> bool:
+    return isinstance(message, VoteRequest) and any(p.pre_vote for t in message.topics for p in t.partitions)
 
 
 class QuorumReplication:
@@ -348,7 +358,17 @@ class QuorumReplication:
             if request.address is None:
                 raise ConnectionLost(f"no address known for node {destination}")
             conn = await self._connection(destination, request.address)
-            response = await conn.request(request.message, APIS[key].max_version, self.request_timeout_s)
+            version = conn.version_for(key)
+            if version is None:
+                raise ConnectionLost(f"node {destination} serves no version of {APIS[key].name} that this one does")
+            if version < PRE_VOTE_VERSION and is_pre_vote(request.message):
+                # A voter that knows no pre-vote (Kafka 3.9 and older) cannot be asked one; Kafka's
+                # client hears UNSUPPORTED_VERSION from its own network client, and so does the core.
+                self._step(lambda: self.core.receive_response(
+                    destination, request.correlation_id, VoteResponse(error_code=Error.UNSUPPORTED_VERSION),
+                    monotonic_ms()))
+                return
+            response = await conn.request(request.message, version, self.request_timeout_s)
         except (ConnectionLost, OSError, asyncio.TimeoutError) as exc:
             log.debug("%s to voter %d failed: %s", APIS[key].name, destination, exc)
             if not self._closed:
@@ -387,6 +407,7 @@ class QuorumReplication:
                 try:
                     conn = await KafkaConnection.open(host, port, f"kraftwire-voter-{self.node_id}",
                                                       self.request_timeout_s, self.security)
+                    await conn.negotiate_versions(self.request_timeout_s)
                 except AuthenticationError as exc:
                     # Retried, more slowly than a lost connection, and said once: until the
                     # settings change, this voter cannot take part through that peer.

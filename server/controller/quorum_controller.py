@@ -543,12 +543,14 @@ class QuorumController:
         return response
 
     def _controller_endpoints(self) -> list[tuple[int, Endpoint]]:
-        registered = [(c.controller_id, c.endpoints[0]) for c in self.cluster.controllers.values() if c.endpoints]
-        if registered:
-            return sorted(registered, key=lambda item: item[0])
-        voters = self.voter_endpoints()
-        if voters:
-            return sorted(voters.items())
+        """The controllers a client may talk to: those that registered (Kafka's controllers
+        send ControllerRegistration), and every voter, where it registered or else where the
+        voter set says it listens (kraftwire's voters do not register, and a client must find
+        the leader DescribeCluster names among the controllers it lists)."""
+        found = dict(self.voter_endpoints())
+        found.update((c.controller_id, c.endpoints[0]) for c in self.cluster.controllers.values() if c.endpoints)
+        if found:
+            return sorted(found.items())
         return [(self.node_id, e) for e in self.controller_endpoints[:1]]
 
     def set_active_controller(self, node_id: int) -> None:
