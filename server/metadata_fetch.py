@@ -227,7 +227,12 @@ class MetadataFetchServer:
                     out.partitions.append(QuorumPartition(partition_index=p.partition_index,
                                                           error_code=Error.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                out.partitions.append(self._quorum_partition())
+                part = self._quorum_partition()
+                if version < 2:
+                    # Directory ids came with v2 (KIP-853): older answers carry none, as Kafka's.
+                    for replica in (*part.current_voters, *part.observers):
+                        replica.replica_directory_id = ZERO_UUID
+                out.partitions.append(part)
         if version >= 2:
             # Where the voters, this node and the leader listen; this node's own endpoint is its
             # advertised listener, whatever the voters say.

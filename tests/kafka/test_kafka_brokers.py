@@ -17,17 +17,15 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from tests.support.kafka import KafkaServer, kafka, release_for, run_tool
-from tests.support.quorum import DYNAMIC, LIFETIME_S, SINGLE, STATIC, ControllerQuorum
+from tests.support.kafka import KafkaServer, Writer, kafka, release_for, run_tool
+from tests.support.quorum import DYNAMIC, SINGLE, STATIC, ControllerQuorum
 from tools.kafka_dist import KAFKA_3_7, KAFKA_3_9, KAFKA_4, Distribution
-from tools.processes import bounded_child, poll
+from tools.processes import poll
 
 MATRIX = [(version, kind) for version in (KAFKA_3_9, KAFKA_4, KAFKA_3_7) for kind in (SINGLE, STATIC, DYNAMIC)
           if not (version == KAFKA_3_7 and kind == DYNAMIC)]
@@ -78,37 +76,6 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
         quorum.stop()
 
 
-class Writer:
-    """Kafka's console producer (acks=all) fed one numbered line every 20 ms until stopped."""
-
-    def __init__(self, cluster: Cluster, topic: str) -> None:
-        self.sent = 0
-        self._stop = threading.Event()
-        self.proc = subprocess.Popen(
-            cluster.dist.command("kafka-console-producer", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
-                                 "--producer-property", "acks=all", "--producer-property", "delivery.timeout.ms=300000"),
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            preexec_fn=bounded_child(LIFETIME_S))
-        self._thread = threading.Thread(target=self._feed, daemon=True)
-        self._thread.start()
-
-    def _feed(self) -> None:
-        assert self.proc.stdin is not None
-        while not self._stop.is_set():
-            self.proc.stdin.write(f"record-{self.sent}\n")
-            self.proc.stdin.flush()
-            self.sent += 1
-            time.sleep(0.02)
-
-    def finish(self) -> int:
-        """Stop feeding; the producer sends what it holds and exits at the end of its input."""
-        self._stop.set()
-        self._thread.join()
-        _, err = self.proc.communicate(timeout=WAIT_S)
-        assert self.proc.returncode == 0, err[-3000:]
-        return self.sent
-
-
 def consume(cluster: Cluster, topic: str, count: int) -> list[str]:
     done = cluster.tool("kafka-console-consumer", "--topic", topic, "--from-beginning",
                         "--max-messages", str(count), "--timeout-ms", "60000")
@@ -157,7 +124,7 @@ def test_kafka_brokers_serve_through_kraftwire(cluster: Cluster, tmp_path: Path)
     poll(lambda: cluster.partitions(TOPIC)[0][0] == target[0], WAIT_S, interval=1.0,
          message=f"broker {target[0]} leads partition 0")
 
-    writer = Writer(cluster, TOPIC)
+    writer = Writer(cluster.dist, cluster.bootstrap, TOPIC)
     try:
         # kill -9 of a broker: it is fenced, leaders and ISRs move off it, producing goes on; back
         # again, it rejoins every ISR.

@@ -460,3 +460,27 @@ def test_a_snapshot_that_cannot_be_written_leaves_no_file_behind(tmp_path, monke
     monkeypatch.undo()
     assert sorted(p.name for p in tmp_path.iterdir()) == [SnapshotId(10, 1).file_name]
     assert list_snapshots(tmp_path) == [SnapshotId(10, 1)]
+
+
+def test_describe_quorum_before_v2_names_no_directory_ids(controller_factory):
+    """An observer that fetched with its directory id (a Kafka 3.8+ broker) is listed in a
+    DescribeQuorum v0 or v1 answer without it: those versions have no such field, and Kafka's
+    tools of 3.7 and older, and Kafka's controllers, still ask at v1."""
+    from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+    from protocol.primitives import ZERO_UUID
+    from tests.support.metalog import FETCH_V
+
+    controller = controller_factory(LONG_SESSION)
+    with connect(controller) as client:
+        epoch = describe_quorum(client).leader_epoch
+        request = fetch_request(0, replica_id=7, last_fetched_epoch=0, current_leader_epoch=epoch)
+        request.topics[0].partitions[0].replica_directory_id = random_uuid()
+        fetched = client.request(request, FETCH_V)
+        assert (fetched.error_code, fetched.responses[0].partitions[0].error_code) == (Error.NONE, Error.NONE)
+        for version in (0, 1, 2):
+            answer = client.request(DescribeQuorumRequest(topics=[TopicData(
+                topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]), version)
+            [part] = answer.topics[0].partitions
+            assert part.error_code == Error.NONE and [o.replica_id for o in part.observers] == [7]
+            named = part.observers[0].replica_directory_id != ZERO_UUID
+            assert named == (version >= 2)

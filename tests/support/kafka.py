@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,8 @@ from tools.processes import LoggedChild, bounded_child, free_port, poll, stop_ch
 RELEASES = {"3.7": "3.7-IV4", "3.9": "3.9-IV0"}
 TOOL_TIMEOUT_S = 120.0
 STARTED = re.compile(r"Transition from STARTING to STARTED|Kafka Server started")
+# A controller alone says so once its Raft client and controller are up.
+CONTROLLER_STARTED = re.compile(r"Kafka Server started")
 # Kafka's brokers as small as a 2-core machine wants them: few threads, no wait before the first
 # group rebalance, heartbeats often enough that a test sees fencing within seconds.
 BROKER_DEFAULTS = {
@@ -59,40 +63,45 @@ def run_tool(dist: Distribution, tool: str, *args: str, check: bool = True, stdi
 
 
 class KafkaServer(LoggedChild):
-    """One Kafka server (``kafka.Kafka``): a broker pointed at controllers by ``controllers``
-    (``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` and its value), or,
-    with ``controllers`` None, a combined broker and controller that is its own single voter,
-    its metadata log in ``metadata.log.dir`` apart from its partitions."""
+    """One Kafka server (``kafka.Kafka``) in ``roles``: a broker pointed at controllers by
+    ``controllers`` (``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` and
+    its value); a controller, a voter of the quorum ``controllers`` names, listening on
+    ``controller_port``; or a combined broker and controller that is its own single voter (with
+    ``controllers`` None), its metadata log in ``metadata.log.dir`` apart from its partitions."""
 
     def __init__(self, dist: Distribution, workdir: Path, node_id: int, controllers: tuple[str, str] | None,
                  properties: dict[str, str] | None = None, listener: str = "PLAINTEXT",
-                 protocols: tuple[str, str] = ("PLAINTEXT", "PLAINTEXT")) -> None:
+                 protocols: tuple[str, str] = ("PLAINTEXT", "PLAINTEXT"), roles: str = "broker",
+                 controller_port: int = 0) -> None:
         """``listener``: the name of the listener serving clients and the other brokers;
         ``protocols``: the security protocols of the controller listener and of that one."""
         self.dist = dist
         self.workdir = workdir
         self.node_id = node_id
+        self.roles = roles
         self.port = free_port()
+        self.controller_port = controller_port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_dir = workdir / "logs"
         self.metadata_dir = workdir / "metadata" if controllers is None else self.log_dir
         workdir.mkdir(parents=True, exist_ok=True)
-        listeners = f"{listener}://127.0.0.1:{self.port}"
+        listeners = [f"{listener}://127.0.0.1:{self.port}"]
+        props: dict[str, str] = {"process.roles": roles if controllers is not None else "broker,controller"}
         if controllers is None:
-            self.controller_port = free_port()
-            listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
             controllers = ("controller.quorum.voters", f"{node_id}@127.0.0.1:{self.controller_port}")
-            roles = {"process.roles": "broker,controller", "metadata.log.dir": str(self.metadata_dir),
-                     "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1"}
+            props.update({"metadata.log.dir": str(self.metadata_dir), "offsets.topic.replication.factor": "1",
+                          "transaction.state.log.replication.factor": "1"})
+        if "controller" in props["process.roles"]:
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
+        if props["process.roles"] == "controller":
+            listeners = listeners[1:]
         else:
-            roles = {"process.roles": "broker"}
-        props = {
-            **roles, "node.id": str(node_id), controllers[0]: controllers[1],
-            "controller.listener.names": "CONTROLLER",
+            props["inter.broker.listener.name"] = listener
+        props.update({
+            "node.id": str(node_id), controllers[0]: controllers[1], "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": f"CONTROLLER:{protocols[0]},{listener}:{protocols[1]}",
-            "listeners": listeners, "inter.broker.listener.name": listener,
-            "log.dirs": str(self.log_dir), **BROKER_DEFAULTS, **(properties or {}),
-        }
+            "listeners": ",".join(listeners), "log.dirs": str(self.log_dir), **BROKER_DEFAULTS, **(properties or {}),
+        })
         self.config_path = workdir / "server.properties"
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
 
@@ -123,7 +132,7 @@ class KafkaServer(LoggedChild):
         def started() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"Kafka server {self.node_id} exited {self.proc.returncode}:\n{self.log()[-5000:]}")
-            return bool(STARTED.search(self.log()))
+            return bool((CONTROLLER_STARTED if self.roles == "controller" else STARTED).search(self.log()))
         poll(started, timeout, interval=0.2, message=f"Kafka server {self.node_id} to start; its log:\n"
                                                      f"{self.log()[-5000:]}")
 
@@ -137,3 +146,34 @@ class KafkaServer(LoggedChild):
 
     def kill9(self) -> int | None:
         return stop_child(self.proc, signal.SIGKILL, 30.0)
+
+
+class Writer:
+    """Kafka's console producer (acks=all) fed one numbered line every 20 ms until stopped."""
+
+    def __init__(self, dist: Distribution, bootstrap: str, topic: str) -> None:
+        self.sent = 0
+        self._stop = threading.Event()
+        self.proc = subprocess.Popen(
+            dist.command("kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                                 "--producer-property", "acks=all", "--producer-property", "delivery.timeout.ms=300000"),
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            preexec_fn=bounded_child(LIFETIME_S))
+        self._thread = threading.Thread(target=self._feed, daemon=True)
+        self._thread.start()
+
+    def _feed(self) -> None:
+        assert self.proc.stdin is not None
+        while not self._stop.is_set():
+            self.proc.stdin.write(f"record-{self.sent}\n")
+            self.proc.stdin.flush()
+            self.sent += 1
+            time.sleep(0.02)
+
+    def finish(self) -> int:
+        """Stop feeding; the producer sends what it holds and exits at the end of its input."""
+        self._stop.set()
+        self._thread.join()
+        _, err = self.proc.communicate(timeout=TOOL_TIMEOUT_S)
+        assert self.proc.returncode == 0, err[-3000:]
+        return self.sent
