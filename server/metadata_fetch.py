@@ -176,7 +176,10 @@ class MetadataFetchServer:
             # checks this before the epoch, which the remaining log may know nothing of.
             data.snapshot_id = FetchSnapshotId(end_offset=snapshot.end_offset, epoch=snapshot.epoch)
             return data
-        if version >= 12 and part.last_fetched_epoch >= 0:
+        # An empty log (offset 0, epoch 0, what a new Kafka observer sends) agrees with any
+        # log that starts at 0, as in Kafka's validateOffsetAndEpoch.
+        empty = offset == 0 and self.log.start_offset == 0
+        if version >= 12 and part.last_fetched_epoch >= 0 and not empty:
             # The fetcher's log must agree with ours up to where it stands; if not, tell it
             # where the epoch it last saw ends here so it can truncate (KIP-595).
             epoch, end = self.log.epoch_end_offset(part.last_fetched_epoch)

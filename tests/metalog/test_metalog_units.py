@@ -484,3 +484,15 @@ def test_describe_quorum_before_v2_names_no_directory_ids(controller_factory):
             assert part.error_code == Error.NONE and [o.replica_id for o in part.observers] == [7]
             named = part.observers[0].replica_directory_id != ZERO_UUID
             assert named == (version >= 2)
+
+
+def test_an_empty_observer_log_fetched_without_a_directory_id_reads_from_offset_0(controller_factory):
+    """A new Kafka 3.7 broker fetches offset 0 with last fetched epoch 0 (its empty log's) and
+    no directory id: the log starts at 0, so the answer holds records, not a divergence or
+    nothing (which left the broker waiting for its first metadata for ever)."""
+    controller = controller_factory(LONG_SESSION)
+    with connect(controller) as client:
+        epoch = describe_quorum(client).leader_epoch
+        part = fetch(client, 0, version=15, replica_id=7, last_fetched_epoch=0, current_leader_epoch=epoch)
+    assert part.error_code == Error.NONE and part.diverging_epoch.epoch == -1
+    assert part.records and part.high_watermark > 0
