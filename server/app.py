@@ -37,6 +37,7 @@ from server.apis import NO_WAIT, Reply, Router, anyone
 from server.config import ControllerConfig
 from server.security.settings import SECURITY_PROTOCOL_IDS
 from server.controller.replica import ControllerReplica
+from server.controller_registration import ControllerRegistrar
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
@@ -132,6 +133,11 @@ class ControllerServer:
             QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
                          self._leader_changed, self._snapshot_installed, self._propose_control), wall_clock_ms,
             config.controller_client)
+        advertised = config.advertised_controller_listener
+        self.registrar = ControllerRegistrar(
+            config.node_id, Endpoint(advertised.name, advertised.host, advertised.port,
+                                     SECURITY_PROTOCOL_IDS[config.security.protocol]),
+            config.controller_client, config.quorum_request_timeout_ms / 1000)
         # No leader is named before the quorum has one (Kafka's -1), not this node.
         controller.set_active_controller(self.replication.leader_id)
         # Not active until the quorum (of one, or more) elects it.
@@ -310,7 +316,8 @@ class ControllerServer:
             return
         epoch = self.replication.epoch
         writes = self.replica.activate(lambda: read_bootstrap(self.config.metadata_log_dir))
-        for applied in writes:
+        registration = self.registrar.register_active(self.controller)
+        for applied in [*writes, *([registration] if registration is not None else [])]:
             self.replication.submit(applied.records, applied.base_offset)
         log.info("active controller of epoch %d (state at offset %d)", epoch, self.controller.last_applied_offset)
         if self._activated is not None and not self._activated.done():
@@ -335,6 +342,8 @@ class ControllerServer:
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
         self.controller.set_active_controller(leader_id)
+        self.registrar.leader_changed(leader_id, self.replication.address_of(leader_id) if leader_id >= 0 else None,
+                                      lambda: self.controller)
 
     def _snapshot_installed(self, end_offset: int, epoch: int) -> None:
         """The leader's snapshot replaced this voter's log: its state is loaded into a new
@@ -453,6 +462,7 @@ class ControllerServer:
         self._schedule_no_op()
 
     async def stop(self) -> None:
+        self.registrar.stop()
         for timer in (self._timer, self._no_op_timer):
             if timer is not None:
                 timer.cancel()

@@ -10,6 +10,7 @@ them.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -20,10 +21,11 @@ import pytest
 from protocol.client import ConnectionClosed, KafkaClient
 from protocol.error_codes import Error
 from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+from server.metalog.meta_properties import read_meta_properties
 from tests.support.kafka import KafkaServer, Writer, kafka, run_tool
 from tests.support.quorum import CONTROLLER_DEFAULTS, LIFETIME_S
 from tools.controller_process import ROOT, ControllerProcess
-from tools.kafka_dist import KAFKA_3_9, Distribution
+from tools.kafka_dist import KAFKA_3_9, KAFKA_4, Distribution
 from tools.processes import free_port, poll
 
 KAFKA, KRAFTWIRE = "kafka", "kraftwire"
@@ -39,23 +41,38 @@ QUORUM_TIMINGS = {k: v for k, v in CONTROLLER_DEFAULTS.items() if k.startswith("
 class Voter:
     """A voter of either implementation, on a port fixed for its life."""
 
-    def __init__(self, kind: str, node_id: int, port: int, workdir: Path, voters: str, cluster_id: str,
-                 dist: Distribution) -> None:
+    def __init__(self, kind: str, node_id: int, port: int, workdir: Path, controllers: tuple[str, str],
+                 cluster_id: str, dist: Distribution, dynamic: str | None = None, release: str = RELEASE) -> None:
+        """``controllers``: controller.quorum.voters or controller.quorum.bootstrap.servers and
+        its value; ``dynamic``: formatted "standalone", or as an "observer" that joins later."""
         self.kind = kind
         self.node_id = node_id
         self.dist = dist
         self.kafka: KafkaServer | None = None
         self.kraftwire: ControllerProcess | None = None
         if kind == KAFKA:
-            self.kafka = KafkaServer(dist, workdir, node_id, ("controller.quorum.voters", voters), QUORUM_TIMINGS,
-                                     roles="controller", controller_port=port)
-            self.kafka.format(cluster_id)
+            self.kafka = KafkaServer(dist, workdir, node_id, controllers, QUORUM_TIMINGS, roles="controller",
+                                     controller_port=port)
+            flags = {None: [], "standalone": ["--standalone"], "observer": ["--no-initial-controllers"]}[dynamic]
+            run_tool(dist, "kafka-storage", "format", "-c", str(self.kafka.config_path), "-t", cluster_id,
+                     "--release-version", release, *flags)
         else:
             self.kraftwire = ControllerProcess(workdir, {
-                "node.id": str(node_id), "controller.quorum.voters": voters,
-                "listeners": f"CONTROLLER://127.0.0.1:{port}", **QUORUM_TIMINGS}, RELEASE, lifetime_s=LIFETIME_S,
-                start_timeout_s=60.0, port=port, cluster_id=cluster_id)
+                "node.id": str(node_id), controllers[0]: controllers[1],
+                "listeners": f"CONTROLLER://127.0.0.1:{port}", "log.dirs": str(workdir / "data"), **QUORUM_TIMINGS},
+                release, lifetime_s=LIFETIME_S, start_timeout_s=60.0, port=port, cluster_id=cluster_id,
+                dynamic=dynamic)
             self.kraftwire.prepare()
+
+    @property
+    def config_path(self) -> Path:
+        path = self.kafka.config_path if self.kafka is not None else self.kraftwire.config_path  # type: ignore[union-attr]
+        assert path is not None
+        return path
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.kafka.log_dir if self.kafka is not None else self.kraftwire.data_dir  # type: ignore[union-attr]
 
     @property
     def port(self) -> int:
@@ -111,15 +128,20 @@ def leader(voters: dict[int, Voter]) -> int | None:
     return None
 
 
-@pytest.mark.parametrize("kinds", [(KAFKA, KAFKA, KRAFTWIRE), (KAFKA, KRAFTWIRE, KRAFTWIRE)],
-                         ids=["two-kafka-one-kraftwire", "one-kafka-two-kraftwire"])
-def test_leadership_passes_between_kafka_and_kraftwire(tmp_path: Path, kinds: tuple[str, ...]) -> None:
-    dist = kafka(KAFKA_3_9)
+# Kafka 4.x formats at 4.3-IV0 by default, whose records kraftwire does not know: its quorum is
+# formatted at kraftwire's newest level. Its voters pre-vote (Vote v2, KIP-996), 3.9's do not.
+@pytest.mark.parametrize("version,release,kinds", [
+    (KAFKA_3_9, RELEASE, (KAFKA, KAFKA, KRAFTWIRE)), (KAFKA_3_9, RELEASE, (KAFKA, KRAFTWIRE, KRAFTWIRE)),
+    (KAFKA_4, "4.2-IV1", (KAFKA, KAFKA, KRAFTWIRE))],
+    ids=["3.9-two-kafka-one-kraftwire", "3.9-one-kafka-two-kraftwire", "4.x-two-kafka-one-kraftwire"])
+def test_leadership_passes_between_kafka_and_kraftwire(tmp_path: Path, version: str, release: str,
+                                                        kinds: tuple[str, ...]) -> None:
+    dist = kafka(version)
     ports = {FIRST + i: free_port() for i in range(len(kinds))}
     voters_line = ",".join(f"{n}@127.0.0.1:{p}" for n, p in ports.items())
     cluster_id = run_tool(dist, "kafka-storage", "random-uuid").stdout.strip()
-    voters = {n: Voter(kind, n, ports[n], tmp_path / f"voter-{n}", voters_line, cluster_id, dist)
-              for n, kind in zip(ports, kinds)}
+    voters = {n: Voter(kind, n, ports[n], tmp_path / f"voter-{n}", ("controller.quorum.voters", voters_line),
+                       cluster_id, dist, release=release) for n, kind in zip(ports, kinds)}
     broker = KafkaServer(dist, tmp_path / "broker", 1, ("controller.quorum.voters", voters_line),
                          {"offsets.topic.replication.factor": "1"})
     writer: Writer | None = None
@@ -131,7 +153,7 @@ def test_leadership_passes_between_kafka_and_kraftwire(tmp_path: Path, kinds: tu
         for voter in voters.values():
             if voter.kraftwire is not None:
                 voter.start()
-        broker.format(cluster_id)
+        broker.format(cluster_id, release)
         broker.start().wait_started()
         run_tool(dist, "kafka-topics", "--bootstrap-server", broker.address, "--create", "--topic", "stream",
                  "--partitions", "1", "--replication-factor", "1")
@@ -185,3 +207,52 @@ def test_leadership_passes_between_kafka_and_kraftwire(tmp_path: Path, kinds: tu
     assert all(p == first for p in prefixes.values()), {n: p[-3:] for n, p in prefixes.items()}
     # The epochs in the logs show every leader that wrote them.
     assert len({epoch for _, _, epoch, _ in first}) >= 4
+
+
+def current_voters(voters: dict[int, Voter], dist: Distribution) -> set[int]:
+    live = ",".join(f"127.0.0.1:{v.port}" for v in voters.values() if v.running)
+    status = run_tool(dist, "kafka-metadata-quorum", "--bootstrap-controller", live, "describe", "--status").stdout
+    found = re.search(r"CurrentVoters:\s+(\[.*\])", status)
+    assert found, status
+    return {v["id"] for v in json.loads(found[1])}
+
+
+@pytest.mark.parametrize("first,joiner", [(KAFKA, KRAFTWIRE), (KRAFTWIRE, KAFKA)],
+                         ids=["kraftwire-joins-kafka", "kafka-joins-kraftwire"])
+def test_a_controller_of_the_other_side_joins_and_leaves_a_dynamic_quorum(tmp_path: Path, first: str,
+                                                                           joiner: str) -> None:
+    """KIP-853 across implementations: a controller formatted --no-initial-controllers joins a
+    --standalone quorum of the other side through Kafka's add-controller, then one of them is
+    removed with remove-controller: the joiner where Kafka leads, the leader itself where
+    kraftwire leads, and the one left leads alone."""
+    dist = kafka(KAFKA_3_9)
+    ports = {FIRST: free_port(), FIRST + 1: free_port()}
+    bootstrap = ("controller.quorum.bootstrap.servers", f"127.0.0.1:{ports[FIRST]}")
+    cluster_id = run_tool(dist, "kafka-storage", "random-uuid").stdout.strip()
+    voters = {FIRST: Voter(first, FIRST, ports[FIRST], tmp_path / "first", bootstrap, cluster_id, dist, "standalone"),
+              FIRST + 1: Voter(joiner, FIRST + 1, ports[FIRST + 1], tmp_path / "joiner", bootstrap, cluster_id, dist,
+                               "observer")}
+    address = f"127.0.0.1:{ports[FIRST]}"
+    try:
+        for voter in voters.values():
+            voter.start()
+        assert poll(lambda: leader(voters), WAIT_S, interval=0.5, message="the standalone controller leads") == FIRST
+        # Refused until the joiner has caught up: asked again, as an operator would.
+        poll(lambda: run_tool(dist, "kafka-metadata-quorum", "--bootstrap-controller", address, "--command-config",
+                              str(voters[FIRST + 1].config_path), "add-controller", check=False).returncode == 0,
+             WAIT_S, interval=1.0, message=f"the {joiner} controller added")
+        poll(lambda: current_voters(voters, dist) == {FIRST, FIRST + 1}, WAIT_S, interval=1.0, message="two voters")
+
+        # Kafka leading removes the joiner; kraftwire leading removes itself.
+        removed = FIRST + 1 if first == KAFKA else FIRST
+        directory = read_meta_properties(voters[removed].metadata_dir).directory_id
+        done = run_tool(dist, "kafka-metadata-quorum", "--bootstrap-controller",
+                        ",".join(f"127.0.0.1:{p}" for p in ports.values()), "remove-controller",
+                        "--controller-id", str(removed), "--controller-directory-id", str(directory))
+        assert re.search(rf"Removed\s+KRaft controller {removed}\b", done.stdout), done.stdout
+        remaining = FIRST + 1 if removed == FIRST else FIRST
+        poll(lambda: leader(voters) == remaining, WAIT_S, interval=0.5, message=f"{remaining} leading alone")
+        poll(lambda: current_voters(voters, dist) == {remaining}, WAIT_S, interval=1.0, message="one voter")
+    finally:
+        for voter in voters.values():
+            voter.stop()
