@@ -17,6 +17,7 @@ from pathlib import Path
 SUITES = {
     "codec": "tools.bench.codec",
     "fleet": "tools.bench.fleet",
+    "kafka": "tools.bench.kafka_anchor",
     "metadata": "tools.bench.metadata",
     "metalog": "tools.bench.metalog",
     "server": "tools.bench.server",

@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 from protocol.client import ConnectionClosed, KafkaClient
@@ -40,6 +41,8 @@ from protocol.error_codes import Error
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from protocol.generated.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
+from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+from protocol.generated.messages.api_versions_response import ApiVersionsResponse
 from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
 from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
 from protocol.primitives import random_uuid
@@ -66,10 +69,16 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _register(client: KafkaClient, cluster_id: str) -> int:
+    # The broker supports what the controller supports (ApiVersions v4 lists every feature,
+    # those starting at level 0 included): a Kafka controller refuses a broker that lacks a
+    # finalized feature.
+    versions = client.request(ApiVersionsRequest(client_software_name="bench", client_software_version="1"), 4)
+    assert isinstance(versions, ApiVersionsResponse)
     response = client.request(BrokerRegistrationRequest(
         broker_id=BROKER_ID, cluster_id=cluster_id, incarnation_id=random_uuid(),
         listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29092)],
-        features=[Feature(name="metadata.version", min_supported_version=7, max_supported_version=25)],
+        features=[Feature(name=f.name, min_supported_version=f.min_version, max_supported_version=f.max_version)
+                  for f in versions.supported_features],
         rack=None, log_dirs=[random_uuid()]), REGISTER_V)
     assert isinstance(response, BrokerRegistrationResponse)
     if response.error_code:
@@ -78,20 +87,26 @@ def _register(client: KafkaClient, cluster_id: str) -> int:
     return epoch
 
 
-def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: int = DEPTH) -> dict[str, float]:
-    """Closed loop of ``depth`` writes in flight: committed writes/s and latency in ms."""
+def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: int = DEPTH,
+                connections: int = 1) -> dict[str, float]:
+    """Closed loop of ``depth`` writes in flight, spread over ``connections`` connections:
+    committed writes/s and latency in ms. Kafka's servers read a connection's next request only
+    once they answered the last, so against them depth means connections."""
     assert member.cluster_id is not None
-    with KafkaClient(member.host, member.port, client_id="bench-quorum", timeout=30) as client:
-        epoch = _register(client, member.cluster_id)
+    clients = [KafkaClient(member.host, member.port, client_id="bench-quorum", timeout=30) for _ in range(connections)]
+    try:
+        epoch = _register(clients[0], member.cluster_id)
         request = AllocateProducerIdsRequest(broker_id=BROKER_ID, broker_epoch=epoch)
-        sent: list[tuple[int, float]] = []
-        for _ in range(depth):
-            sent.append((client.send(request, ALLOCATE_V), time.perf_counter()))
+        # (client, correlation id, when sent), oldest first: answers come in order per connection.
+        sent: deque[tuple[KafkaClient, int, float]] = deque()
+        for i in range(depth):
+            client = clients[i % connections]
+            sent.append((client, client.send(request, ALLOCATE_V), time.perf_counter()))
         latencies: list[float] = []
         start = time.perf_counter()
         deadline = start + seconds
         while True:
-            cid, began = sent.pop(0)
+            client, cid, began = sent.popleft()
             response = client.receive(ApiKey.ALLOCATE_PRODUCER_IDS, ALLOCATE_V, cid)
             now = time.perf_counter()
             assert isinstance(response, AllocateProducerIdsResponse)
@@ -100,10 +115,13 @@ def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: in
             latencies.append((now - began) * 1000)
             if now >= deadline:
                 break
-            sent.append((client.send(request, ALLOCATE_V), time.perf_counter()))
+            sent.append((client, client.send(request, ALLOCATE_V), time.perf_counter()))
         elapsed = time.perf_counter() - start
-        for cid, _ in sent:
+        for client, cid, _ in sent:
             client.receive(ApiKey.ALLOCATE_PRODUCER_IDS, ALLOCATE_V, cid)
+    finally:
+        for client in clients:
+            client.close()
     return {"rate": len(latencies) / elapsed, "p50_ms": _percentile(latencies, 0.5),
             "p99_ms": _percentile(latencies, 0.99)}
 

@@ -66,6 +66,11 @@ TOOLS: dict[str, tuple[str, ...]] = {
 TOOL_HEAP = "256m"
 SERVER_HEAP = "512m"
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true")
+# kafka-run-class.sh's own (KAFKA_JVM_PERFORMANCE_OPTS) and kafka-server-start.sh's heap, for a
+# server measured against kraftwire rather than started quickly.
+PERFORMANCE_FLAGS = ("-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+                     "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true")
+PERFORMANCE_HEAP = "1g"
 
 LOG4J1 = """log4j.rootLogger={level}, err
 log4j.appender.err=org.apache.log4j.ConsoleAppender
@@ -156,14 +161,20 @@ class Distribution:
         return [f"-Dlog4j.configuration=file:{self.home / f'log4j-{level}.properties'}"]
 
     def command(self, tool: str, *args: str, heap: str | None = None, level: str | None = None,
-                java_options: tuple[str, ...] = ()) -> list[str]:
+                performance: bool = False) -> list[str]:
         """The argv that runs ``tool`` as Kafka's script would: servers log at INFO with a
-        larger heap, tools at WARN (Kafka's tools-log4j) with kafka-run-class's heap."""
+        larger heap, tools at WARN (Kafka's tools-log4j) with kafka-run-class's heap. With
+        ``performance``, the JVM options and heap of Kafka's own scripts, for benchmarks."""
         server = tool == "kafka-server-start"
-        heap = heap or (SERVER_HEAP if server else TOOL_HEAP)
+        flags: tuple[str, ...]
+        if performance:
+            heap = heap or PERFORMANCE_HEAP
+            flags = (f"-Xms{heap}", *PERFORMANCE_FLAGS)
+        else:
+            heap, flags = heap or (SERVER_HEAP if server else TOOL_HEAP), JVM_FLAGS
         level = level or ("INFO" if server else "WARN")
-        return [java(), f"-Xmx{heap}", *JVM_FLAGS, *self.log_config(level), *java_options,
-                "-cp", self.classpath, self.main_class(tool), *args]
+        return [java(), f"-Xmx{heap}", *flags, *self.log_config(level), "-cp", self.classpath,
+                self.main_class(tool), *args]
 
 
 def java() -> str:
