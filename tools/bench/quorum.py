@@ -41,12 +41,11 @@ from protocol.error_codes import Error
 from protocol.generated.messages import ApiKey
 from protocol.generated.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from protocol.generated.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
-from protocol.generated.messages.api_versions_request import ApiVersionsRequest
-from protocol.generated.messages.api_versions_response import ApiVersionsResponse
-from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
 from protocol.primitives import random_uuid
 from tools.bench.report import emit, note
+from tools.bench.server import broker_features
 from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
 from protocol.generated.messages.add_raft_voter_request import Listener as AddListener
 from protocol.message import Message
@@ -69,16 +68,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _register(client: KafkaClient, cluster_id: str) -> int:
-    # The broker supports what the controller supports (ApiVersions v4 lists every feature,
-    # those starting at level 0 included): a Kafka controller refuses a broker that lacks a
-    # finalized feature.
-    versions = client.request(ApiVersionsRequest(client_software_name="bench", client_software_version="1"), 4)
-    assert isinstance(versions, ApiVersionsResponse)
     response = client.request(BrokerRegistrationRequest(
         broker_id=BROKER_ID, cluster_id=cluster_id, incarnation_id=random_uuid(),
-        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29092)],
-        features=[Feature(name=f.name, min_supported_version=f.min_version, max_supported_version=f.max_version)
-                  for f in versions.supported_features],
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29092)], features=broker_features(client),
         rack=None, log_dirs=[random_uuid()]), REGISTER_V)
     assert isinstance(response, BrokerRegistrationResponse)
     if response.error_code:

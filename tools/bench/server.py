@@ -35,11 +35,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools.bench.report import emit, note
 from tools.controller_process import ControllerProcess
 from tools.processes import bounded_child, free_port, stop_child
+
+if TYPE_CHECKING:
+    from protocol.client import KafkaClient
+    from protocol.generated.messages.broker_registration_request import Feature
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKERS = 1000
@@ -93,25 +97,38 @@ def start_echo(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 # --- brokers -------------------------------------------------------------------------------------
 
+def broker_features(client: KafkaClient) -> list[Feature]:
+    """What a broker registering here says it supports: what the controller supports
+    (ApiVersions v4 lists every feature, those starting at level 0 included), since a Kafka
+    controller refuses a broker that lacks a finalized feature."""
+    from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+    from protocol.generated.messages.api_versions_response import ApiVersionsResponse
+    from protocol.generated.messages.broker_registration_request import Feature
+
+    versions = client.request(ApiVersionsRequest(client_software_name="bench", client_software_version="1"), 4)
+    assert isinstance(versions, ApiVersionsResponse)
+    return [Feature(name=f.name, min_supported_version=f.min_version, max_supported_version=f.max_version)
+            for f in versions.supported_features]
+
+
 def register_brokers(port: int, cluster_id: str, count: int) -> list[bytes]:
     """Register and unfence ``count`` brokers; returns one steady-state heartbeat frame each."""
     from protocol.client import KafkaClient
     from protocol.generated.messages import ApiKey
     from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
     from protocol.generated.messages.broker_heartbeat_response import BrokerHeartbeatResponse
-    from protocol.generated.messages.broker_registration_request import (
-        BrokerRegistrationRequest, Feature, Listener)
+    from protocol.generated.messages.broker_registration_request import BrokerRegistrationRequest, Listener
     from protocol.generated.messages.broker_registration_response import BrokerRegistrationResponse
     from protocol.primitives import random_uuid
 
     with KafkaClient("127.0.0.1", port, client_id="bench", timeout=60) as client:
+        features = broker_features(client)
         sent = []
         for broker_id in range(1, count + 1):
             frame, cid = client.encode_request(BrokerRegistrationRequest(
                 broker_id=broker_id, cluster_id=cluster_id, incarnation_id=random_uuid(),
                 listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id)],
-                features=[Feature(name="metadata.version", min_supported_version=7,
-                                  max_supported_version=25)], rack=None,
+                features=features, rack=None,
                 log_dirs=[random_uuid()]), 4)
             client.sock.sendall(frame)
             sent.append(cid)
@@ -337,7 +354,7 @@ def echo_main(port: int) -> int:
 
 # --- the suite -----------------------------------------------------------------------------------
 
-def _raise_fd_limit() -> None:
+def raise_fd_limit() -> None:
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -348,7 +365,7 @@ def _raise_fd_limit() -> None:
 
 def run(connections: int = CONNECTIONS, depth: int = DEPTH, brokers: int = BROKERS,
         rounds: int = ROUNDS) -> dict[str, Any]:
-    _raise_fd_limit()  # inherited by the load generator
+    raise_fd_limit()  # inherited by the load generator
     controller = echo = None
     with tempfile.TemporaryDirectory(prefix="kraftwire-bench-") as tmp:
         workdir = Path(tmp)
