@@ -30,7 +30,7 @@ from protocol.generated.messages import (
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.message import Message
-from tools.replay.flows import FlowEnd, FlowFrame, FlowStart, kafka_flows
+from tools.replay.flows import FlowEnd, FlowFrame, FlowItem, FlowStart, kafka_flows
 from tools.replay.framing import REQUEST
 from tools.replay.rules import INFO, ControllerEvent, Violation, controller_violations, violation
 from tools.replay.streams import Source
@@ -308,13 +308,16 @@ def _error_code(data: bytes, pos: int) -> int | None:
     return _INT16.unpack_from(data, pos)[0] if len(data) - pos >= 2 else None
 
 
-def decode_capture(
-    source: Source, capture: str, ports: Iterable[int] | None = None, part: int = 0, parts: int = 1
-) -> Iterator[FrameRow | Violation | FlowRow | ControllerEvent]:
-    """Every frame row, violation, flow summary and controller event of one capture (or of
-    share `part` of `parts` of its connections; see `flows.kafka_flows`)."""
+def decode_capture(source: Source, capture: str, ports: Iterable[int] | None = None
+                   ) -> Iterator[FrameRow | Violation | FlowRow | ControllerEvent]:
+    """Every frame row, violation, flow summary and controller event of one capture."""
+    return decode_flows(kafka_flows(source, capture, ports), capture)
+
+
+def decode_flows(items: Iterable[FlowItem], capture: str) -> Iterator[FrameRow | Violation | FlowRow | ControllerEvent]:
+    """The rows of the flows of a capture (all of them, or one share's: see `index`)."""
     decoders: dict[str, FlowDecoder] = {}
-    for item in kafka_flows(source, capture, ports, part, parts):
+    for item in items:
         if isinstance(item, FlowFrame):
             yield from decoders[item.flow].frame(item.direction, item.timestamp_ns, item.data)
         elif isinstance(item, Violation):

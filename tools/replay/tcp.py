@@ -167,12 +167,13 @@ class Reassembler:
             self._end(conn, d, timestamp_ns, "fin", out)
         return out
 
-    def finish(self) -> list[StreamEvent]:
-        """End every open stream: holes become gaps, then each direction gets its end."""
+    def finish(self, last_ts: int | None = None) -> list[StreamEvent]:
+        """End every open stream: holes become gaps, then each direction gets its end, at
+        `last_ts`, the time the capture ends, or else at the last segment fed's."""
         out: list[StreamEvent] = []
         for conn in dict.fromkeys(self._conns.values()):
             if not conn.closed:
-                self._close(conn, self._last_ts, "eof", out)
+                self._close(conn, self._last_ts if last_ts is None else last_ts, "eof", out)
         return out
 
     # -----------------------------------------------------------------------------------------
