@@ -110,6 +110,7 @@ def results(spark: Any, folder: Path, share_bytes: int | None = None) -> dict[st
     out = folder / "out"
     figures = job.validate(paths, str(out), spark=spark, quiet=True, share_bytes=share_bytes)
     figures.pop("seconds")
+    figures.pop("cpu_s")
     tables = {name: sorted(_plain([list(r) for r in spark.read.parquet(str(out / name)).collect()], folder),
                            key=json.dumps)
               for name in job.Tables._fields}

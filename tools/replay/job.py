@@ -80,11 +80,19 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
 
 
-def arrow_tasks(tasks: list[Broadcast[Task]], frames: Accumulator[int] | None, batches: Iterable[pa.RecordBatch]
+class Counters(NamedTuple):
+    """What the tasks count as they go: frames for the progress line, CPU for the figures."""
+
+    frames: Accumulator[int]
+    cpu_s: Accumulator[float]  # the CPU time of the tasks' Python workers, summed
+
+
+def arrow_tasks(tasks: list[Broadcast[Task]], counters: Counters, batches: Iterable[pa.RecordBatch]
                 ) -> Iterator[pa.RecordBatch]:
     """The executors' side of the job: decode the tasks whose indexes in `tasks` are the
     `id`s in `batches` and hand the rows to the JVM as Arrow record batches of the TAGGED
-    schema, one kind of row per batch; the frames decoded are counted in `frames`."""
+    schema, one kind of row per batch, counting in `counters`."""
+    started = time.process_time()
     import pyarrow as pa
 
     from tools.replay import schema
@@ -107,11 +115,11 @@ def arrow_tasks(tasks: list[Broadcast[Task]], frames: Accumulator[int] | None, b
                 decoded += tag == _FRAME
                 if len(pending[tag]) >= ARROW_BATCH_ROWS:
                     yield flush(tag)
-            if frames is not None:
-                frames.add(decoded)
+            counters.frames.add(decoded)
     for tag, rows in enumerate(pending):
         if rows:
             yield flush(tag)
+    counters.cpu_s.add(time.process_time() - started)
 
 
 def to_arrow_schema(spark_schema: StructType) -> pa.Schema:
@@ -130,8 +138,10 @@ def judge_capture(events: pa.Table) -> pa.Table:
     return pa.Table.from_pylist([v._asdict() for v in found], schema=to_arrow_schema(schema.VIOLATIONS))
 
 
-def index_all(captures: list[str]) -> list[CaptureIndex]:
-    """Each capture's index (see `index`), a decoder failure in one reported as its violation."""
+def index_all(captures: list[str]) -> tuple[list[CaptureIndex], float]:
+    """Each capture's index (see `index`), a decoder failure in one reported as its violation;
+    and the CPU seconds this thread spent on them."""
+    started = time.thread_time()
     indexes = []
     for path in captures:
         try:
@@ -140,7 +150,7 @@ def index_all(captures: list[str]) -> list[CaptureIndex]:
             where = traceback.extract_tb(exc.__traceback__)[-1]
             detail = f"{type(exc).__name__}: {exc} at {Path(where.filename).name}:{where.lineno}; capture skipped"
             indexes.append(unreadable(path, [violation(path, None, None, None, "decoder_failure", None, detail)]))
-    return indexes
+    return indexes, time.thread_time() - started
 
 
 def plan(indexes: list[CaptureIndex], ports: Iterable[int], parallelism: int, share_bytes: int) -> list[Task]:
@@ -209,10 +219,10 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: s
     return spark
 
 
-def build_tables(spark: SparkSession, tasks: list[Broadcast[Task]], frames_decoded: Accumulator[int],
+def build_tables(spark: SparkSession, tasks: list[Broadcast[Task]], counters: Counters,
                  say: Callable[[str], None]) -> Tables:
-    """Decode the tasks on the cluster, counting the frames in `frames_decoded`; the DataFrames
-    of frames, violations and flows."""
+    """Decode the tasks on the cluster, counting in `counters`; the DataFrames of frames,
+    violations and flows."""
     from pyspark.sql import functions as F
 
     from tools.replay import schema
@@ -223,7 +233,7 @@ def build_tables(spark: SparkSession, tasks: list[Broadcast[Task]], frames_decod
     # of task indexes, one per partition, needs no Python worker to build, as a DataFrame of
     # Python rows would.
     indexes = spark.range(0, len(tasks), 1, max(1, len(tasks)))
-    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks, frames_decoded), schema.TAGGED).persist()
+    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks, counters), schema.TAGGED).persist()
     # Decode once, now: the jobs below would otherwise each decode before the cache is filled
     # (the broadcast of the cross-flow violations runs beside the frames' own job).
     say(f"decoded {rows.count()} rows")
@@ -265,14 +275,16 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
                 sc.addPyFile(code_zip(scratch))
             progress = Progress(sc, enabled=not quiet)
             try:
-                tasks = plan(indexing.result(), ports, sc.defaultParallelism, share_bytes or SHARE_BYTES)
+                indexes, index_cpu_s = indexing.result()
+                tasks = plan(indexes, ports, sc.defaultParallelism, share_bytes or SHARE_BYTES)
+                del indexes
                 progress.note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
-                frames_decoded = sc.accumulator(0)
+                counters = Counters(sc.accumulator(0), sc.accumulator(0.0))
                 progress.step("decoding", [TaskShare(t.capture, t.share.size() if t.share else 0) for t in tasks],
-                              frames_decoded)
+                              counters.frames)
                 broadcasts = [sc.broadcast(task) for task in tasks]
                 del tasks  # the executors have them now
-                tables = build_tables(spark, broadcasts, frames_decoded, progress.note)
+                tables = build_tables(spark, broadcasts, counters, progress.note)
                 progress.note(f"writing tables under {out}")
                 progress.step("writing tables")
                 for name in Tables._fields:
@@ -291,6 +303,8 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
             if own_session:
                 spark.stop()
     figures["seconds"] = round(time.monotonic() - started, 3)
+    # What reading the captures cost in CPU: the driver's index and the decoding tasks.
+    figures["cpu_s"] = dict(index=round(index_cpu_s, 3), tasks=round(counters.cpu_s.value, 3))
     print(report.terminal(figures))
     report.write_html(figures, os.path.join(out, "report.html"))
     return figures
