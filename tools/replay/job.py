@@ -289,6 +289,9 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
                 progress.step("writing tables")
                 for name in Tables._fields:
                     getattr(tables, name).write.mode("overwrite").parquet(os.path.join(out, name))
+                # The decoded rows are in the tables now: their cache goes, in the background,
+                # rather than as the session stops, which waits for it.
+                spark.catalog.clearCache()
                 # The summary reads the Parquet just written rather than decoding the captures again.
                 written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
                 progress.note("summarising")
