@@ -9,7 +9,8 @@ the list of its packets' positions in capture order. A task reads its share's pa
 others, so however many tasks there are, each payload byte is read by one of them, and each
 problem of the capture as a whole is found once, here.
 
-What the driver holds for this is about 40 bytes per packet of the capture: never its bytes.
+What the driver holds for this is 40 bytes for each packet of the capture (about twice that
+while the index is built), never the packets' bytes.
 """
 from __future__ import annotations
 

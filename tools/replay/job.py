@@ -6,8 +6,9 @@ one Spark task each, so one big capture still keeps every core busy; a task read
 of its share and no others, so every byte is decoded once however many tasks there are. Each
 task gets its share's packet positions as a broadcast; the pure-Python decoder runs inside the
 executors, which hand their rows to the JVM as Arrow batches. The driver holds positions
-(about 40 bytes a packet) and the aggregates coming back (`summary`), never a capture's bytes
-or rows, so a capture far bigger than its memory still goes through.
+(40 bytes a packet) and the aggregates coming back (`summary`), never a capture's bytes or
+rows, so a capture bigger than its memory still goes through, as long as its packets'
+positions fit.
 
 The job runs the same in local mode (the default, `local[*]`), with `--master URL`, and under
 spark-submit. Local workers import the project from its tree; on a cluster the `protocol` and
@@ -277,7 +278,7 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
             try:
                 indexes, index_cpu_s = indexing.result()
                 tasks = plan(indexes, ports, sc.defaultParallelism, share_bytes or SHARE_BYTES)
-                del indexes
+                del indexes, indexing  # the tasks hold what the executors need of them
                 progress.note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
                 counters = Counters(sc.accumulator(0), sc.accumulator(0.0))
                 progress.step("decoding", [TaskShare(t.capture, t.share.size() if t.share else 0) for t in tasks],
@@ -289,8 +290,7 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
                 progress.step("writing tables")
                 for name in Tables._fields:
                     getattr(tables, name).write.mode("overwrite").parquet(os.path.join(out, name))
-                # The decoded rows are in the tables now: their cache goes, in the background,
-                # rather than as the session stops, which waits for it.
+                # The decoded rows are in the tables now: their cache leaves the memory to the summary.
                 spark.catalog.clearCache()
                 # The summary reads the Parquet just written rather than decoding the captures again.
                 written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
