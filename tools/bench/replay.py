@@ -18,6 +18,10 @@ controller does not listen on Kafka's registered port). Without tshark the ancho
 Beside the ratio, each line splits the job's time by its notes (session start, decoding,
 tables, summary, exit) and gives the decoding rate per core.
 
+One more line, on the first size only, is the CPU that reading a gigabyte costs, the driver's
+index and the decoding tasks' Python workers summed (the job's ``cpu_s`` figures), at local[2]
+against local[1] on the same file: a ratio above 1 is work that grows with the cores.
+
     python -m tools.bench replay
     python -m tools.bench replay --sizes 50,200,1000
 """
@@ -191,7 +195,7 @@ PARTS = (("session_start_s", "reading"), ("decode_s", "decoded"), ("tables_s", "
          ("summary_s", "summarising"), ("exit_s", "done"))
 
 
-def time_spark(path: Path, workdir: Path) -> tuple[float, dict[str, float], dict[str, Any]]:
+def time_spark(path: Path, workdir: Path, cores: int = CORES) -> tuple[float, dict[str, float], dict[str, Any]]:
     """(seconds from the command to its exit, as a user waits for `python -m tools.replay
     validate`, JVM and session start included; how they split between the session's start,
     decoding, writing the tables, the summary and the exit, from the job's notes; the job's
@@ -200,7 +204,7 @@ def time_spark(path: Path, workdir: Path) -> tuple[float, dict[str, float], dict
     out = workdir / "out"
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "tools.replay", "validate", str(path), "--out", str(out), "--master", f"local[{CORES}]",
+        [sys.executable, "-m", "tools.replay", "validate", str(path), "--out", str(out), "--master", f"local[{cores}]",
          "--figures", str(workdir / "figures.json")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=TSHARK_TIMEOUT_S,
         preexec_fn=bounded_child(TSHARK_TIMEOUT_S))
@@ -248,10 +252,14 @@ def run(sizes_mb: list[float] | None = None) -> None:
             note(f"replay: Spark {job_s:.1f} s ({', '.join(f'{k} {v}' for k, v in split.items())}), "
                  f"{figures['totals']['frames']} frames, {figures['totals']['violations']} violations")
             theirs = time_tshark(path, port)
+            if first is None:
+                cpu_line(path, workdir, mb, figures)
             first = first or (mb, job_s)
             extra = dict(capture_mb=round(mb, 1), frames=figures["totals"]["frames"],
                          violations=figures["totals"]["violations"], job_s=round(job_s, 2), **split,
                          decode_mb_s_per_core=round(mb / split["decode_s"] / CORES, 2),
+                         decode_mb_per_task_cpu_s=round(mb / figures["cpu_s"]["tasks"], 2),
+                         cpu_s_per_gb=round(sum(figures["cpu_s"].values()) / mb * 1000, 1),
                          ours_cores=CORES, anchor_cores=1,
                          s_per_gb=round(job_s / mb * 1000, 1),
                          growth_vs_linear=round((job_s / first[1]) / (mb / first[0]), 3))
@@ -264,6 +272,17 @@ def run(sizes_mb: list[float] | None = None) -> None:
                 emit(name, mb / job_s, mb / tshark_s, "MB/s", anchor_is=anchor_is, tshark_s=round(tshark_s, 2),
                      tshark_s_per_gb=round(tshark_s / mb * 1000, 1), tshark_messages=messages, **extra)
             path.unlink()
+
+
+def cpu_line(path: Path, workdir: Path, mb: float, figures: dict[str, Any]) -> None:
+    """CPU seconds per GB of the index and the decoding tasks, at local[CORES] (from `figures`)
+    against local[1] on the same file."""
+    _, _, alone = time_spark(path, workdir, 1)
+    per_gb = {cores: sum(f["cpu_s"].values()) / mb * 1000 for cores, f in ((CORES, figures), (1, alone))}
+    emit(f"replay.cpu {mb:.0f} MB capture (CPU s per GB: index and decoding tasks, local[{CORES}] against local[1])",
+         per_gb[CORES], per_gb[1], "CPU s/GB", anchor_is="the same job at local[1]",
+         **{f"index_s_local{c}": f["cpu_s"]["index"] for c, f in ((CORES, figures), (1, alone))},
+         **{f"tasks_s_local{c}": f["cpu_s"]["tasks"] for c, f in ((CORES, figures), (1, alone))})
 
 
 def _sizes(text: str) -> list[float]:

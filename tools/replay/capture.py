@@ -48,12 +48,36 @@ def read_packets(source: Source) -> Iterator[Packet | Problem]:
     `source` is a path, an open binary file, or the file's bytes. Packets whose link type
     `formats.LINK_TYPES` does not list are skipped and counted in one problem per interface.
     """
-    with _buffer(source) as buf:
-        yield from _read(buf)
+    with open_buffer(source) as buf:
+        for item in read_positions(buf):
+            if isinstance(item, Problem):
+                yield item
+            else:
+                timestamp_ns, link_type, at, caplen, orig_len = item
+                yield Packet(timestamp_ns, link_type, buf[at : at + caplen], orig_len)
+
+
+# Where one packet's bytes are in the capture, without them: (timestamp_ns, link type, offset,
+# captured length, original length). A plain tuple: an index makes millions.
+Position = tuple[int, int, int, int, int]
+
+
+def read_positions(buf: Buffer) -> Iterator[Position | Problem]:
+    """`read_packets` over a capture's bytes, giving where each packet lies instead of its bytes."""
+    problem = format_problem(buf)
+    if problem is not None:
+        yield problem
+        return
+    magic = f.PCAPNG_U32["<"].unpack_from(buf, 0)[0]
+    if magic == f.PCAPNG_SHB:
+        yield from _read_pcapng(buf)
+    else:
+        order, nano = _PCAP_MAGICS[magic]
+        yield from _read_pcap(buf, order, nano)
 
 
 @contextlib.contextmanager
-def _buffer(source: Source) -> Iterator[Buffer]:
+def open_buffer(source: Source) -> Iterator[Buffer]:
     if isinstance(source, bytes):
         yield source
     elif isinstance(source, (bytearray, memoryview)):
@@ -105,24 +129,11 @@ def format_problem(buf: Buffer) -> Problem | None:
     return Problem("unknown_format", 0, len(buf), f"magic 0x{magic:08x} is neither pcap nor pcapng")
 
 
-def _read(buf: Buffer) -> Iterator[Packet | Problem]:
-    problem = format_problem(buf)
-    if problem is not None:
-        yield problem
-        return
-    magic = f.PCAPNG_U32["<"].unpack_from(buf, 0)[0]
-    if magic == f.PCAPNG_SHB:
-        yield from _read_pcapng(buf)
-    else:
-        order, nano = _PCAP_MAGICS[magic]
-        yield from _read_pcap(buf, order, nano)
-
-
 # ---------------------------------------------------------------------------------------------
 # pcap
 
 
-def _read_pcap(buf: Buffer, order: str, nano: bool) -> Iterator[Packet | Problem]:
+def _read_pcap(buf: Buffer, order: str, nano: bool) -> Iterator[Position | Problem]:
     n = len(buf)
     if n < f.PCAP_FILE_HEADER_SIZE:
         yield Problem("truncated_file", 0, n, "the pcap file header is cut short")
@@ -157,7 +168,7 @@ def _read_pcap(buf: Buffer, order: str, nano: bool) -> Iterator[Packet | Problem
             break
         last_sec = sec
         if known:
-            yield Packet(sec * 1_000_000_000 + frac * frac_ns, link_type, buf[pos + hsize : end], orig)
+            yield sec * 1_000_000_000 + frac * frac_ns, link_type, pos + hsize, incl, orig
         else:
             skipped += 1
         pos = end
@@ -197,7 +208,7 @@ def _resync_pcap(
 # pcapng
 
 
-def _read_pcapng(buf: Buffer) -> Iterator[Packet | Problem]:
+def _read_pcapng(buf: Buffer) -> Iterator[Position | Problem]:
     # The loop runs once per packet: module constants are bound to locals.
     n = len(buf)
     epb_type, spb_type, idb_type, shb_type = f.PCAPNG_EPB, f.PCAPNG_SPB, f.PCAPNG_IDB, f.PCAPNG_SHB
@@ -255,8 +266,7 @@ def _read_pcapng(buf: Buffer) -> Iterator[Packet | Problem]:
                         yield Problem("corrupt_block", pos, total, f"packet time {ts} ns is out of range")
                     else:
                         last_ts = ts
-                        data_at = pos + epb_fixed
-                        yield Packet(last_ts, iface.link_type, buf[data_at : data_at + caplen], orig)
+                        yield last_ts, iface.link_type, pos + epb_fixed, caplen, orig
                 else:
                     skipped[if_id] = skipped.get(if_id, 0) + 1
         elif block_type == spb_type:
@@ -312,14 +322,14 @@ def _interface(buf: Buffer, pos: int, total: int, order: str) -> _Interface | Pr
     return _Interface(idb.linktype, idb.linktype in f.LINK_TYPES, idb.snaplen, mult, units, offset_ns, pos)
 
 
-def _simple_packet(buf: Buffer, pos: int, total: int, order: str, iface: _Interface, last_ts: int) -> Packet:
+def _simple_packet(buf: Buffer, pos: int, total: int, order: str, iface: _Interface, last_ts: int) -> Position:
     # A simple packet block belongs to interface 0 and has no timestamp of its own; it gets
     # the previous packet's, so time never runs backwards for the layers above.
     orig = f.PCAPNG_U32[order].unpack_from(buf, pos + 8)[0]
     caplen = min(orig, total - 16)
     if iface.snaplen:
         caplen = min(caplen, iface.snaplen)
-    return Packet(last_ts, iface.link_type, buf[pos + 12 : pos + 12 + caplen], orig)
+    return last_ts, iface.link_type, pos + 12, caplen, orig
 
 
 def _skip_corrupt(buf: Buffer, pos: int, order: str, why: str) -> Generator[Problem, None, int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from protocol.api_keys import APIS, Api
 from protocol.error_codes import Error
@@ -30,7 +30,7 @@ from protocol.generated.messages import (
 from protocol.generated.messages.request_header import RequestHeader
 from protocol.generated.messages.response_header import ResponseHeader
 from protocol.message import Message
-from tools.replay.flows import FlowEnd, FlowFrame, FlowStart, kafka_flows
+from tools.replay.flows import FlowEnd, FlowFrame, FlowItem, FlowStart, kafka_flows
 from tools.replay.framing import REQUEST
 from tools.replay.rules import INFO, ControllerEvent, Violation, controller_violations, violation
 from tools.replay.streams import Source
@@ -86,8 +86,6 @@ class FlowRow(NamedTuple):
 
 # What decoding one frame yields.
 _Output = FrameRow | Violation | ControllerEvent
-# Records a broken rule: (rule, offset, detail).
-_Broken = Callable[[str, int | None, str], None]
 
 
 class _Request(NamedTuple):
@@ -146,9 +144,7 @@ class FlowDecoder:
         rules: list[str] = []
         key, version, correlation_id = _PREFIX.unpack_from(data, 0)
         api = APIS.get(key)
-        client_id = None
         status = OK
-        broker_id = None
 
         def broken(rule: str, offset: int | None, detail: str, severity: str | None = None) -> None:
             rules.append(rule)
@@ -164,18 +160,14 @@ class FlowDecoder:
             elif not advertised[0] <= version <= advertised[1]:
                 broken("version_not_advertised", 2,
                        f"{_name(api, key)} v{version}, the server advertised v{advertised[0]}-{advertised[1]}")
-        # An unknown API's header is read as v1, as Kafka reads one to answer it.
-        header_version = api.request_header_version(version) if api is not None else 1
-        header: RequestHeader | None = None
-        try:
-            header, pos = RequestHeader.decode(data, header_version)
-        except DecodeError as exc:
+        decodable = api is not None and api.min_version <= version <= api.max_version
+        read = _read_request(data, api, version, decodable)
+        client_id = read.client_id
+        if read.header_error is not None:
             status = DECODE_ERROR
-            broken("decode_error", exc.offset, str(exc))
-        else:
-            client_id = header.client_id
-            if client_id is not None:
-                self.client_ids[client_id] = None
+            broken("decode_error", *read.header_error)
+        elif client_id is not None:
+            self.client_ids[client_id] = None
         if garbage:
             if status == OK:
                 status = DECODE_ERROR
@@ -187,24 +179,25 @@ class FlowDecoder:
             known = self.advertised is not None and key in self.advertised
             broken("unknown_api_key", 0, f"API key {key} v{version}" + (" (advertised by the server)" if known else ""),
                    INFO if known else None)
-        elif not api.min_version <= version <= api.max_version:
+        elif not decodable:
             if status == OK:
                 status = UNSUPPORTED_VERSION
             broken("unsupported_version", 2, f"{api.name} v{version}; the codecs know v{api.min_version}-{api.max_version}")
-        elif header is not None:
-            body = self._body(api.request, version, data, pos, header, broken)
-            if body is None:
+        elif read.body is not None:
+            for problem in read.body.problems:
+                broken(*problem)
+            if not read.body.decoded:
                 status = DECODE_ERROR
-            elif isinstance(body, BrokerRegistrationRequest):
-                broker_id = body.broker_id
-                out.append(ControllerEvent(self.capture, ts, self.flow, index, "register", body.broker_id, None,
-                                           body.cluster_id, 0))
-            elif isinstance(body, BrokerHeartbeatRequest):
-                out.append(ControllerEvent(self.capture, ts, self.flow, index, "heartbeat", body.broker_id,
-                                           body.broker_epoch, None, 0))
-        decodable = api is not None and api.min_version <= version <= api.max_version
+        registering = None  # whose epoch the response will grant
+        facts = read.body.facts if read.body is not None else None
+        if facts is not None:
+            kind, broker_id, epoch, cluster_id = facts
+            out.append(ControllerEvent(self.capture, ts, self.flow, index, kind, broker_id, epoch, cluster_id, 0))
+            if kind == "register":
+                registering = broker_id
         if not garbage:  # Kafka answers garbage by closing the connection, so no answer is due
-            self.outstanding[correlation_id] = _Request(index, api, key, version, ts, client_id, decodable, broker_id)
+            self.outstanding[correlation_id] = _Request(index, api, key, version, ts, client_id, decodable,
+                                                        registering)
         return FrameRow(self.capture, self.flow, index, "request", ts, key, _name(api, key), version, correlation_id,
                         client_id, len(data) + 4, None, status, rules)
 
@@ -237,67 +230,160 @@ class FlowDecoder:
             broken("correlation_id_out_of_order", 0,
                    f"answers correlation id {correlation_id} before the earlier {skipped}")
         del outstanding[correlation_id]
-        api, key, version = request.api, request.api_key, request.version
-        status = OK
+        api, key = request.api, request.api_key
         if api is None or not request.decodable:
             status = UNDECODED if api is None else UNSUPPORTED_VERSION
         else:
-            try:
-                header, pos = ResponseHeader.decode(data, api.response_header_version(version))
-            except DecodeError as exc:
-                status = DECODE_ERROR
-                broken("decode_error", exc.offset, str(exc))
-            else:
-                if key == ApiKey.API_VERSIONS and _error_code(data, pos) == Error.UNSUPPORTED_VERSION:
-                    # A server that does not know the version answers with v0, so the client can read it.
-                    version = 0
-                body = self._body(api.response, version, data, pos, header, broken)
-                if body is None:
-                    status = DECODE_ERROR
-                else:
-                    self._learn(body, request, index, ts, out)
+            body = _read_response(data, api, request.version)
+            for problem in body.problems:
+                broken(*problem)
+            status = OK if body.decoded else DECODE_ERROR
+            self._learn(body.facts, request, index, ts, out)
         return FrameRow(self.capture, self.flow, index, "response", ts, key, _name(api, key), request.version,
                         correlation_id, request.client_id, len(data) + 4, (ts - request.timestamp_ns) / 1e6,
                         status, rules)
 
-    def _learn(self, body: Message, request: _Request, index: int, ts: int, out: list[_Output]) -> None:
+    def _learn(self, facts: Any, request: _Request, index: int, ts: int, out: list[_Output]) -> None:
         """What a response tells the rules: the advertised versions, epochs, the cluster id."""
-        if isinstance(body, ApiVersionsResponse):
-            if body.error_code == Error.NONE:
-                self.advertised = {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
-        elif isinstance(body, BrokerRegistrationResponse):
-            out.append(ControllerEvent(self.capture, ts, self.flow, index, "registered", request.broker_id,
-                                       body.broker_epoch, None, body.error_code))
-        elif isinstance(body, (MetadataResponse, DescribeClusterResponse)) and body.cluster_id:
-            out.append(ControllerEvent(self.capture, ts, self.flow, index, "cluster", None, None, body.cluster_id, 0))
+        if isinstance(facts, dict):
+            self.advertised = facts
+        elif facts is not None:
+            kind, epoch, cluster_id, error_code = facts
+            broker_id = request.broker_id if kind == "registered" else None
+            out.append(ControllerEvent(self.capture, ts, self.flow, index, kind, broker_id, epoch, cluster_id,
+                                       error_code))
 
-    # --- both --------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _body(
-        cls: type[Message], version: int, data: bytes, pos: int, header: Message, broken: _Broken
-    ) -> Message | None:
-        """The decoded body, with its trailing bytes, unknown tags and record CRCs judged;
-        None when it does not decode."""
-        try:
-            body, end = cls.decode(data, version, pos)
-        except DecodeError as exc:
-            broken("decode_error", exc.offset, str(exc))
-            return None
-        if end != len(data):
-            broken("trailing_bytes", end, f"{len(data) - end} bytes after {cls.NAME} v{version}")
-        tagged: list[str] = []
-        records: list[bytes] = []
-        if header.unknown_tagged_fields:
-            tagged.append(f"{header.NAME}{sorted(header.unknown_tagged_fields)}")
-        inspect(body, tagged, records)
-        if tagged:
-            broken("unknown_tagged_fields", None, ", ".join(tagged))
-        for value in records:
-            for at, base_offset in bad_batches(value):
-                broken("record_batch_crc_mismatch", None,
-                       f"batch with base offset {base_offset} at byte {at} of a records field")
-        return body
+class _Body(NamedTuple):
+    """What reading a message body found: whether it decoded, the rules it breaks as
+    (rule, offset, detail), and the facts the cross-flow rules and the flow's later frames
+    need from it (see `_request_facts` and `_response_facts`)."""
+
+    decoded: bool
+    problems: tuple[tuple[str, int | None, str], ...]
+    facts: Any
+
+
+class _RequestRead(NamedTuple):
+    header_error: tuple[int | None, str] | None  # (offset, detail) when the header does not decode
+    client_id: str | None
+    body: _Body | None  # None when the body is not read
+
+
+class _Reads:
+    """Frames read before, by their bytes less the correlation id: a frame's verdict depends on
+    nothing else, and a capture's frames repeat (heartbeats, their answers, metadata between
+    changes), so each distinct one is decoded once per worker. Bounded by the bytes it keys."""
+
+    LIMIT_BYTES = 64 << 20
+    LARGEST = 1 << 20  # frames larger than this are read every time
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[int, int, bytes], Any] = {}
+        self.bytes = 0
+
+    def get(self, key: tuple[int, int, bytes]) -> Any:
+        return self.entries.get(key)
+
+    def put(self, key: tuple[int, int, bytes], value: Any) -> None:
+        size = len(key[2])
+        if size > self.LARGEST:
+            return
+        if self.bytes + size > self.LIMIT_BYTES:
+            self.entries.clear()
+            self.bytes = 0
+        self.entries[key] = value
+        self.bytes += size
+
+
+_READS = _Reads()
+
+
+def _read_request(data: bytes, api: Api | None, version: int, decodable: bool) -> _RequestRead:
+    key = (-1, -1, data[:4] + data[8:])  # the API key and version are in the bytes
+    read: _RequestRead | None = _READS.get(key)
+    if read is None:
+        read = _read_request_uncached(data, api, version, decodable)
+        _READS.put(key, read)
+    return read
+
+
+def _read_request_uncached(data: bytes, api: Api | None, version: int, decodable: bool) -> _RequestRead:
+    # An unknown API's header is read as v1, as Kafka reads one to answer it.
+    header_version = api.request_header_version(version) if api is not None else 1
+    try:
+        header, pos = RequestHeader.decode(data, header_version)
+    except DecodeError as exc:
+        return _RequestRead((exc.offset, str(exc)), None, None)
+    if not decodable or api is None:
+        return _RequestRead(None, header.client_id, None)
+    return _RequestRead(None, header.client_id, _body(api.request, version, data, pos, header, _request_facts))
+
+
+def _read_response(data: bytes, api: Api, version: int) -> _Body:
+    key = (api.key, version, data[4:])
+    body: _Body | None = _READS.get(key)
+    if body is None:
+        body = _read_response_uncached(data, api, version)
+        _READS.put(key, body)
+    return body
+
+
+def _read_response_uncached(data: bytes, api: Api, version: int) -> _Body:
+    try:
+        header, pos = ResponseHeader.decode(data, api.response_header_version(version))
+    except DecodeError as exc:
+        return _Body(False, (("decode_error", exc.offset, str(exc)),), None)
+    if api.key == ApiKey.API_VERSIONS and _error_code(data, pos) == Error.UNSUPPORTED_VERSION:
+        # A server that does not know the version answers with v0, so the client can read it.
+        version = 0
+    return _body(api.response, version, data, pos, header, _response_facts)
+
+
+def _request_facts(body: Message) -> tuple[str, int, int | None, str | None] | None:
+    """(event kind, broker id, epoch, cluster id) of a request the cross-flow rules follow."""
+    if isinstance(body, BrokerRegistrationRequest):
+        return "register", body.broker_id, None, body.cluster_id
+    if isinstance(body, BrokerHeartbeatRequest):
+        return "heartbeat", body.broker_id, body.broker_epoch, None
+    return None
+
+
+def _response_facts(body: Message) -> Any:
+    """The versions an ApiVersions answer advertises, by API key; or (event kind, epoch,
+    cluster id, error code) of an answer the cross-flow rules follow."""
+    if isinstance(body, ApiVersionsResponse):
+        if body.error_code == Error.NONE:
+            return {a.api_key: (a.min_version, a.max_version) for a in body.api_keys}
+    elif isinstance(body, BrokerRegistrationResponse):
+        return "registered", body.broker_epoch, None, body.error_code
+    elif isinstance(body, (MetadataResponse, DescribeClusterResponse)) and body.cluster_id:
+        return "cluster", None, body.cluster_id, 0
+    return None
+
+
+def _body(cls: type[Message], version: int, data: bytes, pos: int, header: Message,
+          facts: Callable[[Message], Any]) -> _Body:
+    """The body read, with its trailing bytes, unknown tags and record CRCs judged."""
+    try:
+        body, end = cls.decode(data, version, pos)
+    except DecodeError as exc:
+        return _Body(False, (("decode_error", exc.offset, str(exc)),), None)
+    problems: list[tuple[str, int | None, str]] = []
+    if end != len(data):
+        problems.append(("trailing_bytes", end, f"{len(data) - end} bytes after {cls.NAME} v{version}"))
+    tagged: list[str] = []
+    records: list[bytes] = []
+    if header.unknown_tagged_fields:
+        tagged.append(f"{header.NAME}{sorted(header.unknown_tagged_fields)}")
+    inspect(body, tagged, records)
+    if tagged:
+        problems.append(("unknown_tagged_fields", None, ", ".join(tagged)))
+    for value in records:
+        for at, base_offset in bad_batches(value):
+            problems.append(("record_batch_crc_mismatch", None,
+                             f"batch with base offset {base_offset} at byte {at} of a records field"))
+    return _Body(True, tuple(problems), facts(body))
 
 
 def _name(api: Api | None, key: int) -> str | None:
@@ -308,13 +394,16 @@ def _error_code(data: bytes, pos: int) -> int | None:
     return _INT16.unpack_from(data, pos)[0] if len(data) - pos >= 2 else None
 
 
-def decode_capture(
-    source: Source, capture: str, ports: Iterable[int] | None = None, part: int = 0, parts: int = 1
-) -> Iterator[FrameRow | Violation | FlowRow | ControllerEvent]:
-    """Every frame row, violation, flow summary and controller event of one capture (or of
-    share `part` of `parts` of its connections; see `flows.kafka_flows`)."""
+def decode_capture(source: Source, capture: str, ports: Iterable[int] | None = None
+                   ) -> Iterator[FrameRow | Violation | FlowRow | ControllerEvent]:
+    """Every frame row, violation, flow summary and controller event of one capture."""
+    return decode_flows(kafka_flows(source, capture, ports), capture)
+
+
+def decode_flows(items: Iterable[FlowItem], capture: str) -> Iterator[FrameRow | Violation | FlowRow | ControllerEvent]:
+    """The rows of the flows of a capture (all of them, or one share's: see `index`)."""
     decoders: dict[str, FlowDecoder] = {}
-    for item in kafka_flows(source, capture, ports, part, parts):
+    for item in items:
         if isinstance(item, FlowFrame):
             yield from decoders[item.flow].frame(item.direction, item.timestamp_ns, item.data)
         elif isinstance(item, Violation):

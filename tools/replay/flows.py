@@ -12,14 +12,13 @@ requests. Until that is decided a connection's events are held back, up to `PROB
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Iterable, Iterator, NamedTuple
 
 from protocol.api_keys import APIS
 from protocol.errors import DecodeError
 from protocol.generated.messages.request_header import RequestHeader
 from tools.replay.framing import REQUEST, RESPONSE, Frame, Framer
-from tools.replay.packet import Segment, format_endpoint
+from tools.replay.packet import format_endpoint
 from tools.replay.problems import Problem
 from tools.replay.rules import Violation, problem_violation, violation
 from tools.replay.streams import Source, stream_events
@@ -90,27 +89,19 @@ def request_parses(frame: bytes) -> bool:
     return request_reads(frame) is True
 
 
-def connection_share(segment: Segment, parts: int) -> int:
-    """Which of `parts` readers of a file takes the connection of `segment`: both directions
-    of a connection land on the same one, in every process (no salted hash)."""
-    a, b = segment.src + segment.sport.to_bytes(2, "big"), segment.dst + segment.dport.to_bytes(2, "big")
-    return zlib.crc32(a + b if a < b else b + a) % parts
+def kafka_flows(source: Source, capture: str, ports: Iterable[int] | None = None) -> Iterator[FlowItem]:
+    """Frames of every Kafka connection of a capture, with its layers' violations."""
+    return route(stream_events(source), capture, ports)
 
 
-def kafka_flows(
-    source: Source, capture: str, ports: Iterable[int] | None = None, part: int = 0, parts: int = 1
-) -> Iterator[FlowItem]:
-    """Frames of every Kafka connection of a capture, with its layers' violations.
-
-    With `parts` > 1 only the connections of share `part` are read (see `connection_share`),
-    and only share 0 reports the problems of the capture as a whole.
-    """
-    keep = None if parts == 1 else (lambda segment: connection_share(segment, parts) == part)
+def route(events: Iterable[StreamEvent | Problem], capture: str, ports: Iterable[int] | None = None
+          ) -> Iterator[FlowItem]:
+    """Frames of the Kafka connections in some stream events (all of a capture's, or those of
+    the connections of one share of it), with the violations of the events' problems."""
     router = _Router(capture, frozenset(ports or ()))
-    for event in stream_events(source, keep=keep):
+    for event in events:
         if isinstance(event, Problem):
-            if part == 0:
-                yield problem_violation(capture, event.kind, event.offset, event.detail)
+            yield problem_violation(capture, event.kind, event.offset, event.detail)
         else:
             yield from router.event(event)
     yield from router.finish()

@@ -1,11 +1,14 @@
 """The Spark job: captures -> Parquet tables `frames`, `violations`, `flows`, and a summary.
 
-Each capture is read by one or more Spark tasks: a large file is split into shares of its
-connections (`flows.connection_share`), each task reading the whole file but reassembling and
-decoding only its share, so one big capture still keeps every core busy. Tasks ship nothing
-but a path; the pure-Python decoder runs inside the executors, which hand their rows to the JVM
-as Arrow batches. The driver sees paths going out and aggregates coming back (`summary`), never
-a capture's bytes or rows, so no capture is too big for its memory.
+The driver indexes each capture once (`index`), while the JVM starts: its problems, and which
+packets belong to which connection. A large capture's connections are dealt to several shares,
+one Spark task each, so one big capture still keeps every core busy; a task reads the packets
+of its share and no others, so every byte is decoded once however many tasks there are. Each
+task gets its share's packet positions as a broadcast; the pure-Python decoder runs inside the
+executors, which hand their rows to the JVM as Arrow batches. The driver holds positions
+(40 bytes a packet) and the aggregates coming back (`summary`), never a capture's bytes or
+rows, so a capture bigger than its memory still goes through, as long as its packets'
+positions fit.
 
 The job runs the same in local mode (the default, `local[*]`), with `--master URL`, and under
 spark-submit. Local workers import the project from its tree; on a cluster the `protocol` and
@@ -14,8 +17,8 @@ readable by them (a shared filesystem).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import functools
-import math
 import os
 import sys
 import tempfile
@@ -23,15 +26,18 @@ import time
 import traceback
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
-from tools.replay.decode import FlowRow, FrameRow, decode_capture
+from tools.replay.decode import FlowRow, FrameRow, decode_flows
+from tools.replay.flows import route
+from tools.replay.index import CaptureIndex, Share, index_capture, share_events, unreadable
 from tools.replay.progress import Progress, TaskShare, note
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
-from tools.replay.tables import Tables, local_path
+from tools.replay.tables import Tables
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark import Broadcast
     from pyspark.accumulators import Accumulator
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
@@ -46,11 +52,10 @@ _TAGS = {FrameRow: _FRAME, Violation: _VIOLATION, FlowRow: _FLOW, ControllerEven
 
 
 class Task(NamedTuple):
-    path: str
     capture: str  # the name rows carry: the path as given
-    part: int
-    parts: int
     ports: tuple[int, ...]
+    share: Share | None  # None for a capture with nothing to decode
+    violations: list[Violation]  # the capture's own problems, found by the index, sent once
 
 
 # A table row as Spark takes and gives it: the fields of one of the row NamedTuples.
@@ -58,10 +63,15 @@ RowTuple = tuple[Any, ...]
 
 
 def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
-    """(tag, row) for one share of one capture. A file that cannot be read, or a decoder
-    failure, becomes a violation: one bad capture never stops the job."""
+    """(tag, row) for one task: its capture's problems, then the rows of its share. A file that
+    cannot be read, or a decoder failure, becomes a violation: one bad capture never stops the job."""
+    for found in task.violations:
+        yield _VIOLATION, tuple(found)
+    if task.share is None:
+        return
+    ports = task.ports or None
     try:
-        for item in decode_capture(local_path(task.path), task.capture, task.ports or None, task.part, task.parts):
+        for item in decode_flows(route(share_events(task.share), task.capture, ports), task.capture):
             yield _TAGS[type(item)], tuple(item)
     except OSError as exc:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "unreadable_file", None, str(exc)))
@@ -71,11 +81,19 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         yield _VIOLATION, tuple(violation(task.capture, None, None, None, "decoder_failure", None, detail))
 
 
-def arrow_tasks(tasks: list[Task], frames: Accumulator[int] | None, batches: Iterable[pa.RecordBatch]
+class Counters(NamedTuple):
+    """What the tasks count as they go: frames for the progress line, CPU for the figures."""
+
+    frames: Accumulator[int]
+    cpu_s: Accumulator[float]  # the CPU time of the tasks' Python workers, summed
+
+
+def arrow_tasks(tasks: list[Broadcast[Task]], counters: Counters, batches: Iterable[pa.RecordBatch]
                 ) -> Iterator[pa.RecordBatch]:
     """The executors' side of the job: decode the tasks whose indexes in `tasks` are the
     `id`s in `batches` and hand the rows to the JVM as Arrow record batches of the TAGGED
-    schema, one kind of row per batch; the frames decoded are counted in `frames`."""
+    schema, one kind of row per batch, counting in `counters`."""
+    started = time.process_time()
     import pyarrow as pa
 
     from tools.replay import schema
@@ -93,16 +111,16 @@ def arrow_tasks(tasks: list[Task], frames: Accumulator[int] | None, batches: Ite
     for batch in batches:
         for index in batch.column(0).to_pylist():
             decoded = 0
-            for tag, row in run_task(tasks[index]):
+            for tag, row in run_task(tasks[index].value):
                 pending[tag].append(row)
                 decoded += tag == _FRAME
                 if len(pending[tag]) >= ARROW_BATCH_ROWS:
                     yield flush(tag)
-            if frames is not None:
-                frames.add(decoded)
+            counters.frames.add(decoded)
     for tag, rows in enumerate(pending):
         if rows:
             yield flush(tag)
+    counters.cpu_s.add(time.process_time() - started)
 
 
 def to_arrow_schema(spark_schema: StructType) -> pa.Schema:
@@ -121,20 +139,30 @@ def judge_capture(events: pa.Table) -> pa.Table:
     return pa.Table.from_pylist([v._asdict() for v in found], schema=to_arrow_schema(schema.VIOLATIONS))
 
 
-def plan(captures: Iterable[str], ports: Iterable[int], parallelism: int) -> list[Task]:
-    """Tasks for the captures: large files are split into up to `parallelism` shares."""
-    tasks = []
+def index_all(captures: list[str]) -> tuple[list[CaptureIndex], float]:
+    """Each capture's index (see `index`), a decoder failure in one reported as its violation;
+    and the CPU seconds this thread spent on them."""
+    started = time.thread_time()
+    indexes = []
     for path in captures:
-        parts = max(1, min(parallelism, math.ceil(capture_size(path) / SHARE_BYTES)))
-        tasks += [Task(path, path, part, parts, tuple(ports)) for part in range(parts)]
+        try:
+            indexes.append(index_capture(path, path))
+        except Exception as exc:  # a bug must cost one capture, not the job
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            detail = f"{type(exc).__name__}: {exc} at {Path(where.filename).name}:{where.lineno}; capture skipped"
+            indexes.append(unreadable(path, [violation(path, None, None, None, "decoder_failure", None, detail)]))
+    return indexes, time.thread_time() - started
+
+
+def plan(indexes: list[CaptureIndex], ports: Iterable[int], parallelism: int, share_bytes: int) -> list[Task]:
+    """Tasks for the captures: the connections of large ones dealt to up to `parallelism`
+    shares; a capture's own problems go with its first task."""
+    tasks = []
+    for index in indexes:
+        shares: list[Share | None] = [*index.shares(parallelism, share_bytes)] or [None]
+        tasks += [Task(index.path, tuple(ports), share, index.violations if n == 0 else [])
+                  for n, share in enumerate(shares)]
     return tasks
-
-
-def capture_size(path: str) -> int:
-    try:
-        return os.path.getsize(local_path(path))
-    except OSError:
-        return 0  # the task reports why it cannot read it
 
 
 def code_zip(directory: str) -> str:
@@ -192,26 +220,21 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: s
     return spark
 
 
-def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] = (),
-                 progress: Progress | None = None) -> Tables:
-    """Decode the captures on the cluster; the DataFrames of frames, violations and flows."""
+def build_tables(spark: SparkSession, tasks: list[Broadcast[Task]], counters: Counters,
+                 say: Callable[[str], None]) -> Tables:
+    """Decode the tasks on the cluster, counting in `counters`; the DataFrames of frames,
+    violations and flows."""
     from pyspark.sql import functions as F
 
     from tools.replay import schema
 
-    tasks = plan(captures, ports, spark.sparkContext.defaultParallelism)
-    say = progress.note if progress is not None else note
-    say(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
-    frames_decoded = spark.sparkContext.accumulator(0)
-    if progress is not None:
-        progress.step("decoding", [TaskShare(t.capture, capture_size(t.path) // t.parts) for t in tasks],
-                      frames_decoded)
     # The executors decode their tasks and hand every kind of row to the JVM in Arrow batches
     # of one cached table, one struct column per kind, split apart by the JVM; the driver
-    # sends nothing but the tasks' paths, with the function. A range of task indexes, one per
-    # partition, needs no Python worker to build, as a DataFrame of Python rows would.
+    # sends the function, and each task's share goes to the executor that reads it. A range
+    # of task indexes, one per partition, needs no Python worker to build, as a DataFrame of
+    # Python rows would.
     indexes = spark.range(0, len(tasks), 1, max(1, len(tasks)))
-    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks, frames_decoded), schema.TAGGED).persist()
+    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks, counters), schema.TAGGED).persist()
     # Decode once, now: the jobs below would otherwise each decode before the cache is filled
     # (the broadcast of the cross-flow violations runs beside the frames' own job).
     say(f"decoded {rows.count()} rows")
@@ -230,27 +253,45 @@ def build_tables(spark: SparkSession, captures: list[str], ports: Iterable[int] 
 
 
 def validate(captures: list[str], out: str, master: str | None = None, ports: Iterable[int] = (),
-             spark: SparkSession | None = None, quiet: bool = False) -> dict[str, Any]:
+             spark: SparkSession | None = None, quiet: bool = False, share_bytes: int | None = None
+             ) -> dict[str, Any]:
     """Run the job: write the tables and report.html under `out`, print the summary, and
-    return the summary's figures. Unless `quiet`, its progress is shown meanwhile."""
+    return the summary's figures. Unless `quiet`, its progress is shown meanwhile. A capture's
+    connections are dealt to shares of about `share_bytes` (SHARE_BYTES by default) or more."""
     from tools.replay import report, summary
 
     started = time.monotonic()
     own_session = spark is None
-    with tempfile.TemporaryDirectory(prefix="kraftwire-replay-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="kraftwire-replay-") as scratch, \
+            concurrent.futures.ThreadPoolExecutor(1, "replay-index") as indexer:
+        # The index is the driver's own work: it runs while the JVM starts.
+        indexing = indexer.submit(index_all, captures)
         if spark is None:
             spark = spark_session(master, log=os.path.join(out, "spark.log"))
+        broadcasts: list[Broadcast[Task]] = []
         try:
-            running_on = spark.sparkContext.master
+            sc = spark.sparkContext
+            running_on = sc.master
             if running_on is None or not running_on.startswith("local"):
-                spark.sparkContext.addPyFile(code_zip(scratch))
-            progress = Progress(spark.sparkContext, enabled=not quiet)
+                sc.addPyFile(code_zip(scratch))
+            progress = Progress(sc, enabled=not quiet)
             try:
-                tables = build_tables(spark, captures, ports, progress)
+                indexes, index_cpu_s = indexing.result()
+                tasks = plan(indexes, ports, sc.defaultParallelism, share_bytes or SHARE_BYTES)
+                del indexes, indexing  # the tasks hold what the executors need of them
+                progress.note(f"reading {len(captures)} capture(s) in {len(tasks)} task(s)")
+                counters = Counters(sc.accumulator(0), sc.accumulator(0.0))
+                progress.step("decoding", [TaskShare(t.capture, t.share.size() if t.share else 0) for t in tasks],
+                              counters.frames)
+                broadcasts = [sc.broadcast(task) for task in tasks]
+                del tasks  # the executors have them now
+                tables = build_tables(spark, broadcasts, counters, progress.note)
                 progress.note(f"writing tables under {out}")
                 progress.step("writing tables")
                 for name in Tables._fields:
                     getattr(tables, name).write.mode("overwrite").parquet(os.path.join(out, name))
+                # The decoded rows are in the tables now: their cache leaves the memory to the summary.
+                spark.catalog.clearCache()
                 # The summary reads the Parquet just written rather than decoding the captures again.
                 written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
                 progress.note("summarising")
@@ -260,10 +301,13 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
                 progress.close()
             note("done")
         finally:
+            for broadcast in broadcasts:
+                broadcast.destroy()
             if own_session:
                 spark.stop()
     figures["seconds"] = round(time.monotonic() - started, 3)
+    # What reading the captures cost in CPU: the driver's index and the decoding tasks.
+    figures["cpu_s"] = dict(index=round(index_cpu_s, 3), tasks=round(counters.cpu_s.value, 3))
     print(report.terminal(figures))
     report.write_html(figures, os.path.join(out, "report.html"))
     return figures
-

@@ -15,7 +15,6 @@ from captures import formats as f
 from tools.replay.problems import Problem
 
 
-
 class Segment(NamedTuple):
     src: bytes  # packed IPv4 (4 bytes) or IPv6 (16 bytes) address
     sport: int
@@ -52,7 +51,7 @@ def decode_segment(link_type: int, data: bytes, orig_len: int) -> Segment | Prob
 # version/ihl, total length, flags/fragment offset, protocol, addresses, ports, seq, ack,
 # data offset, flags.
 _IPV4_TCP = struct.Struct("!BxHxxHxB2x4s4sHHIIBB")
-_FAST_LINK_OFFSETS = {
+FAST_LINK_OFFSETS = {
     # link type -> (offset of the IPv4 header, offset of the 2-byte ethertype or None)
     f.LINKTYPE_ETHERNET: (14, 12),
     f.LINKTYPE_LINUX_SLL: (16, 14),
@@ -65,7 +64,7 @@ _ETHERTYPE_IPV4 = f.ETHERTYPE_IPV4.to_bytes(2, "big")
 
 def _fast(link_type: int, data: bytes, orig_len: int) -> Segment | None:
     """The segment, or None whenever the declarative path must decide."""
-    offsets = _FAST_LINK_OFFSETS.get(link_type)
+    offsets = FAST_LINK_OFFSETS.get(link_type)
     if offsets is None:
         return None
     ip, ethertype_at = offsets

@@ -28,8 +28,8 @@ def latency_edges() -> list[float]:
 
 
 def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
-    """Each table is read by one aggregation pass over grouping sets (the frames' timeline,
-    binned from the first frame's time, by a second): every extra Spark job costs about as
+    """Each table is read by one aggregation pass over grouping sets (the frames' latency
+    percentiles per API by a second, their timeline, binned from the first frame's time, by a third): every extra Spark job costs about as
     much as a small table's whole pass. The few rows come back unsorted and are ordered here,
     since a sorted collect costs Spark a sampling job of its own."""
     from pyspark.sql import functions as F
@@ -46,18 +46,22 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
         "timestamp_ns", "latency_ms",
         F.when(F.col("latency_ms").isNotNull(), latency_bin).alias("latency_bin"))
 
-    api_set, latency_set, client_set, total_set, capture_set, histogram_set = range(6)
-    frame_sets = [["api_key", "name", "api_version"], ["name"], ["client_id", "name"], [], ["capture"],
+    api_set, client_set, total_set, capture_set, histogram_set = range(5)
+    frame_sets = [["api_key", "name", "api_version"], ["client_id", "name"], [], ["capture"],
                   ["name", "latency_bin"]]
     frame_rows = named.groupingSets(
         frame_sets, "capture", "api_key", "name", "api_version", "client_id", "latency_bin").agg(
         F.count("*").alias("frames"), F.sum("request").alias("requests"), F.sum("size").alias("kafka_bytes"),
         F.min("timestamp_ns").alias("first"), F.max("timestamp_ns").alias("last"),
-        F.count("latency_ms").alias("answered"), F.max("latency_ms").alias("max"),
-        F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p"),
+        F.count("latency_ms").alias("answered"),
         F.collect_set(F.when(F.col("request") == 1, F.col("api_version"))).alias("versions"),
         _grouping(frame_sets, ["capture", "api_key", "name", "api_version", "client_id", "latency_bin"]).alias("set"),
     ).collect()
+    # Percentiles are wanted per API only: computed in every grouping set, their sketches
+    # would cost more than all the other aggregates together.
+    latency_rows = named.where(F.col("latency_ms").isNotNull()).groupBy("name").agg(
+        F.count("latency_ms").alias("answered"), F.max("latency_ms").alias("max"),
+        F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p")).collect()
     by_set: dict[int, list[Any]] = {}
     for r in frame_rows:
         by_set.setdefault(r.set, []).append(r)
@@ -69,7 +73,7 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
     ]
     latency = [
         dict(api_name=r.name, count=r.answered, p50=r.p[0], p90=r.p[1], p99=r.p[2], max=r.max)
-        for r in sorted(by_set.get(latency_set, []), key=lambda r: r.name) if r.answered
+        for r in sorted(latency_rows, key=lambda r: r.name)
     ]
     clients = [
         dict(client_id=r.client_id, api_name=r.name, versions=sorted(r.versions))

@@ -63,6 +63,8 @@ class StreamEnd(NamedTuple):
 
 
 StreamEvent = Union[StreamStart, StreamData, StreamGap, StreamEnd]
+# A flow key as a plain tuple, which a FlowKey equals.
+_Key = tuple[bytes, int, bytes, int]
 
 
 @dataclasses.dataclass
@@ -107,7 +109,7 @@ class _Connection:
     def __init__(self, key: FlowKey) -> None:
         forward, backward = _Direction(key), _Direction(key.reversed())
         forward.peer, backward.peer = backward, forward
-        self.dirs = {key: forward, backward.key: backward}
+        self.dirs: dict[_Key, _Direction] = {key: forward, backward.key: backward}
         self.closed = False
 
 
@@ -120,7 +122,7 @@ class Reassembler:
         self.max_buffer = max_buffer
         self.linger_ns = linger_ns
         self.stats = TcpStats()
-        self._conns: dict[FlowKey, _Connection] = {}
+        self._conns: dict[_Key, _Connection] = {}
         self._closed: collections.deque[tuple[int, _Connection]] = collections.deque()
         self._last_ts = 0
 
@@ -130,7 +132,8 @@ class Reassembler:
         self.stats.segments += 1
         if self._closed:
             self._evict(timestamp_ns)
-        key = FlowKey(segment.src, segment.sport, segment.dst, segment.dport)
+        # The segment's first four fields are its flow key: equal to, and hashed as, a FlowKey.
+        key = segment[:4]
         conn = self._conns.get(key)
         flags = segment.flags
         seq = segment.seq
@@ -167,19 +170,21 @@ class Reassembler:
             self._end(conn, d, timestamp_ns, "fin", out)
         return out
 
-    def finish(self) -> list[StreamEvent]:
-        """End every open stream: holes become gaps, then each direction gets its end."""
+    def finish(self, last_ts: int | None = None) -> list[StreamEvent]:
+        """End every open stream: holes become gaps, then each direction gets its end, at
+        `last_ts`, the time the capture ends, or else at the last segment fed's."""
         out: list[StreamEvent] = []
         for conn in dict.fromkeys(self._conns.values()):
             if not conn.closed:
-                self._close(conn, self._last_ts, "eof", out)
+                self._close(conn, self._last_ts if last_ts is None else last_ts, "eof", out)
         return out
 
     # -----------------------------------------------------------------------------------------
 
-    def _open(self, key: FlowKey) -> _Connection:
-        conn = _Connection(key)
-        self._conns[key] = self._conns[key.reversed()] = conn
+    def _open(self, key: _Key) -> _Connection:
+        flow_key = FlowKey(*key)
+        conn = _Connection(flow_key)
+        self._conns[flow_key] = self._conns[flow_key.reversed()] = conn
         return conn
 
     @staticmethod
@@ -187,7 +192,7 @@ class Reassembler:
         # A SYN with the initial sequence number already known is a retransmission.
         return d.started and d.base != (seq + 1) & _SEQ_MASK
 
-    def _syn(self, conn: _Connection, key: FlowKey, segment: Segment, ts: int, out: list[StreamEvent]) -> None:
+    def _syn(self, conn: _Connection, key: _Key, segment: Segment, ts: int, out: list[StreamEvent]) -> None:
         d = conn.dirs[key]
         peer = d.peer
         if segment.flags & TCP_ACK:
