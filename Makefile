@@ -37,7 +37,7 @@ test: setup typecheck kafka
 # Apache Kafka's brokers, tools and controllers for tests/kafka, from Maven Central into a cache
 # outside the checkout (~/.cache/kraftwire/kafka, or KRAFTWIRE_KAFKA_CACHE); a version already
 # fetched is not fetched again. Needs a JDK 17+ and Maven.
-kafka: $(RUN_STAMP)
+kafka: setup
 	$(PY) -m tools.kafka_dist fetch
 
 # The edit-test loop: everything but the tests that start Spark, the client matrix and Kafka's
