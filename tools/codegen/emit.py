@@ -746,7 +746,7 @@ def emit_module(schema: Schema, source_label: str, api_key: tuple[str, str] | No
         from_prims.append("ZERO_UUID")
     if from_errors:
         lines.append(f"from protocol.errors import {', '.join(from_errors)}")
-    lines.append("from protocol.message import MISSING, Message")
+    lines.append("from protocol.message import MISSING, Message, install_codecs")
     if from_prims:
         lines.append("from protocol.primitives import (")
         for name in sorted(set(from_prims)):
@@ -771,6 +771,7 @@ def emit_module(schema: Schema, source_label: str, api_key: tuple[str, str] | No
         lines.extend(fn)
     lines.append("")
     lines.append("")
-    lines.append(f"{root.name}._DECODERS = ({', '.join(pad + decoders)},)")
-    lines.append(f"{root.name}._ENCODERS = ({', '.join(pad + encoders)},)")
+    lines.append(f"install_codecs({root.name},")
+    lines.append(f"               ({', '.join(pad + decoders)},),")
+    lines.append(f"               ({', '.join(pad + encoders)},))")
     return "\n".join(lines) + "\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -267,5 +267,6 @@ def _encode_AlterPartitionReassignmentsRequest_v0(obj: AlterPartitionReassignmen
         out.append(0)
 
 
-AlterPartitionReassignmentsRequest._DECODERS = (_decode_AlterPartitionReassignmentsRequest_v0,)
-AlterPartitionReassignmentsRequest._ENCODERS = (_encode_AlterPartitionReassignmentsRequest_v0,)
+install_codecs(AlterPartitionReassignmentsRequest,
+               (_decode_AlterPartitionReassignmentsRequest_v0,),
+               (_encode_AlterPartitionReassignmentsRequest_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -885,5 +885,6 @@ def _encode_AlterPartitionRequest_v3(obj: AlterPartitionRequest, out: bytearray)
         out.append(0)
 
 
-AlterPartitionRequest._DECODERS = (_decode_AlterPartitionRequest_v0, _decode_AlterPartitionRequest_v1, _decode_AlterPartitionRequest_v2, _decode_AlterPartitionRequest_v3,)
-AlterPartitionRequest._ENCODERS = (_encode_AlterPartitionRequest_v0, _encode_AlterPartitionRequest_v1, _encode_AlterPartitionRequest_v2, _encode_AlterPartitionRequest_v3,)
+install_codecs(AlterPartitionRequest,
+               (_decode_AlterPartitionRequest_v0, _decode_AlterPartitionRequest_v1, _decode_AlterPartitionRequest_v2, _decode_AlterPartitionRequest_v3,),
+               (_encode_AlterPartitionRequest_v0, _encode_AlterPartitionRequest_v1, _encode_AlterPartitionRequest_v2, _encode_AlterPartitionRequest_v3,))

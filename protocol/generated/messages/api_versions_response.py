@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     NULL_ITEMS,
@@ -539,5 +539,6 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         out.append(0)
 
 
-ApiVersionsResponse._DECODERS = (_decode_ApiVersionsResponse_v0, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v3, _decode_ApiVersionsResponse_v3,)
-ApiVersionsResponse._ENCODERS = (_encode_ApiVersionsResponse_v0, _encode_ApiVersionsResponse_v1, _encode_ApiVersionsResponse_v2, _encode_ApiVersionsResponse_v3, _encode_ApiVersionsResponse_v4,)
+install_codecs(ApiVersionsResponse,
+               (_decode_ApiVersionsResponse_v0, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v3, _decode_ApiVersionsResponse_v3,),
+               (_encode_ApiVersionsResponse_v0, _encode_ApiVersionsResponse_v1, _encode_ApiVersionsResponse_v2, _encode_ApiVersionsResponse_v3, _encode_ApiVersionsResponse_v4,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     ZERO_UUID,
@@ -321,5 +321,6 @@ def _encode_AssignReplicasToDirsRequest_v0(obj: AssignReplicasToDirsRequest, out
         out.append(0)
 
 
-AssignReplicasToDirsRequest._DECODERS = (_decode_AssignReplicasToDirsRequest_v0,)
-AssignReplicasToDirsRequest._ENCODERS = (_encode_AssignReplicasToDirsRequest_v0,)
+install_codecs(AssignReplicasToDirsRequest,
+               (_decode_AssignReplicasToDirsRequest_v0,),
+               (_encode_AssignReplicasToDirsRequest_v0,))

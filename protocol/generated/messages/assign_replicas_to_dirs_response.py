@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     ZERO_UUID,
@@ -322,5 +322,6 @@ def _encode_AssignReplicasToDirsResponse_v0(obj: AssignReplicasToDirsResponse, o
         out.append(0)
 
 
-AssignReplicasToDirsResponse._DECODERS = (_decode_AssignReplicasToDirsResponse_v0,)
-AssignReplicasToDirsResponse._ENCODERS = (_encode_AssignReplicasToDirsResponse_v0,)
+install_codecs(AssignReplicasToDirsResponse,
+               (_decode_AssignReplicasToDirsResponse_v0,),
+               (_encode_AssignReplicasToDirsResponse_v0,))

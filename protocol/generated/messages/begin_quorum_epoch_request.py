@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     NULL_ITEMS,
@@ -430,5 +430,6 @@ def _encode_BeginQuorumEpochRequest_v1(obj: BeginQuorumEpochRequest, out: bytear
         out.append(0)
 
 
-BeginQuorumEpochRequest._DECODERS = (_decode_BeginQuorumEpochRequest_v0, _decode_BeginQuorumEpochRequest_v1,)
-BeginQuorumEpochRequest._ENCODERS = (_encode_BeginQuorumEpochRequest_v0, _encode_BeginQuorumEpochRequest_v1,)
+install_codecs(BeginQuorumEpochRequest,
+               (_decode_BeginQuorumEpochRequest_v0, _decode_BeginQuorumEpochRequest_v1,),
+               (_encode_BeginQuorumEpochRequest_v0, _encode_BeginQuorumEpochRequest_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     NULL_ITEMS,
@@ -430,5 +430,6 @@ def _encode_BeginQuorumEpochResponse_v1(obj: BeginQuorumEpochResponse, out: byte
         out.append(0)
 
 
-BeginQuorumEpochResponse._DECODERS = (_decode_BeginQuorumEpochResponse_v0, _decode_BeginQuorumEpochResponse_v1,)
-BeginQuorumEpochResponse._ENCODERS = (_encode_BeginQuorumEpochResponse_v0, _encode_BeginQuorumEpochResponse_v1,)
+install_codecs(BeginQuorumEpochResponse,
+               (_decode_BeginQuorumEpochResponse_v0, _decode_BeginQuorumEpochResponse_v1,),
+               (_encode_BeginQuorumEpochResponse_v0, _encode_BeginQuorumEpochResponse_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
@@ -840,5 +840,6 @@ def _encode_CreateTopicsRequest_v7(obj: CreateTopicsRequest, out: bytearray) -> 
         out.append(0)
 
 
-CreateTopicsRequest._DECODERS = (_decode_CreateTopicsRequest_v0, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5,)
-CreateTopicsRequest._ENCODERS = (_encode_CreateTopicsRequest_v0, _encode_CreateTopicsRequest_v1, _encode_CreateTopicsRequest_v2, _encode_CreateTopicsRequest_v3, _encode_CreateTopicsRequest_v4, _encode_CreateTopicsRequest_v5, _encode_CreateTopicsRequest_v6, _encode_CreateTopicsRequest_v7,)
+install_codecs(CreateTopicsRequest,
+               (_decode_CreateTopicsRequest_v0, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5,),
+               (_encode_CreateTopicsRequest_v0, _encode_CreateTopicsRequest_v1, _encode_CreateTopicsRequest_v2, _encode_CreateTopicsRequest_v3, _encode_CreateTopicsRequest_v4, _encode_CreateTopicsRequest_v5, _encode_CreateTopicsRequest_v6, _encode_CreateTopicsRequest_v7,))

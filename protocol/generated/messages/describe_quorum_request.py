@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     read_compact_string,
@@ -303,5 +303,6 @@ def _encode_DescribeQuorumRequest_v2(obj: DescribeQuorumRequest, out: bytearray)
         out.append(0)
 
 
-DescribeQuorumRequest._DECODERS = (_decode_DescribeQuorumRequest_v0, _decode_DescribeQuorumRequest_v0, _decode_DescribeQuorumRequest_v0,)
-DescribeQuorumRequest._ENCODERS = (_encode_DescribeQuorumRequest_v0, _encode_DescribeQuorumRequest_v1, _encode_DescribeQuorumRequest_v2,)
+install_codecs(DescribeQuorumRequest,
+               (_decode_DescribeQuorumRequest_v0, _decode_DescribeQuorumRequest_v0, _decode_DescribeQuorumRequest_v0,),
+               (_encode_DescribeQuorumRequest_v0, _encode_DescribeQuorumRequest_v1, _encode_DescribeQuorumRequest_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     ZERO_UUID,
@@ -1070,5 +1070,6 @@ def _encode_DescribeQuorumResponse_v2(obj: DescribeQuorumResponse, out: bytearra
         out.append(0)
 
 
-DescribeQuorumResponse._DECODERS = (_decode_DescribeQuorumResponse_v0, _decode_DescribeQuorumResponse_v1, _decode_DescribeQuorumResponse_v2,)
-DescribeQuorumResponse._ENCODERS = (_encode_DescribeQuorumResponse_v0, _encode_DescribeQuorumResponse_v1, _encode_DescribeQuorumResponse_v2,)
+install_codecs(DescribeQuorumResponse,
+               (_decode_DescribeQuorumResponse_v0, _decode_DescribeQuorumResponse_v1, _decode_DescribeQuorumResponse_v2,),
+               (_encode_DescribeQuorumResponse_v0, _encode_DescribeQuorumResponse_v1, _encode_DescribeQuorumResponse_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -480,5 +480,6 @@ def _encode_DescribeTopicPartitionsResponse_v0(obj: DescribeTopicPartitionsRespo
         out.append(0)
 
 
-DescribeTopicPartitionsResponse._DECODERS = (_decode_DescribeTopicPartitionsResponse_v0,)
-DescribeTopicPartitionsResponse._ENCODERS = (_encode_DescribeTopicPartitionsResponse_v0,)
+install_codecs(DescribeTopicPartitionsResponse,
+               (_decode_DescribeTopicPartitionsResponse_v0,),
+               (_encode_DescribeTopicPartitionsResponse_v0,))

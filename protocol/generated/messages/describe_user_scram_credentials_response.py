@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     read_compact_nullable_string,
@@ -257,5 +257,6 @@ def _encode_DescribeUserScramCredentialsResponse_v0(obj: DescribeUserScramCreden
         out.append(0)
 
 
-DescribeUserScramCredentialsResponse._DECODERS = (_decode_DescribeUserScramCredentialsResponse_v0,)
-DescribeUserScramCredentialsResponse._ENCODERS = (_encode_DescribeUserScramCredentialsResponse_v0,)
+install_codecs(DescribeUserScramCredentialsResponse,
+               (_decode_DescribeUserScramCredentialsResponse_v0,),
+               (_encode_DescribeUserScramCredentialsResponse_v0,))

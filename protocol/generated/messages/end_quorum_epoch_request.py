@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     INT32_ARRAYS,
@@ -525,5 +525,6 @@ def _encode_EndQuorumEpochRequest_v1(obj: EndQuorumEpochRequest, out: bytearray)
         out.append(0)
 
 
-EndQuorumEpochRequest._DECODERS = (_decode_EndQuorumEpochRequest_v0, _decode_EndQuorumEpochRequest_v1,)
-EndQuorumEpochRequest._ENCODERS = (_encode_EndQuorumEpochRequest_v0, _encode_EndQuorumEpochRequest_v1,)
+install_codecs(EndQuorumEpochRequest,
+               (_decode_EndQuorumEpochRequest_v0, _decode_EndQuorumEpochRequest_v1,),
+               (_encode_EndQuorumEpochRequest_v0, _encode_EndQuorumEpochRequest_v1,))

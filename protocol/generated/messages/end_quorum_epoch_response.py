@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     NULL_ITEMS,
@@ -430,5 +430,6 @@ def _encode_EndQuorumEpochResponse_v1(obj: EndQuorumEpochResponse, out: bytearra
         out.append(0)
 
 
-EndQuorumEpochResponse._DECODERS = (_decode_EndQuorumEpochResponse_v0, _decode_EndQuorumEpochResponse_v1,)
-EndQuorumEpochResponse._ENCODERS = (_encode_EndQuorumEpochResponse_v0, _encode_EndQuorumEpochResponse_v1,)
+install_codecs(EndQuorumEpochResponse,
+               (_decode_EndQuorumEpochResponse_v0, _decode_EndQuorumEpochResponse_v1,),
+               (_encode_EndQuorumEpochResponse_v0, _encode_EndQuorumEpochResponse_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
@@ -2120,5 +2120,6 @@ def _encode_FetchRequest_v17(obj: FetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-FetchRequest._DECODERS = (_decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v3, _decode_FetchRequest_v4, _decode_FetchRequest_v5, _decode_FetchRequest_v5, _decode_FetchRequest_v7, _decode_FetchRequest_v7, _decode_FetchRequest_v9, _decode_FetchRequest_v9, _decode_FetchRequest_v11, _decode_FetchRequest_v12, _decode_FetchRequest_v13, _decode_FetchRequest_v13, _decode_FetchRequest_v15, _decode_FetchRequest_v15, _decode_FetchRequest_v17,)
-FetchRequest._ENCODERS = (_encode_FetchRequest_v0, _encode_FetchRequest_v1, _encode_FetchRequest_v2, _encode_FetchRequest_v3, _encode_FetchRequest_v4, _encode_FetchRequest_v5, _encode_FetchRequest_v6, _encode_FetchRequest_v7, _encode_FetchRequest_v8, _encode_FetchRequest_v9, _encode_FetchRequest_v10, _encode_FetchRequest_v11, _encode_FetchRequest_v12, _encode_FetchRequest_v13, _encode_FetchRequest_v14, _encode_FetchRequest_v15, _encode_FetchRequest_v16, _encode_FetchRequest_v17,)
+install_codecs(FetchRequest,
+               (_decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v3, _decode_FetchRequest_v4, _decode_FetchRequest_v5, _decode_FetchRequest_v5, _decode_FetchRequest_v7, _decode_FetchRequest_v7, _decode_FetchRequest_v9, _decode_FetchRequest_v9, _decode_FetchRequest_v11, _decode_FetchRequest_v12, _decode_FetchRequest_v13, _decode_FetchRequest_v13, _decode_FetchRequest_v15, _decode_FetchRequest_v15, _decode_FetchRequest_v17,),
+               (_encode_FetchRequest_v0, _encode_FetchRequest_v1, _encode_FetchRequest_v2, _encode_FetchRequest_v3, _encode_FetchRequest_v4, _encode_FetchRequest_v5, _encode_FetchRequest_v6, _encode_FetchRequest_v7, _encode_FetchRequest_v8, _encode_FetchRequest_v9, _encode_FetchRequest_v10, _encode_FetchRequest_v11, _encode_FetchRequest_v12, _encode_FetchRequest_v13, _encode_FetchRequest_v14, _encode_FetchRequest_v15, _encode_FetchRequest_v16, _encode_FetchRequest_v17,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     NULL_ITEMS,
@@ -2118,5 +2118,6 @@ def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
         out.append(0)
 
 
-FetchResponse._DECODERS = (_decode_FetchResponse_v0, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v4, _decode_FetchResponse_v5, _decode_FetchResponse_v5, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v11, _decode_FetchResponse_v12, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v16, _decode_FetchResponse_v16,)
-FetchResponse._ENCODERS = (_encode_FetchResponse_v0, _encode_FetchResponse_v1, _encode_FetchResponse_v2, _encode_FetchResponse_v3, _encode_FetchResponse_v4, _encode_FetchResponse_v5, _encode_FetchResponse_v6, _encode_FetchResponse_v7, _encode_FetchResponse_v8, _encode_FetchResponse_v9, _encode_FetchResponse_v10, _encode_FetchResponse_v11, _encode_FetchResponse_v12, _encode_FetchResponse_v13, _encode_FetchResponse_v14, _encode_FetchResponse_v15, _encode_FetchResponse_v16, _encode_FetchResponse_v17,)
+install_codecs(FetchResponse,
+               (_decode_FetchResponse_v0, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v4, _decode_FetchResponse_v5, _decode_FetchResponse_v5, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v11, _decode_FetchResponse_v12, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v16, _decode_FetchResponse_v16,),
+               (_encode_FetchResponse_v0, _encode_FetchResponse_v1, _encode_FetchResponse_v2, _encode_FetchResponse_v3, _encode_FetchResponse_v4, _encode_FetchResponse_v5, _encode_FetchResponse_v6, _encode_FetchResponse_v7, _encode_FetchResponse_v8, _encode_FetchResponse_v9, _encode_FetchResponse_v10, _encode_FetchResponse_v11, _encode_FetchResponse_v12, _encode_FetchResponse_v13, _encode_FetchResponse_v14, _encode_FetchResponse_v15, _encode_FetchResponse_v16, _encode_FetchResponse_v17,))

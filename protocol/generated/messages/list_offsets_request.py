@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     NULL_ITEMS,
@@ -873,5 +873,6 @@ def _encode_ListOffsetsRequest_v10(obj: ListOffsetsRequest, out: bytearray) -> N
         out.append(0)
 
 
-ListOffsetsRequest._DECODERS = (_decode_ListOffsetsRequest_v0, _decode_ListOffsetsRequest_v1, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v10,)
-ListOffsetsRequest._ENCODERS = (_encode_ListOffsetsRequest_v0, _encode_ListOffsetsRequest_v1, _encode_ListOffsetsRequest_v2, _encode_ListOffsetsRequest_v3, _encode_ListOffsetsRequest_v4, _encode_ListOffsetsRequest_v5, _encode_ListOffsetsRequest_v6, _encode_ListOffsetsRequest_v7, _encode_ListOffsetsRequest_v8, _encode_ListOffsetsRequest_v9, _encode_ListOffsetsRequest_v10,)
+install_codecs(ListOffsetsRequest,
+               (_decode_ListOffsetsRequest_v0, _decode_ListOffsetsRequest_v1, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v10,),
+               (_encode_ListOffsetsRequest_v0, _encode_ListOffsetsRequest_v1, _encode_ListOffsetsRequest_v2, _encode_ListOffsetsRequest_v3, _encode_ListOffsetsRequest_v4, _encode_ListOffsetsRequest_v5, _encode_ListOffsetsRequest_v6, _encode_ListOffsetsRequest_v7, _encode_ListOffsetsRequest_v8, _encode_ListOffsetsRequest_v9, _encode_ListOffsetsRequest_v10,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     INT64_ARRAYS,
@@ -849,5 +849,6 @@ def _encode_ListOffsetsResponse_v10(obj: ListOffsetsResponse, out: bytearray) ->
         out.append(0)
 
 
-ListOffsetsResponse._DECODERS = (_decode_ListOffsetsResponse_v0, _decode_ListOffsetsResponse_v1, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6,)
-ListOffsetsResponse._ENCODERS = (_encode_ListOffsetsResponse_v0, _encode_ListOffsetsResponse_v1, _encode_ListOffsetsResponse_v2, _encode_ListOffsetsResponse_v3, _encode_ListOffsetsResponse_v4, _encode_ListOffsetsResponse_v5, _encode_ListOffsetsResponse_v6, _encode_ListOffsetsResponse_v7, _encode_ListOffsetsResponse_v8, _encode_ListOffsetsResponse_v9, _encode_ListOffsetsResponse_v10,)
+install_codecs(ListOffsetsResponse,
+               (_decode_ListOffsetsResponse_v0, _decode_ListOffsetsResponse_v1, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6,),
+               (_encode_ListOffsetsResponse_v0, _encode_ListOffsetsResponse_v1, _encode_ListOffsetsResponse_v2, _encode_ListOffsetsResponse_v3, _encode_ListOffsetsResponse_v4, _encode_ListOffsetsResponse_v5, _encode_ListOffsetsResponse_v6, _encode_ListOffsetsResponse_v7, _encode_ListOffsetsResponse_v8, _encode_ListOffsetsResponse_v9, _encode_ListOffsetsResponse_v10,))

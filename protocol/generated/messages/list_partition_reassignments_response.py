@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -334,5 +334,6 @@ def _encode_ListPartitionReassignmentsResponse_v0(obj: ListPartitionReassignment
         out.append(0)
 
 
-ListPartitionReassignmentsResponse._DECODERS = (_decode_ListPartitionReassignmentsResponse_v0,)
-ListPartitionReassignmentsResponse._ENCODERS = (_encode_ListPartitionReassignmentsResponse_v0,)
+install_codecs(ListPartitionReassignmentsResponse,
+               (_decode_ListPartitionReassignmentsResponse_v0,),
+               (_encode_ListPartitionReassignmentsResponse_v0,))

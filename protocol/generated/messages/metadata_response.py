@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
@@ -2115,5 +2115,6 @@ def _encode_MetadataResponse_v12(obj: MetadataResponse, out: bytearray) -> None:
         out.append(0)
 
 
-MetadataResponse._DECODERS = (_decode_MetadataResponse_v0, _decode_MetadataResponse_v1, _decode_MetadataResponse_v2, _decode_MetadataResponse_v3, _decode_MetadataResponse_v3, _decode_MetadataResponse_v5, _decode_MetadataResponse_v5, _decode_MetadataResponse_v7, _decode_MetadataResponse_v8, _decode_MetadataResponse_v9, _decode_MetadataResponse_v10, _decode_MetadataResponse_v11, _decode_MetadataResponse_v12,)
-MetadataResponse._ENCODERS = (_encode_MetadataResponse_v0, _encode_MetadataResponse_v1, _encode_MetadataResponse_v2, _encode_MetadataResponse_v3, _encode_MetadataResponse_v4, _encode_MetadataResponse_v5, _encode_MetadataResponse_v6, _encode_MetadataResponse_v7, _encode_MetadataResponse_v8, _encode_MetadataResponse_v9, _encode_MetadataResponse_v10, _encode_MetadataResponse_v11, _encode_MetadataResponse_v12,)
+install_codecs(MetadataResponse,
+               (_decode_MetadataResponse_v0, _decode_MetadataResponse_v1, _decode_MetadataResponse_v2, _decode_MetadataResponse_v3, _decode_MetadataResponse_v3, _decode_MetadataResponse_v5, _decode_MetadataResponse_v5, _decode_MetadataResponse_v7, _decode_MetadataResponse_v8, _decode_MetadataResponse_v9, _decode_MetadataResponse_v10, _decode_MetadataResponse_v11, _decode_MetadataResponse_v12,),
+               (_encode_MetadataResponse_v0, _encode_MetadataResponse_v1, _encode_MetadataResponse_v2, _encode_MetadataResponse_v3, _encode_MetadataResponse_v4, _encode_MetadataResponse_v5, _encode_MetadataResponse_v6, _encode_MetadataResponse_v7, _encode_MetadataResponse_v8, _encode_MetadataResponse_v9, _encode_MetadataResponse_v10, _encode_MetadataResponse_v11, _encode_MetadataResponse_v12,))

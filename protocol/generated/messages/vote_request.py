@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     ZERO_UUID,
@@ -624,5 +624,6 @@ def _encode_VoteRequest_v2(obj: VoteRequest, out: bytearray) -> None:
         out.append(0)
 
 
-VoteRequest._DECODERS = (_decode_VoteRequest_v0, _decode_VoteRequest_v1, _decode_VoteRequest_v2,)
-VoteRequest._ENCODERS = (_encode_VoteRequest_v0, _encode_VoteRequest_v1, _encode_VoteRequest_v2,)
+install_codecs(VoteRequest,
+               (_decode_VoteRequest_v0, _decode_VoteRequest_v1, _decode_VoteRequest_v2,),
+               (_encode_VoteRequest_v0, _encode_VoteRequest_v1, _encode_VoteRequest_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     read_compact_string,
@@ -473,5 +473,6 @@ def _encode_VoteResponse_v2(obj: VoteResponse, out: bytearray) -> None:
         out.append(0)
 
 
-VoteResponse._DECODERS = (_decode_VoteResponse_v0, _decode_VoteResponse_v1, _decode_VoteResponse_v1,)
-VoteResponse._ENCODERS = (_encode_VoteResponse_v0, _encode_VoteResponse_v1, _encode_VoteResponse_v2,)
+install_codecs(VoteResponse,
+               (_decode_VoteResponse_v0, _decode_VoteResponse_v1, _decode_VoteResponse_v1,),
+               (_encode_VoteResponse_v0, _encode_VoteResponse_v1, _encode_VoteResponse_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     NULL_ITEMS,
     ZERO_UUID,
@@ -322,5 +322,6 @@ def _encode_LeaderChangeMessage_v1(obj: LeaderChangeMessage, out: bytearray) -> 
         out.append(0)
 
 
-LeaderChangeMessage._DECODERS = (_decode_LeaderChangeMessage_v0, _decode_LeaderChangeMessage_v1,)
-LeaderChangeMessage._ENCODERS = (_encode_LeaderChangeMessage_v0, _encode_LeaderChangeMessage_v1,)
+install_codecs(LeaderChangeMessage,
+               (_decode_LeaderChangeMessage_v0, _decode_LeaderChangeMessage_v1,),
+               (_encode_LeaderChangeMessage_v0, _encode_LeaderChangeMessage_v1,))
