@@ -71,6 +71,9 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
+    if 0 <= value < 0x80:  # nearly every count, tag and size: one byte, no loop
+        out.append(value)
+        return
     if value < 0:
         raise ValueError(f"unsigned varint cannot hold {value}")
     while value >= 0x80:
