@@ -11,13 +11,13 @@ from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_string,
@@ -992,15 +992,13 @@ def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
 def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     items: list[FetchPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(FetchPartition)
-            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = row[:6]
+        columns, pos = uniform
+        items = new_objects(FetchPartition, count)
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
             obj.replica_directory_id = ZERO_UUID
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -1316,16 +1314,13 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
     blen = len(buf)
     items: list[ForgottenTopic] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_u, 1, (('i', False),)) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_u, 1, (('i', False),)) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [partitions_items] = uniform
-        for row in rows:
-            obj = _new(ForgottenTopic)
-            obj.topic_id, = row[:1]
-            obj.partitions = [*row[partitions_items]]
+        columns, pos = uniform
+        items = new_objects(ForgottenTopic, count)
+        for obj, obj.topic_id, obj.partitions in zip(items, *columns):
             obj.topic = ''
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -1863,15 +1858,13 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
 def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     items: list[FetchPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(FetchPartition)
-            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = row[:6]
+        columns, pos = uniform
+        items = new_objects(FetchPartition, count)
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
             obj.replica_directory_id = ZERO_UUID
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):

@@ -9,15 +9,15 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_bytes,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_bytes,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_bytes,
     write_compact_nullable_string,
     write_compact_string,
@@ -1080,14 +1080,12 @@ def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
 def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
     items: list[AbortedTransaction] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_qq, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_qq, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(AbortedTransaction)
-            obj.producer_id, obj.first_offset = row[:2]
+        columns, pos = uniform
+        items = new_objects(AbortedTransaction, count)
+        for obj, obj.producer_id, obj.first_offset in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):

@@ -11,14 +11,14 @@ from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -1268,17 +1268,12 @@ def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) 
     blen = len(buf)
     items: list[MetadataResponsePartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [replica_nodes_items, isr_nodes_items, offline_replicas_items] = uniform
-        for row in rows:
-            obj = _new(MetadataResponsePartition)
-            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = row[:4]
-            obj.replica_nodes = [*row[replica_nodes_items]]
-            obj.isr_nodes = [*row[isr_nodes_items]]
-            obj.offline_replicas = [*row[offline_replicas_items]]
+        columns, pos = uniform
+        items = new_objects(MetadataResponsePartition, count)
+        for obj, obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch, obj.replica_nodes, obj.isr_nodes, obj.offline_replicas in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
