@@ -20,9 +20,9 @@ LIVE = (4, 5)
 BOUND = 7
 
 
-def cluster(elr: bool) -> Cluster:
+def cluster(elr: bool, unclean: bool = False) -> Cluster:
     """Five brokers, and partitions whose replicas mix dead and live ones in every order."""
-    c = Cluster(min_isr=2 if elr else 1, elr=elr)
+    c = Cluster(min_isr=2 if elr else 1, elr=elr, unclean=unclean)
     c.brokers(*DEAD, *LIVE)
     brokers = [*DEAD, *LIVE]
     assignments = [[brokers[i % 5], brokers[(i + 1) % 5], brokers[(i + 3) % 5]] for i in range(40)]
@@ -249,13 +249,14 @@ def dead_leaders(records: list, topic_id: bytes) -> list[int]:
             if r.NAME == "PartitionChangeRecord" and r.topic_id == topic_id and r.leader in DEAD]
 
 
-@pytest.mark.parametrize("elr", [False, True], ids=["isr", "elr"])
-def test_brokers_awaiting_their_fence_are_not_elected_on_the_way(elr: bool) -> None:
+@pytest.mark.parametrize("elr, unclean", [(False, False), (True, False), (False, True)],
+                         ids=["isr", "elr", "unclean"])
+def test_brokers_awaiting_their_fence_are_not_elected_on_the_way(elr: bool, unclean: bool) -> None:
     """Fenced one at a time as Kafka does, the dead brokers hand a partition from one to the
-    next before a live replica gets it. A broker whose lease ran out too is fenced next, so it
-    is passed over; the end state is the one-by-one fencing's, in bounded slices, and the live
-    brokers stay unfenced."""
-    c = cluster(elr)
+    next before a live replica gets it. Fenced together, a broker of the same pass is passed
+    over; the end state is the one-by-one fencing's, in bounded slices, and the live brokers
+    stay unfenced."""
+    c = cluster(elr, unclean)
     together = copy(c)
     mixed = c.qc.replication.names["mixed"]
     one_by_one = c.journal[:]
@@ -278,6 +279,23 @@ def test_brokers_awaiting_their_fence_are_not_elected_on_the_way(elr: bool) -> N
     assert len(written) < len(one_by_one)
     assert without_epochs(together) == without_epochs(c.qc)
     assert all(together.cluster.brokers[b].fenced for b in DEAD)
+    assert not any(together.cluster.brokers[b].fenced for b in LIVE)
+
+
+def test_partitions_being_reassigned_end_as_one_by_one_fencing_leaves_them() -> None:
+    c = cluster(elr=False, unclean=True)
+    c.topic("moving", [[1, 2, 4], [2, 3, 5], [3, 1, 2], [1, 2, 3]])
+    for index, target in enumerate([[4, 5, 1], [5, 4, 3], [4, 1, 5], [2, 4, 5]]):
+        c.reassign("moving", index, target)
+    together = copy(c)
+    c.expire(*DEAD)
+    let_dead_expire(c, together)
+    while (applied := together.fence_stale_brokers(BOUND)) is not None:
+        assert 0 < len(applied.records) <= BOUND
+        for b in LIVE:
+            heartbeat(c, together, b)
+    assert together.replication.reassigning
+    assert without_epochs(together) == without_epochs(c.qc)
     assert not any(together.cluster.brokers[b].fenced for b in LIVE)
 
 
