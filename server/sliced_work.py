@@ -64,6 +64,9 @@ class SlicedWork:
             applied = self.shell.controller.next_slice(self.slice_records)
             if applied is None:
                 return
+            if not applied.records:
+                await asyncio.sleep(0)  # partitions looked at that needed no change
+                continue
             fenced = [r.id for r, _ in applied.records if isinstance(r, FenceBrokerRecord)]
             if fenced:
                 # Worded as the README's walkthrough and operators' greps know it.

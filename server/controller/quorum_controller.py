@@ -113,7 +113,7 @@ class QuorumController:
         self.node_id = node_id
         self.clock = clock
         self.timed_out_heartbeats = 0  # brokers fenced because their sessions expired
-        self._fencing: Iterator[VersionedRecord] | None = None  # the stale broker being fenced
+        self._fencing: Iterator[VersionedRecord | None] | None = None  # the stale brokers being fenced
         self._later: deque[Later] = deque()  # commands' work still to write, in slices
         self.offsets = OffsetControl()
         self.features = FeatureControl(offsets=self.offsets, kraft_upgrade=kraft_upgrade)
@@ -349,7 +349,9 @@ class QuorumController:
 
     def fence_stale_brokers(self, max_records: int | None = SLICE_RECORDS) -> Applied | None:
         """The next slice of fencing the brokers whose leases ran out, applied: at most
-        ``max_records`` records (None: no bound), or None when nobody is left to fence.
+        ``max_records`` partitions looked at, and so records written (None: no bound), or
+        None when nobody is left to fence. A slice may write nothing, when the partitions it
+        looked at needed no change.
 
         Kafka's periodic maybeFenceStaleBroker fences one broker at a time, its leaderships
         moved away and then its FenceBrokerRecord. The brokers whose leases have run out when
@@ -367,13 +369,14 @@ class QuorumController:
                 for broker_id in expired:
                     event_log.session_expired(broker_id)
                 self._fencing = self._fence(expired)
-            records = list(islice(self._fencing, max_records))
-            if max_records is None or len(records) < max_records:
+            taken = list(islice(self._fencing, max_records))
+            if max_records is None or len(taken) < max_records:
                 self._fencing = None
-            if records:
+            records = [r for r in taken if r is not None]
+            if records or self._fencing is not None:
                 return self.apply(ControllerResult(records))
 
-    def _fence(self, brokers: list[int]) -> Iterator[VersionedRecord]:
+    def _fence(self, brokers: list[int]) -> Iterator[VersionedRecord | None]:
         """Move the leaderships of ``brokers`` away, then fence them, lazily. A broker that is
         fenced, registers again or goes away meanwhile is left alone from then on."""
         epochs = {b: self.cluster.brokers[b].epoch for b in brokers}

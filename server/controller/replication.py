@@ -270,7 +270,7 @@ class ReplicationControl:
             change.isr = remaining
         return change
 
-    def fencing_moves(self, brokers: list[int], fencing: Callable[[int], bool]) -> Iterator[VersionedRecord]:
+    def fencing_moves(self, brokers: list[int], fencing: Callable[[int], bool]) -> Iterator[VersionedRecord | None]:
         """Take ``brokers``, whose leases ran out together, out of every ISR and elect new
         leaders where they led, in one pass over the partitions: each partition's change is
         built when it is asked for, on the state as it is then, and a partition gets one
@@ -278,6 +278,8 @@ class ReplicationControl:
         them, one at a time; the state each partition ends in (leader, ISR, ELR, recovery)
         is the one Kafka's order leaves. ``fencing(b)`` turns false for a broker that is
         fenced, registers again or goes away meanwhile: it is left where it is from then on.
+        A partition looked at that needs no change yields None, so that a slice can count the
+        partitions it looks at, and not only the records it writes.
 
         Kafka hands a partition from one dead broker to the next before a live replica gets
         it; a broker fenced in this pass is passed over instead, which ends where Kafka's last
@@ -290,6 +292,7 @@ class ReplicationControl:
         for p in self._partitions_of(brokers):
             dead = [r for r in p.isr if r in order and fencing(r)]
             if not dead:
+                yield None
                 continue
             if p.topic_id != topic_id or settings is None:
                 topic_id, settings = p.topic_id, self.settings(p.topic_id)
@@ -304,19 +307,19 @@ class ReplicationControl:
                 # keeps or elects a live leader, so the last step's state is reached at once.
                 isr = [r for r in p.isr if r not in dead] or [dead[-1]]
                 if isr == p.isr and p.leader == NO_LEADER:
-                    continue  # already where the moves end: nothing to write
+                    yield None  # already where the moves end: nothing to write
+                    continue
                 change = self.change(p, self.cluster.is_usable, settings)
                 change.isr = isr
                 rec = change.build()
-            if rec is not None:
-                yield rec, self.features.partition_record_version()
+            yield None if rec is None else (rec, self.features.partition_record_version())
 
     def _partitions_of(self, brokers: list[int]) -> Iterator[PartitionState]:
         """The partitions whose ISR holds any of ``brokers``, topic by topic in partition
         order, each as it is when it is reached. When they are a good share of all
         partitions, every topic is walked in its own order rather than sorting them all at
-        once: a sort of a million partitions would hold the event loop for a second, and
-        each step of the walk stays bounded by the share."""
+        once: a sort of a million partitions would hold the event loop for a second. The walk
+        gives partitions the brokers are not in too, which a slice counts as work done."""
         held = sum(len(self.isr_of.get(b, ())) for b in brokers)
         if held * _WALK_SHARE < self.partition_count:
             members = set().union(*(self.isr_of.get(b, ()) for b in brokers))

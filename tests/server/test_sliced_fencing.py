@@ -299,6 +299,29 @@ def test_partitions_being_reassigned_end_as_one_by_one_fencing_leaves_them() -> 
     assert not any(together.cluster.brokers[b].fenced for b in LIVE)
 
 
+def test_a_slice_looks_at_a_bounded_number_of_partitions() -> None:
+    """When the partitions are walked rather than sorted, those the dead brokers are not in
+    count too: a slice that finds nothing to change writes nothing, and the pass goes on."""
+    c = Cluster()
+    c.brokers(*DEAD, *LIVE)
+    c.topic("live-only", [[4, 5]] * 30)
+    c.topic("dead-pairs", [[1, 2]] * 5)
+    qc = copy(c)
+    c.qc = qc
+    let_dead_expire(c, qc)
+    slices = []
+    while (applied := qc.fence_stale_brokers(BOUND)) is not None:
+        assert len(applied.records) <= BOUND
+        slices.append(applied)
+        for b in LIVE:
+            heartbeat(c, qc, b)
+    assert any(not s.records for s in slices) and len(slices) >= 35 // BOUND
+    pairs = qc.replication.topics[qc.replication.names["dead-pairs"]].partitions
+    assert [(p.leader, p.isr) for p in pairs] == [(-1, [2])] * 5
+    assert all(qc.cluster.brokers[b].fenced for b in DEAD)
+    assert not any(qc.cluster.brokers[b].fenced for b in LIVE)
+
+
 def test_a_broker_back_during_its_pass_is_fenced_then_leads_what_waited_for_it() -> None:
     """Its lease ran out with the others', so it is fenced in their pass even though it
     heartbeats meanwhile, and elected nowhere until then; its next heartbeat unfences it, and
