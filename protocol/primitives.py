@@ -11,10 +11,13 @@ from __future__ import annotations
 import base64
 import os
 import struct
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
+from typing import Any, TypeVar
 
 from protocol.errors import EncodeError
+
+T = TypeVar("T")
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
@@ -71,6 +74,9 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
+    if 0 <= value < 0x80:  # nearly every count, tag and size: one byte, no loop
+        out.append(value)
+        return
     if value < 0:
         raise ValueError(f"unsigned varint cannot hold {value}")
     while value >= 0x80:
@@ -322,29 +328,30 @@ def write_tagged_fields(out: bytearray, known: Sequence[tuple[int, bytes | bytea
 
 # --- arrays of structs that all share one layout --------------------------------------------
 
-# What uniform_rows works out once per layout met, by (prefix, arrays, length bytes): the row
-# struct, each array's slice of a row, and the (offset in a row, byte) of every length byte.
-# Bounded because a layout comes from the bytes.
+# What uniform_columns works out once per layout met, by (prefix, arrays, length bytes): the
+# row struct, each array's slice of a row, and the (offset in a row, byte) of every length
+# byte. Bounded because a layout comes from the bytes.
 _LAYOUTS: dict[tuple[struct.Struct, tuple[tuple[str, bool], ...], tuple[int, ...]],
                tuple[struct.Struct, list[slice], list[tuple[int, int]]]] = {}
 _MAX_LAYOUTS = 1024
 _ITEM_SIZES = {code: struct.calcsize(">" + code) for code in "?bhHiIqd"}
-# The slice uniform_rows gives for a null array: told apart from an empty one by identity.
+# The slice of a row a null array has: told apart from an empty one by identity.
 NULL_ITEMS = slice(0, 0)
 
 
-def uniform_rows(buf: bytes, pos: int, count: int, prefix: struct.Struct, prefix_values: int,
-                 arrays: tuple[tuple[str, bool], ...]) -> tuple[Iterator[tuple[Any, ...]], int, list[slice]] | None:
-    """``count`` flexible structs at ``buf[pos:]`` read as rows of one ``struct`` call, when
-    they all have the layout of the first: ``prefix_values`` fixed-width fields read by
-    ``prefix``, then one compact array per ``arrays`` entry (item format, nullable) whose
-    length fits one byte, then no tagged fields.
+def uniform_columns(buf: bytes, pos: int, count: int, prefix: struct.Struct, prefix_values: int,
+                    arrays: tuple[tuple[str, bool], ...]) -> tuple[list[Iterable[Any]], int] | None:
+    """``count`` flexible structs at ``buf[pos:]`` read column by column with one ``struct``
+    call, when they all have the layout of the first: ``prefix_values`` fixed-width fields
+    read by ``prefix``, then one compact array per ``arrays`` entry (item format, nullable)
+    whose length fits one byte, then no tagged fields.
 
     Partitions in a response nearly always look alike (same replication factor, full ISR), so
-    the whole array is checked with one strided comparison per length byte and unpacked in
-    one pass. Returns the rows (each holds the prefix values, then every array's items), the
-    end offset and, per array, the slice of a row that holds its items (NULL_ITEMS for null);
-    None when the structs differ, so that the caller reads them one by one.
+    the whole array is checked with one strided comparison per length byte, unpacked at once
+    and cut into columns by strided slices: what is left per struct is building the object.
+    Returns one iterable per field with its value in every struct (a fresh list per struct
+    for an array, None for a null one) and the end offset; None when the structs differ, so
+    that the caller reads them one by one.
     """
     blen = len(buf)
     at = pos + prefix.size
@@ -371,7 +378,23 @@ def uniform_rows(buf: bytes, pos: int, count: int, prefix: struct.Struct, prefix
     for offset, byte in checks:
         if buf[pos + offset:end:size].count(byte) != count:
             return None
-    return row.iter_unpack(memoryview(buf)[pos:end]), end, slices
+    # struct keeps the compiled form of the formats it was last given.
+    values = struct.unpack_from(">" + row.format[1:] * count, buf, pos)
+    width = len(values) // count
+    columns: list[Iterable[Any]] = [values[i::width] for i in range(prefix_values)]
+    for items in slices:
+        if items is NULL_ITEMS:
+            columns.append(repeat(None, count))
+        elif items.start == items.stop:
+            columns.append([[] for _ in range(count)])
+        else:
+            columns.append(map(list, zip(*[values[i::width] for i in range(items.start, items.stop)])))
+    return columns, end
+
+
+def new_objects(cls: type[T], count: int) -> list[T]:
+    """``count`` instances of ``cls`` with nothing set, for a decoder to fill in."""
+    return list(map(object.__new__, repeat(cls, count)))
 
 
 def _layout(prefix: struct.Struct, prefix_values: int, arrays: tuple[tuple[str, bool], ...],

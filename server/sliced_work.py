@@ -64,10 +64,13 @@ class SlicedWork:
             applied = self.shell.controller.next_slice(self.slice_records)
             if applied is None:
                 return
-            last, _ = applied.records[-1]
-            if isinstance(last, FenceBrokerRecord):
+            if not applied.records:
+                await asyncio.sleep(0)  # partitions looked at that needed no change
+                continue
+            fenced = [r.id for r, _ in applied.records if isinstance(r, FenceBrokerRecord)]
+            if fenced:
                 # Worded as the README's walkthrough and operators' greps know it.
-                log.info("fencing brokers [%d]: their sessions expired", last.id)
+                log.info("fencing brokers [%s]: their sessions expired", ", ".join(map(str, fenced)))
             committer = self.shell.replication
             committer.submit(applied.records, applied.base_offset)
             # Each slice leaves new long-lived state (partitions' new lists); counted by the

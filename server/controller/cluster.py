@@ -266,7 +266,6 @@ class ClusterControl:
             # registered, or unregistered since) as one from an old incarnation.
             return ControllerResult([], BrokerHeartbeatResponse(error_code=Error.STALE_BROKER_EPOCH))
         broker_id = broker.broker_id
-        lapsed = not broker.fenced and not self.has_live_session(broker_id, now_ms)
         self.touch(broker_id, now_ms)
         self._metadata_offset[broker_id] = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= broker.epoch
@@ -305,11 +304,6 @@ class ClusterControl:
                     records.append(self._enter_controlled_shutdown(broker))
             else:
                 shut_down = fenced = True
-        elif lapsed and broker_id not in self.leaving:
-            # Back before it was fenced: while it waited, fencing others passed it over
-            # (Leadership.leadership_moves) and may have left partitions leaderless for it.
-            # One whose own fencing has begun is fenced all the same, so it is elected nowhere.
-            later = self._elections(broker, leadership, records)
         if fenced and not broker.fenced:
             if leadership.many_moves(broker_id):
                 records.append((FenceBrokerRecord(id=broker_id, epoch=broker.epoch), 0))

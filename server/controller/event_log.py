@@ -102,9 +102,17 @@ def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None
     ``current`` gives the record in force that a record replaces or removes (None if none):
     the lines are written before the records are replayed."""
     created: dict[bytes, tuple[str, int]] = {}
-    elected: list[str] = []
+    elected: list[str] = []  # the first LISTED_PARTITIONS of them
+    changed = 0
     for record in records:
-        if isinstance(record, TopicRecord):
+        # Partition changes first: fencing a fleet writes a million of them.
+        if isinstance(record, PartitionChangeRecord):
+            if record.leader != NO_LEADER_CHANGE:
+                changed += 1
+                if len(elected) < LISTED_PARTITIONS:
+                    leader = "none" if record.leader == NO_LEADER else str(record.leader)
+                    elected.append(f"{topic_name(record.topic_id)}-{record.partition_id} -> {leader}")
+        elif isinstance(record, TopicRecord):
             created[record.topic_id] = (record.name, 0)
         elif isinstance(record, PartitionRecord) and record.topic_id in created:
             name, count = created[record.topic_id]
@@ -123,15 +131,11 @@ def changes(records: Iterable[Message], topic_name: Callable[[bytes], str | None
             _token(record, current(record))
         elif isinstance(record, FeatureLevelRecord):
             _feature(record)
-        elif isinstance(record, PartitionChangeRecord) and record.leader != NO_LEADER_CHANGE:
-            topic = topic_name(record.topic_id)
-            leader = "none" if record.leader == NO_LEADER else str(record.leader)
-            elected.append(f"{topic}-{record.partition_id} -> {leader}")
     for topic_id, (name, count) in created.items():
         log.info("Created topic %s with topic ID %s and %d partition(s).", name, uuid_to_str(topic_id), count)
     if elected:
-        more = len(elected) - LISTED_PARTITIONS
-        log.info("Changed the leader of %d partition(s): %s%s", len(elected), ", ".join(elected[:LISTED_PARTITIONS]),
+        more = changed - LISTED_PARTITIONS
+        log.info("Changed the leader of %d partition(s): %s%s", changed, ", ".join(elected),
                  f" (and {more} more)" if more > 0 else "")
 
 

@@ -71,6 +71,14 @@ class PartitionState:
             rec.last_known_elr = list(self.last_known_elr) if self.last_known_elr else None
         return rec
 
+    def copy(self) -> "PartitionState":
+        """A copy to work changes out on: lists in state are replaced, never edited in place,
+        so they are shared."""
+        copy = PartitionState.__new__(PartitionState)
+        for name in PartitionState.__slots__:
+            setattr(copy, name, getattr(self, name))
+        return copy
+
     def apply_change(self, rec: PartitionChangeRecord) -> None:
         """Replay: Kafka bumps the leader epoch whenever the record names a leader."""
         if rec.isr is not None:

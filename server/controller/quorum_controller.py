@@ -113,7 +113,7 @@ class QuorumController:
         self.node_id = node_id
         self.clock = clock
         self.timed_out_heartbeats = 0  # brokers fenced because their sessions expired
-        self._fencing: Iterator[VersionedRecord] | None = None  # the stale broker being fenced
+        self._fencing: Iterator[VersionedRecord | None] | None = None  # the stale brokers being fenced
         self._later: deque[Later] = deque()  # commands' work still to write, in slices
         self.offsets = OffsetControl()
         self.features = FeatureControl(offsets=self.offsets, kraft_upgrade=kraft_upgrade)
@@ -348,10 +348,15 @@ class QuorumController:
 
     def fence_stale_brokers(self, max_records: int | None = SLICE_RECORDS) -> Applied | None:
         """The next slice of fencing the brokers whose leases ran out, applied: at most
-        ``max_records`` records (None: no bound), or None when nobody is left to fence.
+        ``max_records`` partitions looked at, and so records written (None: no bound), or
+        None when nobody is left to fence. A slice may write nothing, when the partitions it
+        looked at needed no change.
 
-        Kafka's periodic maybeFenceStaleBroker: one broker at a time, its leaderships moved
-        away and then its FenceBrokerRecord, written as a non-atomic result. Each slice is
+        Kafka's periodic maybeFenceStaleBroker fences one broker at a time, its leaderships
+        moved away and then its FenceBrokerRecord. The brokers whose leases have run out when
+        a pass begins are fenced together, in that order: one change per partition they are
+        in, then their FenceBrokerRecords, written as a non-atomic result. A fleet that died
+        together thus costs one pass over its partitions, not one per broker. Each slice is
         built on the state the previous ones left, so requests may be served between slices;
         the caller asks again at once while this returns records."""
         while True:
@@ -359,36 +364,33 @@ class QuorumController:
                 expired = self.cluster.expired_brokers(self.clock.now_ms())
                 if not expired:
                     return None
-                self.timed_out_heartbeats += 1
-                event_log.session_expired(expired[0])
-                self._fencing = self._fence_one(expired[0])
-            records = list(islice(self._fencing, max_records))
-            if max_records is None or len(records) < max_records:
+                self.timed_out_heartbeats += len(expired)
+                for broker_id in expired:
+                    event_log.session_expired(broker_id)
+                self._fencing = self._fence(expired)
+            taken = list(islice(self._fencing, max_records))
+            if max_records is None or len(taken) < max_records:
                 self._fencing = None
-            if records:
+            records = [r for r in taken if r is not None]
+            if records or self._fencing is not None:
                 return self.apply(ControllerResult(records))
 
-    def _fence_one(self, broker_id: int) -> Iterator[VersionedRecord]:
-        """Move the leaderships of ``broker_id`` away, then fence it, lazily. If the broker
-        is fenced, registers again or goes away meanwhile, what is left is not needed."""
-        epoch = self.cluster.brokers[broker_id].epoch
-        self.cluster.leaving.add(broker_id)
+    def _fence(self, brokers: list[int]) -> Iterator[VersionedRecord | None]:
+        """Move the leaderships of ``brokers`` away, then fence them, lazily. A broker that is
+        fenced, registers again or goes away meanwhile is left alone from then on."""
+        epochs = {b: self.cluster.brokers[b].epoch for b in brokers}
+        self.cluster.leaving.update(brokers)
 
-        def unchanged() -> bool:
+        def unchanged(broker_id: int) -> bool:
             broker = self.cluster.brokers.get(broker_id)
-            return broker is not None and broker.epoch == epoch and not broker.fenced
-        def awaiting_fence(other: int) -> bool:
-            # Its lease ran out too: it is fenced next, whatever happens meanwhile.
-            return not self.cluster.has_live_session(other, self.clock.now_ms())
+            return broker is not None and broker.epoch == epochs[broker_id] and not broker.fenced
         try:
-            for record in self.leadership.leadership_moves(broker_id, awaiting_fence=awaiting_fence):
-                if not unchanged():
-                    return
-                yield record
-            if unchanged():
-                yield self.cluster.fence_record(broker_id)
+            yield from self.leadership.fencing_moves(brokers, unchanged)
+            for broker_id in brokers:
+                if unchanged(broker_id):
+                    yield self.cluster.fence_record(broker_id)
         finally:
-            self.cluster.leaving.discard(broker_id)
+            self.cluster.leaving.difference_update(brokers)
 
     def write_no_op(self) -> Applied:
         """KIP-835: the active controller appends a record even when nothing changes, so that

@@ -237,33 +237,13 @@ class ReplicationControl:
         """
         return list(self.leadership_moves(broker_id, only))
 
-    def leadership_moves(self, broker_id: int, only: Iterable[PartitionState] | None = None,
-                         awaiting_fence: Callable[[int], bool] | None = None) -> Iterator[VersionedRecord]:
+    def leadership_moves(self, broker_id: int, only: Iterable[PartitionState] | None = None) -> Iterator[VersionedRecord]:
         """``move_leadership_away``, one partition at a time: each change is built when it is
         asked for, on the state as it is then, so that the work can be cut into slices that
         are applied in between. A partition that left the broker's ISR meanwhile (changed,
-        deleted) is passed over.
-
-        ``awaiting_fence`` names the brokers whose leases ran out too and that are fenced
-        next. Kafka would elect one of them and move the leadership again when it is fenced,
-        seconds later, from one dead broker to the next; they are passed over instead, which
-        ends in the state Kafka ends in (leader, ISR, ELR, recovery) in fewer records: a live
-        replica leads at once, or the partition waits leaderless for one, as Kafka's last
-        move leaves it. Kafka's choice stands where passing over would elect uncleanly, or
-        leave the partition leaderless while eligible leader replicas are kept (Kafka's moves
-        decide the last known leader then)."""
+        deleted) is passed over."""
         def usable(b: int) -> bool:
             return b != broker_id and self.cluster.is_usable(b)
-
-        def usable_after_fencing(b: int) -> bool:
-            return usable(b) and not (awaiting_fence is not None and awaiting_fence(b))
-
-        def moved(p: PartitionState, electable: Callable[[int], bool], settings: TopicSettings) -> PartitionChange:
-            change = self.change(p, electable, settings)
-            remaining = [r for r in p.isr if r != broker_id]
-            if remaining or change.elr_enabled:
-                change.isr = remaining
-            return change
 
         members = self.isr_of.get(broker_id, set())
         topic_id, settings = b"", None
@@ -275,21 +255,125 @@ class ReplicationControl:
                 # topic's partitions move as under one reading of its configs, as they would
                 # in one command.
                 topic_id, settings = p.topic_id, self.settings(p.topic_id)
-            if awaiting_fence is not None and p.isr == [broker_id] and p in self.leaderless \
-                    and not p.elr and not p.reassigning and not settings[1] and not settings[2]:
-                # Left leaderless when the others were passed over: it keeps its last ISR
-                # member and nobody may lead it, so there is nothing to write, and a slice
-                # must not spend its time finding that out the long way, partition by partition.
-                continue
-            change = moved(p, usable_after_fencing, settings)
+            change = self._without(p, broker_id, usable, settings)
             rec = change.build()
-            if awaiting_fence is not None and (change.unclean or change.leader == NO_LEADER and change.elr_enabled):
-                # An unclean leader is no leader to pick early, and a partition left without
-                # one must go through Kafka's moves to end with Kafka's last known leader.
-                change = moved(p, usable, settings)
-                rec = change.build()
             if rec is not None:
                 yield rec, change.version
+
+    def _without(self, p: PartitionState, broker_id: int, electable: Callable[[int], bool],
+                 settings: TopicSettings) -> PartitionChange:
+        """``broker_id`` out of the ISR of ``p``; without eligible leader replicas the last
+        member stays, so that it can lead again when it comes back."""
+        change = self.change(p, electable, settings)
+        remaining = [r for r in p.isr if r != broker_id]
+        if remaining or change.elr_enabled:
+            change.isr = remaining
+        return change
+
+    def fencing_moves(self, brokers: list[int], fencing: Callable[[int], bool]) -> Iterator[VersionedRecord | None]:
+        """Take ``brokers``, whose leases ran out together, out of every ISR and elect new
+        leaders where they led, in one pass over the partitions: each partition's change is
+        built when it is asked for, on the state as it is then, and a partition gets one
+        record however many of them it held. ``brokers`` is the order in which Kafka fences
+        them, one at a time; the state each partition ends in (leader, ISR, ELR, recovery)
+        is the one Kafka's order leaves. ``fencing(b)`` turns false for a broker that is
+        fenced, registers again or goes away meanwhile: it is left where it is from then on.
+        A partition looked at that needs no change yields None, so that a slice can count the
+        partitions it looks at, and not only the records it writes.
+
+        Kafka hands a partition from one dead broker to the next before a live replica gets
+        it; a broker fenced in this pass is passed over instead, which ends where Kafka's last
+        move ends. Where passing over would elect uncleanly, or leave the partition leaderless
+        while eligible leader replicas are kept, the moves are worked out one broker at a
+        time as Kafka makes them (Kafka's moves decide the last known leader then), and
+        written as one record."""
+        order = {b: i for i, b in enumerate(brokers)}
+        topic_id, settings = b"", None
+        for p in self._partitions_of(brokers):
+            dead = [r for r in p.isr if r in order and fencing(r)]
+            if not dead:
+                yield None
+                continue
+            if p.topic_id != topic_id or settings is None:
+                topic_id, settings = p.topic_id, self.settings(p.topic_id)
+            dead.sort(key=order.__getitem__)
+            if settings[1] or settings[2] or p.reassigning:
+                # Kafka's moves may elect a broker fenced later in the pass, which must then
+                # leave the ISR it joined in turn.
+                rec = self._one_by_one(p, [b for b in brokers[order[dead[0]]:] if fencing(b)], order, settings)
+            else:
+                # Neither eligible leader replicas nor unclean elections: every step of
+                # Kafka's order shrinks the ISR by one dead member (the last one stays) and
+                # keeps or elects a live leader, so the last step's state is reached at once.
+                isr = [r for r in p.isr if r not in dead] or [dead[-1]]
+                if isr == p.isr and p.leader == NO_LEADER:
+                    yield None  # already where the moves end: nothing to write
+                    continue
+                change = self.change(p, self.cluster.is_usable, settings)
+                change.isr = isr
+                rec = change.build()
+            yield None if rec is None else (rec, self.features.partition_record_version())
+
+    def _partitions_of(self, brokers: list[int]) -> Iterator[PartitionState]:
+        """The partitions whose ISR holds any of ``brokers``, topic by topic in partition
+        order, each as it is when it is reached. When they are a good share of all
+        partitions, every topic is walked in its own order rather than sorting them all at
+        once: a sort of a million partitions would hold the event loop for a second. The walk
+        gives partitions the brokers are not in too, which a slice counts as work done."""
+        held = sum(len(self.isr_of.get(b, ())) for b in brokers)
+        if held * _WALK_SHARE < self.partition_count:
+            members = set().union(*(self.isr_of.get(b, ()) for b in brokers))
+            for p in sorted(members, key=_order):
+                topic = self.topics.get(p.topic_id)
+                if topic is not None and p.partition_id < len(topic.partitions) \
+                        and topic.partitions[p.partition_id] is p:
+                    yield p
+            return
+        for topic_id in list(self.topics):
+            topic = self.topics.get(topic_id)
+            i = 0
+            while topic is not None and self.topics.get(topic_id) is topic and i < len(topic.partitions):
+                yield topic.partitions[i]
+                i += 1
+
+    def _one_by_one(self, p: PartitionState, fenced: list[int], order: dict[int, int],
+                    settings: TopicSettings) -> PartitionChangeRecord | None:
+        """Kafka's moves for ``p`` as it fences ``fenced`` one at a time, worked out on a copy
+        and folded into one record. While one of them is fenced, those after it in ``order``
+        are still in service for Kafka: they are passed over where that ends as Kafka ends,
+        and elected where Kafka's choice must stand."""
+        state = p.copy()
+        folded: PartitionChangeRecord | None = None
+        for broker_id in fenced:
+            if broker_id not in state.isr:
+                continue
+            position = order[broker_id]
+
+            def usable(b: int) -> bool:
+                later = order.get(b)
+                if later is None:
+                    return self.cluster.is_usable(b)
+                registration = self.cluster.brokers.get(b)
+                return later > position and registration is not None and not registration.fenced \
+                    and not registration.in_controlled_shutdown
+
+            def passing_over(b: int) -> bool:
+                return b not in order and usable(b)
+
+            if state.isr == [broker_id] and state.leader == NO_LEADER and not state.elr \
+                    and not state.reassigning and not settings[1] and not settings[2]:
+                continue  # it keeps its last ISR member and nobody may lead it
+            change = self._without(state, broker_id, passing_over, settings)
+            rec = change.build()
+            if change.unclean or change.leader == NO_LEADER and change.elr_enabled:
+                # An unclean leader is no leader to pick early, and a partition left without
+                # one must go through Kafka's moves to end with Kafka's last known leader.
+                change = self._without(state, broker_id, usable, settings)
+                rec = change.build()
+            if rec is not None:
+                state.apply_change(rec)
+                folded = rec if folded is None else fold(folded, rec)
+        return folded
 
     def many_moves(self, broker_id: int) -> bool:
         """Whether moving the broker's leaderships away may take more than one slice."""
@@ -611,3 +695,24 @@ def collision_key(name: str) -> str:
 
 def _order(p: PartitionState) -> tuple[bytes, int]:
     return p.topic_id, p.partition_id
+
+
+# Fencing walks every partition, rather than sorting those of the fenced brokers, once they
+# hold at least one partition in this many.
+_WALK_SHARE = 64
+
+
+def fold(first: PartitionChangeRecord, then: PartitionChangeRecord) -> PartitionChangeRecord:
+    """One record that leaves a partition as ``first`` and then ``then`` leave it, but for
+    its epochs: each field takes the last value written to it."""
+    rec = PartitionChangeRecord(partition_id=first.partition_id, topic_id=first.topic_id)
+    for name in _CHANGE_FIELDS:
+        later, earlier = getattr(then, name), getattr(first, name)
+        setattr(rec, name, earlier if later == getattr(rec, name) else later)
+    return rec
+
+
+# A PartitionChangeRecord's fields that say what changes; each holds its default when it
+# changes nothing.
+_CHANGE_FIELDS = ("isr", "leader", "replicas", "removing_replicas", "adding_replicas",
+                  "leader_recovery_state", "directories", "eligible_leader_replicas", "last_known_elr")

@@ -4,7 +4,7 @@ gives what reading each struct alone gives, and that it steps aside when the str
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from protocol.errors import DecodeError
 from protocol.generated.messages.describe_topic_partitions_response import (
     DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition as Partition,
     DescribeTopicPartitionsResponseTopic as Topic)
-from protocol.primitives import INT32, NULL_ITEMS, uniform_rows
+from protocol.primitives import INT32, uniform_columns
 from tools.codegen.emit import UNIFORM_MIN_COUNT
 
 
@@ -53,17 +53,20 @@ def test_decoded_as_written(parts: list[Partition]) -> None:
 
 
 def test_the_pass_is_taken_only_when_every_struct_is_alike() -> None:
-    def rows(parts: list[Partition]) -> tuple[Iterator[tuple[Any, ...]], int, list[slice]] | None:
+    def rows(parts: list[Partition]) -> tuple[list[Iterable[Any]], int] | None:
         # The partitions begin after throttle time, the topic count and the topic's fields.
         start = 4 + 1 + 2 + 2 + 16 + 1 + 1
         arrays = (("i", False), ("i", False), ("i", True), ("i", True), ("i", False))
-        return uniform_rows(response(parts).encode(0), start, len(parts), struct.Struct(">hiii"), 4, arrays)
+        return uniform_columns(response(parts).encode(0), start, len(parts), struct.Struct(">hiii"), 4, arrays)
 
     found = rows(SAME)
     assert found is not None
-    got, _, slices = found
-    assert slices[2] is NULL_ITEMS and slices[4] is not NULL_ITEMS
-    assert [r[slices[0]] for r in got] == [tuple(p.replica_nodes) for p in SAME]
+    columns, _ = found
+    got = [list(column) for column in columns]
+    assert got[1] == [p.partition_index for p in SAME]
+    assert got[4] == [p.replica_nodes for p in SAME]
+    assert got[6] == [p.eligible_leader_replicas for p in SAME] == [None] * len(SAME)
+    assert got[8] == [p.offline_replicas for p in SAME]
     for name in ("last one differs", "null where the first is empty", "one has tagged fields",
                  "a count past one byte"):
         assert rows(LAYOUTS[name]) is None, name

@@ -20,9 +20,9 @@ LIVE = (4, 5)
 BOUND = 7
 
 
-def cluster(elr: bool) -> Cluster:
+def cluster(elr: bool, unclean: bool = False) -> Cluster:
     """Five brokers, and partitions whose replicas mix dead and live ones in every order."""
-    c = Cluster(min_isr=2 if elr else 1, elr=elr)
+    c = Cluster(min_isr=2 if elr else 1, elr=elr, unclean=unclean)
     c.brokers(*DEAD, *LIVE)
     brokers = [*DEAD, *LIVE]
     assignments = [[brokers[i % 5], brokers[(i + 1) % 5], brokers[(i + 3) % 5]] for i in range(40)]
@@ -249,13 +249,14 @@ def dead_leaders(records: list, topic_id: bytes) -> list[int]:
             if r.NAME == "PartitionChangeRecord" and r.topic_id == topic_id and r.leader in DEAD]
 
 
-@pytest.mark.parametrize("elr", [False, True], ids=["isr", "elr"])
-def test_brokers_awaiting_their_fence_are_not_elected_on_the_way(elr: bool) -> None:
+@pytest.mark.parametrize("elr, unclean", [(False, False), (True, False), (False, True)],
+                         ids=["isr", "elr", "unclean"])
+def test_brokers_awaiting_their_fence_are_not_elected_on_the_way(elr: bool, unclean: bool) -> None:
     """Fenced one at a time as Kafka does, the dead brokers hand a partition from one to the
-    next before a live replica gets it. A broker whose lease ran out too is fenced next, so it
-    is passed over; the end state is the one-by-one fencing's, in bounded slices, and the live
-    brokers stay unfenced."""
-    c = cluster(elr)
+    next before a live replica gets it. Fenced together, a broker of the same pass is passed
+    over; the end state is the one-by-one fencing's, in bounded slices, and the live brokers
+    stay unfenced."""
+    c = cluster(elr, unclean)
     together = copy(c)
     mixed = c.qc.replication.names["mixed"]
     one_by_one = c.journal[:]
@@ -271,34 +272,80 @@ def test_brokers_awaiting_their_fence_are_not_elected_on_the_way(elr: bool) -> N
         for b in LIVE:
             heartbeat(c, together, b)
     assert dead_leaders(written, mixed) == []
-    # Without eligible leader replicas, a partition whose replicas all died waits leaderless
-    # from the first fencing on instead of passing through every dead replica.
-    assert len(written) < len(one_by_one) if not elr else len(written) == len(one_by_one)
+    # One change per partition, however many of its replicas died: a partition whose
+    # replicas all died waits leaderless at once instead of passing through each of them.
+    changed = [(r.topic_id, r.partition_id) for r in written if r.NAME == "PartitionChangeRecord"]
+    assert len(changed) == len(set(changed))
+    assert len(written) < len(one_by_one)
     assert without_epochs(together) == without_epochs(c.qc)
     assert all(together.cluster.brokers[b].fenced for b in DEAD)
     assert not any(together.cluster.brokers[b].fenced for b in LIVE)
 
 
-def test_a_broker_back_before_its_fence_leads_what_waited_for_it() -> None:
-    """Passed over while its lease had run out, a broker that heartbeats again before it is
-    fenced stays in service, and the partitions left leaderless for it get it as leader."""
+def test_partitions_being_reassigned_end_as_one_by_one_fencing_leaves_them() -> None:
+    c = cluster(elr=False, unclean=True)
+    c.topic("moving", [[1, 2, 4], [2, 3, 5], [3, 1, 2], [1, 2, 3]])
+    for index, target in enumerate([[4, 5, 1], [5, 4, 3], [4, 1, 5], [2, 4, 5]]):
+        c.reassign("moving", index, target)
+    together = copy(c)
+    c.expire(*DEAD)
+    let_dead_expire(c, together)
+    while (applied := together.fence_stale_brokers(BOUND)) is not None:
+        assert 0 < len(applied.records) <= BOUND
+        for b in LIVE:
+            heartbeat(c, together, b)
+    assert together.replication.reassigning
+    assert without_epochs(together) == without_epochs(c.qc)
+    assert not any(together.cluster.brokers[b].fenced for b in LIVE)
+
+
+def test_a_slice_looks_at_a_bounded_number_of_partitions() -> None:
+    """When the partitions are walked rather than sorted, those the dead brokers are not in
+    count too: a slice that finds nothing to change writes nothing, and the pass goes on."""
     c = Cluster()
     c.brokers(*DEAD, *LIVE)
-    c.topic("pair", [[1, 2]] * 3)
+    c.topic("live-only", [[4, 5]] * 30)
+    c.topic("dead-pairs", [[1, 2]] * 5)
+    qc = copy(c)
+    c.qc = qc
+    let_dead_expire(c, qc)
+    slices = []
+    while (applied := qc.fence_stale_brokers(BOUND)) is not None:
+        assert len(applied.records) <= BOUND
+        slices.append(applied)
+        for b in LIVE:
+            heartbeat(c, qc, b)
+    assert any(not s.records for s in slices) and len(slices) >= 35 // BOUND
+    pairs = qc.replication.topics[qc.replication.names["dead-pairs"]].partitions
+    assert [(p.leader, p.isr) for p in pairs] == [(-1, [2])] * 5
+    assert all(qc.cluster.brokers[b].fenced for b in DEAD)
+    assert not any(qc.cluster.brokers[b].fenced for b in LIVE)
+
+
+def test_a_broker_back_during_its_pass_is_fenced_then_leads_what_waited_for_it() -> None:
+    """Its lease ran out with the others', so it is fenced in their pass even though it
+    heartbeats meanwhile, and elected nowhere until then; its next heartbeat unfences it, and
+    the partitions left leaderless for it get it as leader."""
+    c = Cluster()
+    c.brokers(*DEAD, *LIVE)
+    c.topic("pair", [[1, 2]] * 10)
     qc = copy(c)
     c.qc = qc
     let_dead_expire(c, qc)
     first = qc.fence_stale_brokers(BOUND)
     assert first is not None
     pair = qc.replication.topics[qc.replication.names["pair"]].partitions
-    assert [(p.leader, p.isr) for p in pair] == [(-1, [2])] * 3  # 2 was passed over: it is fenced next
+    assert [(p.leader, p.isr) for p in pair[:BOUND]] == [(-1, [2])] * BOUND  # 2 is fenced in this pass
     back = c.heartbeat(2)
-    assert not back.response.is_fenced
-    assert [r.leader for r, _ in back.records] == [2] * 3
+    assert back.records == [] and not back.response.is_fenced
     while qc.fence_stale_brokers(BOUND) is not None:
         pass
-    assert [(p.leader, p.isr) for p in pair] == [(2, [2])] * 3
-    assert qc.cluster.brokers[1].fenced and not qc.cluster.brokers[2].fenced
+    assert [(p.leader, p.isr) for p in pair] == [(-1, [2])] * 10
+    assert all(qc.cluster.brokers[b].fenced for b in DEAD)
+    assert not any(qc.cluster.brokers[b].fenced for b in LIVE)
+    again = c.heartbeat(2)
+    assert not again.response.is_fenced
+    assert [(p.leader, p.isr) for p in pair] == [(2, [2])] * 10
 
 
 def test_a_broker_back_while_its_own_fencing_runs_is_elected_nowhere() -> None:

@@ -424,10 +424,10 @@ UNIFORM_MIN_COUNT = 8
 
 def _uniform_rows(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
     """A fast path for an array of structs that all share one layout (the partitions of a
-    response, as a rule): one ``uniform_rows`` call checks the layout and unpacks every struct,
-    and the loop only builds objects. Only flexible structs made of fixed-width fields followed
-    by compact arrays of fixed-width items qualify; otherwise, and whenever the structs differ,
-    the field-by-field loop reads them."""
+    response, as a rule): one ``uniform_columns`` call checks the layout and unpacks every
+    struct into columns, and the loop only hands each object its values. Only flexible
+    structs made of fixed-width fields followed by compact arrays of fixed-width items
+    qualify; otherwise, and whenever the structs differ, the field-by-field loop reads them."""
     if not ctx.flexible:
         return []
     regular = [f for f in st.fields if ctx.present(f) and not ctx.tagged(f)]
@@ -436,33 +436,26 @@ def _uniform_rows(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
     if not prefix or not all(f.is_array and not f.is_struct and f.element_type in ARRAY_TABLES
                              and ctx.compact(f) for f in arrays):
         return []
-    mod.use("uniform_rows", "NULL_ITEMS")
+    mod.use("uniform_columns", "new_objects")
     out = Lines()
     var = mod.struct_var(">" + "".join(FIXED_FORMATS[f.type] for f in prefix))
     shapes = ", ".join(f"({FIXED_FORMATS[f.element_type]!r}, {ctx.nullable(f)})" for f in arrays)
     shapes += "," if len(arrays) == 1 else ""
-    out(f"uniform = uniform_rows(buf, pos, count, {var}, {len(prefix)}, ({shapes})) "
+    out(f"uniform = uniform_columns(buf, pos, count, {var}, {len(prefix)}, ({shapes})) "
         f"if count >= {UNIFORM_MIN_COUNT} else None")
     out("if uniform is not None:")
     with out.indent():
-        # Per array, the slice of a row that holds its items.
-        names = [f"{attr_name(f)}_items" for f in arrays]
-        out(f"rows, pos, {'[' + ', '.join(names) + ']' if arrays else '_'} = uniform")
-        out("for row in rows:")
+        out("columns, pos = uniform")
+        out(f"items = new_objects({st.name}, count)")
+        # The loop's targets are the fields themselves: Python assigns them left to right,
+        # so each object is bound before its fields are set from the columns.
+        targets = ", ".join(["obj", *(f"obj.{attr_name(f)}" for f in regular)])
+        out(f"for {targets} in zip(items, *columns):")
         with out.indent():
-            out(f"obj = _new({st.name})")
-            targets = ", ".join(f"obj.{attr_name(f)}" for f in prefix)
-            out(f"{targets}{',' if len(prefix) == 1 else ''} = row[:{len(prefix)}]")
-            for f, items in zip(arrays, names):
-                value = f"[*row[{items}]]"
-                if ctx.nullable(f):
-                    value = f"None if {items} is NULL_ITEMS else {value}"
-                out(f"obj.{attr_name(f)} = {value}")
             for f in st.fields:
                 if not ctx.present(f) or ctx.tagged(f):
                     out(f"obj.{attr_name(f)} = {default_literal(f)}")
             out("obj.unknown_tagged_fields = None")
-            out("append(obj)")
         out("return items, pos")
     return out.lines
 
@@ -746,7 +739,7 @@ def emit_module(schema: Schema, source_label: str, api_key: tuple[str, str] | No
         from_prims.append("ZERO_UUID")
     if from_errors:
         lines.append(f"from protocol.errors import {', '.join(from_errors)}")
-    lines.append("from protocol.message import MISSING, Message")
+    lines.append("from protocol.message import MISSING, Message, install_codecs")
     if from_prims:
         lines.append("from protocol.primitives import (")
         for name in sorted(set(from_prims)):
@@ -771,6 +764,7 @@ def emit_module(schema: Schema, source_label: str, api_key: tuple[str, str] | No
         lines.extend(fn)
     lines.append("")
     lines.append("")
-    lines.append(f"{root.name}._DECODERS = ({', '.join(pad + decoders)},)")
-    lines.append(f"{root.name}._ENCODERS = ({', '.join(pad + encoders)},)")
+    lines.append(f"install_codecs({root.name},")
+    lines.append(f"               ({', '.join(pad + decoders)},),")
+    lines.append(f"               ({', '.join(pad + encoders)},))")
     return "\n".join(lines) + "\n"

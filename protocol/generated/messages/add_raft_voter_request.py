@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_nullable_string,
@@ -171,5 +171,6 @@ def _encode_AddRaftVoterRequest_v0(obj: AddRaftVoterRequest, out: bytearray) -> 
         out.append(0)
 
 
-AddRaftVoterRequest._DECODERS = (_decode_AddRaftVoterRequest_v0,)
-AddRaftVoterRequest._ENCODERS = (_encode_AddRaftVoterRequest_v0,)
+install_codecs(AddRaftVoterRequest,
+               (_decode_AddRaftVoterRequest_v0,),
+               (_encode_AddRaftVoterRequest_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_uvarint,
@@ -76,5 +76,6 @@ def _encode_AddRaftVoterResponse_v0(obj: AddRaftVoterResponse, out: bytearray) -
         out.append(0)
 
 
-AddRaftVoterResponse._DECODERS = (_decode_AddRaftVoterResponse_v0,)
-AddRaftVoterResponse._ENCODERS = (_encode_AddRaftVoterResponse_v0,)
+install_codecs(AddRaftVoterResponse,
+               (_decode_AddRaftVoterResponse_v0,),
+               (_encode_AddRaftVoterResponse_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -75,5 +75,6 @@ def _encode_AllocateProducerIdsResponse_v0(obj: AllocateProducerIdsResponse, out
         out.append(0)
 
 
-AllocateProducerIdsResponse._DECODERS = (_decode_AllocateProducerIdsResponse_v0,)
-AllocateProducerIdsResponse._ENCODERS = (_encode_AllocateProducerIdsResponse_v0,)
+install_codecs(AllocateProducerIdsResponse,
+               (_decode_AllocateProducerIdsResponse_v0,),
+               (_encode_AllocateProducerIdsResponse_v0,))

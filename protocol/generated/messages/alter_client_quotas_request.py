@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -434,5 +434,6 @@ def _encode_AlterClientQuotasRequest_v1(obj: AlterClientQuotasRequest, out: byte
         out.append(0)
 
 
-AlterClientQuotasRequest._DECODERS = (_decode_AlterClientQuotasRequest_v0, _decode_AlterClientQuotasRequest_v1,)
-AlterClientQuotasRequest._ENCODERS = (_encode_AlterClientQuotasRequest_v0, _encode_AlterClientQuotasRequest_v1,)
+install_codecs(AlterClientQuotasRequest,
+               (_decode_AlterClientQuotasRequest_v0, _decode_AlterClientQuotasRequest_v1,),
+               (_encode_AlterClientQuotasRequest_v0, _encode_AlterClientQuotasRequest_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -328,5 +328,6 @@ def _encode_AlterClientQuotasResponse_v1(obj: AlterClientQuotasResponse, out: by
         out.append(0)
 
 
-AlterClientQuotasResponse._DECODERS = (_decode_AlterClientQuotasResponse_v0, _decode_AlterClientQuotasResponse_v1,)
-AlterClientQuotasResponse._ENCODERS = (_encode_AlterClientQuotasResponse_v0, _encode_AlterClientQuotasResponse_v1,)
+install_codecs(AlterClientQuotasResponse,
+               (_decode_AlterClientQuotasResponse_v0, _decode_AlterClientQuotasResponse_v1,),
+               (_encode_AlterClientQuotasResponse_v0, _encode_AlterClientQuotasResponse_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -353,5 +353,6 @@ def _encode_AlterConfigsRequest_v2(obj: AlterConfigsRequest, out: bytearray) -> 
         out.append(0)
 
 
-AlterConfigsRequest._DECODERS = (_decode_AlterConfigsRequest_v0, _decode_AlterConfigsRequest_v0, _decode_AlterConfigsRequest_v2,)
-AlterConfigsRequest._ENCODERS = (_encode_AlterConfigsRequest_v0, _encode_AlterConfigsRequest_v1, _encode_AlterConfigsRequest_v2,)
+install_codecs(AlterConfigsRequest,
+               (_decode_AlterConfigsRequest_v0, _decode_AlterConfigsRequest_v0, _decode_AlterConfigsRequest_v2,),
+               (_encode_AlterConfigsRequest_v0, _encode_AlterConfigsRequest_v1, _encode_AlterConfigsRequest_v2,))

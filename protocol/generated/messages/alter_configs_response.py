@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -238,5 +238,6 @@ def _encode_AlterConfigsResponse_v2(obj: AlterConfigsResponse, out: bytearray) -
         out.append(0)
 
 
-AlterConfigsResponse._DECODERS = (_decode_AlterConfigsResponse_v0, _decode_AlterConfigsResponse_v0, _decode_AlterConfigsResponse_v2,)
-AlterConfigsResponse._ENCODERS = (_encode_AlterConfigsResponse_v0, _encode_AlterConfigsResponse_v1, _encode_AlterConfigsResponse_v2,)
+install_codecs(AlterConfigsResponse,
+               (_decode_AlterConfigsResponse_v0, _decode_AlterConfigsResponse_v0, _decode_AlterConfigsResponse_v2,),
+               (_encode_AlterConfigsResponse_v0, _encode_AlterConfigsResponse_v1, _encode_AlterConfigsResponse_v2,))

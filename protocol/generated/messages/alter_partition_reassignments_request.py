@@ -6,14 +6,14 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
-    NULL_ITEMS,
+    new_objects,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_string,
     write_tagged_fields,
     write_uvarint,
@@ -73,15 +73,12 @@ def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> t
     blen = len(buf)
     items: list[ReassignablePartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', True),)) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_i, 1, (('i', True),)) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [replicas_items] = uniform
-        for row in rows:
-            obj = _new(ReassignablePartition)
-            obj.partition_index, = row[:1]
-            obj.replicas = None if replicas_items is NULL_ITEMS else [*row[replicas_items]]
+        columns, pos = uniform
+        items = new_objects(ReassignablePartition, count)
+        for obj, obj.partition_index, obj.replicas in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -267,5 +264,6 @@ def _encode_AlterPartitionReassignmentsRequest_v0(obj: AlterPartitionReassignmen
         out.append(0)
 
 
-AlterPartitionReassignmentsRequest._DECODERS = (_decode_AlterPartitionReassignmentsRequest_v0,)
-AlterPartitionReassignmentsRequest._ENCODERS = (_encode_AlterPartitionReassignmentsRequest_v0,)
+install_codecs(AlterPartitionReassignmentsRequest,
+               (_decode_AlterPartitionReassignmentsRequest_v0,),
+               (_encode_AlterPartitionReassignmentsRequest_v0,))

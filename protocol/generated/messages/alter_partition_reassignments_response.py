@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_compact_string,
@@ -238,5 +238,6 @@ def _encode_AlterPartitionReassignmentsResponse_v0(obj: AlterPartitionReassignme
         out.append(0)
 
 
-AlterPartitionReassignmentsResponse._DECODERS = (_decode_AlterPartitionReassignmentsResponse_v0,)
-AlterPartitionReassignmentsResponse._ENCODERS = (_encode_AlterPartitionReassignmentsResponse_v0,)
+install_codecs(AlterPartitionReassignmentsResponse,
+               (_decode_AlterPartitionReassignmentsResponse_v0,),
+               (_encode_AlterPartitionReassignmentsResponse_v0,))

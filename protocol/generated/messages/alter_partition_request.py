@@ -6,15 +6,15 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_string,
     write_tagged_fields,
     write_uvarint,
@@ -645,14 +645,12 @@ def _encode_AlterPartitionRequest_v2(obj: AlterPartitionRequest, out: bytearray)
 def _decode_many_BrokerState_v3(buf: bytes, pos: int, count: int) -> tuple[list[BrokerState], int]:
     items: list[BrokerState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(BrokerState)
-            obj.broker_id, obj.broker_epoch = row[:2]
+        columns, pos = uniform
+        items = new_objects(BrokerState, count)
+        for obj, obj.broker_id, obj.broker_epoch in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -885,5 +883,6 @@ def _encode_AlterPartitionRequest_v3(obj: AlterPartitionRequest, out: bytearray)
         out.append(0)
 
 
-AlterPartitionRequest._DECODERS = (_decode_AlterPartitionRequest_v0, _decode_AlterPartitionRequest_v1, _decode_AlterPartitionRequest_v2, _decode_AlterPartitionRequest_v3,)
-AlterPartitionRequest._ENCODERS = (_encode_AlterPartitionRequest_v0, _encode_AlterPartitionRequest_v1, _encode_AlterPartitionRequest_v2, _encode_AlterPartitionRequest_v3,)
+install_codecs(AlterPartitionRequest,
+               (_decode_AlterPartitionRequest_v0, _decode_AlterPartitionRequest_v1, _decode_AlterPartitionRequest_v2, _decode_AlterPartitionRequest_v3,),
+               (_encode_AlterPartitionRequest_v0, _encode_AlterPartitionRequest_v1, _encode_AlterPartitionRequest_v2, _encode_AlterPartitionRequest_v3,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -676,5 +676,6 @@ def _encode_AlterPartitionResponse_v3(obj: AlterPartitionResponse, out: bytearra
         out.append(0)
 
 
-AlterPartitionResponse._DECODERS = (_decode_AlterPartitionResponse_v0, _decode_AlterPartitionResponse_v1, _decode_AlterPartitionResponse_v2, _decode_AlterPartitionResponse_v2,)
-AlterPartitionResponse._ENCODERS = (_encode_AlterPartitionResponse_v0, _encode_AlterPartitionResponse_v1, _encode_AlterPartitionResponse_v2, _encode_AlterPartitionResponse_v3,)
+install_codecs(AlterPartitionResponse,
+               (_decode_AlterPartitionResponse_v0, _decode_AlterPartitionResponse_v1, _decode_AlterPartitionResponse_v2, _decode_AlterPartitionResponse_v2,),
+               (_encode_AlterPartitionResponse_v0, _encode_AlterPartitionResponse_v1, _encode_AlterPartitionResponse_v2, _encode_AlterPartitionResponse_v3,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_bytes,
     read_compact_string,
@@ -241,5 +241,6 @@ def _encode_AlterUserScramCredentialsRequest_v0(obj: AlterUserScramCredentialsRe
         out.append(0)
 
 
-AlterUserScramCredentialsRequest._DECODERS = (_decode_AlterUserScramCredentialsRequest_v0,)
-AlterUserScramCredentialsRequest._ENCODERS = (_encode_AlterUserScramCredentialsRequest_v0,)
+install_codecs(AlterUserScramCredentialsRequest,
+               (_decode_AlterUserScramCredentialsRequest_v0,),
+               (_encode_AlterUserScramCredentialsRequest_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_compact_string,
@@ -159,5 +159,6 @@ def _encode_AlterUserScramCredentialsResponse_v0(obj: AlterUserScramCredentialsR
         out.append(0)
 
 
-AlterUserScramCredentialsResponse._DECODERS = (_decode_AlterUserScramCredentialsResponse_v0,)
-AlterUserScramCredentialsResponse._ENCODERS = (_encode_AlterUserScramCredentialsResponse_v0,)
+install_codecs(AlterUserScramCredentialsResponse,
+               (_decode_AlterUserScramCredentialsResponse_v0,),
+               (_encode_AlterUserScramCredentialsResponse_v0,))

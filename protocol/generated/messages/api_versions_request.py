@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -87,5 +87,6 @@ def _encode_ApiVersionsRequest_v3(obj: ApiVersionsRequest, out: bytearray) -> No
         out.append(0)
 
 
-ApiVersionsRequest._DECODERS = (_decode_ApiVersionsRequest_v0, _decode_ApiVersionsRequest_v0, _decode_ApiVersionsRequest_v0, _decode_ApiVersionsRequest_v3, _decode_ApiVersionsRequest_v3,)
-ApiVersionsRequest._ENCODERS = (_encode_ApiVersionsRequest_v0, _encode_ApiVersionsRequest_v0, _encode_ApiVersionsRequest_v0, _encode_ApiVersionsRequest_v3, _encode_ApiVersionsRequest_v3,)
+install_codecs(ApiVersionsRequest,
+               (_decode_ApiVersionsRequest_v0, _decode_ApiVersionsRequest_v0, _decode_ApiVersionsRequest_v0, _decode_ApiVersionsRequest_v3, _decode_ApiVersionsRequest_v3,),
+               (_encode_ApiVersionsRequest_v0, _encode_ApiVersionsRequest_v0, _encode_ApiVersionsRequest_v0, _encode_ApiVersionsRequest_v3, _encode_ApiVersionsRequest_v3,))

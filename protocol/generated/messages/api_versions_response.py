@@ -6,13 +6,13 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
-    NULL_ITEMS,
+    new_objects,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_string,
     write_tagged_fields,
     write_uvarint,
@@ -213,14 +213,12 @@ def _encode_ApiVersionsResponse_v2(obj: ApiVersionsResponse, out: bytearray) -> 
 def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[ApiVersion], int]:
     items: list[ApiVersion] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_hhh, 3, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_hhh, 3, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(ApiVersion)
-            obj.api_key, obj.min_version, obj.max_version = row[:3]
+        columns, pos = uniform
+        items = new_objects(ApiVersion, count)
+        for obj, obj.api_key, obj.min_version, obj.max_version in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -539,5 +537,6 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         out.append(0)
 
 
-ApiVersionsResponse._DECODERS = (_decode_ApiVersionsResponse_v0, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v3, _decode_ApiVersionsResponse_v3,)
-ApiVersionsResponse._ENCODERS = (_encode_ApiVersionsResponse_v0, _encode_ApiVersionsResponse_v1, _encode_ApiVersionsResponse_v2, _encode_ApiVersionsResponse_v3, _encode_ApiVersionsResponse_v4,)
+install_codecs(ApiVersionsResponse,
+               (_decode_ApiVersionsResponse_v0, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v1, _decode_ApiVersionsResponse_v3, _decode_ApiVersionsResponse_v3,),
+               (_encode_ApiVersionsResponse_v0, _encode_ApiVersionsResponse_v1, _encode_ApiVersionsResponse_v2, _encode_ApiVersionsResponse_v3, _encode_ApiVersionsResponse_v4,))

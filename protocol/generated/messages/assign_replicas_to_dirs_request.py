@@ -6,12 +6,12 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_tagged_fields,
     write_uvarint,
 )
@@ -86,14 +86,12 @@ class AssignReplicasToDirsRequest(Message):
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(PartitionData)
-            obj.partition_index, = row[:1]
+        columns, pos = uniform
+        items = new_objects(PartitionData, count)
+        for obj, obj.partition_index in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -321,5 +319,6 @@ def _encode_AssignReplicasToDirsRequest_v0(obj: AssignReplicasToDirsRequest, out
         out.append(0)
 
 
-AssignReplicasToDirsRequest._DECODERS = (_decode_AssignReplicasToDirsRequest_v0,)
-AssignReplicasToDirsRequest._ENCODERS = (_encode_AssignReplicasToDirsRequest_v0,)
+install_codecs(AssignReplicasToDirsRequest,
+               (_decode_AssignReplicasToDirsRequest_v0,),
+               (_encode_AssignReplicasToDirsRequest_v0,))

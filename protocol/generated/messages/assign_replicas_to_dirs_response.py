@@ -6,12 +6,12 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_tagged_fields,
     write_uvarint,
 )
@@ -87,14 +87,12 @@ class AssignReplicasToDirsResponse(Message):
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_ih, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_ih, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(PartitionData)
-            obj.partition_index, obj.error_code = row[:2]
+        columns, pos = uniform
+        items = new_objects(PartitionData, count)
+        for obj, obj.partition_index, obj.error_code in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -322,5 +320,6 @@ def _encode_AssignReplicasToDirsResponse_v0(obj: AssignReplicasToDirsResponse, o
         out.append(0)
 
 
-AssignReplicasToDirsResponse._DECODERS = (_decode_AssignReplicasToDirsResponse_v0,)
-AssignReplicasToDirsResponse._ENCODERS = (_encode_AssignReplicasToDirsResponse_v0,)
+install_codecs(AssignReplicasToDirsResponse,
+               (_decode_AssignReplicasToDirsResponse_v0,),
+               (_encode_AssignReplicasToDirsResponse_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -156,5 +156,6 @@ def _encode_BrokerHeartbeatRequest_v1(obj: BrokerHeartbeatRequest, out: bytearra
         out.append(0)
 
 
-BrokerHeartbeatRequest._DECODERS = (_decode_BrokerHeartbeatRequest_v0, _decode_BrokerHeartbeatRequest_v1,)
-BrokerHeartbeatRequest._ENCODERS = (_encode_BrokerHeartbeatRequest_v0, _encode_BrokerHeartbeatRequest_v1,)
+install_codecs(BrokerHeartbeatRequest,
+               (_decode_BrokerHeartbeatRequest_v0, _decode_BrokerHeartbeatRequest_v1,),
+               (_encode_BrokerHeartbeatRequest_v0, _encode_BrokerHeartbeatRequest_v1,))

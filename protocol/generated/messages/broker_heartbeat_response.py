@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -77,5 +77,6 @@ def _encode_BrokerHeartbeatResponse_v0(obj: BrokerHeartbeatResponse, out: bytear
         out.append(0)
 
 
-BrokerHeartbeatResponse._DECODERS = (_decode_BrokerHeartbeatResponse_v0, _decode_BrokerHeartbeatResponse_v0,)
-BrokerHeartbeatResponse._ENCODERS = (_encode_BrokerHeartbeatResponse_v0, _encode_BrokerHeartbeatResponse_v0,)
+install_codecs(BrokerHeartbeatResponse,
+               (_decode_BrokerHeartbeatResponse_v0, _decode_BrokerHeartbeatResponse_v0,),
+               (_encode_BrokerHeartbeatResponse_v0, _encode_BrokerHeartbeatResponse_v0,))

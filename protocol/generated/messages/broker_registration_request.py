@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_nullable_string,
@@ -661,5 +661,6 @@ def _encode_BrokerRegistrationRequest_v4(obj: BrokerRegistrationRequest, out: by
         out.append(0)
 
 
-BrokerRegistrationRequest._DECODERS = (_decode_BrokerRegistrationRequest_v0, _decode_BrokerRegistrationRequest_v1, _decode_BrokerRegistrationRequest_v2, _decode_BrokerRegistrationRequest_v3, _decode_BrokerRegistrationRequest_v3,)
-BrokerRegistrationRequest._ENCODERS = (_encode_BrokerRegistrationRequest_v0, _encode_BrokerRegistrationRequest_v1, _encode_BrokerRegistrationRequest_v2, _encode_BrokerRegistrationRequest_v3, _encode_BrokerRegistrationRequest_v4,)
+install_codecs(BrokerRegistrationRequest,
+               (_decode_BrokerRegistrationRequest_v0, _decode_BrokerRegistrationRequest_v1, _decode_BrokerRegistrationRequest_v2, _decode_BrokerRegistrationRequest_v3, _decode_BrokerRegistrationRequest_v3,),
+               (_encode_BrokerRegistrationRequest_v0, _encode_BrokerRegistrationRequest_v1, _encode_BrokerRegistrationRequest_v2, _encode_BrokerRegistrationRequest_v3, _encode_BrokerRegistrationRequest_v4,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -73,5 +73,6 @@ def _encode_BrokerRegistrationResponse_v0(obj: BrokerRegistrationResponse, out: 
         out.append(0)
 
 
-BrokerRegistrationResponse._DECODERS = (_decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0,)
-BrokerRegistrationResponse._ENCODERS = (_encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0,)
+install_codecs(BrokerRegistrationResponse,
+               (_decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0, _decode_BrokerRegistrationResponse_v0,),
+               (_encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0, _encode_BrokerRegistrationResponse_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_string,
@@ -251,5 +251,6 @@ def _encode_ControllerRegistrationRequest_v0(obj: ControllerRegistrationRequest,
         out.append(0)
 
 
-ControllerRegistrationRequest._DECODERS = (_decode_ControllerRegistrationRequest_v0,)
-ControllerRegistrationRequest._ENCODERS = (_encode_ControllerRegistrationRequest_v0,)
+install_codecs(ControllerRegistrationRequest,
+               (_decode_ControllerRegistrationRequest_v0,),
+               (_encode_ControllerRegistrationRequest_v0,))

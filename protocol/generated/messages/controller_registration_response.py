@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_uvarint,
@@ -76,5 +76,6 @@ def _encode_ControllerRegistrationResponse_v0(obj: ControllerRegistrationRespons
         out.append(0)
 
 
-ControllerRegistrationResponse._DECODERS = (_decode_ControllerRegistrationResponse_v0,)
-ControllerRegistrationResponse._ENCODERS = (_encode_ControllerRegistrationResponse_v0,)
+install_codecs(ControllerRegistrationResponse,
+               (_decode_ControllerRegistrationResponse_v0,),
+               (_encode_ControllerRegistrationResponse_v0,))

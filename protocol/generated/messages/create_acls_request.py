@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_string,
@@ -307,5 +307,6 @@ def _encode_CreateAclsRequest_v3(obj: CreateAclsRequest, out: bytearray) -> None
         out.append(0)
 
 
-CreateAclsRequest._DECODERS = (_decode_CreateAclsRequest_v0, _decode_CreateAclsRequest_v1, _decode_CreateAclsRequest_v2, _decode_CreateAclsRequest_v2,)
-CreateAclsRequest._ENCODERS = (_encode_CreateAclsRequest_v0, _encode_CreateAclsRequest_v1, _encode_CreateAclsRequest_v2, _encode_CreateAclsRequest_v3,)
+install_codecs(CreateAclsRequest,
+               (_decode_CreateAclsRequest_v0, _decode_CreateAclsRequest_v1, _decode_CreateAclsRequest_v2, _decode_CreateAclsRequest_v2,),
+               (_encode_CreateAclsRequest_v0, _encode_CreateAclsRequest_v1, _encode_CreateAclsRequest_v2, _encode_CreateAclsRequest_v3,))

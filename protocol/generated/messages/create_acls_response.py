@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -237,5 +237,6 @@ def _encode_CreateAclsResponse_v3(obj: CreateAclsResponse, out: bytearray) -> No
         out.append(0)
 
 
-CreateAclsResponse._DECODERS = (_decode_CreateAclsResponse_v0, _decode_CreateAclsResponse_v0, _decode_CreateAclsResponse_v2, _decode_CreateAclsResponse_v2,)
-CreateAclsResponse._ENCODERS = (_encode_CreateAclsResponse_v0, _encode_CreateAclsResponse_v1, _encode_CreateAclsResponse_v2, _encode_CreateAclsResponse_v3,)
+install_codecs(CreateAclsResponse,
+               (_decode_CreateAclsResponse_v0, _decode_CreateAclsResponse_v0, _decode_CreateAclsResponse_v2, _decode_CreateAclsResponse_v2,),
+               (_encode_CreateAclsResponse_v0, _encode_CreateAclsResponse_v1, _encode_CreateAclsResponse_v2, _encode_CreateAclsResponse_v3,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -301,5 +301,6 @@ def _encode_CreateDelegationTokenRequest_v3(obj: CreateDelegationTokenRequest, o
         out.append(0)
 
 
-CreateDelegationTokenRequest._DECODERS = (_decode_CreateDelegationTokenRequest_v0, _decode_CreateDelegationTokenRequest_v0, _decode_CreateDelegationTokenRequest_v2, _decode_CreateDelegationTokenRequest_v3,)
-CreateDelegationTokenRequest._ENCODERS = (_encode_CreateDelegationTokenRequest_v0, _encode_CreateDelegationTokenRequest_v1, _encode_CreateDelegationTokenRequest_v2, _encode_CreateDelegationTokenRequest_v3,)
+install_codecs(CreateDelegationTokenRequest,
+               (_decode_CreateDelegationTokenRequest_v0, _decode_CreateDelegationTokenRequest_v0, _decode_CreateDelegationTokenRequest_v2, _decode_CreateDelegationTokenRequest_v3,),
+               (_encode_CreateDelegationTokenRequest_v0, _encode_CreateDelegationTokenRequest_v1, _encode_CreateDelegationTokenRequest_v2, _encode_CreateDelegationTokenRequest_v3,))

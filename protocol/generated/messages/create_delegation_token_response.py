@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_bytes,
     read_compact_bytes,
@@ -222,5 +222,6 @@ def _encode_CreateDelegationTokenResponse_v3(obj: CreateDelegationTokenResponse,
         out.append(0)
 
 
-CreateDelegationTokenResponse._DECODERS = (_decode_CreateDelegationTokenResponse_v0, _decode_CreateDelegationTokenResponse_v0, _decode_CreateDelegationTokenResponse_v2, _decode_CreateDelegationTokenResponse_v3,)
-CreateDelegationTokenResponse._ENCODERS = (_encode_CreateDelegationTokenResponse_v0, _encode_CreateDelegationTokenResponse_v1, _encode_CreateDelegationTokenResponse_v2, _encode_CreateDelegationTokenResponse_v3,)
+install_codecs(CreateDelegationTokenResponse,
+               (_decode_CreateDelegationTokenResponse_v0, _decode_CreateDelegationTokenResponse_v0, _decode_CreateDelegationTokenResponse_v2, _decode_CreateDelegationTokenResponse_v3,),
+               (_encode_CreateDelegationTokenResponse_v0, _encode_CreateDelegationTokenResponse_v1, _encode_CreateDelegationTokenResponse_v2, _encode_CreateDelegationTokenResponse_v3,))

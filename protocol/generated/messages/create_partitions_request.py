@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
@@ -461,5 +461,6 @@ def _encode_CreatePartitionsRequest_v3(obj: CreatePartitionsRequest, out: bytear
         out.append(0)
 
 
-CreatePartitionsRequest._DECODERS = (_decode_CreatePartitionsRequest_v0, _decode_CreatePartitionsRequest_v0, _decode_CreatePartitionsRequest_v2, _decode_CreatePartitionsRequest_v2,)
-CreatePartitionsRequest._ENCODERS = (_encode_CreatePartitionsRequest_v0, _encode_CreatePartitionsRequest_v1, _encode_CreatePartitionsRequest_v2, _encode_CreatePartitionsRequest_v3,)
+install_codecs(CreatePartitionsRequest,
+               (_decode_CreatePartitionsRequest_v0, _decode_CreatePartitionsRequest_v0, _decode_CreatePartitionsRequest_v2, _decode_CreatePartitionsRequest_v2,),
+               (_encode_CreatePartitionsRequest_v0, _encode_CreatePartitionsRequest_v1, _encode_CreatePartitionsRequest_v2, _encode_CreatePartitionsRequest_v3,))

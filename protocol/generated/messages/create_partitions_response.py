@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -247,5 +247,6 @@ def _encode_CreatePartitionsResponse_v3(obj: CreatePartitionsResponse, out: byte
         out.append(0)
 
 
-CreatePartitionsResponse._DECODERS = (_decode_CreatePartitionsResponse_v0, _decode_CreatePartitionsResponse_v0, _decode_CreatePartitionsResponse_v2, _decode_CreatePartitionsResponse_v2,)
-CreatePartitionsResponse._ENCODERS = (_encode_CreatePartitionsResponse_v0, _encode_CreatePartitionsResponse_v1, _encode_CreatePartitionsResponse_v2, _encode_CreatePartitionsResponse_v3,)
+install_codecs(CreatePartitionsResponse,
+               (_decode_CreatePartitionsResponse_v0, _decode_CreatePartitionsResponse_v0, _decode_CreatePartitionsResponse_v2, _decode_CreatePartitionsResponse_v2,),
+               (_encode_CreatePartitionsResponse_v0, _encode_CreatePartitionsResponse_v1, _encode_CreatePartitionsResponse_v2, _encode_CreatePartitionsResponse_v3,))

@@ -6,18 +6,18 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
-    NULL_ITEMS,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -446,15 +446,12 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
     blen = len(buf)
     items: list[CreatableReplicaAssignment] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False),)) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_i, 1, (('i', False),)) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [broker_ids_items] = uniform
-        for row in rows:
-            obj = _new(CreatableReplicaAssignment)
-            obj.partition_index, = row[:1]
-            obj.broker_ids = [*row[broker_ids_items]]
+        columns, pos = uniform
+        items = new_objects(CreatableReplicaAssignment, count)
+        for obj, obj.partition_index, obj.broker_ids in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -840,5 +837,6 @@ def _encode_CreateTopicsRequest_v7(obj: CreateTopicsRequest, out: bytearray) -> 
         out.append(0)
 
 
-CreateTopicsRequest._DECODERS = (_decode_CreateTopicsRequest_v0, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5,)
-CreateTopicsRequest._ENCODERS = (_encode_CreateTopicsRequest_v0, _encode_CreateTopicsRequest_v1, _encode_CreateTopicsRequest_v2, _encode_CreateTopicsRequest_v3, _encode_CreateTopicsRequest_v4, _encode_CreateTopicsRequest_v5, _encode_CreateTopicsRequest_v6, _encode_CreateTopicsRequest_v7,)
+install_codecs(CreateTopicsRequest,
+               (_decode_CreateTopicsRequest_v0, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v1, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5, _decode_CreateTopicsRequest_v5,),
+               (_encode_CreateTopicsRequest_v0, _encode_CreateTopicsRequest_v1, _encode_CreateTopicsRequest_v2, _encode_CreateTopicsRequest_v3, _encode_CreateTopicsRequest_v4, _encode_CreateTopicsRequest_v5, _encode_CreateTopicsRequest_v6, _encode_CreateTopicsRequest_v7,))

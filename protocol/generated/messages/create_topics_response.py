@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     ZERO_UUID,
@@ -609,5 +609,6 @@ def _encode_CreateTopicsResponse_v7(obj: CreateTopicsResponse, out: bytearray) -
         out.append(0)
 
 
-CreateTopicsResponse._DECODERS = (_decode_CreateTopicsResponse_v0, _decode_CreateTopicsResponse_v1, _decode_CreateTopicsResponse_v2, _decode_CreateTopicsResponse_v2, _decode_CreateTopicsResponse_v2, _decode_CreateTopicsResponse_v5, _decode_CreateTopicsResponse_v5, _decode_CreateTopicsResponse_v7,)
-CreateTopicsResponse._ENCODERS = (_encode_CreateTopicsResponse_v0, _encode_CreateTopicsResponse_v1, _encode_CreateTopicsResponse_v2, _encode_CreateTopicsResponse_v3, _encode_CreateTopicsResponse_v4, _encode_CreateTopicsResponse_v5, _encode_CreateTopicsResponse_v6, _encode_CreateTopicsResponse_v7,)
+install_codecs(CreateTopicsResponse,
+               (_decode_CreateTopicsResponse_v0, _decode_CreateTopicsResponse_v1, _decode_CreateTopicsResponse_v2, _decode_CreateTopicsResponse_v2, _decode_CreateTopicsResponse_v2, _decode_CreateTopicsResponse_v5, _decode_CreateTopicsResponse_v5, _decode_CreateTopicsResponse_v7,),
+               (_encode_CreateTopicsResponse_v0, _encode_CreateTopicsResponse_v1, _encode_CreateTopicsResponse_v2, _encode_CreateTopicsResponse_v3, _encode_CreateTopicsResponse_v4, _encode_CreateTopicsResponse_v5, _encode_CreateTopicsResponse_v6, _encode_CreateTopicsResponse_v7,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -77,5 +77,6 @@ def _encode_DefaultPrincipalData_v0(obj: DefaultPrincipalData, out: bytearray) -
         out.append(0)
 
 
-DefaultPrincipalData._DECODERS = (_decode_DefaultPrincipalData_v0,)
-DefaultPrincipalData._ENCODERS = (_encode_DefaultPrincipalData_v0,)
+install_codecs(DefaultPrincipalData,
+               (_decode_DefaultPrincipalData_v0,),
+               (_encode_DefaultPrincipalData_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -307,5 +307,6 @@ def _encode_DeleteAclsRequest_v3(obj: DeleteAclsRequest, out: bytearray) -> None
         out.append(0)
 
 
-DeleteAclsRequest._DECODERS = (_decode_DeleteAclsRequest_v0, _decode_DeleteAclsRequest_v1, _decode_DeleteAclsRequest_v2, _decode_DeleteAclsRequest_v2,)
-DeleteAclsRequest._ENCODERS = (_encode_DeleteAclsRequest_v0, _encode_DeleteAclsRequest_v1, _encode_DeleteAclsRequest_v2, _encode_DeleteAclsRequest_v3,)
+install_codecs(DeleteAclsRequest,
+               (_decode_DeleteAclsRequest_v0, _decode_DeleteAclsRequest_v1, _decode_DeleteAclsRequest_v2, _decode_DeleteAclsRequest_v2,),
+               (_encode_DeleteAclsRequest_v0, _encode_DeleteAclsRequest_v1, _encode_DeleteAclsRequest_v2, _encode_DeleteAclsRequest_v3,))

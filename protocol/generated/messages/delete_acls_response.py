@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -519,5 +519,6 @@ def _encode_DeleteAclsResponse_v3(obj: DeleteAclsResponse, out: bytearray) -> No
         out.append(0)
 
 
-DeleteAclsResponse._DECODERS = (_decode_DeleteAclsResponse_v0, _decode_DeleteAclsResponse_v1, _decode_DeleteAclsResponse_v2, _decode_DeleteAclsResponse_v2,)
-DeleteAclsResponse._ENCODERS = (_encode_DeleteAclsResponse_v0, _encode_DeleteAclsResponse_v1, _encode_DeleteAclsResponse_v2, _encode_DeleteAclsResponse_v3,)
+install_codecs(DeleteAclsResponse,
+               (_decode_DeleteAclsResponse_v0, _decode_DeleteAclsResponse_v1, _decode_DeleteAclsResponse_v2, _decode_DeleteAclsResponse_v2,),
+               (_encode_DeleteAclsResponse_v0, _encode_DeleteAclsResponse_v1, _encode_DeleteAclsResponse_v2, _encode_DeleteAclsResponse_v3,))

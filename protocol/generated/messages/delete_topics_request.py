@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     ZERO_UUID,
@@ -331,5 +331,6 @@ def _encode_DeleteTopicsRequest_v6(obj: DeleteTopicsRequest, out: bytearray) -> 
         out.append(0)
 
 
-DeleteTopicsRequest._DECODERS = (_decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v4, _decode_DeleteTopicsRequest_v4, _decode_DeleteTopicsRequest_v6,)
-DeleteTopicsRequest._ENCODERS = (_encode_DeleteTopicsRequest_v0, _encode_DeleteTopicsRequest_v1, _encode_DeleteTopicsRequest_v2, _encode_DeleteTopicsRequest_v3, _encode_DeleteTopicsRequest_v4, _encode_DeleteTopicsRequest_v5, _encode_DeleteTopicsRequest_v6,)
+install_codecs(DeleteTopicsRequest,
+               (_decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v0, _decode_DeleteTopicsRequest_v4, _decode_DeleteTopicsRequest_v4, _decode_DeleteTopicsRequest_v6,),
+               (_encode_DeleteTopicsRequest_v0, _encode_DeleteTopicsRequest_v1, _encode_DeleteTopicsRequest_v2, _encode_DeleteTopicsRequest_v3, _encode_DeleteTopicsRequest_v4, _encode_DeleteTopicsRequest_v5, _encode_DeleteTopicsRequest_v6,))

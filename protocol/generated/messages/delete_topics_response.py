@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     ZERO_UUID,
@@ -480,5 +480,6 @@ def _encode_DeleteTopicsResponse_v6(obj: DeleteTopicsResponse, out: bytearray) -
         out.append(0)
 
 
-DeleteTopicsResponse._DECODERS = (_decode_DeleteTopicsResponse_v0, _decode_DeleteTopicsResponse_v1, _decode_DeleteTopicsResponse_v1, _decode_DeleteTopicsResponse_v1, _decode_DeleteTopicsResponse_v4, _decode_DeleteTopicsResponse_v5, _decode_DeleteTopicsResponse_v6,)
-DeleteTopicsResponse._ENCODERS = (_encode_DeleteTopicsResponse_v0, _encode_DeleteTopicsResponse_v1, _encode_DeleteTopicsResponse_v2, _encode_DeleteTopicsResponse_v3, _encode_DeleteTopicsResponse_v4, _encode_DeleteTopicsResponse_v5, _encode_DeleteTopicsResponse_v6,)
+install_codecs(DeleteTopicsResponse,
+               (_decode_DeleteTopicsResponse_v0, _decode_DeleteTopicsResponse_v1, _decode_DeleteTopicsResponse_v1, _decode_DeleteTopicsResponse_v1, _decode_DeleteTopicsResponse_v4, _decode_DeleteTopicsResponse_v5, _decode_DeleteTopicsResponse_v6,),
+               (_encode_DeleteTopicsResponse_v0, _encode_DeleteTopicsResponse_v1, _encode_DeleteTopicsResponse_v2, _encode_DeleteTopicsResponse_v3, _encode_DeleteTopicsResponse_v4, _encode_DeleteTopicsResponse_v5, _encode_DeleteTopicsResponse_v6,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_nullable_string,
@@ -152,5 +152,6 @@ def _encode_DescribeAclsRequest_v2(obj: DescribeAclsRequest, out: bytearray) -> 
         out.append(0)
 
 
-DescribeAclsRequest._DECODERS = (_decode_DescribeAclsRequest_v0, _decode_DescribeAclsRequest_v1, _decode_DescribeAclsRequest_v2, _decode_DescribeAclsRequest_v2,)
-DescribeAclsRequest._ENCODERS = (_encode_DescribeAclsRequest_v0, _encode_DescribeAclsRequest_v1, _encode_DescribeAclsRequest_v2, _encode_DescribeAclsRequest_v2,)
+install_codecs(DescribeAclsRequest,
+               (_decode_DescribeAclsRequest_v0, _decode_DescribeAclsRequest_v1, _decode_DescribeAclsRequest_v2, _decode_DescribeAclsRequest_v2,),
+               (_encode_DescribeAclsRequest_v0, _encode_DescribeAclsRequest_v1, _encode_DescribeAclsRequest_v2, _encode_DescribeAclsRequest_v2,))

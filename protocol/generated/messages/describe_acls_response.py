@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -468,5 +468,6 @@ def _encode_DescribeAclsResponse_v3(obj: DescribeAclsResponse, out: bytearray) -
         out.append(0)
 
 
-DescribeAclsResponse._DECODERS = (_decode_DescribeAclsResponse_v0, _decode_DescribeAclsResponse_v1, _decode_DescribeAclsResponse_v2, _decode_DescribeAclsResponse_v2,)
-DescribeAclsResponse._ENCODERS = (_encode_DescribeAclsResponse_v0, _encode_DescribeAclsResponse_v1, _encode_DescribeAclsResponse_v2, _encode_DescribeAclsResponse_v3,)
+install_codecs(DescribeAclsResponse,
+               (_decode_DescribeAclsResponse_v0, _decode_DescribeAclsResponse_v1, _decode_DescribeAclsResponse_v2, _decode_DescribeAclsResponse_v2,),
+               (_encode_DescribeAclsResponse_v0, _encode_DescribeAclsResponse_v1, _encode_DescribeAclsResponse_v2, _encode_DescribeAclsResponse_v3,))

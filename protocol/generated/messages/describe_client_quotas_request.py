@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -219,5 +219,6 @@ def _encode_DescribeClientQuotasRequest_v1(obj: DescribeClientQuotasRequest, out
         out.append(0)
 
 
-DescribeClientQuotasRequest._DECODERS = (_decode_DescribeClientQuotasRequest_v0, _decode_DescribeClientQuotasRequest_v1,)
-DescribeClientQuotasRequest._ENCODERS = (_encode_DescribeClientQuotasRequest_v0, _encode_DescribeClientQuotasRequest_v1,)
+install_codecs(DescribeClientQuotasRequest,
+               (_decode_DescribeClientQuotasRequest_v0, _decode_DescribeClientQuotasRequest_v1,),
+               (_encode_DescribeClientQuotasRequest_v0, _encode_DescribeClientQuotasRequest_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -441,5 +441,6 @@ def _encode_DescribeClientQuotasResponse_v1(obj: DescribeClientQuotasResponse, o
         out.append(0)
 
 
-DescribeClientQuotasResponse._DECODERS = (_decode_DescribeClientQuotasResponse_v0, _decode_DescribeClientQuotasResponse_v1,)
-DescribeClientQuotasResponse._ENCODERS = (_encode_DescribeClientQuotasResponse_v0, _encode_DescribeClientQuotasResponse_v1,)
+install_codecs(DescribeClientQuotasResponse,
+               (_decode_DescribeClientQuotasResponse_v0, _decode_DescribeClientQuotasResponse_v1,),
+               (_encode_DescribeClientQuotasResponse_v0, _encode_DescribeClientQuotasResponse_v1,))

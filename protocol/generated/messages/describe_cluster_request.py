@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -112,5 +112,6 @@ def _encode_DescribeClusterRequest_v1(obj: DescribeClusterRequest, out: bytearra
         out.append(0)
 
 
-DescribeClusterRequest._DECODERS = (_decode_DescribeClusterRequest_v0, _decode_DescribeClusterRequest_v1,)
-DescribeClusterRequest._ENCODERS = (_encode_DescribeClusterRequest_v0, _encode_DescribeClusterRequest_v1,)
+install_codecs(DescribeClusterRequest,
+               (_decode_DescribeClusterRequest_v0, _decode_DescribeClusterRequest_v1,),
+               (_encode_DescribeClusterRequest_v0, _encode_DescribeClusterRequest_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_compact_string,
@@ -262,5 +262,6 @@ def _encode_DescribeClusterResponse_v1(obj: DescribeClusterResponse, out: bytear
         out.append(0)
 
 
-DescribeClusterResponse._DECODERS = (_decode_DescribeClusterResponse_v0, _decode_DescribeClusterResponse_v1,)
-DescribeClusterResponse._ENCODERS = (_encode_DescribeClusterResponse_v0, _encode_DescribeClusterResponse_v1,)
+install_codecs(DescribeClusterResponse,
+               (_decode_DescribeClusterResponse_v0, _decode_DescribeClusterResponse_v1,),
+               (_encode_DescribeClusterResponse_v0, _encode_DescribeClusterResponse_v1,))

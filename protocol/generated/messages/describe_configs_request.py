@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_string,
@@ -340,5 +340,6 @@ def _encode_DescribeConfigsRequest_v4(obj: DescribeConfigsRequest, out: bytearra
         out.append(0)
 
 
-DescribeConfigsRequest._DECODERS = (_decode_DescribeConfigsRequest_v0, _decode_DescribeConfigsRequest_v1, _decode_DescribeConfigsRequest_v1, _decode_DescribeConfigsRequest_v3, _decode_DescribeConfigsRequest_v4,)
-DescribeConfigsRequest._ENCODERS = (_encode_DescribeConfigsRequest_v0, _encode_DescribeConfigsRequest_v1, _encode_DescribeConfigsRequest_v2, _encode_DescribeConfigsRequest_v3, _encode_DescribeConfigsRequest_v4,)
+install_codecs(DescribeConfigsRequest,
+               (_decode_DescribeConfigsRequest_v0, _decode_DescribeConfigsRequest_v1, _decode_DescribeConfigsRequest_v1, _decode_DescribeConfigsRequest_v3, _decode_DescribeConfigsRequest_v4,),
+               (_encode_DescribeConfigsRequest_v0, _encode_DescribeConfigsRequest_v1, _encode_DescribeConfigsRequest_v2, _encode_DescribeConfigsRequest_v3, _encode_DescribeConfigsRequest_v4,))

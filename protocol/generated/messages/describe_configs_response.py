@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -762,5 +762,6 @@ def _encode_DescribeConfigsResponse_v4(obj: DescribeConfigsResponse, out: bytear
         out.append(0)
 
 
-DescribeConfigsResponse._DECODERS = (_decode_DescribeConfigsResponse_v0, _decode_DescribeConfigsResponse_v1, _decode_DescribeConfigsResponse_v1, _decode_DescribeConfigsResponse_v3, _decode_DescribeConfigsResponse_v4,)
-DescribeConfigsResponse._ENCODERS = (_encode_DescribeConfigsResponse_v0, _encode_DescribeConfigsResponse_v1, _encode_DescribeConfigsResponse_v2, _encode_DescribeConfigsResponse_v3, _encode_DescribeConfigsResponse_v4,)
+install_codecs(DescribeConfigsResponse,
+               (_decode_DescribeConfigsResponse_v0, _decode_DescribeConfigsResponse_v1, _decode_DescribeConfigsResponse_v1, _decode_DescribeConfigsResponse_v3, _decode_DescribeConfigsResponse_v4,),
+               (_encode_DescribeConfigsResponse_v0, _encode_DescribeConfigsResponse_v1, _encode_DescribeConfigsResponse_v2, _encode_DescribeConfigsResponse_v3, _encode_DescribeConfigsResponse_v4,))

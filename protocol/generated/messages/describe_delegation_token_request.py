@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_string,
@@ -198,5 +198,6 @@ def _encode_DescribeDelegationTokenRequest_v2(obj: DescribeDelegationTokenReques
         out.append(0)
 
 
-DescribeDelegationTokenRequest._DECODERS = (_decode_DescribeDelegationTokenRequest_v0, _decode_DescribeDelegationTokenRequest_v0, _decode_DescribeDelegationTokenRequest_v2, _decode_DescribeDelegationTokenRequest_v2,)
-DescribeDelegationTokenRequest._ENCODERS = (_encode_DescribeDelegationTokenRequest_v0, _encode_DescribeDelegationTokenRequest_v0, _encode_DescribeDelegationTokenRequest_v2, _encode_DescribeDelegationTokenRequest_v2,)
+install_codecs(DescribeDelegationTokenRequest,
+               (_decode_DescribeDelegationTokenRequest_v0, _decode_DescribeDelegationTokenRequest_v0, _decode_DescribeDelegationTokenRequest_v2, _decode_DescribeDelegationTokenRequest_v2,),
+               (_encode_DescribeDelegationTokenRequest_v0, _encode_DescribeDelegationTokenRequest_v0, _encode_DescribeDelegationTokenRequest_v2, _encode_DescribeDelegationTokenRequest_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_bytes,
@@ -544,5 +544,6 @@ def _encode_DescribeDelegationTokenResponse_v3(obj: DescribeDelegationTokenRespo
         out.append(0)
 
 
-DescribeDelegationTokenResponse._DECODERS = (_decode_DescribeDelegationTokenResponse_v0, _decode_DescribeDelegationTokenResponse_v0, _decode_DescribeDelegationTokenResponse_v2, _decode_DescribeDelegationTokenResponse_v3,)
-DescribeDelegationTokenResponse._ENCODERS = (_encode_DescribeDelegationTokenResponse_v0, _encode_DescribeDelegationTokenResponse_v1, _encode_DescribeDelegationTokenResponse_v2, _encode_DescribeDelegationTokenResponse_v3,)
+install_codecs(DescribeDelegationTokenResponse,
+               (_decode_DescribeDelegationTokenResponse_v0, _decode_DescribeDelegationTokenResponse_v0, _decode_DescribeDelegationTokenResponse_v2, _decode_DescribeDelegationTokenResponse_v3,),
+               (_encode_DescribeDelegationTokenResponse_v0, _encode_DescribeDelegationTokenResponse_v1, _encode_DescribeDelegationTokenResponse_v2, _encode_DescribeDelegationTokenResponse_v3,))

@@ -6,14 +6,14 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -151,17 +151,15 @@ class DescribeQuorumResponse(Message):
 def _decode_many_ReplicaState_v0(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     items: list[ReplicaState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iq, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(ReplicaState)
-            obj.replica_id, obj.log_end_offset = row[:2]
+        columns, pos = uniform
+        items = new_objects(ReplicaState, count)
+        for obj, obj.replica_id, obj.log_end_offset in zip(items, *columns):
             obj.replica_directory_id = ZERO_UUID
             obj.last_fetch_timestamp = -1
             obj.last_caught_up_timestamp = -1
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -418,15 +416,13 @@ def _encode_DescribeQuorumResponse_v0(obj: DescribeQuorumResponse, out: bytearra
 def _decode_many_ReplicaState_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     items: list[ReplicaState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iqqq, 4, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iqqq, 4, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(ReplicaState)
-            obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp = row[:4]
+        columns, pos = uniform
+        items = new_objects(ReplicaState, count)
+        for obj, obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp in zip(items, *columns):
             obj.replica_directory_id = ZERO_UUID
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -681,14 +677,12 @@ def _encode_DescribeQuorumResponse_v1(obj: DescribeQuorumResponse, out: bytearra
 def _decode_many_ReplicaState_v2(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaState], int]:
     items: list[ReplicaState] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iuqqq, 5, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iuqqq, 5, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(ReplicaState)
-            obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp = row[:5]
+        columns, pos = uniform
+        items = new_objects(ReplicaState, count)
+        for obj, obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -1070,5 +1064,6 @@ def _encode_DescribeQuorumResponse_v2(obj: DescribeQuorumResponse, out: bytearra
         out.append(0)
 
 
-DescribeQuorumResponse._DECODERS = (_decode_DescribeQuorumResponse_v0, _decode_DescribeQuorumResponse_v1, _decode_DescribeQuorumResponse_v2,)
-DescribeQuorumResponse._ENCODERS = (_encode_DescribeQuorumResponse_v0, _encode_DescribeQuorumResponse_v1, _encode_DescribeQuorumResponse_v2,)
+install_codecs(DescribeQuorumResponse,
+               (_decode_DescribeQuorumResponse_v0, _decode_DescribeQuorumResponse_v1, _decode_DescribeQuorumResponse_v2,),
+               (_encode_DescribeQuorumResponse_v0, _encode_DescribeQuorumResponse_v1, _encode_DescribeQuorumResponse_v2,))

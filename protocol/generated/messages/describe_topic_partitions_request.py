@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -213,5 +213,6 @@ def _encode_DescribeTopicPartitionsRequest_v0(obj: DescribeTopicPartitionsReques
         out.append(0)
 
 
-DescribeTopicPartitionsRequest._DECODERS = (_decode_DescribeTopicPartitionsRequest_v0,)
-DescribeTopicPartitionsRequest._ENCODERS = (_encode_DescribeTopicPartitionsRequest_v0,)
+install_codecs(DescribeTopicPartitionsRequest,
+               (_decode_DescribeTopicPartitionsRequest_v0,),
+               (_encode_DescribeTopicPartitionsRequest_v0,))

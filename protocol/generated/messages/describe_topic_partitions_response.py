@@ -6,16 +6,16 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -118,19 +118,12 @@ def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: in
     blen = len(buf)
     items: list[DescribeTopicPartitionsResponsePartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', True), ('i', True), ('i', False))) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', True), ('i', True), ('i', False))) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [replica_nodes_items, isr_nodes_items, eligible_leader_replicas_items, last_known_elr_items, offline_replicas_items] = uniform
-        for row in rows:
-            obj = _new(DescribeTopicPartitionsResponsePartition)
-            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = row[:4]
-            obj.replica_nodes = [*row[replica_nodes_items]]
-            obj.isr_nodes = [*row[isr_nodes_items]]
-            obj.eligible_leader_replicas = None if eligible_leader_replicas_items is NULL_ITEMS else [*row[eligible_leader_replicas_items]]
-            obj.last_known_elr = None if last_known_elr_items is NULL_ITEMS else [*row[last_known_elr_items]]
-            obj.offline_replicas = [*row[offline_replicas_items]]
+        columns, pos = uniform
+        items = new_objects(DescribeTopicPartitionsResponsePartition, count)
+        for obj, obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch, obj.replica_nodes, obj.isr_nodes, obj.eligible_leader_replicas, obj.last_known_elr, obj.offline_replicas in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -480,5 +473,6 @@ def _encode_DescribeTopicPartitionsResponse_v0(obj: DescribeTopicPartitionsRespo
         out.append(0)
 
 
-DescribeTopicPartitionsResponse._DECODERS = (_decode_DescribeTopicPartitionsResponse_v0,)
-DescribeTopicPartitionsResponse._ENCODERS = (_encode_DescribeTopicPartitionsResponse_v0,)
+install_codecs(DescribeTopicPartitionsResponse,
+               (_decode_DescribeTopicPartitionsResponse_v0,),
+               (_encode_DescribeTopicPartitionsResponse_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -142,5 +142,6 @@ def _encode_DescribeUserScramCredentialsRequest_v0(obj: DescribeUserScramCredent
         out.append(0)
 
 
-DescribeUserScramCredentialsRequest._DECODERS = (_decode_DescribeUserScramCredentialsRequest_v0,)
-DescribeUserScramCredentialsRequest._ENCODERS = (_encode_DescribeUserScramCredentialsRequest_v0,)
+install_codecs(DescribeUserScramCredentialsRequest,
+               (_decode_DescribeUserScramCredentialsRequest_v0,),
+               (_encode_DescribeUserScramCredentialsRequest_v0,))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
-    NULL_ITEMS,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -83,14 +83,12 @@ class DescribeUserScramCredentialsResponse(Message):
 def _decode_many_CredentialInfo_v0(buf: bytes, pos: int, count: int) -> tuple[list[CredentialInfo], int]:
     items: list[CredentialInfo] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_bi, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_bi, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(CredentialInfo)
-            obj.mechanism, obj.iterations = row[:2]
+        columns, pos = uniform
+        items = new_objects(CredentialInfo, count)
+        for obj, obj.mechanism, obj.iterations in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -257,5 +255,6 @@ def _encode_DescribeUserScramCredentialsResponse_v0(obj: DescribeUserScramCreden
         out.append(0)
 
 
-DescribeUserScramCredentialsResponse._DECODERS = (_decode_DescribeUserScramCredentialsResponse_v0,)
-DescribeUserScramCredentialsResponse._ENCODERS = (_encode_DescribeUserScramCredentialsResponse_v0,)
+install_codecs(DescribeUserScramCredentialsResponse,
+               (_decode_DescribeUserScramCredentialsResponse_v0,),
+               (_encode_DescribeUserScramCredentialsResponse_v0,))

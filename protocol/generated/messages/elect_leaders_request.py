@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
@@ -310,5 +310,6 @@ def _encode_ElectLeadersRequest_v2(obj: ElectLeadersRequest, out: bytearray) -> 
         out.append(0)
 
 
-ElectLeadersRequest._DECODERS = (_decode_ElectLeadersRequest_v0, _decode_ElectLeadersRequest_v1, _decode_ElectLeadersRequest_v2,)
-ElectLeadersRequest._ENCODERS = (_encode_ElectLeadersRequest_v0, _encode_ElectLeadersRequest_v1, _encode_ElectLeadersRequest_v2,)
+install_codecs(ElectLeadersRequest,
+               (_decode_ElectLeadersRequest_v0, _decode_ElectLeadersRequest_v1, _decode_ElectLeadersRequest_v2,),
+               (_encode_ElectLeadersRequest_v0, _encode_ElectLeadersRequest_v1, _encode_ElectLeadersRequest_v2,))

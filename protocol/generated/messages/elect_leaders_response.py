@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -371,5 +371,6 @@ def _encode_ElectLeadersResponse_v2(obj: ElectLeadersResponse, out: bytearray) -
         out.append(0)
 
 
-ElectLeadersResponse._DECODERS = (_decode_ElectLeadersResponse_v0, _decode_ElectLeadersResponse_v1, _decode_ElectLeadersResponse_v2,)
-ElectLeadersResponse._ENCODERS = (_encode_ElectLeadersResponse_v0, _encode_ElectLeadersResponse_v1, _encode_ElectLeadersResponse_v2,)
+install_codecs(ElectLeadersResponse,
+               (_decode_ElectLeadersResponse_v0, _decode_ElectLeadersResponse_v1, _decode_ElectLeadersResponse_v2,),
+               (_encode_ElectLeadersResponse_v0, _encode_ElectLeadersResponse_v1, _encode_ElectLeadersResponse_v2,))

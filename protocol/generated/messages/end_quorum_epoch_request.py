@@ -6,18 +6,18 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     INT32_ARRAYS,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -227,14 +227,12 @@ def _encode_EndQuorumEpochRequest_v0(obj: EndQuorumEpochRequest, out: bytearray)
 def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[ReplicaInfo], int]:
     items: list[ReplicaInfo] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(ReplicaInfo)
-            obj.candidate_id, obj.candidate_directory_id = row[:2]
+        columns, pos = uniform
+        items = new_objects(ReplicaInfo, count)
+        for obj, obj.candidate_id, obj.candidate_directory_id in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -525,5 +523,6 @@ def _encode_EndQuorumEpochRequest_v1(obj: EndQuorumEpochRequest, out: bytearray)
         out.append(0)
 
 
-EndQuorumEpochRequest._DECODERS = (_decode_EndQuorumEpochRequest_v0, _decode_EndQuorumEpochRequest_v1,)
-EndQuorumEpochRequest._ENCODERS = (_encode_EndQuorumEpochRequest_v0, _encode_EndQuorumEpochRequest_v1,)
+install_codecs(EndQuorumEpochRequest,
+               (_decode_EndQuorumEpochRequest_v0, _decode_EndQuorumEpochRequest_v1,),
+               (_encode_EndQuorumEpochRequest_v0, _encode_EndQuorumEpochRequest_v1,))

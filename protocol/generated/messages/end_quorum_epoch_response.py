@@ -6,14 +6,14 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
-    NULL_ITEMS,
+    new_objects,
     read_compact_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_string,
     write_string,
     write_tagged_fields,
@@ -187,14 +187,12 @@ def _encode_EndQuorumEpochResponse_v0(obj: EndQuorumEpochResponse, out: bytearra
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_ihii, 4, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_ihii, 4, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(PartitionData)
-            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch = row[:4]
+        columns, pos = uniform
+        items = new_objects(PartitionData, count)
+        for obj, obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -430,5 +428,6 @@ def _encode_EndQuorumEpochResponse_v1(obj: EndQuorumEpochResponse, out: bytearra
         out.append(0)
 
 
-EndQuorumEpochResponse._DECODERS = (_decode_EndQuorumEpochResponse_v0, _decode_EndQuorumEpochResponse_v1,)
-EndQuorumEpochResponse._ENCODERS = (_encode_EndQuorumEpochResponse_v0, _encode_EndQuorumEpochResponse_v1,)
+install_codecs(EndQuorumEpochResponse,
+               (_decode_EndQuorumEpochResponse_v0, _decode_EndQuorumEpochResponse_v1,),
+               (_encode_EndQuorumEpochResponse_v0, _encode_EndQuorumEpochResponse_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_bytes,
     read_compact_nullable_bytes,
@@ -78,5 +78,6 @@ def _encode_EnvelopeRequest_v0(obj: EnvelopeRequest, out: bytearray) -> None:
         out.append(0)
 
 
-EnvelopeRequest._DECODERS = (_decode_EnvelopeRequest_v0,)
-EnvelopeRequest._ENCODERS = (_encode_EnvelopeRequest_v0,)
+install_codecs(EnvelopeRequest,
+               (_decode_EnvelopeRequest_v0,),
+               (_encode_EnvelopeRequest_v0,))

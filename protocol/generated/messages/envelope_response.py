@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_bytes,
     read_uvarint,
@@ -75,5 +75,6 @@ def _encode_EnvelopeResponse_v0(obj: EnvelopeResponse, out: bytearray) -> None:
         out.append(0)
 
 
-EnvelopeResponse._DECODERS = (_decode_EnvelopeResponse_v0,)
-EnvelopeResponse._ENCODERS = (_encode_EnvelopeResponse_v0,)
+install_codecs(EnvelopeResponse,
+               (_decode_EnvelopeResponse_v0,),
+               (_encode_EnvelopeResponse_v0,))

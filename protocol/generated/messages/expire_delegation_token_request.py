@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_bytes,
     read_compact_bytes,
@@ -94,5 +94,6 @@ def _encode_ExpireDelegationTokenRequest_v2(obj: ExpireDelegationTokenRequest, o
         out.append(0)
 
 
-ExpireDelegationTokenRequest._DECODERS = (_decode_ExpireDelegationTokenRequest_v0, _decode_ExpireDelegationTokenRequest_v0, _decode_ExpireDelegationTokenRequest_v2,)
-ExpireDelegationTokenRequest._ENCODERS = (_encode_ExpireDelegationTokenRequest_v0, _encode_ExpireDelegationTokenRequest_v0, _encode_ExpireDelegationTokenRequest_v2,)
+install_codecs(ExpireDelegationTokenRequest,
+               (_decode_ExpireDelegationTokenRequest_v0, _decode_ExpireDelegationTokenRequest_v0, _decode_ExpireDelegationTokenRequest_v2,),
+               (_encode_ExpireDelegationTokenRequest_v0, _encode_ExpireDelegationTokenRequest_v0, _encode_ExpireDelegationTokenRequest_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -88,5 +88,6 @@ def _encode_ExpireDelegationTokenResponse_v2(obj: ExpireDelegationTokenResponse,
         out.append(0)
 
 
-ExpireDelegationTokenResponse._DECODERS = (_decode_ExpireDelegationTokenResponse_v0, _decode_ExpireDelegationTokenResponse_v0, _decode_ExpireDelegationTokenResponse_v2,)
-ExpireDelegationTokenResponse._ENCODERS = (_encode_ExpireDelegationTokenResponse_v0, _encode_ExpireDelegationTokenResponse_v0, _encode_ExpireDelegationTokenResponse_v2,)
+install_codecs(ExpireDelegationTokenResponse,
+               (_decode_ExpireDelegationTokenResponse_v0, _decode_ExpireDelegationTokenResponse_v0, _decode_ExpireDelegationTokenResponse_v2,),
+               (_encode_ExpireDelegationTokenResponse_v0, _encode_ExpireDelegationTokenResponse_v0, _encode_ExpireDelegationTokenResponse_v2,))

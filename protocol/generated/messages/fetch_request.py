@@ -6,18 +6,18 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_string,
@@ -992,15 +992,13 @@ def _encode_FetchRequest_v11(obj: FetchRequest, out: bytearray) -> None:
 def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     items: list[FetchPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(FetchPartition)
-            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = row[:6]
+        columns, pos = uniform
+        items = new_objects(FetchPartition, count)
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
             obj.replica_directory_id = ZERO_UUID
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -1316,16 +1314,13 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
     blen = len(buf)
     items: list[ForgottenTopic] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_u, 1, (('i', False),)) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_u, 1, (('i', False),)) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [partitions_items] = uniform
-        for row in rows:
-            obj = _new(ForgottenTopic)
-            obj.topic_id, = row[:1]
-            obj.partitions = [*row[partitions_items]]
+        columns, pos = uniform
+        items = new_objects(ForgottenTopic, count)
+        for obj, obj.topic_id, obj.partitions in zip(items, *columns):
             obj.topic = ''
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -1863,15 +1858,13 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
 def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
     items: list[FetchPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiqiqi, 6, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(FetchPartition)
-            obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes = row[:6]
+        columns, pos = uniform
+        items = new_objects(FetchPartition, count)
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
             obj.replica_directory_id = ZERO_UUID
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -2120,5 +2113,6 @@ def _encode_FetchRequest_v17(obj: FetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-FetchRequest._DECODERS = (_decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v3, _decode_FetchRequest_v4, _decode_FetchRequest_v5, _decode_FetchRequest_v5, _decode_FetchRequest_v7, _decode_FetchRequest_v7, _decode_FetchRequest_v9, _decode_FetchRequest_v9, _decode_FetchRequest_v11, _decode_FetchRequest_v12, _decode_FetchRequest_v13, _decode_FetchRequest_v13, _decode_FetchRequest_v15, _decode_FetchRequest_v15, _decode_FetchRequest_v17,)
-FetchRequest._ENCODERS = (_encode_FetchRequest_v0, _encode_FetchRequest_v1, _encode_FetchRequest_v2, _encode_FetchRequest_v3, _encode_FetchRequest_v4, _encode_FetchRequest_v5, _encode_FetchRequest_v6, _encode_FetchRequest_v7, _encode_FetchRequest_v8, _encode_FetchRequest_v9, _encode_FetchRequest_v10, _encode_FetchRequest_v11, _encode_FetchRequest_v12, _encode_FetchRequest_v13, _encode_FetchRequest_v14, _encode_FetchRequest_v15, _encode_FetchRequest_v16, _encode_FetchRequest_v17,)
+install_codecs(FetchRequest,
+               (_decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v0, _decode_FetchRequest_v3, _decode_FetchRequest_v4, _decode_FetchRequest_v5, _decode_FetchRequest_v5, _decode_FetchRequest_v7, _decode_FetchRequest_v7, _decode_FetchRequest_v9, _decode_FetchRequest_v9, _decode_FetchRequest_v11, _decode_FetchRequest_v12, _decode_FetchRequest_v13, _decode_FetchRequest_v13, _decode_FetchRequest_v15, _decode_FetchRequest_v15, _decode_FetchRequest_v17,),
+               (_encode_FetchRequest_v0, _encode_FetchRequest_v1, _encode_FetchRequest_v2, _encode_FetchRequest_v3, _encode_FetchRequest_v4, _encode_FetchRequest_v5, _encode_FetchRequest_v6, _encode_FetchRequest_v7, _encode_FetchRequest_v8, _encode_FetchRequest_v9, _encode_FetchRequest_v10, _encode_FetchRequest_v11, _encode_FetchRequest_v12, _encode_FetchRequest_v13, _encode_FetchRequest_v14, _encode_FetchRequest_v15, _encode_FetchRequest_v16, _encode_FetchRequest_v17,))

@@ -6,18 +6,18 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_bytes,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_bytes,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_bytes,
     write_compact_nullable_string,
     write_compact_string,
@@ -1080,14 +1080,12 @@ def _encode_FetchResponse_v11(obj: FetchResponse, out: bytearray) -> None:
 def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tuple[list[AbortedTransaction], int]:
     items: list[AbortedTransaction] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_qq, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_qq, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(AbortedTransaction)
-            obj.producer_id, obj.first_offset = row[:2]
+        columns, pos = uniform
+        items = new_objects(AbortedTransaction, count)
+        for obj, obj.producer_id, obj.first_offset in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -2118,5 +2116,6 @@ def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
         out.append(0)
 
 
-FetchResponse._DECODERS = (_decode_FetchResponse_v0, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v4, _decode_FetchResponse_v5, _decode_FetchResponse_v5, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v11, _decode_FetchResponse_v12, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v16, _decode_FetchResponse_v16,)
-FetchResponse._ENCODERS = (_encode_FetchResponse_v0, _encode_FetchResponse_v1, _encode_FetchResponse_v2, _encode_FetchResponse_v3, _encode_FetchResponse_v4, _encode_FetchResponse_v5, _encode_FetchResponse_v6, _encode_FetchResponse_v7, _encode_FetchResponse_v8, _encode_FetchResponse_v9, _encode_FetchResponse_v10, _encode_FetchResponse_v11, _encode_FetchResponse_v12, _encode_FetchResponse_v13, _encode_FetchResponse_v14, _encode_FetchResponse_v15, _encode_FetchResponse_v16, _encode_FetchResponse_v17,)
+install_codecs(FetchResponse,
+               (_decode_FetchResponse_v0, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v1, _decode_FetchResponse_v4, _decode_FetchResponse_v5, _decode_FetchResponse_v5, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v7, _decode_FetchResponse_v11, _decode_FetchResponse_v12, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v13, _decode_FetchResponse_v16, _decode_FetchResponse_v16,),
+               (_encode_FetchResponse_v0, _encode_FetchResponse_v1, _encode_FetchResponse_v2, _encode_FetchResponse_v3, _encode_FetchResponse_v4, _encode_FetchResponse_v5, _encode_FetchResponse_v6, _encode_FetchResponse_v7, _encode_FetchResponse_v8, _encode_FetchResponse_v9, _encode_FetchResponse_v10, _encode_FetchResponse_v11, _encode_FetchResponse_v12, _encode_FetchResponse_v13, _encode_FetchResponse_v14, _encode_FetchResponse_v15, _encode_FetchResponse_v16, _encode_FetchResponse_v17,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_nullable_string,
@@ -510,5 +510,6 @@ def _encode_FetchSnapshotRequest_v1(obj: FetchSnapshotRequest, out: bytearray) -
         out.append(0)
 
 
-FetchSnapshotRequest._DECODERS = (_decode_FetchSnapshotRequest_v0, _decode_FetchSnapshotRequest_v1,)
-FetchSnapshotRequest._ENCODERS = (_encode_FetchSnapshotRequest_v0, _encode_FetchSnapshotRequest_v1,)
+install_codecs(FetchSnapshotRequest,
+               (_decode_FetchSnapshotRequest_v0, _decode_FetchSnapshotRequest_v1,),
+               (_encode_FetchSnapshotRequest_v0, _encode_FetchSnapshotRequest_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_bytes,
     read_compact_string,
@@ -573,5 +573,6 @@ def _encode_FetchSnapshotResponse_v1(obj: FetchSnapshotResponse, out: bytearray)
         out.append(0)
 
 
-FetchSnapshotResponse._DECODERS = (_decode_FetchSnapshotResponse_v0, _decode_FetchSnapshotResponse_v1,)
-FetchSnapshotResponse._ENCODERS = (_encode_FetchSnapshotResponse_v0, _encode_FetchSnapshotResponse_v1,)
+install_codecs(FetchSnapshotResponse,
+               (_decode_FetchSnapshotResponse_v0, _decode_FetchSnapshotResponse_v1,),
+               (_encode_FetchSnapshotResponse_v0, _encode_FetchSnapshotResponse_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_string,
@@ -237,5 +237,6 @@ def _encode_FindCoordinatorRequest_v6(obj: FindCoordinatorRequest, out: bytearra
         out.append(0)
 
 
-FindCoordinatorRequest._DECODERS = (_decode_FindCoordinatorRequest_v0, _decode_FindCoordinatorRequest_v1, _decode_FindCoordinatorRequest_v1, _decode_FindCoordinatorRequest_v3, _decode_FindCoordinatorRequest_v4, _decode_FindCoordinatorRequest_v4, _decode_FindCoordinatorRequest_v4,)
-FindCoordinatorRequest._ENCODERS = (_encode_FindCoordinatorRequest_v0, _encode_FindCoordinatorRequest_v1, _encode_FindCoordinatorRequest_v2, _encode_FindCoordinatorRequest_v3, _encode_FindCoordinatorRequest_v4, _encode_FindCoordinatorRequest_v5, _encode_FindCoordinatorRequest_v6,)
+install_codecs(FindCoordinatorRequest,
+               (_decode_FindCoordinatorRequest_v0, _decode_FindCoordinatorRequest_v1, _decode_FindCoordinatorRequest_v1, _decode_FindCoordinatorRequest_v3, _decode_FindCoordinatorRequest_v4, _decode_FindCoordinatorRequest_v4, _decode_FindCoordinatorRequest_v4,),
+               (_encode_FindCoordinatorRequest_v0, _encode_FindCoordinatorRequest_v1, _encode_FindCoordinatorRequest_v2, _encode_FindCoordinatorRequest_v3, _encode_FindCoordinatorRequest_v4, _encode_FindCoordinatorRequest_v5, _encode_FindCoordinatorRequest_v6,))

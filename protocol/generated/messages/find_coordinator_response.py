@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_compact_string,
@@ -363,5 +363,6 @@ def _encode_FindCoordinatorResponse_v6(obj: FindCoordinatorResponse, out: bytear
         out.append(0)
 
 
-FindCoordinatorResponse._DECODERS = (_decode_FindCoordinatorResponse_v0, _decode_FindCoordinatorResponse_v1, _decode_FindCoordinatorResponse_v1, _decode_FindCoordinatorResponse_v3, _decode_FindCoordinatorResponse_v4, _decode_FindCoordinatorResponse_v4, _decode_FindCoordinatorResponse_v4,)
-FindCoordinatorResponse._ENCODERS = (_encode_FindCoordinatorResponse_v0, _encode_FindCoordinatorResponse_v1, _encode_FindCoordinatorResponse_v2, _encode_FindCoordinatorResponse_v3, _encode_FindCoordinatorResponse_v4, _encode_FindCoordinatorResponse_v5, _encode_FindCoordinatorResponse_v6,)
+install_codecs(FindCoordinatorResponse,
+               (_decode_FindCoordinatorResponse_v0, _decode_FindCoordinatorResponse_v1, _decode_FindCoordinatorResponse_v1, _decode_FindCoordinatorResponse_v3, _decode_FindCoordinatorResponse_v4, _decode_FindCoordinatorResponse_v4, _decode_FindCoordinatorResponse_v4,),
+               (_encode_FindCoordinatorResponse_v0, _encode_FindCoordinatorResponse_v1, _encode_FindCoordinatorResponse_v2, _encode_FindCoordinatorResponse_v3, _encode_FindCoordinatorResponse_v4, _encode_FindCoordinatorResponse_v5, _encode_FindCoordinatorResponse_v6,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -337,5 +337,6 @@ def _encode_IncrementalAlterConfigsRequest_v1(obj: IncrementalAlterConfigsReques
         out.append(0)
 
 
-IncrementalAlterConfigsRequest._DECODERS = (_decode_IncrementalAlterConfigsRequest_v0, _decode_IncrementalAlterConfigsRequest_v1,)
-IncrementalAlterConfigsRequest._ENCODERS = (_encode_IncrementalAlterConfigsRequest_v0, _encode_IncrementalAlterConfigsRequest_v1,)
+install_codecs(IncrementalAlterConfigsRequest,
+               (_decode_IncrementalAlterConfigsRequest_v0, _decode_IncrementalAlterConfigsRequest_v1,),
+               (_encode_IncrementalAlterConfigsRequest_v0, _encode_IncrementalAlterConfigsRequest_v1,))

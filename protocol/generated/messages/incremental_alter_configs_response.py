@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -227,5 +227,6 @@ def _encode_IncrementalAlterConfigsResponse_v1(obj: IncrementalAlterConfigsRespo
         out.append(0)
 
 
-IncrementalAlterConfigsResponse._DECODERS = (_decode_IncrementalAlterConfigsResponse_v0, _decode_IncrementalAlterConfigsResponse_v1,)
-IncrementalAlterConfigsResponse._ENCODERS = (_encode_IncrementalAlterConfigsResponse_v0, _encode_IncrementalAlterConfigsResponse_v1,)
+install_codecs(IncrementalAlterConfigsResponse,
+               (_decode_IncrementalAlterConfigsResponse_v0, _decode_IncrementalAlterConfigsResponse_v1,),
+               (_encode_IncrementalAlterConfigsResponse_v0, _encode_IncrementalAlterConfigsResponse_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_nullable_string,
@@ -159,5 +159,6 @@ def _encode_InitProducerIdRequest_v3(obj: InitProducerIdRequest, out: bytearray)
         out.append(0)
 
 
-InitProducerIdRequest._DECODERS = (_decode_InitProducerIdRequest_v0, _decode_InitProducerIdRequest_v0, _decode_InitProducerIdRequest_v2, _decode_InitProducerIdRequest_v3, _decode_InitProducerIdRequest_v3, _decode_InitProducerIdRequest_v3,)
-InitProducerIdRequest._ENCODERS = (_encode_InitProducerIdRequest_v0, _encode_InitProducerIdRequest_v1, _encode_InitProducerIdRequest_v2, _encode_InitProducerIdRequest_v3, _encode_InitProducerIdRequest_v3, _encode_InitProducerIdRequest_v3,)
+install_codecs(InitProducerIdRequest,
+               (_decode_InitProducerIdRequest_v0, _decode_InitProducerIdRequest_v0, _decode_InitProducerIdRequest_v2, _decode_InitProducerIdRequest_v3, _decode_InitProducerIdRequest_v3, _decode_InitProducerIdRequest_v3,),
+               (_encode_InitProducerIdRequest_v0, _encode_InitProducerIdRequest_v1, _encode_InitProducerIdRequest_v2, _encode_InitProducerIdRequest_v3, _encode_InitProducerIdRequest_v3, _encode_InitProducerIdRequest_v3,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -90,5 +90,6 @@ def _encode_InitProducerIdResponse_v2(obj: InitProducerIdResponse, out: bytearra
         out.append(0)
 
 
-InitProducerIdResponse._DECODERS = (_decode_InitProducerIdResponse_v0, _decode_InitProducerIdResponse_v0, _decode_InitProducerIdResponse_v2, _decode_InitProducerIdResponse_v2, _decode_InitProducerIdResponse_v2, _decode_InitProducerIdResponse_v2,)
-InitProducerIdResponse._ENCODERS = (_encode_InitProducerIdResponse_v0, _encode_InitProducerIdResponse_v0, _encode_InitProducerIdResponse_v2, _encode_InitProducerIdResponse_v2, _encode_InitProducerIdResponse_v2, _encode_InitProducerIdResponse_v2,)
+install_codecs(InitProducerIdResponse,
+               (_decode_InitProducerIdResponse_v0, _decode_InitProducerIdResponse_v0, _decode_InitProducerIdResponse_v2, _decode_InitProducerIdResponse_v2, _decode_InitProducerIdResponse_v2, _decode_InitProducerIdResponse_v2,),
+               (_encode_InitProducerIdResponse_v0, _encode_InitProducerIdResponse_v0, _encode_InitProducerIdResponse_v2, _encode_InitProducerIdResponse_v2, _encode_InitProducerIdResponse_v2, _encode_InitProducerIdResponse_v2,))

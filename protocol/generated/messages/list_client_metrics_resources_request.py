@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -62,5 +62,6 @@ def _encode_ListClientMetricsResourcesRequest_v0(obj: ListClientMetricsResources
         out.append(0)
 
 
-ListClientMetricsResourcesRequest._DECODERS = (_decode_ListClientMetricsResourcesRequest_v0,)
-ListClientMetricsResourcesRequest._ENCODERS = (_encode_ListClientMetricsResourcesRequest_v0,)
+install_codecs(ListClientMetricsResourcesRequest,
+               (_decode_ListClientMetricsResourcesRequest_v0,),
+               (_encode_ListClientMetricsResourcesRequest_v0,))

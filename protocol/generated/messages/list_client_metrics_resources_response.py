@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -149,5 +149,6 @@ def _encode_ListClientMetricsResourcesResponse_v0(obj: ListClientMetricsResource
         out.append(0)
 
 
-ListClientMetricsResourcesResponse._DECODERS = (_decode_ListClientMetricsResourcesResponse_v0,)
-ListClientMetricsResourcesResponse._ENCODERS = (_encode_ListClientMetricsResourcesResponse_v0,)
+install_codecs(ListClientMetricsResourcesResponse,
+               (_decode_ListClientMetricsResourcesResponse_v0,),
+               (_encode_ListClientMetricsResourcesResponse_v0,))

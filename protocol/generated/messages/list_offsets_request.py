@@ -6,14 +6,14 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
-    NULL_ITEMS,
+    new_objects,
     read_compact_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_string,
     write_string,
     write_tagged_fields,
@@ -466,15 +466,13 @@ def _encode_ListOffsetsRequest_v5(obj: ListOffsetsRequest, out: bytearray) -> No
 def _decode_many_ListOffsetsPartition_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartition], int]:
     items: list[ListOffsetsPartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiq, 3, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiq, 3, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(ListOffsetsPartition)
-            obj.partition_index, obj.current_leader_epoch, obj.timestamp = row[:3]
+        columns, pos = uniform
+        items = new_objects(ListOffsetsPartition, count)
+        for obj, obj.partition_index, obj.current_leader_epoch, obj.timestamp in zip(items, *columns):
             obj.max_num_offsets = 1
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -873,5 +871,6 @@ def _encode_ListOffsetsRequest_v10(obj: ListOffsetsRequest, out: bytearray) -> N
         out.append(0)
 
 
-ListOffsetsRequest._DECODERS = (_decode_ListOffsetsRequest_v0, _decode_ListOffsetsRequest_v1, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v10,)
-ListOffsetsRequest._ENCODERS = (_encode_ListOffsetsRequest_v0, _encode_ListOffsetsRequest_v1, _encode_ListOffsetsRequest_v2, _encode_ListOffsetsRequest_v3, _encode_ListOffsetsRequest_v4, _encode_ListOffsetsRequest_v5, _encode_ListOffsetsRequest_v6, _encode_ListOffsetsRequest_v7, _encode_ListOffsetsRequest_v8, _encode_ListOffsetsRequest_v9, _encode_ListOffsetsRequest_v10,)
+install_codecs(ListOffsetsRequest,
+               (_decode_ListOffsetsRequest_v0, _decode_ListOffsetsRequest_v1, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v2, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v4, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v6, _decode_ListOffsetsRequest_v10,),
+               (_encode_ListOffsetsRequest_v0, _encode_ListOffsetsRequest_v1, _encode_ListOffsetsRequest_v2, _encode_ListOffsetsRequest_v3, _encode_ListOffsetsRequest_v4, _encode_ListOffsetsRequest_v5, _encode_ListOffsetsRequest_v6, _encode_ListOffsetsRequest_v7, _encode_ListOffsetsRequest_v8, _encode_ListOffsetsRequest_v9, _encode_ListOffsetsRequest_v10,))

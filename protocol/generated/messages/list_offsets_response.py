@@ -6,15 +6,15 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     INT64_ARRAYS,
-    NULL_ITEMS,
+    new_objects,
     read_compact_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_string,
     write_string,
     write_tagged_fields,
@@ -486,15 +486,13 @@ def _encode_ListOffsetsResponse_v5(obj: ListOffsetsResponse, out: bytearray) -> 
 def _decode_many_ListOffsetsPartitionResponse_v6(buf: bytes, pos: int, count: int) -> tuple[list[ListOffsetsPartitionResponse], int]:
     items: list[ListOffsetsPartitionResponse] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_ihqqi, 5, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_ihqqi, 5, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(ListOffsetsPartitionResponse)
-            obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch = row[:5]
+        columns, pos = uniform
+        items = new_objects(ListOffsetsPartitionResponse, count)
+        for obj, obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch in zip(items, *columns):
             obj.old_style_offsets = []
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -849,5 +847,6 @@ def _encode_ListOffsetsResponse_v10(obj: ListOffsetsResponse, out: bytearray) ->
         out.append(0)
 
 
-ListOffsetsResponse._DECODERS = (_decode_ListOffsetsResponse_v0, _decode_ListOffsetsResponse_v1, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6,)
-ListOffsetsResponse._ENCODERS = (_encode_ListOffsetsResponse_v0, _encode_ListOffsetsResponse_v1, _encode_ListOffsetsResponse_v2, _encode_ListOffsetsResponse_v3, _encode_ListOffsetsResponse_v4, _encode_ListOffsetsResponse_v5, _encode_ListOffsetsResponse_v6, _encode_ListOffsetsResponse_v7, _encode_ListOffsetsResponse_v8, _encode_ListOffsetsResponse_v9, _encode_ListOffsetsResponse_v10,)
+install_codecs(ListOffsetsResponse,
+               (_decode_ListOffsetsResponse_v0, _decode_ListOffsetsResponse_v1, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v2, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v4, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6, _decode_ListOffsetsResponse_v6,),
+               (_encode_ListOffsetsResponse_v0, _encode_ListOffsetsResponse_v1, _encode_ListOffsetsResponse_v2, _encode_ListOffsetsResponse_v3, _encode_ListOffsetsResponse_v4, _encode_ListOffsetsResponse_v5, _encode_ListOffsetsResponse_v6, _encode_ListOffsetsResponse_v7, _encode_ListOffsetsResponse_v8, _encode_ListOffsetsResponse_v9, _encode_ListOffsetsResponse_v10,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -179,5 +179,6 @@ def _encode_ListPartitionReassignmentsRequest_v0(obj: ListPartitionReassignments
         out.append(0)
 
 
-ListPartitionReassignmentsRequest._DECODERS = (_decode_ListPartitionReassignmentsRequest_v0,)
-ListPartitionReassignmentsRequest._ENCODERS = (_encode_ListPartitionReassignmentsRequest_v0,)
+install_codecs(ListPartitionReassignmentsRequest,
+               (_decode_ListPartitionReassignmentsRequest_v0,),
+               (_encode_ListPartitionReassignmentsRequest_v0,))

@@ -6,15 +6,15 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
-    NULL_ITEMS,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -84,17 +84,12 @@ def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: in
     blen = len(buf)
     items: list[OngoingPartitionReassignment] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_i, 1, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [replicas_items, adding_replicas_items, removing_replicas_items] = uniform
-        for row in rows:
-            obj = _new(OngoingPartitionReassignment)
-            obj.partition_index, = row[:1]
-            obj.replicas = [*row[replicas_items]]
-            obj.adding_replicas = [*row[adding_replicas_items]]
-            obj.removing_replicas = [*row[removing_replicas_items]]
+        columns, pos = uniform
+        items = new_objects(OngoingPartitionReassignment, count)
+        for obj, obj.partition_index, obj.replicas, obj.adding_replicas, obj.removing_replicas in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -334,5 +329,6 @@ def _encode_ListPartitionReassignmentsResponse_v0(obj: ListPartitionReassignment
         out.append(0)
 
 
-ListPartitionReassignmentsResponse._DECODERS = (_decode_ListPartitionReassignmentsResponse_v0,)
-ListPartitionReassignmentsResponse._ENCODERS = (_encode_ListPartitionReassignmentsResponse_v0,)
+install_codecs(ListPartitionReassignmentsResponse,
+               (_decode_ListPartitionReassignmentsResponse_v0,),
+               (_encode_ListPartitionReassignmentsResponse_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     ZERO_UUID,
@@ -590,5 +590,6 @@ def _encode_MetadataRequest_v12(obj: MetadataRequest, out: bytearray) -> None:
         out.append(0)
 
 
-MetadataRequest._DECODERS = (_decode_MetadataRequest_v0, _decode_MetadataRequest_v1, _decode_MetadataRequest_v1, _decode_MetadataRequest_v1, _decode_MetadataRequest_v4, _decode_MetadataRequest_v4, _decode_MetadataRequest_v4, _decode_MetadataRequest_v4, _decode_MetadataRequest_v8, _decode_MetadataRequest_v9, _decode_MetadataRequest_v10, _decode_MetadataRequest_v11, _decode_MetadataRequest_v11,)
-MetadataRequest._ENCODERS = (_encode_MetadataRequest_v0, _encode_MetadataRequest_v1, _encode_MetadataRequest_v2, _encode_MetadataRequest_v3, _encode_MetadataRequest_v4, _encode_MetadataRequest_v5, _encode_MetadataRequest_v6, _encode_MetadataRequest_v7, _encode_MetadataRequest_v8, _encode_MetadataRequest_v9, _encode_MetadataRequest_v10, _encode_MetadataRequest_v11, _encode_MetadataRequest_v12,)
+install_codecs(MetadataRequest,
+               (_decode_MetadataRequest_v0, _decode_MetadataRequest_v1, _decode_MetadataRequest_v1, _decode_MetadataRequest_v1, _decode_MetadataRequest_v4, _decode_MetadataRequest_v4, _decode_MetadataRequest_v4, _decode_MetadataRequest_v4, _decode_MetadataRequest_v8, _decode_MetadataRequest_v9, _decode_MetadataRequest_v10, _decode_MetadataRequest_v11, _decode_MetadataRequest_v11,),
+               (_encode_MetadataRequest_v0, _encode_MetadataRequest_v1, _encode_MetadataRequest_v2, _encode_MetadataRequest_v3, _encode_MetadataRequest_v4, _encode_MetadataRequest_v5, _encode_MetadataRequest_v6, _encode_MetadataRequest_v7, _encode_MetadataRequest_v8, _encode_MetadataRequest_v9, _encode_MetadataRequest_v10, _encode_MetadataRequest_v11, _encode_MetadataRequest_v12,))

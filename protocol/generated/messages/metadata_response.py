@@ -6,19 +6,19 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32,
     INT32_ARRAYS,
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_nullable_string,
     read_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -1268,17 +1268,12 @@ def _decode_many_MetadataResponsePartition_v9(buf: bytes, pos: int, count: int) 
     blen = len(buf)
     items: list[MetadataResponsePartition] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_hiii, 4, (('i', False), ('i', False), ('i', False))) if count >= 8 else None
     if uniform is not None:
-        rows, pos, [replica_nodes_items, isr_nodes_items, offline_replicas_items] = uniform
-        for row in rows:
-            obj = _new(MetadataResponsePartition)
-            obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch = row[:4]
-            obj.replica_nodes = [*row[replica_nodes_items]]
-            obj.isr_nodes = [*row[isr_nodes_items]]
-            obj.offline_replicas = [*row[offline_replicas_items]]
+        columns, pos = uniform
+        items = new_objects(MetadataResponsePartition, count)
+        for obj, obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch, obj.replica_nodes, obj.isr_nodes, obj.offline_replicas in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -2115,5 +2110,6 @@ def _encode_MetadataResponse_v12(obj: MetadataResponse, out: bytearray) -> None:
         out.append(0)
 
 
-MetadataResponse._DECODERS = (_decode_MetadataResponse_v0, _decode_MetadataResponse_v1, _decode_MetadataResponse_v2, _decode_MetadataResponse_v3, _decode_MetadataResponse_v3, _decode_MetadataResponse_v5, _decode_MetadataResponse_v5, _decode_MetadataResponse_v7, _decode_MetadataResponse_v8, _decode_MetadataResponse_v9, _decode_MetadataResponse_v10, _decode_MetadataResponse_v11, _decode_MetadataResponse_v12,)
-MetadataResponse._ENCODERS = (_encode_MetadataResponse_v0, _encode_MetadataResponse_v1, _encode_MetadataResponse_v2, _encode_MetadataResponse_v3, _encode_MetadataResponse_v4, _encode_MetadataResponse_v5, _encode_MetadataResponse_v6, _encode_MetadataResponse_v7, _encode_MetadataResponse_v8, _encode_MetadataResponse_v9, _encode_MetadataResponse_v10, _encode_MetadataResponse_v11, _encode_MetadataResponse_v12,)
+install_codecs(MetadataResponse,
+               (_decode_MetadataResponse_v0, _decode_MetadataResponse_v1, _decode_MetadataResponse_v2, _decode_MetadataResponse_v3, _decode_MetadataResponse_v3, _decode_MetadataResponse_v5, _decode_MetadataResponse_v5, _decode_MetadataResponse_v7, _decode_MetadataResponse_v8, _decode_MetadataResponse_v9, _decode_MetadataResponse_v10, _decode_MetadataResponse_v11, _decode_MetadataResponse_v12,),
+               (_encode_MetadataResponse_v0, _encode_MetadataResponse_v1, _encode_MetadataResponse_v2, _encode_MetadataResponse_v3, _encode_MetadataResponse_v4, _encode_MetadataResponse_v5, _encode_MetadataResponse_v6, _encode_MetadataResponse_v7, _encode_MetadataResponse_v8, _encode_MetadataResponse_v9, _encode_MetadataResponse_v10, _encode_MetadataResponse_v11, _encode_MetadataResponse_v12,))

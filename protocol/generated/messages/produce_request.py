@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_bytes,
@@ -625,5 +625,6 @@ def _encode_ProduceRequest_v11(obj: ProduceRequest, out: bytearray) -> None:
         out.append(0)
 
 
-ProduceRequest._DECODERS = (_decode_ProduceRequest_v0, _decode_ProduceRequest_v0, _decode_ProduceRequest_v0, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v9, _decode_ProduceRequest_v9, _decode_ProduceRequest_v9,)
-ProduceRequest._ENCODERS = (_encode_ProduceRequest_v0, _encode_ProduceRequest_v1, _encode_ProduceRequest_v2, _encode_ProduceRequest_v3, _encode_ProduceRequest_v4, _encode_ProduceRequest_v5, _encode_ProduceRequest_v6, _encode_ProduceRequest_v7, _encode_ProduceRequest_v8, _encode_ProduceRequest_v9, _encode_ProduceRequest_v10, _encode_ProduceRequest_v11,)
+install_codecs(ProduceRequest,
+               (_decode_ProduceRequest_v0, _decode_ProduceRequest_v0, _decode_ProduceRequest_v0, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v3, _decode_ProduceRequest_v9, _decode_ProduceRequest_v9, _decode_ProduceRequest_v9,),
+               (_encode_ProduceRequest_v0, _encode_ProduceRequest_v1, _encode_ProduceRequest_v2, _encode_ProduceRequest_v3, _encode_ProduceRequest_v4, _encode_ProduceRequest_v5, _encode_ProduceRequest_v6, _encode_ProduceRequest_v7, _encode_ProduceRequest_v8, _encode_ProduceRequest_v9, _encode_ProduceRequest_v10, _encode_ProduceRequest_v11,))

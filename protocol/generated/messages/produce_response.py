@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_compact_nullable_string,
@@ -1352,5 +1352,6 @@ def _encode_ProduceResponse_v11(obj: ProduceResponse, out: bytearray) -> None:
         out.append(0)
 
 
-ProduceResponse._DECODERS = (_decode_ProduceResponse_v0, _decode_ProduceResponse_v1, _decode_ProduceResponse_v2, _decode_ProduceResponse_v2, _decode_ProduceResponse_v2, _decode_ProduceResponse_v5, _decode_ProduceResponse_v5, _decode_ProduceResponse_v5, _decode_ProduceResponse_v8, _decode_ProduceResponse_v9, _decode_ProduceResponse_v10, _decode_ProduceResponse_v10,)
-ProduceResponse._ENCODERS = (_encode_ProduceResponse_v0, _encode_ProduceResponse_v1, _encode_ProduceResponse_v2, _encode_ProduceResponse_v3, _encode_ProduceResponse_v4, _encode_ProduceResponse_v5, _encode_ProduceResponse_v6, _encode_ProduceResponse_v7, _encode_ProduceResponse_v8, _encode_ProduceResponse_v9, _encode_ProduceResponse_v10, _encode_ProduceResponse_v11,)
+install_codecs(ProduceResponse,
+               (_decode_ProduceResponse_v0, _decode_ProduceResponse_v1, _decode_ProduceResponse_v2, _decode_ProduceResponse_v2, _decode_ProduceResponse_v2, _decode_ProduceResponse_v5, _decode_ProduceResponse_v5, _decode_ProduceResponse_v5, _decode_ProduceResponse_v8, _decode_ProduceResponse_v9, _decode_ProduceResponse_v10, _decode_ProduceResponse_v10,),
+               (_encode_ProduceResponse_v0, _encode_ProduceResponse_v1, _encode_ProduceResponse_v2, _encode_ProduceResponse_v3, _encode_ProduceResponse_v4, _encode_ProduceResponse_v5, _encode_ProduceResponse_v6, _encode_ProduceResponse_v7, _encode_ProduceResponse_v8, _encode_ProduceResponse_v9, _encode_ProduceResponse_v10, _encode_ProduceResponse_v11,))

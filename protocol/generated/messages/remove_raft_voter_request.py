@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_nullable_string,
@@ -80,5 +80,6 @@ def _encode_RemoveRaftVoterRequest_v0(obj: RemoveRaftVoterRequest, out: bytearra
         out.append(0)
 
 
-RemoveRaftVoterRequest._DECODERS = (_decode_RemoveRaftVoterRequest_v0,)
-RemoveRaftVoterRequest._ENCODERS = (_encode_RemoveRaftVoterRequest_v0,)
+install_codecs(RemoveRaftVoterRequest,
+               (_decode_RemoveRaftVoterRequest_v0,),
+               (_encode_RemoveRaftVoterRequest_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_uvarint,
@@ -76,5 +76,6 @@ def _encode_RemoveRaftVoterResponse_v0(obj: RemoveRaftVoterResponse, out: bytear
         out.append(0)
 
 
-RemoveRaftVoterResponse._DECODERS = (_decode_RemoveRaftVoterResponse_v0,)
-RemoveRaftVoterResponse._ENCODERS = (_encode_RemoveRaftVoterResponse_v0,)
+install_codecs(RemoveRaftVoterResponse,
+               (_decode_RemoveRaftVoterResponse_v0,),
+               (_encode_RemoveRaftVoterResponse_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_bytes,
     read_compact_bytes,
@@ -94,5 +94,6 @@ def _encode_RenewDelegationTokenRequest_v2(obj: RenewDelegationTokenRequest, out
         out.append(0)
 
 
-RenewDelegationTokenRequest._DECODERS = (_decode_RenewDelegationTokenRequest_v0, _decode_RenewDelegationTokenRequest_v0, _decode_RenewDelegationTokenRequest_v2,)
-RenewDelegationTokenRequest._ENCODERS = (_encode_RenewDelegationTokenRequest_v0, _encode_RenewDelegationTokenRequest_v0, _encode_RenewDelegationTokenRequest_v2,)
+install_codecs(RenewDelegationTokenRequest,
+               (_decode_RenewDelegationTokenRequest_v0, _decode_RenewDelegationTokenRequest_v0, _decode_RenewDelegationTokenRequest_v2,),
+               (_encode_RenewDelegationTokenRequest_v0, _encode_RenewDelegationTokenRequest_v0, _encode_RenewDelegationTokenRequest_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -88,5 +88,6 @@ def _encode_RenewDelegationTokenResponse_v2(obj: RenewDelegationTokenResponse, o
         out.append(0)
 
 
-RenewDelegationTokenResponse._DECODERS = (_decode_RenewDelegationTokenResponse_v0, _decode_RenewDelegationTokenResponse_v0, _decode_RenewDelegationTokenResponse_v2,)
-RenewDelegationTokenResponse._ENCODERS = (_encode_RenewDelegationTokenResponse_v0, _encode_RenewDelegationTokenResponse_v0, _encode_RenewDelegationTokenResponse_v2,)
+install_codecs(RenewDelegationTokenResponse,
+               (_decode_RenewDelegationTokenResponse_v0, _decode_RenewDelegationTokenResponse_v0, _decode_RenewDelegationTokenResponse_v2,),
+               (_encode_RenewDelegationTokenResponse_v0, _encode_RenewDelegationTokenResponse_v0, _encode_RenewDelegationTokenResponse_v2,))

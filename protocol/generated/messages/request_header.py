@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_nullable_string,
     read_uvarint,
@@ -109,5 +109,6 @@ def _encode_RequestHeader_v2(obj: RequestHeader, out: bytearray) -> None:
         out.append(0)
 
 
-RequestHeader._DECODERS = (_decode_RequestHeader_v0, _decode_RequestHeader_v1, _decode_RequestHeader_v2,)
-RequestHeader._ENCODERS = (_encode_RequestHeader_v0, _encode_RequestHeader_v1, _encode_RequestHeader_v2,)
+install_codecs(RequestHeader,
+               (_decode_RequestHeader_v0, _decode_RequestHeader_v1, _decode_RequestHeader_v2,),
+               (_encode_RequestHeader_v0, _encode_RequestHeader_v1, _encode_RequestHeader_v2,))

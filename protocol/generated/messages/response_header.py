@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -82,5 +82,6 @@ def _encode_ResponseHeader_v1(obj: ResponseHeader, out: bytearray) -> None:
         out.append(0)
 
 
-ResponseHeader._DECODERS = (_decode_ResponseHeader_v0, _decode_ResponseHeader_v1,)
-ResponseHeader._ENCODERS = (_encode_ResponseHeader_v0, _encode_ResponseHeader_v1,)
+install_codecs(ResponseHeader,
+               (_decode_ResponseHeader_v0, _decode_ResponseHeader_v1,),
+               (_encode_ResponseHeader_v0, _encode_ResponseHeader_v1,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_bytes,
     read_compact_bytes,
@@ -84,5 +84,6 @@ def _encode_SaslAuthenticateRequest_v2(obj: SaslAuthenticateRequest, out: bytear
         out.append(0)
 
 
-SaslAuthenticateRequest._DECODERS = (_decode_SaslAuthenticateRequest_v0, _decode_SaslAuthenticateRequest_v0, _decode_SaslAuthenticateRequest_v2,)
-SaslAuthenticateRequest._ENCODERS = (_encode_SaslAuthenticateRequest_v0, _encode_SaslAuthenticateRequest_v0, _encode_SaslAuthenticateRequest_v2,)
+install_codecs(SaslAuthenticateRequest,
+               (_decode_SaslAuthenticateRequest_v0, _decode_SaslAuthenticateRequest_v0, _decode_SaslAuthenticateRequest_v2,),
+               (_encode_SaslAuthenticateRequest_v0, _encode_SaslAuthenticateRequest_v0, _encode_SaslAuthenticateRequest_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_bytes,
     read_compact_bytes,
@@ -133,5 +133,6 @@ def _encode_SaslAuthenticateResponse_v2(obj: SaslAuthenticateResponse, out: byte
         out.append(0)
 
 
-SaslAuthenticateResponse._DECODERS = (_decode_SaslAuthenticateResponse_v0, _decode_SaslAuthenticateResponse_v1, _decode_SaslAuthenticateResponse_v2,)
-SaslAuthenticateResponse._ENCODERS = (_encode_SaslAuthenticateResponse_v0, _encode_SaslAuthenticateResponse_v1, _encode_SaslAuthenticateResponse_v2,)
+install_codecs(SaslAuthenticateResponse,
+               (_decode_SaslAuthenticateResponse_v0, _decode_SaslAuthenticateResponse_v1, _decode_SaslAuthenticateResponse_v2,),
+               (_encode_SaslAuthenticateResponse_v0, _encode_SaslAuthenticateResponse_v1, _encode_SaslAuthenticateResponse_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_string,
     write_string,
@@ -44,5 +44,6 @@ def _encode_SaslHandshakeRequest_v0(obj: SaslHandshakeRequest, out: bytearray) -
     write_string(out, obj.mechanism)
 
 
-SaslHandshakeRequest._DECODERS = (_decode_SaslHandshakeRequest_v0, _decode_SaslHandshakeRequest_v0,)
-SaslHandshakeRequest._ENCODERS = (_encode_SaslHandshakeRequest_v0, _encode_SaslHandshakeRequest_v0,)
+install_codecs(SaslHandshakeRequest,
+               (_decode_SaslHandshakeRequest_v0, _decode_SaslHandshakeRequest_v0,),
+               (_encode_SaslHandshakeRequest_v0, _encode_SaslHandshakeRequest_v0,))

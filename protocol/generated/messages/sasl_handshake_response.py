@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     INT32,
     read_string,
@@ -80,5 +80,6 @@ def _encode_SaslHandshakeResponse_v1(obj: SaslHandshakeResponse, out: bytearray)
             write_string(out, mechanisms_item)
 
 
-SaslHandshakeResponse._DECODERS = (_decode_SaslHandshakeResponse_v0, _decode_SaslHandshakeResponse_v0,)
-SaslHandshakeResponse._ENCODERS = (_encode_SaslHandshakeResponse_v0, _encode_SaslHandshakeResponse_v1,)
+install_codecs(SaslHandshakeResponse,
+               (_decode_SaslHandshakeResponse_v0, _decode_SaslHandshakeResponse_v0,),
+               (_encode_SaslHandshakeResponse_v0, _encode_SaslHandshakeResponse_v1,))

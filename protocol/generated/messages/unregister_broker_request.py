@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -69,5 +69,6 @@ def _encode_UnregisterBrokerRequest_v0(obj: UnregisterBrokerRequest, out: bytear
         out.append(0)
 
 
-UnregisterBrokerRequest._DECODERS = (_decode_UnregisterBrokerRequest_v0,)
-UnregisterBrokerRequest._ENCODERS = (_encode_UnregisterBrokerRequest_v0,)
+install_codecs(UnregisterBrokerRequest,
+               (_decode_UnregisterBrokerRequest_v0,),
+               (_encode_UnregisterBrokerRequest_v0,))

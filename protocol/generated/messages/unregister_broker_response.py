@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_uvarint,
@@ -76,5 +76,6 @@ def _encode_UnregisterBrokerResponse_v0(obj: UnregisterBrokerResponse, out: byte
         out.append(0)
 
 
-UnregisterBrokerResponse._DECODERS = (_decode_UnregisterBrokerResponse_v0,)
-UnregisterBrokerResponse._ENCODERS = (_encode_UnregisterBrokerResponse_v0,)
+install_codecs(UnregisterBrokerResponse,
+               (_decode_UnregisterBrokerResponse_v0,),
+               (_encode_UnregisterBrokerResponse_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -308,5 +308,6 @@ def _encode_UpdateFeaturesRequest_v2(obj: UpdateFeaturesRequest, out: bytearray)
         out.append(0)
 
 
-UpdateFeaturesRequest._DECODERS = (_decode_UpdateFeaturesRequest_v0, _decode_UpdateFeaturesRequest_v1, _decode_UpdateFeaturesRequest_v1,)
-UpdateFeaturesRequest._ENCODERS = (_encode_UpdateFeaturesRequest_v0, _encode_UpdateFeaturesRequest_v1, _encode_UpdateFeaturesRequest_v2,)
+install_codecs(UpdateFeaturesRequest,
+               (_decode_UpdateFeaturesRequest_v0, _decode_UpdateFeaturesRequest_v1, _decode_UpdateFeaturesRequest_v1,),
+               (_encode_UpdateFeaturesRequest_v0, _encode_UpdateFeaturesRequest_v1, _encode_UpdateFeaturesRequest_v2,))

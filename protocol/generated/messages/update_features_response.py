@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_compact_string,
@@ -223,5 +223,6 @@ def _encode_UpdateFeaturesResponse_v2(obj: UpdateFeaturesResponse, out: bytearra
         out.append(0)
 
 
-UpdateFeaturesResponse._DECODERS = (_decode_UpdateFeaturesResponse_v0, _decode_UpdateFeaturesResponse_v0, _decode_UpdateFeaturesResponse_v2,)
-UpdateFeaturesResponse._ENCODERS = (_encode_UpdateFeaturesResponse_v0, _encode_UpdateFeaturesResponse_v1, _encode_UpdateFeaturesResponse_v2,)
+install_codecs(UpdateFeaturesResponse,
+               (_decode_UpdateFeaturesResponse_v0, _decode_UpdateFeaturesResponse_v0, _decode_UpdateFeaturesResponse_v2,),
+               (_encode_UpdateFeaturesResponse_v0, _encode_UpdateFeaturesResponse_v1, _encode_UpdateFeaturesResponse_v2,))

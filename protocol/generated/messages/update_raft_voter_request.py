@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_nullable_string,
@@ -231,5 +231,6 @@ def _encode_UpdateRaftVoterRequest_v0(obj: UpdateRaftVoterRequest, out: bytearra
         out.append(0)
 
 
-UpdateRaftVoterRequest._DECODERS = (_decode_UpdateRaftVoterRequest_v0,)
-UpdateRaftVoterRequest._ENCODERS = (_encode_UpdateRaftVoterRequest_v0,)
+install_codecs(UpdateRaftVoterRequest,
+               (_decode_UpdateRaftVoterRequest_v0,),
+               (_encode_UpdateRaftVoterRequest_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -152,5 +152,6 @@ def _encode_UpdateRaftVoterResponse_v0(obj: UpdateRaftVoterResponse, out: bytear
         out.append(0)
 
 
-UpdateRaftVoterResponse._DECODERS = (_decode_UpdateRaftVoterResponse_v0,)
-UpdateRaftVoterResponse._ENCODERS = (_encode_UpdateRaftVoterResponse_v0,)
+install_codecs(UpdateRaftVoterResponse,
+               (_decode_UpdateRaftVoterResponse_v0,),
+               (_encode_UpdateRaftVoterResponse_v0,))

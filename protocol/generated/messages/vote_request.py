@@ -6,14 +6,14 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_compact_nullable_string,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_nullable_string,
     write_compact_string,
     write_tagged_fields,
@@ -93,17 +93,15 @@ class VoteRequest(Message):
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiiiq, 5, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiiiq, 5, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(PartitionData)
-            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset = row[:5]
+        columns, pos = uniform
+        items = new_objects(PartitionData, count)
+        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset in zip(items, *columns):
             obj.candidate_directory_id = ZERO_UUID
             obj.voter_directory_id = ZERO_UUID
             obj.pre_vote = False
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -271,15 +269,13 @@ def _encode_VoteRequest_v0(obj: VoteRequest, out: bytearray) -> None:
 def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiiuuiq, 7, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiiuuiq, 7, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(PartitionData)
-            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset = row[:7]
+        columns, pos = uniform
+        items = new_objects(PartitionData, count)
+        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset in zip(items, *columns):
             obj.pre_vote = False
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -451,14 +447,12 @@ def _encode_VoteRequest_v1(obj: VoteRequest, out: bytearray) -> None:
 def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iiiuuiqo, 8, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iiiuuiqo, 8, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(PartitionData)
-            obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote = row[:8]
+        columns, pos = uniform
+        items = new_objects(PartitionData, count)
+        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -624,5 +618,6 @@ def _encode_VoteRequest_v2(obj: VoteRequest, out: bytearray) -> None:
         out.append(0)
 
 
-VoteRequest._DECODERS = (_decode_VoteRequest_v0, _decode_VoteRequest_v1, _decode_VoteRequest_v2,)
-VoteRequest._ENCODERS = (_encode_VoteRequest_v0, _encode_VoteRequest_v1, _encode_VoteRequest_v2,)
+install_codecs(VoteRequest,
+               (_decode_VoteRequest_v0, _decode_VoteRequest_v1, _decode_VoteRequest_v2,),
+               (_encode_VoteRequest_v0, _encode_VoteRequest_v1, _encode_VoteRequest_v2,))

@@ -6,12 +6,12 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
-    NULL_ITEMS,
+    new_objects,
     read_compact_string,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_compact_string,
     write_tagged_fields,
     write_uvarint,
@@ -99,14 +99,12 @@ class VoteResponse(Message):
 def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[list[PartitionData], int]:
     items: list[PartitionData] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_ihiio, 5, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_ihiio, 5, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(PartitionData)
-            obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted = row[:5]
+        columns, pos = uniform
+        items = new_objects(PartitionData, count)
+        for obj, obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -473,5 +471,6 @@ def _encode_VoteResponse_v2(obj: VoteResponse, out: bytearray) -> None:
         out.append(0)
 
 
-VoteResponse._DECODERS = (_decode_VoteResponse_v0, _decode_VoteResponse_v1, _decode_VoteResponse_v1,)
-VoteResponse._ENCODERS = (_encode_VoteResponse_v0, _encode_VoteResponse_v1, _encode_VoteResponse_v2,)
+install_codecs(VoteResponse,
+               (_decode_VoteResponse_v0, _decode_VoteResponse_v1, _decode_VoteResponse_v1,),
+               (_encode_VoteResponse_v0, _encode_VoteResponse_v1, _encode_VoteResponse_v2,))

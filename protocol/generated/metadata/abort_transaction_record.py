@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_uvarint,
@@ -77,5 +77,6 @@ def _encode_AbortTransactionRecord_v0(obj: AbortTransactionRecord, out: bytearra
         out.append(0)
 
 
-AbortTransactionRecord._DECODERS = (_decode_AbortTransactionRecord_v0,)
-AbortTransactionRecord._ENCODERS = (_encode_AbortTransactionRecord_v0,)
+install_codecs(AbortTransactionRecord,
+               (_decode_AbortTransactionRecord_v0,),
+               (_encode_AbortTransactionRecord_v0,))

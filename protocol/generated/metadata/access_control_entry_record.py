@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_string,
@@ -102,5 +102,6 @@ def _encode_AccessControlEntryRecord_v0(obj: AccessControlEntryRecord, out: byte
         out.append(0)
 
 
-AccessControlEntryRecord._DECODERS = (_decode_AccessControlEntryRecord_v0,)
-AccessControlEntryRecord._ENCODERS = (_encode_AccessControlEntryRecord_v0,)
+install_codecs(AccessControlEntryRecord,
+               (_decode_AccessControlEntryRecord_v0,),
+               (_encode_AccessControlEntryRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_uvarint,
@@ -77,5 +77,6 @@ def _encode_BeginTransactionRecord_v0(obj: BeginTransactionRecord, out: bytearra
         out.append(0)
 
 
-BeginTransactionRecord._DECODERS = (_decode_BeginTransactionRecord_v0,)
-BeginTransactionRecord._ENCODERS = (_encode_BeginTransactionRecord_v0,)
+install_codecs(BeginTransactionRecord,
+               (_decode_BeginTransactionRecord_v0,),
+               (_encode_BeginTransactionRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -251,5 +251,6 @@ def _encode_BrokerRegistrationChangeRecord_v2(obj: BrokerRegistrationChangeRecor
         out.append(0)
 
 
-BrokerRegistrationChangeRecord._DECODERS = (_decode_BrokerRegistrationChangeRecord_v0, _decode_BrokerRegistrationChangeRecord_v1, _decode_BrokerRegistrationChangeRecord_v2,)
-BrokerRegistrationChangeRecord._ENCODERS = (_encode_BrokerRegistrationChangeRecord_v0, _encode_BrokerRegistrationChangeRecord_v1, _encode_BrokerRegistrationChangeRecord_v2,)
+install_codecs(BrokerRegistrationChangeRecord,
+               (_decode_BrokerRegistrationChangeRecord_v0, _decode_BrokerRegistrationChangeRecord_v1, _decode_BrokerRegistrationChangeRecord_v2,),
+               (_encode_BrokerRegistrationChangeRecord_v0, _encode_BrokerRegistrationChangeRecord_v1, _encode_BrokerRegistrationChangeRecord_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_compact_string,
@@ -160,5 +160,6 @@ def _encode_ClientQuotaRecord_v0(obj: ClientQuotaRecord, out: bytearray) -> None
         out.append(0)
 
 
-ClientQuotaRecord._DECODERS = (_decode_ClientQuotaRecord_v0,)
-ClientQuotaRecord._ENCODERS = (_encode_ClientQuotaRecord_v0,)
+install_codecs(ClientQuotaRecord,
+               (_decode_ClientQuotaRecord_v0,),
+               (_encode_ClientQuotaRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_nullable_string,
     read_compact_string,
@@ -84,5 +84,6 @@ def _encode_ConfigRecord_v0(obj: ConfigRecord, out: bytearray) -> None:
         out.append(0)
 
 
-ConfigRecord._DECODERS = (_decode_ConfigRecord_v0,)
-ConfigRecord._ENCODERS = (_encode_ConfigRecord_v0,)
+install_codecs(ConfigRecord,
+               (_decode_ConfigRecord_v0,),
+               (_encode_ConfigRecord_v0,))

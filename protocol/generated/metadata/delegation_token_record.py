@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -115,5 +115,6 @@ def _encode_DelegationTokenRecord_v0(obj: DelegationTokenRecord, out: bytearray)
         out.append(0)
 
 
-DelegationTokenRecord._DECODERS = (_decode_DelegationTokenRecord_v0,)
-DelegationTokenRecord._ENCODERS = (_encode_DelegationTokenRecord_v0,)
+install_codecs(DelegationTokenRecord,
+               (_decode_DelegationTokenRecord_v0,),
+               (_encode_DelegationTokenRecord_v0,))

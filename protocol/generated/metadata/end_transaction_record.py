@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -62,5 +62,6 @@ def _encode_EndTransactionRecord_v0(obj: EndTransactionRecord, out: bytearray) -
         out.append(0)
 
 
-EndTransactionRecord._DECODERS = (_decode_EndTransactionRecord_v0,)
-EndTransactionRecord._ENCODERS = (_encode_EndTransactionRecord_v0,)
+install_codecs(EndTransactionRecord,
+               (_decode_EndTransactionRecord_v0,),
+               (_encode_EndTransactionRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -71,5 +71,6 @@ def _encode_FenceBrokerRecord_v0(obj: FenceBrokerRecord, out: bytearray) -> None
         out.append(0)
 
 
-FenceBrokerRecord._DECODERS = (_decode_FenceBrokerRecord_v0,)
-FenceBrokerRecord._ENCODERS = (_encode_FenceBrokerRecord_v0,)
+install_codecs(FenceBrokerRecord,
+               (_decode_FenceBrokerRecord_v0,),
+               (_encode_FenceBrokerRecord_v0,))

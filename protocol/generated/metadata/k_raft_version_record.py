@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -69,5 +69,6 @@ def _encode_KRaftVersionRecord_v0(obj: KRaftVersionRecord, out: bytearray) -> No
         out.append(0)
 
 
-KRaftVersionRecord._DECODERS = (_decode_KRaftVersionRecord_v0,)
-KRaftVersionRecord._ENCODERS = (_encode_KRaftVersionRecord_v0,)
+install_codecs(KRaftVersionRecord,
+               (_decode_KRaftVersionRecord_v0,),
+               (_encode_KRaftVersionRecord_v0,))

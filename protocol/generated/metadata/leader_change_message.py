@@ -6,12 +6,12 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
-    NULL_ITEMS,
     ZERO_UUID,
+    new_objects,
     read_uvarint,
-    uniform_rows,
+    uniform_columns,
     write_tagged_fields,
     write_uvarint,
 )
@@ -61,15 +61,13 @@ class LeaderChangeMessage(Message):
 def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     items: list[Voter] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_i, 1, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(Voter)
-            obj.voter_id, = row[:1]
+        columns, pos = uniform
+        items = new_objects(Voter, count)
+        for obj, obj.voter_id in zip(items, *columns):
             obj.voter_directory_id = ZERO_UUID
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -194,14 +192,12 @@ def _encode_LeaderChangeMessage_v0(obj: LeaderChangeMessage, out: bytearray) -> 
 def _decode_many_Voter_v1(buf: bytes, pos: int, count: int) -> tuple[list[Voter], int]:
     items: list[Voter] = []
     append = items.append
-    uniform = uniform_rows(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
+    uniform = uniform_columns(buf, pos, count, _S_iu, 2, ()) if count >= 8 else None
     if uniform is not None:
-        rows, pos, _ = uniform
-        for row in rows:
-            obj = _new(Voter)
-            obj.voter_id, obj.voter_directory_id = row[:2]
+        columns, pos = uniform
+        items = new_objects(Voter, count)
+        for obj, obj.voter_id, obj.voter_directory_id in zip(items, *columns):
             obj.unknown_tagged_fields = None
-            append(obj)
         return items, pos
     try:
         for _ in range(count):
@@ -322,5 +318,6 @@ def _encode_LeaderChangeMessage_v1(obj: LeaderChangeMessage, out: bytearray) -> 
         out.append(0)
 
 
-LeaderChangeMessage._DECODERS = (_decode_LeaderChangeMessage_v0, _decode_LeaderChangeMessage_v1,)
-LeaderChangeMessage._ENCODERS = (_encode_LeaderChangeMessage_v0, _encode_LeaderChangeMessage_v1,)
+install_codecs(LeaderChangeMessage,
+               (_decode_LeaderChangeMessage_v0, _decode_LeaderChangeMessage_v1,),
+               (_encode_LeaderChangeMessage_v0, _encode_LeaderChangeMessage_v1,))

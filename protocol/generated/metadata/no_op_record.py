@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -62,5 +62,6 @@ def _encode_NoOpRecord_v0(obj: NoOpRecord, out: bytearray) -> None:
         out.append(0)
 
 
-NoOpRecord._DECODERS = (_decode_NoOpRecord_v0,)
-NoOpRecord._ENCODERS = (_encode_NoOpRecord_v0,)
+install_codecs(NoOpRecord,
+               (_decode_NoOpRecord_v0,),
+               (_encode_NoOpRecord_v0,))

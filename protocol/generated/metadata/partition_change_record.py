@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -788,5 +788,6 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
         out.append(0)
 
 
-PartitionChangeRecord._DECODERS = (_decode_PartitionChangeRecord_v0, _decode_PartitionChangeRecord_v1, _decode_PartitionChangeRecord_v2,)
-PartitionChangeRecord._ENCODERS = (_encode_PartitionChangeRecord_v0, _encode_PartitionChangeRecord_v1, _encode_PartitionChangeRecord_v2,)
+install_codecs(PartitionChangeRecord,
+               (_decode_PartitionChangeRecord_v0, _decode_PartitionChangeRecord_v1, _decode_PartitionChangeRecord_v2,),
+               (_encode_PartitionChangeRecord_v0, _encode_PartitionChangeRecord_v1, _encode_PartitionChangeRecord_v2,))

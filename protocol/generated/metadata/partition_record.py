@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
     INT32_ARRAYS,
@@ -674,5 +674,6 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
         out.append(0)
 
 
-PartitionRecord._DECODERS = (_decode_PartitionRecord_v0, _decode_PartitionRecord_v1, _decode_PartitionRecord_v2,)
-PartitionRecord._ENCODERS = (_encode_PartitionRecord_v0, _encode_PartitionRecord_v1, _encode_PartitionRecord_v2,)
+install_codecs(PartitionRecord,
+               (_decode_PartitionRecord_v0, _decode_PartitionRecord_v1, _decode_PartitionRecord_v2,),
+               (_encode_PartitionRecord_v0, _encode_PartitionRecord_v1, _encode_PartitionRecord_v2,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -73,5 +73,6 @@ def _encode_ProducerIdsRecord_v0(obj: ProducerIdsRecord, out: bytearray) -> None
         out.append(0)
 
 
-ProducerIdsRecord._DECODERS = (_decode_ProducerIdsRecord_v0,)
-ProducerIdsRecord._ENCODERS = (_encode_ProducerIdsRecord_v0,)
+install_codecs(ProducerIdsRecord,
+               (_decode_ProducerIdsRecord_v0,),
+               (_encode_ProducerIdsRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_nullable_string,
@@ -586,5 +586,6 @@ def _encode_RegisterBrokerRecord_v3(obj: RegisterBrokerRecord, out: bytearray) -
         out.append(0)
 
 
-RegisterBrokerRecord._DECODERS = (_decode_RegisterBrokerRecord_v0, _decode_RegisterBrokerRecord_v1, _decode_RegisterBrokerRecord_v2, _decode_RegisterBrokerRecord_v3,)
-RegisterBrokerRecord._ENCODERS = (_encode_RegisterBrokerRecord_v0, _encode_RegisterBrokerRecord_v1, _encode_RegisterBrokerRecord_v2, _encode_RegisterBrokerRecord_v3,)
+install_codecs(RegisterBrokerRecord,
+               (_decode_RegisterBrokerRecord_v0, _decode_RegisterBrokerRecord_v1, _decode_RegisterBrokerRecord_v2, _decode_RegisterBrokerRecord_v3,),
+               (_encode_RegisterBrokerRecord_v0, _encode_RegisterBrokerRecord_v1, _encode_RegisterBrokerRecord_v2, _encode_RegisterBrokerRecord_v3,))

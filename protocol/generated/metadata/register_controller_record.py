@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_string,
@@ -251,5 +251,6 @@ def _encode_RegisterControllerRecord_v0(obj: RegisterControllerRecord, out: byte
         out.append(0)
 
 
-RegisterControllerRecord._DECODERS = (_decode_RegisterControllerRecord_v0,)
-RegisterControllerRecord._ENCODERS = (_encode_RegisterControllerRecord_v0,)
+install_codecs(RegisterControllerRecord,
+               (_decode_RegisterControllerRecord_v0,),
+               (_encode_RegisterControllerRecord_v0,))

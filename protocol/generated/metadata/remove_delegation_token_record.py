@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -68,5 +68,6 @@ def _encode_RemoveDelegationTokenRecord_v0(obj: RemoveDelegationTokenRecord, out
         out.append(0)
 
 
-RemoveDelegationTokenRecord._DECODERS = (_decode_RemoveDelegationTokenRecord_v0,)
-RemoveDelegationTokenRecord._ENCODERS = (_encode_RemoveDelegationTokenRecord_v0,)
+install_codecs(RemoveDelegationTokenRecord,
+               (_decode_RemoveDelegationTokenRecord_v0,),
+               (_encode_RemoveDelegationTokenRecord_v0,))

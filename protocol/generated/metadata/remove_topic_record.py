@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_uvarint,
@@ -72,5 +72,6 @@ def _encode_RemoveTopicRecord_v0(obj: RemoveTopicRecord, out: bytearray) -> None
         out.append(0)
 
 
-RemoveTopicRecord._DECODERS = (_decode_RemoveTopicRecord_v0,)
-RemoveTopicRecord._ENCODERS = (_encode_RemoveTopicRecord_v0,)
+install_codecs(RemoveTopicRecord,
+               (_decode_RemoveTopicRecord_v0,),
+               (_encode_RemoveTopicRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_string,
     read_uvarint,
@@ -75,5 +75,6 @@ def _encode_RemoveUserScramCredentialRecord_v0(obj: RemoveUserScramCredentialRec
         out.append(0)
 
 
-RemoveUserScramCredentialRecord._DECODERS = (_decode_RemoveUserScramCredentialRecord_v0,)
-RemoveUserScramCredentialRecord._ENCODERS = (_encode_RemoveUserScramCredentialRecord_v0,)
+install_codecs(RemoveUserScramCredentialRecord,
+               (_decode_RemoveUserScramCredentialRecord_v0,),
+               (_encode_RemoveUserScramCredentialRecord_v0,))

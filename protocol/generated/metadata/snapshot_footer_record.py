@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -67,5 +67,6 @@ def _encode_SnapshotFooterRecord_v0(obj: SnapshotFooterRecord, out: bytearray) -
         out.append(0)
 
 
-SnapshotFooterRecord._DECODERS = (_decode_SnapshotFooterRecord_v0,)
-SnapshotFooterRecord._ENCODERS = (_encode_SnapshotFooterRecord_v0,)
+install_codecs(SnapshotFooterRecord,
+               (_decode_SnapshotFooterRecord_v0,),
+               (_encode_SnapshotFooterRecord_v0,))

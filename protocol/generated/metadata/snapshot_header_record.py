@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -69,5 +69,6 @@ def _encode_SnapshotHeaderRecord_v0(obj: SnapshotHeaderRecord, out: bytearray) -
         out.append(0)
 
 
-SnapshotHeaderRecord._DECODERS = (_decode_SnapshotHeaderRecord_v0,)
-SnapshotHeaderRecord._ENCODERS = (_encode_SnapshotHeaderRecord_v0,)
+install_codecs(SnapshotHeaderRecord,
+               (_decode_SnapshotHeaderRecord_v0,),
+               (_encode_SnapshotHeaderRecord_v0,))

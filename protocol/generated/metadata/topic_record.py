@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_string,
@@ -78,5 +78,6 @@ def _encode_TopicRecord_v0(obj: TopicRecord, out: bytearray) -> None:
         out.append(0)
 
 
-TopicRecord._DECODERS = (_decode_TopicRecord_v0,)
-TopicRecord._ENCODERS = (_encode_TopicRecord_v0,)
+install_codecs(TopicRecord,
+               (_decode_TopicRecord_v0,),
+               (_encode_TopicRecord_v0,))

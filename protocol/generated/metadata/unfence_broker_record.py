@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -71,5 +71,6 @@ def _encode_UnfenceBrokerRecord_v0(obj: UnfenceBrokerRecord, out: bytearray) -> 
         out.append(0)
 
 
-UnfenceBrokerRecord._DECODERS = (_decode_UnfenceBrokerRecord_v0,)
-UnfenceBrokerRecord._ENCODERS = (_encode_UnfenceBrokerRecord_v0,)
+install_codecs(UnfenceBrokerRecord,
+               (_decode_UnfenceBrokerRecord_v0,),
+               (_encode_UnfenceBrokerRecord_v0,))

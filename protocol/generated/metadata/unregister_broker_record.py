@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -71,5 +71,6 @@ def _encode_UnregisterBrokerRecord_v0(obj: UnregisterBrokerRecord, out: bytearra
         out.append(0)
 
 
-UnregisterBrokerRecord._DECODERS = (_decode_UnregisterBrokerRecord_v0,)
-UnregisterBrokerRecord._ENCODERS = (_encode_UnregisterBrokerRecord_v0,)
+install_codecs(UnregisterBrokerRecord,
+               (_decode_UnregisterBrokerRecord_v0,),
+               (_encode_UnregisterBrokerRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_compact_bytes,
     read_compact_string,
@@ -95,5 +95,6 @@ def _encode_UserScramCredentialRecord_v0(obj: UserScramCredentialRecord, out: by
         out.append(0)
 
 
-UserScramCredentialRecord._DECODERS = (_decode_UserScramCredentialRecord_v0,)
-UserScramCredentialRecord._ENCODERS = (_encode_UserScramCredentialRecord_v0,)
+install_codecs(UserScramCredentialRecord,
+               (_decode_UserScramCredentialRecord_v0,),
+               (_encode_UserScramCredentialRecord_v0,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError, EncodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     ZERO_UUID,
     read_compact_string,
@@ -299,5 +299,6 @@ def _encode_VotersRecord_v0(obj: VotersRecord, out: bytearray) -> None:
         out.append(0)
 
 
-VotersRecord._DECODERS = (_decode_VotersRecord_v0,)
-VotersRecord._ENCODERS = (_encode_VotersRecord_v0,)
+install_codecs(VotersRecord,
+               (_decode_VotersRecord_v0,),
+               (_encode_VotersRecord_v0,))

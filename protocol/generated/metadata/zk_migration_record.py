@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from protocol.errors import DecodeError
-from protocol.message import MISSING, Message
+from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     read_uvarint,
     write_tagged_fields,
@@ -69,5 +69,6 @@ def _encode_ZkMigrationStateRecord_v0(obj: ZkMigrationStateRecord, out: bytearra
         out.append(0)
 
 
-ZkMigrationStateRecord._DECODERS = (_decode_ZkMigrationStateRecord_v0,)
-ZkMigrationStateRecord._ENCODERS = (_encode_ZkMigrationStateRecord_v0,)
+install_codecs(ZkMigrationStateRecord,
+               (_decode_ZkMigrationStateRecord_v0,),
+               (_encode_ZkMigrationStateRecord_v0,))
