@@ -49,7 +49,7 @@ def test_quorum_and_feature_tools_at_a_dynamic_kraftwire_quorum(tmp_path: Path) 
     quorum = ControllerQuorum(DYNAMIC, tmp_path, "3.9-IV0", dist).start()
     try:
         # Any controller answers for the quorum, a standby as well as the leader.
-        leader = quorum.leader()
+        leader = quorum.wait_for_leader(timeout=WAIT_S)
         for port in quorum.ports.values():
             status = quorum.status(f"127.0.0.1:{port}")
             assert int(status["LeaderId"]) == leader

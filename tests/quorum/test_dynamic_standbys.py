@@ -42,13 +42,13 @@ def every_one_names(quorum: ControllerQuorum, leader: int) -> bool:
 def test_standbys_of_a_dynamic_quorum_name_the_leader_across_failovers(tmp_path: Path) -> None:
     quorum = ControllerQuorum(DYNAMIC, tmp_path).start()
     try:
-        first = quorum.leader()
+        first = quorum.wait_for_leader(timeout=WAIT_S)
         poll(lambda: every_one_names(quorum, first), WAIT_S, interval=0.2,
              message=f"every controller naming {first}: {named_leaders(quorum)}")
         # The leader dies: the others name whoever is elected, and the old leader, back as a
         # standby, names it too (it named -1 for good before).
         quorum.members[first].kill9()
-        second = poll(lambda: (n := quorum.leader()) != first and n, WAIT_S, interval=0.5, message="a new leader")
+        second = quorum.wait_for_leader(exclude=frozenset({first}), timeout=WAIT_S)
         quorum.members[first].start()
         poll(lambda: every_one_names(quorum, second), WAIT_S, interval=0.2,
              message=f"every controller naming {second}: {named_leaders(quorum)}")

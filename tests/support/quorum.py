@@ -14,7 +14,7 @@ from protocol.generated.messages.describe_quorum_request import (
     DescribeQuorumRequest, PartitionData, TopicData)
 from protocol.generated.messages.metadata_request import MetadataRequest
 from tests.support.wire import connect
-from tools.controller_process import ROOT, ControllerProcess
+from tools.controller_process import ROOT, ControllerProcess, QuorumProcesses
 from tools.processes import free_port, poll
 
 if TYPE_CHECKING:
@@ -76,11 +76,12 @@ def metadata_quorum(dist: "Distribution | None", *args: str, check: bool = True)
     return done
 
 
-class ControllerQuorum:
+class ControllerQuorum(QuorumProcesses):
     """kraftwire controllers as a Kafka operator builds them: one voter, three static voters
     (``controller.quorum.voters``), or a dynamic quorum (``--standalone``, then two controllers
     formatted ``--no-initial-controllers`` and added with ``add-controller``), with Kafka's
-    kafka-metadata-quorum when ``dist`` is given and kraftwire's otherwise."""
+    kafka-metadata-quorum when ``dist`` is given and kraftwire's otherwise; started, stopped
+    and asked who leads as QuorumProcesses are."""
 
     def __init__(self, kind: str, workdir: Path, release: str | None = None, dist: "Distribution | None" = None,
                  properties: dict[str, str] | None = None) -> None:
@@ -109,13 +110,8 @@ class ControllerQuorum:
         self.for_brokers = (("controller.quorum.bootstrap.servers", self.bootstrap) if kind == DYNAMIC
                             else ("controller.quorum.voters", voters))
 
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{port}" for port in self.ports.values())
-
     def start(self) -> "ControllerQuorum":
-        for member in self.members.values():
-            member.start()
+        super().start()
         if self.kind == DYNAMIC:
             first = f"127.0.0.1:{self.ports[FIRST_CONTROLLER]}"
             for node, member in list(self.members.items())[1:]:
@@ -127,14 +123,7 @@ class ControllerQuorum:
                     120.0, interval=1.0, message=f"controller {node} added")
         return self
 
-    def stop(self) -> None:
-        for member in self.members.values():
-            member.stop()
-
     def status(self, address: str | None = None) -> dict[str, str]:
         """``describe --status``, asked of ``address`` or of every controller."""
         done = metadata_quorum(self.dist, "--bootstrap-controller", address or self.bootstrap, "describe", "--status")
         return {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)}
-
-    def leader(self) -> int:
-        return int(self.status()["LeaderId"])
