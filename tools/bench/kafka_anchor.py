@@ -86,7 +86,7 @@ def run(version: str = KAFKA_4, kills: int = KILLS) -> None:
         kafka_single = KafkaQuorum(dist, root / "kafka-single", 1, RELEASE, {"broker.session.timeout.ms": "120000"})
         kafka_single.start()
         try:
-            their_beats = heartbeats(kafka_single.kafka_members[3000], root, warm=True)
+            their_beats = heartbeats(kafka_single.members[3000], root, warm=True)
         finally:
             kafka_single.stop()
     emit("kafka.commit writes/s, 3 voters", ours["rate"], theirs["rate"], "writes/s", anchor_is=anchor_is,

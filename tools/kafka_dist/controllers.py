@@ -91,7 +91,7 @@ class KafkaQuorum(QuorumProcesses):
         voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in ports.items())
         cluster_id = subprocess.run(dist.command("kafka-storage", "random-uuid"), capture_output=True, text=True,
                                     check=True, timeout=START_TIMEOUT_S).stdout.strip()
-        self.kafka_members = {node: KafkaController(dist, workdir / f"kafka-{node}", node, port, voters, cluster_id,
-                                                    release, properties or {})
-                              for node, port in ports.items()}
-        self.members = self.kafka_members  # type: ignore[assignment]
+        # Members of the other implementation: QuorumProcesses reads only what both have.
+        self.members = {node: KafkaController(dist, workdir / f"kafka-{node}", node, port,  # type: ignore[misc]
+                                              voters, cluster_id, release, properties or {})
+                        for node, port in ports.items()}
