@@ -33,7 +33,7 @@ from protocol.generated.messages.remove_raft_voter_request import RemoveRaftVote
 from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID, uuid_from_str
-from server.apis import NO_WAIT, Reply, Router, anyone
+from server.apis import NO_WAIT, Router, anyone
 from server.config import ControllerConfig
 from server.security.settings import SECURITY_PROTOCOL_IDS
 from server.controller.replica import ControllerReplica
@@ -57,8 +57,6 @@ from server.network import Listener
 from server.sliced_work import SlicedWork
 from server.snapshot_scheduler import SnapshotScheduler
 from server.quorum import QuorumEvents, QuorumReplication
-from server.metadata_fetch import MetadataFetchServer
-from server.raft.messages import fetch_replica_id, fetch_replica_key
 from server.raft.voters import VoterSet, read_history
 from server.raft.quorum_config import QuorumConfig
 
@@ -148,9 +146,6 @@ class ControllerServer:
             self, self.log, self.raft_log, latest_snapshot, config.metadata_log_max_record_bytes_between_snapshots,
             config.snapshot_writer_delay_ms / 1000)
         self.replication.listeners.append(self.snapshots.committed)
-        self.fetch_server = MetadataFetchServer(
-            self.log, self.replication, self.cluster_id, config.node_id, config.advertised_controller_listener.name,
-            lambda: self.snapshots.latest)
         self._serve_quorum_apis()
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._leading = False  # the quorum elected this node; active once its replay caught up
@@ -172,17 +167,17 @@ class ControllerServer:
         self._no_op_timer: asyncio.TimerHandle | None = None
 
     def _serve_quorum_apis(self) -> None:
-        """The metadata log's own APIs: Fetch and DescribeQuorum, and the Raft core's RPCs."""
-        self.router.register(ApiKey.FETCH, anyone(accepting(FetchRequest, self._fetch)))
-        self.router.register(ApiKey.DESCRIBE_QUORUM, anyone(accepting(
-            DescribeQuorumRequest, lambda r, v: (self.fetch_server.describe_quorum(r, v), NO_WAIT))))
+        """The metadata log's own APIs, Fetch, FetchSnapshot and DescribeQuorum from anyone,
+        and the quorum's RPCs: all the Raft layer's, as Kafka's controller hands them to its
+        Raft client."""
         quorum = self.replication
-        for key, cls in ((ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
+        for key, cls in ((ApiKey.FETCH, FetchRequest), (ApiKey.DESCRIBE_QUORUM, DescribeQuorumRequest),
+                         (ApiKey.VOTE, VoteRequest), (ApiKey.BEGIN_QUORUM_EPOCH, BeginQuorumEpochRequest),
                          (ApiKey.END_QUORUM_EPOCH, EndQuorumEpochRequest),
                          (ApiKey.FETCH_SNAPSHOT, FetchSnapshotRequest), (ApiKey.ADD_RAFT_VOTER, AddRaftVoterRequest),
                          (ApiKey.REMOVE_RAFT_VOTER, RemoveRaftVoterRequest),
                          (ApiKey.UPDATE_RAFT_VOTER, UpdateRaftVoterRequest)):
-            self.router.register(key, anyone(accepting(cls, lambda r, v: (quorum.serve(r), NO_WAIT))))
+            self.router.register(key, anyone(accepting(cls, lambda r, v: (quorum.serve(r, v), NO_WAIT))))
 
     @property
     def controller(self) -> QuorumController:
@@ -234,14 +229,6 @@ class ControllerServer:
             election_backoff_max_ms=c.quorum_election_backoff_max_ms, fetch_timeout_ms=c.quorum_fetch_timeout_ms,
             request_timeout_ms=c.quorum_request_timeout_ms, retry_backoff_ms=c.quorum_retry_backoff_ms,
             append_linger_ms=c.quorum_append_linger_ms)
-
-    def _fetch(self, request: FetchRequest, version: int) -> tuple[Reply, int]:
-        """A voter's fetch, and a controller's that names its directory (one that joins), is the
-        Raft core's (it moves the high watermark and tracks replicas for AddRaftVoter); a
-        broker's reads committed batches only."""
-        if fetch_replica_id(request) in self.replication.core.voters or fetch_replica_key(request).directory_id != ZERO_UUID:
-            return self.replication.serve(request), NO_WAIT
-        return self.fetch_server.fetch(request, version), NO_WAIT
 
     def _new_controller(self) -> QuorumController:
         advertised = self.config.advertised_controller_listener

@@ -43,7 +43,7 @@ from server.raft.outputs import (
     SendResponse, SnapshotInstalled)
 from server.raft.voters import KRAFT_VERSION_DYNAMIC, VoterSet
 from server.raft.quorum_config import QuorumConfig
-from server.raft.state import Election, Leader, ReplicaProgress
+from server.raft.state import Election, Leader
 from server.security.client import ClientSecurity
 
 log = logging.getLogger("kraftwire.quorum")
@@ -137,22 +137,6 @@ class QuorumReplication:
         """Where ``node_id`` listens, as this node knows it."""
         return self.core.address_of(node_id)
 
-    def replica_progress(self) -> dict[int, ReplicaProgress] | None:
-        """Each replica's fetching as the leader saw it, in wall-clock milliseconds as
-        DescribeQuorum reports it (the core keeps monotonic time); None unless leading (a
-        resigning leader still names itself until another is elected)."""
-        if not self.core.is_leader:
-            return None
-        now = monotonic_ms()
-        shift = self.wall_clock_ms() - now
-
-        def wall(ms: int) -> int:
-            return ms + shift if ms >= 0 else -1
-
-        return {rid: ReplicaProgress(p.log_end_offset, wall(p.last_fetch_ms), wall(p.last_caught_up_ms),
-                                     p.directory_id)
-                for rid, p in self.core.replica_progress(now).items()}
-
     # --- starting and stopping -----------------------------------------------------------------
     def start(self) -> None:
         """Let the core act on the election read back (a single voter elects itself now),
@@ -238,9 +222,10 @@ class QuorumReplication:
         self.raft_log.close()
 
     # --- requests from the other voters ----------------------------------------------------------
-    def serve(self, message: Message) -> asyncio.Future[Message]:
-        """Vote, BeginQuorumEpoch, EndQuorumEpoch, and a voter's Fetch or FetchSnapshot: the
-        core answers now or later (a long-polling fetch)."""
+    def serve(self, message: Message, version: int) -> asyncio.Future[Message]:
+        """Every request about the metadata log, at the ``version`` it came in at: the quorum's
+        RPCs, and Fetch, FetchSnapshot and DescribeQuorum from anyone. The core answers now or
+        later (a long-polling fetch)."""
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Message] = loop.create_future()
         correlation_id = self._next_inbound
@@ -248,7 +233,7 @@ class QuorumReplication:
         self._answers[correlation_id] = answer
         # The source only labels the answer; answers go back by correlation id, on the
         # connection the request came in on.
-        self._step(lambda: self.core.receive_request(-1, correlation_id, message, monotonic_ms()))
+        self._step(lambda: self.core.receive_request(-1, correlation_id, message, monotonic_ms(), version))
         return answer
 
     # --- doing what the core asks ----------------------------------------------------------------

@@ -143,8 +143,8 @@ class DiskRaftLog:
             return self._snapshot[1], self.log.start_offset
         return 0, self.log.start_offset
 
-    def read(self, from_offset: int, max_bytes: int) -> bytes:
-        return self.log.read(from_offset, max_bytes)
+    def read(self, from_offset: int, max_bytes: int, up_to: int | None = None) -> bytes:
+        return self.log.read(from_offset, max_bytes, up_to)
 
     def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
         path = self.log.directory / SnapshotId(*snapshot).file_name

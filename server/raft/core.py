@@ -35,6 +35,7 @@ from protocol.generated.messages.update_raft_voter_request import Listener as Up
 from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.generated.messages.update_raft_voter_response import UpdateRaftVoterResponse
 from protocol.generated.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
+from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest
 from protocol.generated.messages.begin_quorum_epoch_response import BeginQuorumEpochResponse
 from protocol.generated.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 from protocol.generated.messages.end_quorum_epoch_response import EndQuorumEpochResponse
@@ -45,11 +46,15 @@ from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequ
 from protocol.generated.messages.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.vote_response import VoteResponse
-from protocol.message import Message
+from protocol.api_keys import APIS
+from protocol.message import Message, api_key_of
 from protocol.primitives import ZERO_UUID
 from protocol.records import read_batch_header
 from server.raft import messages as rpc
-from server.raft.leader import check_quorum, quorum_high_watermark, reported_high_watermark, track_fetch
+from server.raft.describe import QuorumView, describe_quorum
+from server.raft.fetch import FetchPolicy, LeaderView, fit_to_version, has_answer, policy_of, read_for_reader
+from server.raft.leader import (
+    check_quorum, forget_observers, quorum_high_watermark, reported_high_watermark, track_fetch)
 from server.raft.log import RaftLog, split_batches
 from server.raft.membership import Membership
 from server.raft.outbox import Kind, Outbox
@@ -57,7 +62,7 @@ from server.raft.outputs import (
     BecameLeader, Committed, Output, Refused, SendRequest, SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
-    control_batch, fetch_position, records_batch, successor_backoff, truncation_offset)
+    fetch_position, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
     SnapshotDownload, Unattached)
@@ -108,13 +113,17 @@ class RaftCore:
         # succeeded (if not, its sender is backed off).
         self._request_handlers: dict[type[Message], Callable[[int, int, Any, int], None]] = {
             VoteRequest: self._on_vote_request,
-            FetchRequest: self._on_fetch_request,
             BeginQuorumEpochRequest: self._on_begin_epoch_request,
             EndQuorumEpochRequest: self._on_end_epoch_request,
             FetchSnapshotRequest: self._on_fetch_snapshot_request,
             AddRaftVoterRequest: self.membership.receive_request,
             RemoveRaftVoterRequest: self.membership.receive_request,
             UpdateRaftVoterRequest: self.membership.receive_request,
+        }
+        # Those whose answer depends on the version the request came in at.
+        self._versioned_handlers: dict[type[Message], Callable[[int, int, Any, int, int], None]] = {
+            FetchRequest: self._on_fetch_request,
+            DescribeQuorumRequest: self._on_describe_quorum_request,
         }
         self._response_handlers: dict[type[Message], Callable[[int, Kind, Any, int], bool]] = {
             VoteResponse: self._on_vote_response,
@@ -164,11 +173,19 @@ class RaftCore:
         out, self.outputs = self.outputs, []
         return out
 
-    def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
-        handler = self._request_handlers.get(type(message))
-        if handler is None:
-            raise ValueError(f"the Raft core does not handle {message.NAME}")
-        handler(source, correlation_id, message, now_ms)
+    def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int,
+                        version: int | None = None) -> None:
+        """``version``: the one the request came in at, which its answer must fit; None: the
+        newest (a peer of this implementation)."""
+        versioned = self._versioned_handlers.get(type(message))
+        if versioned is not None:
+            versioned(source, correlation_id, message, now_ms,
+                      APIS[api_key_of(message)].max_version if version is None else version)
+        else:
+            handler = self._request_handlers.get(type(message))
+            if handler is None:
+                raise ValueError(f"the Raft core does not handle {message.NAME}")
+            handler(source, correlation_id, message, now_ms)
         self._poll(now_ms)
 
     def receive_response(self, source: int, correlation_id: int, message: Message, now_ms: int) -> None:
@@ -188,14 +205,6 @@ class RaftCore:
     def tick(self, now_ms: int) -> None:
         self._poll(now_ms)
 
-    def propose(self, records: list[bytes], now_ms: int) -> int:
-        """Append records as one batch of the current epoch; returns the offset of the last.
-        They are committed once ``Committed`` reaches that offset."""
-        if not records:
-            raise ValueError("nothing to propose")
-        return self.propose_batches([records_batch(self.log.end_offset, self.epoch, records, self.wall_time(now_ms))],
-                                    now_ms)
-
     def propose_batches(self, batches: list[bytes], now_ms: int) -> int:
         """Append batches already encoded by the controller (base offsets continuing the log,
         this epoch's leader epoch); returns the offset of the last record."""
@@ -214,13 +223,6 @@ class RaftCore:
         self._answer_parked(state, now_ms, only_due=False)
         self._poll(now_ms)
         return self.log.end_offset - 1
-
-    def propose_control(self, messages: list[Message], now_ms: int) -> int:
-        """Append ``messages`` as one control batch of this epoch (what a shell without a
-        controller does with ``ProposeControl``); returns its offset."""
-        offset = self.log.end_offset
-        self.propose_batches([control_batch(offset, self.epoch, messages, self.wall_time(now_ms))], now_ms)
-        return offset
 
     def kraft_upgrade(self, level: int) -> tuple[int, str | None, list[Message]]:
         """The records that raise kraft.version to ``level`` as the leader, or why not."""
@@ -677,9 +679,15 @@ class RaftCore:
         return rpc.fetch_response(error, self.epoch, self.leader_id, -1, self.log.start_offset,
                                   leader_address=self.address_of(self.leader_id))
 
-    def _on_fetch_request(self, source: int, correlation_id: int, request: FetchRequest, now: int) -> None:
+    def _on_fetch_request(self, source: int, correlation_id: int, request: FetchRequest, now: int,
+                          version: int) -> None:
         if not self.cluster_id_matches(rpc.fetch_replica_id(request), request.cluster_id, request.NAME):
             self.respond(source, correlation_id, FetchResponse(error_code=Error.INCONSISTENT_CLUSTER_ID))
+            return
+        policy = policy_of(request, self.voters)
+        fetch = ParkedFetch(source, correlation_id, now + request.max_wait_ms, request, version, policy)
+        if policy is FetchPolicy.READER:
+            self._serve_reader(fetch, now, waited=False)
             return
         part = rpc.only_partition(request.topics, "topic")
         if part is None:
@@ -687,21 +695,58 @@ class RaftCore:
             return
         if request.max_wait_ms < 0 or part.fetch_offset < 0 or part.last_fetched_epoch < 0 \
                 or part.last_fetched_epoch > part.current_leader_epoch:
-            self.respond(source, correlation_id, self.fetch_error(Error.INVALID_REQUEST))
+            self.answer_fetch(fetch, self.fetch_error(Error.INVALID_REQUEST))
             return
         state = self.state
         error = self.leader_error(part.current_leader_epoch)
         if error != Error.NONE or not isinstance(state, Leader):
-            self.respond(source, correlation_id, self.fetch_error(error))
+            self.answer_fetch(fetch, self.fetch_error(error))
             return
         replica = rpc.fetch_replica_key(request)
         response = self._read_for(state, replica, part.fetch_offset, part.last_fetched_epoch, now)
-        answer = response.responses[0].partitions[0]
-        if answer.records or answer.diverging_epoch.epoch >= 0 or answer.snapshot_id.epoch >= 0 \
-                or request.max_wait_ms == 0:
-            self.respond(source, correlation_id, response)
+        if has_answer(response) or request.max_wait_ms == 0:
+            self.answer_fetch(fetch, response)
             return
-        state.parked.append(ParkedFetch(source, correlation_id, now + request.max_wait_ms, request))
+        state.parked.append(fetch)
+
+    def _serve_reader(self, fetch: ParkedFetch, now: int, waited: bool) -> None:
+        """A fetcher that is no Raft replica (``server.raft.fetch``): answered at once when
+        there is something to say, else parked until the next commit or its MaxWaitMs."""
+        state = self.state
+        leading = isinstance(state, Leader) and not self.shutting_down
+        view = LeaderView(self.epoch, self.leader_id, leading, self.high_watermark, self.address_of(self.leader_id))
+        read = read_for_reader(self.log, fetch.request, fetch.version, view)
+        if read.progress is not None and isinstance(state, Leader):
+            # Caught up means at the high watermark: a reader is never sent further.
+            track_fetch(state, rpc.fetch_replica_key(fetch.request), read.progress, self.high_watermark,
+                        self.voter_set, self.node_id, self.config.fetch_timeout_ms, now)
+        if waited or not isinstance(state, Leader) or fetch.request.max_wait_ms <= 0 or has_answer(read.response):
+            self.respond(fetch.source, fetch.correlation_id, read.response)
+        else:
+            state.parked.append(fetch)
+
+    def answer_fetch(self, fetch: ParkedFetch, response: FetchResponse) -> None:
+        self.respond(fetch.source, fetch.correlation_id, fit_to_version(response, fetch.version))
+
+    def _on_describe_quorum_request(self, source: int, correlation_id: int, request: DescribeQuorumRequest,
+                                    now: int, version: int) -> None:
+        state = self.state
+        progress = None
+        if isinstance(state, Leader):
+            forget_observers(state, self.voters, now)
+            # Kept in monotonic time, reported in wall-clock time.
+            shift = self.wall_time(now) - now
+            progress = {replica: replace(p, last_fetch_ms=p.last_fetch_ms + shift if p.last_fetch_ms >= 0 else -1,
+                                         last_caught_up_ms=p.last_caught_up_ms + shift
+                                         if p.last_caught_up_ms >= 0 else -1)
+                        for replica, p in self.replica_progress(now).items()}
+        # This node's own endpoint is its advertised listener, whatever the voters say.
+        known = {*self.voters, self.node_id, self.leader_id}
+        endpoints = {n: address for n in known if n >= 0 and (address := self.address_of(n)) is not None}
+        self.respond(source, correlation_id, describe_quorum(request, version, QuorumView(
+            self.node_id, self.epoch, self.leader_id, self.high_watermark,
+            {key.id: key.directory_id for key in self.voter_set.keys}, progress, self.config.listener_name,
+            endpoints)))
 
     def leader_error(self, request_epoch: int) -> int:
         """Why a request for the leader's log cannot be served here, or NONE."""
@@ -745,14 +790,15 @@ class RaftCore:
             return
         waiting, state.parked = state.parked, []
         for parked in waiting:
-            if only_due and parked.deadline > now:
+            due = parked.deadline <= now
+            if only_due and not due:
                 state.parked.append(parked)
-                continue
-            assert isinstance(parked.request, FetchRequest)
-            part = parked.request.topics[0].partitions[0]
-            response = self._read_for(state, rpc.fetch_replica_key(parked.request), part.fetch_offset,
-                                      part.last_fetched_epoch, now)
-            self.respond(parked.source, parked.correlation_id, response)
+            elif parked.policy is FetchPolicy.READER:
+                self._serve_reader(parked, now, waited=due)  # parked again while nothing committed
+            else:
+                part = parked.request.topics[0].partitions[0]
+                self.answer_fetch(parked, self._read_for(state, rpc.fetch_replica_key(parked.request),
+                                                         part.fetch_offset, part.last_fetched_epoch, now))
 
     def _update_high_watermark(self, state: Leader, now: int) -> None:
         candidate = quorum_high_watermark(state, self.voters, self.node_id, self.log.flushed_offset,

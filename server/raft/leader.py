@@ -13,6 +13,10 @@ from server.raft.voters import ReplicaKey, VoterSet
 
 # A leader resigns when a majority has not fetched from it for this many fetch timeouts.
 CHECK_QUORUM_FACTOR = 1.5
+# An observer that stops fetching is forgotten after Kafka's observer session timeout, and
+# made-up replica ids cannot grow the table past a cap.
+OBSERVER_TIMEOUT_MS = 300_000
+MAX_OBSERVERS = 10_000
 
 
 def check_quorum_deadline(fetch_timeout_ms: int, now: int) -> int:
@@ -33,6 +37,8 @@ def track_fetch(state: Leader, key: ReplicaKey, offset: int, log_end_offset: int
     replica = key.id
     if replica >= 0:
         progress = state.replicas.get(replica)
+        if progress is None and len(state.replicas) >= MAX_OBSERVERS:
+            forget_observers(state, voter_set.ids, now, to_make_room=True)
         if progress is None or progress.directory_id != key.directory_id:
             # Another directory under the same id is another replica: its progress starts anew.
             progress = state.replicas[replica] = ReplicaProgress(directory_id=key.directory_id)
@@ -44,6 +50,18 @@ def track_fetch(state: Leader, key: ReplicaKey, offset: int, log_end_offset: int
         state.voters_fetched.add(replica)
         state.begin_epoch_acked.add(replica)
         check_quorum(state, voter_set.ids, node_id, fetch_timeout_ms, now)
+
+
+def forget_observers(state: Leader, voters: frozenset[int], now: int, to_make_room: bool = False) -> None:
+    """Drop the observers silent for the session timeout; ``to_make_room``: at the cap, the
+    longest silent tenth as well. Voters are never forgotten: they count for commits."""
+    for replica in [r for r, p in state.replicas.items()
+                    if r not in voters and now - p.last_fetch_ms > OBSERVER_TIMEOUT_MS]:
+        del state.replicas[replica]
+    if to_make_room and len(state.replicas) >= MAX_OBSERVERS:
+        observers = sorted((r for r in state.replicas if r not in voters), key=lambda r: state.replicas[r].last_fetch_ms)
+        for replica in observers[:MAX_OBSERVERS // 10]:
+            del state.replicas[replica]
 
 
 def quorum_high_watermark(state: Leader, voters: frozenset[int], node_id: int, flushed_offset: int,

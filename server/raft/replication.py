@@ -13,7 +13,7 @@ from protocol.records import (
     CONTROL_FLAG, ControlMessage, Record, RecordBatch, control_key, control_type_of, control_value, encode_batch)
 from protocol.message import Message
 from server.raft.log import RaftLog
-from server.raft.voters import IN_SNAPSHOT, KRAFT_VERSION_DYNAMIC, VoterHistory, VoterSet
+from server.raft.voters import IN_SNAPSHOT, KRAFT_VERSION_DYNAMIC, VoterHistory
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,10 @@ class FetchPosition:
 
 
 def fetch_position(log: RaftLog, offset: int, last_epoch: int) -> FetchPosition:
+    if offset == 0 and log.start_offset == 0:
+        # An empty log (what a new observer fetches with, epoch 0 or not) agrees with any log
+        # that still starts at 0.
+        return FetchPosition()
     epoch, end = log.end_offset_for_epoch(last_epoch)
     snapshot = log.latest_snapshot
     if snapshot is not None and (offset < log.start_offset or epoch == 0 < log.start_offset):
@@ -85,20 +89,9 @@ def bootstrap_quorum_records(history: VoterHistory, log: RaftLog) -> list[Messag
     return [KRaftVersionRecord(version=0, k_raft_version=history.kraft_version), history.latest.to_record()]
 
 
-def kraft_version_batch(base_offset: int, epoch: int, level: int, voters: VoterSet, now_ms: int) -> bytes:
-    """The control batch that raises kraft.version, with the voter set it starts from."""
-    return control_batch(base_offset, epoch, [KRaftVersionRecord(version=0, k_raft_version=level),
-                                               voters.to_record()], now_ms)
-
-
 def control_batch(base_offset: int, epoch: int, messages: Sequence[Message], now_ms: int) -> bytes:
     return encode_batch(RecordBatch(
         base_offset=base_offset, partition_leader_epoch=epoch, attributes=CONTROL_FLAG,
         base_timestamp=now_ms, max_timestamp=now_ms,
         records=[Record(control_value(cast(ControlMessage, m)), control_key(control_type_of(cast(ControlMessage, m))))
                  for m in messages]))
-
-
-def records_batch(base_offset: int, epoch: int, values: list[bytes], now_ms: int) -> bytes:
-    return encode_batch(RecordBatch(base_offset=base_offset, partition_leader_epoch=epoch, base_timestamp=now_ms,
-                                    max_timestamp=now_ms, records=[Record(value) for value in values]))

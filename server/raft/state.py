@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.primitives import ZERO_UUID
+from server.raft.fetch import FetchPolicy
 
 NO_ID = -1
 
@@ -121,7 +123,9 @@ class ParkedFetch:
     source: int
     correlation_id: int
     deadline: int
-    request: object
+    request: FetchRequest
+    version: int  # the request's, which the answer must fit
+    policy: FetchPolicy
 
 
 @dataclass

@@ -81,8 +81,7 @@ class Transitions:
             self.core.membership.leadership_lost(old)
             self.core.outputs.append(LostLeadership(old.election.epoch))
             for parked in old.parked:
-                self.core.respond(parked.source, parked.correlation_id,
-                                  self.core.fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
+                self.core.answer_fetch(parked, self.core.fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
         self.report_leader()
 
     def persist(self, election: Election) -> None:

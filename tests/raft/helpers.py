@@ -11,7 +11,7 @@ from protocol.message import Message
 from protocol.records import Record, RecordBatch, encode_batch
 from server.raft import messages as rpc
 from server.raft.core import RaftCore
-from server.raft.log import InMemoryLog
+from tests.support.raft_log import InMemoryLog
 from server.raft.outputs import Output, SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election

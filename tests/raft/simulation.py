@@ -40,7 +40,8 @@ from server.controller.replica import ControllerReplica
 from server.image.loader import MetadataLoader
 from server.metalog.commit_path import encode_batches
 from server.raft.core import NotLeader, RaftCore
-from server.raft.log import InMemoryLog, split_batches
+from server.raft.log import split_batches
+from tests.support.raft_log import InMemoryLog
 from server.raft.outputs import (
     BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
     SnapshotInstalled)

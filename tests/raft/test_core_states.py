@@ -19,7 +19,7 @@ from protocol.generated.messages.vote_response import VoteResponse
 from protocol.records import decode_batch
 from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
-from server.raft.log import InMemoryLog
+from tests.support.raft_log import InMemoryLog
 from server.raft.outputs import (
     SendRequest, BecameLeader, Committed, LostLeadership, PersistElection, SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
@@ -27,6 +27,7 @@ from server.raft.state import (
     Candidate, Election, Follower, Leader, Prospective, ReplicaProgress, Resigned, Unattached)
 from tests.raft.helpers import (
     CLUSTER, CONFIG, answer, batch, elect, fetch, grant_votes, log_with, new_core, of_type, partition_of, sent, vote)
+from tests.support.raft_writes import propose
 
 
 # --- starting from the quorum-state file --------------------------------------------------------
@@ -147,7 +148,7 @@ def test_a_single_voter_elects_itself_and_commits_alone() -> None:
     core.tick(2_000)
     assert core.is_leader
     assert of_type(core.take_outputs(), BecameLeader) == [BecameLeader(1, 0)]
-    last = core.propose([b"a", b"b"], 2_100)
+    last = propose(core, [b"a", b"b"], 2_100)
     core.tick(2_200)
     assert of_type(core.take_outputs(), Committed) == [Committed(last)]
 
@@ -348,7 +349,7 @@ def test_an_empty_fetch_waits_for_new_records() -> None:
     now = elect(core)
     core.tick(now + 50)
     assert not of_type(fetch(core, 2, 1, 1, now + 50, max_wait_ms=500), SendResponse)
-    core.propose([b"x"], now + 60)
+    propose(core, [b"x"], now + 60)
     part = answer(core.take_outputs())
     assert decode_batch(part.records)[0].records[0].value == b"x"
 
@@ -384,7 +385,7 @@ def test_a_leader_no_majority_fetches_from_resigns() -> None:
 
 def test_proposals_go_to_the_leader_only() -> None:
     with pytest.raises(NotLeader):
-        new_core().propose([b"x"], 0)
+        propose(new_core(), [b"x"], 0)
 
 
 def test_shutdown_resigns_and_completes_once_another_leader_is_known() -> None:

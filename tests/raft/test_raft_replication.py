@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.raft.log import InMemoryLog
+from tests.support.raft_log import InMemoryLog
 from server.raft.replication import FetchPosition, fetch_position, majority_offset, truncation_offset
 from tests.raft.helpers import batch, log_with
 

@@ -18,12 +18,12 @@ from protocol.generated.messages.update_raft_voter_request import Listener as Up
 from protocol.message import Message
 from server.raft import messages as rpc
 from server.raft.core import RaftCore
-from server.raft.log import InMemoryLog
+from tests.support.raft_log import InMemoryLog
 from server.raft.outputs import ProposeControl, SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
-from server.raft.replication import kraft_version_batch
 from server.raft.state import Follower, Leader
 from server.raft.voters import ReplicaKey, VoterNode, VoterSet
+from tests.support.raft_writes import propose, propose_control, kraft_version_batch
 
 CLUSTER = "reconfig"
 LISTENER = "CONTROLLER"
@@ -88,7 +88,7 @@ class Network:
                     if isinstance(out, SendRequest):
                         self._request(node_id, out)
                     elif isinstance(out, ProposeControl):
-                        core.propose_control(list(out.messages), self.now)
+                        propose_control(core, list(out.messages), self.now)
                     elif isinstance(out, SendResponse):
                         source, correlation, asked = self._routes.pop((node_id, out.correlation_id))
                         if source == CLIENT:
@@ -167,7 +167,7 @@ def test_an_observer_is_added_and_counts_towards_commits() -> None:
     # Two voters now: a write commits only once the new voter has it.
     before = leader.high_watermark
     del net.cores[2]
-    leader.propose([b"x"], net.now)
+    propose(leader, [b"x"], net.now)
     net.run(200)
     assert leader.high_watermark == before
 
@@ -312,7 +312,7 @@ def test_a_static_quorum_is_upgraded_to_kraft_version_1_and_then_grows() -> None
     code, _, records = leader.kraft_upgrade(1)
     # Every voter told the leader its key and listeners (UpdateRaftVoter under kraft.version 0).
     assert code == Error.NONE and len(records) == 2
-    leader.propose_control(records, net.now)
+    propose_control(leader, records, net.now)
     net.run(1_000)
     for node_id in (1, 2, 3):
         core = net.cores[node_id]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from protocol.generated.metadata.config_record import ConfigRecord
 from server.controller.replica import ControllerReplica
 from server.metalog.commit_path import encode_batches
-from server.raft.log import InMemoryLog
+from tests.support.raft_log import InMemoryLog
 from tests.raft.simulation import BOOTSTRAP, controller_state, new_controller
 
 TOPICS = 2_000

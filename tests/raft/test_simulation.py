@@ -13,6 +13,7 @@ import pytest
 
 from server.raft.core import NotLeader
 from tests.raft.simulation import Faults, Simulation, await_leader, await_write, run_random_scenario
+from tests.support.raft_writes import propose
 
 _ONE = os.environ.get("RAFT_SIM_SEED")
 SEEDS = [int(_ONE)] if _ONE else list(range(int(os.environ.get("RAFT_SIM_SEEDS", "1000"))))
@@ -75,7 +76,7 @@ def test_graceful_shutdown_hands_leadership_over(seed: int, voters: int) -> None
     sim.call(node, lambda core, now: core.begin_shutdown(now))
     assert node.core is not None and not node.core.is_leader
     with pytest.raises(NotLeader):
-        sim.call(node, lambda core, now: core.propose([b"late"], now))
+        sim.call(node, lambda core, now: propose(core, [b"late"], now))
     start = sim.now
     while not node.core.shutdown_complete:
         sim.run_until(sim.now + 10)
