@@ -129,7 +129,7 @@ class ControllerServer:
         self.replication = QuorumReplication(
             config.node_id, self._quorum_config(), config.metadata_log_dir, self.raft_log,
             QuorumEvents(self._quorum_committed, self._became_leader, self._lost_leadership,
-                         self._leader_changed, self._snapshot_installed, self._propose_control), wall_clock_ms,
+                         self._leader_changed, self._snapshot_installed, self._control_appended), wall_clock_ms,
             config.controller_client)
         advertised = config.advertised_controller_listener
         self.registrar = ControllerRegistrar(
@@ -317,15 +317,10 @@ class ControllerServer:
         if not self.lone_voter:
             self.controller.forget_active_controller()
 
-    def _propose_control(self, messages: tuple[Message, ...]) -> None:
-        """The quorum's leader changes its voters: the active controller writes the record at
-        its next offset, replaying it as every replica will."""
-        if not self.leadership.active:
-            # Not from inside the core's own step: the refusal is its next input.
-            asyncio.get_running_loop().call_soon(self.replication.control_refused)
-            return
-        applied = self.controller.apply(ControllerResult([(m, 0) for m in messages]))
-        self.replication.submit(applied.records, applied.base_offset)
+    def _control_appended(self, base_offset: int, messages: tuple[Message, ...]) -> None:
+        """The quorum's leader wrote a voter change: the active controller replays it where it
+        lies, before its own next write. A standby replays it from the log once committed."""
+        self.replica.control_appended(base_offset, messages)
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
         self.controller.set_active_controller(leader_id)

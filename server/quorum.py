@@ -2,15 +2,17 @@
 
 ``QuorumReplication`` owns a ``RaftCore`` and does what its outputs ask, in order: persist the
 election in quorum-state before anything else goes out, send requests to the other voters over
-one outbound connection each, answer the quorum requests they sent, and tell the controller
-shell what happened (records committed, leadership won or lost, a snapshot installed). Time is
+one outbound connection each, answer every request about the metadata log (the voters' RPCs,
+and Fetch, FetchSnapshot and DescribeQuorum from brokers and tools), and tell the controller
+shell what happened (records committed, leadership won or lost, a snapshot installed, a voter
+change the leader wrote). Time is
 the monotonic clock in milliseconds; the core is ticked at its next deadline.
 
 It is the controller's commit path: the active controller submits the records of each
 command, and a response waiting for an offset is released once a majority of voters (the
 voter itself, alone) has the offset on disk, or failed if leadership is lost first (the client
 then hears NOT_CONTROLLER and retries elsewhere). A command's records that the log refuses
-make the leader resign; a write the core itself cannot make (its LeaderChange, a fetched
+make the leader resign (``AppendFailed``); a write the core itself cannot make (its LeaderChange, a fetched
 batch) stops the process, as Kafka's fault handler does, to recover from what is durable.
 """
 
@@ -39,8 +41,8 @@ from server.metalog.raft_log import DiskRaftLog
 from server.purgatory import OffsetPurgatory
 from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, ProposeControl, Refused, SendRequest,
-    SendResponse, SnapshotInstalled)
+    AppendFailed, BecameLeader, Committed, ControlAppended, LeaderChanged, LostLeadership, Output, PersistElection,
+    Refused, SendRequest, SendResponse, SnapshotInstalled)
 from server.raft.voters import KRAFT_VERSION_DYNAMIC, VoterSet
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election, Leader
@@ -66,7 +68,8 @@ class QuorumEvents:
     lost_leadership: Callable[[int], None]  # (epoch); uncommitted state must go
     leader_changed: Callable[[int, int], None]  # (epoch, leader id or -1)
     snapshot_installed: Callable[[int, int], None]  # (end offset, epoch)
-    propose_control: Callable[[tuple[Message, ...]], None]  # the leader's voter change, to be written
+    # The leader wrote quorum records itself (base offset, records): an active controller replays them.
+    control_appended: Callable[[int, tuple[Message, ...]], None]
 
 
 # The first VoteRequest version that can carry a pre-vote (KIP-996).
@@ -110,8 +113,7 @@ class QuorumReplication:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = -1  # when the timer is set to tick
-        self._proposals: list[bytes] = []
-        self._proposing = False
+        self._appending = False  # an append of what was submitted is scheduled
         # For the metrics: how long the last commit took (from its proposal), when the last
         # batch was proposed, and writes that failed.
         self.last_flush_ms: float | None = None  # None: the last commit ended none of this node's proposals
@@ -143,9 +145,6 @@ class QuorumReplication:
         then keep its timers running."""
         self._poke()
 
-    def control_refused(self) -> None:
-        self._step(lambda: self.core.control_refused(monotonic_ms()))
-
     def confirm_leadership(self) -> None:
         """A leader that a majority has not fetched from within the check-quorum time resigns
         now, before it answers as the leader: its timer may not have run yet (the process
@@ -173,36 +172,34 @@ class QuorumReplication:
 
     # --- the commit path, for the active controller --------------------------------------------
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
-        """Queue a command's records; everything submitted in one turn of the event loop is
-        proposed together, so the followers fetch it (and fsync it) in one go."""
-        if not records:
+        """Hand a command's records to the leader (at ``base_offset``, the Raft layer's next
+        offset); everything submitted in one turn of the event loop is appended together at
+        the core's next step, so the followers fetch it (and fsync it) in one go."""
+        if not records or self._closed:
             return
         self._submitted_last = base_offset + len(records) - 1
-        self._proposals.extend(encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms()))
-        if not self._proposing:
-            self._proposing = True
-            asyncio.get_running_loop().call_soon(self._propose)
-
-    def _propose(self) -> None:
-        self._proposing = False
-        batches, self._proposals = self._proposals, []
-        if not batches or self._closed:
-            return
         try:
-            last = self.core.propose_batches(batches, monotonic_ms())
-            self.last_batch_timestamp_ms = self.wall_clock_ms()
-            self._proposed_at.append((last, time.monotonic()))
+            last = self.core.prepare_append(
+                encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms()), monotonic_ms())
         except NotLeader:
-            # Leadership went between the command and its records: their waiters have failed
-            # with it, and the controller has gone back to the committed state.
-            log.info("%d batches not written: this node no longer leads", len(batches))
-        except OSError as exc:
-            # The log cannot take them: step down, so that the waiters fail (NOT_CONTROLLER),
-            # the state goes back to what is committed and a healthy voter takes over.
-            self.failures += 1
-            log.error("metadata log write failed; resigning the leadership: %s", exc)
-            self.core.resign(monotonic_ms())
-        self._run()
+            # Leadership went between the command and its records: their waiters fail with
+            # it, and the controller goes back to the committed state.
+            log.info("%d records not written: this node no longer leads", len(records))
+            return
+        self.last_batch_timestamp_ms = self.wall_clock_ms()
+        self._proposed_at.append((last, time.monotonic()))
+        if not self._appending:
+            self._appending = True
+            asyncio.get_running_loop().call_soon(self._append_prepared)
+
+    def _append_prepared(self) -> None:
+        self._appending = False
+        self._poke()
+
+    @property
+    def next_offset(self) -> int:
+        """Where the active controller's next record goes."""
+        return self.core.next_offset
 
     def wait(self, offset: int, timeout_s: float | None = None) -> asyncio.Future[int] | None:
         """A future resolved once ``offset`` is committed (or ``timeout_s`` has passed), failed
@@ -292,8 +289,11 @@ class QuorumReplication:
                     self._refusals_said.clear()  # made-up cluster ids cannot grow it without bound
                 self._refusals_said.add(output.reason)
                 log.error("%s", output.reason)
-        elif isinstance(output, ProposeControl):
-            self.events.propose_control(output.messages)
+        elif isinstance(output, ControlAppended):
+            self.events.control_appended(output.base_offset, output.messages)
+        elif isinstance(output, AppendFailed):
+            self.failures += 1
+            log.error("metadata log write failed; resigning the leadership: %s", output.reason)
         elif isinstance(output, SendRequest):
             task = asyncio.get_running_loop().create_task(self._send(output))
             self._tasks.add(task)
@@ -309,7 +309,6 @@ class QuorumReplication:
             self.events.became_leader(output.epoch, output.epoch_start_offset)
         elif isinstance(output, LostLeadership):
             log.info("no longer leading epoch %d", output.epoch)
-            self._proposals = []  # records of the lost epoch that never reached the log
             self._proposed_at.clear()
             self.purgatory.fail_all(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
             self.events.lost_leadership(output.epoch)

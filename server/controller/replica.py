@@ -16,6 +16,7 @@ import logging
 from typing import Callable
 
 from protocol.generated.metadata.abort_transaction_record import AbortTransactionRecord
+from protocol.message import Message
 from protocol.records import read_batch_header
 from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult, VersionedRecord
@@ -73,18 +74,24 @@ class ControllerReplica:
         controller = self.controller
         last_offset = self.commit_target
         if controller.next_offset <= last_offset:
-            data = self.log.read(controller.next_offset, max_bytes)
-            pos = 0
-            while pos < len(data):
-                header = read_batch_header(data, pos)
-                if header.base_offset > last_offset:
-                    break
-                self.loader.raw_batch(data, pos, self.where)
-                pos += header.size
+            found = self._replay_up_to(last_offset, max_bytes)
             controller.committed(min(last_offset, controller.last_applied_offset))
-            if not data:
+            if not found:
                 return False  # not in this log (yet): the next commit or snapshot brings it
         return not self.caught_up
+
+    def _replay_up_to(self, last_offset: int, max_bytes: int) -> bool:
+        """Replay about ``max_bytes`` of the log's batches from the controller's next offset,
+        none past ``last_offset``; False if the log holds nothing there."""
+        data = self.log.read(self.controller.next_offset, max_bytes)
+        pos = 0
+        while pos < len(data):
+            header = read_batch_header(data, pos)
+            if header.base_offset > last_offset:
+                break
+            self.loader.raw_batch(data, pos, self.where)
+            pos += header.size
+        return bool(data)
 
     def activate(self, bootstrap: Callable[[], list[VersionedRecord]]) -> list[Applied]:
         """Elected, with everything committed replayed (``caught_up``): act from now on.
@@ -96,6 +103,13 @@ class ControllerReplica:
         # First: from here on every change can be undone, these writes included, should the
         # leadership go before they commit.
         controller.activate()
+        # A voter change this leader wrote before its controller was active lies past what is
+        # committed: it is in the state before the first write, which goes after it.
+        while controller.next_offset < self.log.end_offset:
+            before = controller.next_offset
+            self._replay_up_to(self.log.end_offset - 1, SLICE_BYTES)
+            if controller.next_offset == before:
+                break
         writes = []
         # An empty log gets the bootstrap records. One that holds metadata but no
         # metadata.version (written by Kafka before 3.3) is not empty: Kafka reads it as
@@ -110,6 +124,18 @@ class ControllerReplica:
             writes.append(aborted)
         self.active = True
         return writes
+
+    def control_appended(self, base_offset: int, messages: tuple[Message, ...]) -> None:
+        """Quorum records the leader wrote itself, at ``base_offset`` on: the active
+        controller's next offset, since what it submits is prepared in order. A standby
+        replays them from the log once they commit."""
+        if not self.active:
+            return
+        if base_offset != self.controller.next_offset:
+            raise RuntimeError(f"the leader wrote quorum records at offset {base_offset} but the active controller "
+                               f"goes on at {self.controller.next_offset}")
+        for i, message in enumerate(messages):
+            self.controller.replay(message, base_offset + i)
 
     def deactivate(self, committed_offset: int) -> None:
         """Leadership lost: what was applied but not committed goes. A voter elected but

@@ -16,7 +16,8 @@ from server.metalog.meta_properties import (
 from server.metalog.segments import PARTITION_DIR
 from server.metalog.snapshot_file import write_snapshot_file
 from server.metalog.snapshots import SnapshotId
-from server.raft.voters import KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterNode, VoterSet
+from server.raft.voters import KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, VoterNode, VoterSet
+from server.raft.types import ReplicaKey
 
 KRAFT_VERSION = "kraft.version"
 

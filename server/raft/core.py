@@ -1,12 +1,18 @@
 """The KRaft quorum state machine for the __cluster_metadata partition, without I/O.
 
-``RaftCore`` takes received requests and responses, proposals and the passing of time (every
-call carries ``now_ms``; nothing here reads a clock), changes the log through ``RaftLog`` and
-leaves what the shell must do in ``outputs`` (see ``server.raft.outputs``). Behaviour follows
+``RaftCore`` takes received requests and responses, the controller's prepared batches and the
+passing of time (every call carries ``now_ms``; nothing here reads a clock), changes the log
+through ``RaftLog`` and leaves what the shell must do in ``outputs`` (see
+``server.raft.outputs``). The leader owns the log's offsets: the controller's batches take
+theirs from ``next_offset`` and wait in the leader's state until the core's next step appends
+them (``prepare_append``, Kafka's accumulator), and the quorum records the leader writes itself
+(LeaderChange, a voter change) take the next ones in the same order. Behaviour follows
 Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication (FetchSnapshot for a
 follower behind the leader's log start), KIP-996 pre-vote, a leader that resigns when a
 majority stops fetching from it (check quorum), graceful resignation with EndQuorumEpoch, and
 KIP-853 voter changes (``server.raft.membership``); a replica outside the voter set observes.
+Every fetcher of the log is served here (``server.raft.fetch``), voters, joining controllers,
+brokers and tools alike, each by its policy.
 A single voter is a quorum of one: it stands and wins at once, and commits what it has
 flushed, through the same states and outputs as any leader.
 
@@ -59,17 +65,18 @@ from server.raft.log import RaftLog, split_batches
 from server.raft.membership import Membership
 from server.raft.outbox import Kind, Outbox
 from server.raft.outputs import (
-    BecameLeader, Committed, Output, Refused, SendRequest, SendResponse, SnapshotInstalled)
+    AppendFailed, BecameLeader, Committed, ControlAppended, Output, Refused, SendRequest, SendResponse,
+    SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
-    fetch_position, successor_backoff, truncation_offset)
+    control_batch, fetch_position, successor_backoff, truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
     SnapshotDownload, Unattached)
 from server.raft.transitions import Transitions
 from server.raft.voters import (
-    KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterSet, quorum_messages, read_history,
-    snapshot_quorum_messages)
+    KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, VoterSet, quorum_messages, read_history, snapshot_quorum_messages)
+from server.raft.types import OffsetAndEpoch, ReplicaKey
 
 class NotLeader(Exception):
     """A proposal reached a node that is not the leader."""
@@ -205,41 +212,64 @@ class RaftCore:
     def tick(self, now_ms: int) -> None:
         self._poll(now_ms)
 
-    def propose_batches(self, batches: list[bytes], now_ms: int) -> int:
-        """Append batches already encoded by the controller (base offsets continuing the log,
-        this epoch's leader epoch); returns the offset of the last record."""
+    @property
+    def next_offset(self) -> int:
+        """The offset the next prepared record gets: after the log and what is prepared but not
+        appended yet."""
+        state = self.state
+        return state.prepared_end if isinstance(state, Leader) and state.prepared else self.log.end_offset
+
+    def prepare_append(self, batches: list[bytes], now_ms: int) -> int:
+        """Take batches encoded by the controller (base offsets from ``next_offset`` on, this
+        epoch's leader epoch) to be appended with everything else prepared before the core's
+        next step; returns the offset of the last record. They are committed once
+        ``Committed`` reaches it. Kafka's RaftClient.prepareAppend."""
         state = self.state
         if not isinstance(state, Leader) or state.resign_requested or self.shutting_down:
             raise NotLeader(f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})")
+        end = self.next_offset
         for raw in batches:
             header = read_batch_header(raw)
             if header.partition_leader_epoch != self.epoch:
-                raise ValueError(f"a batch of epoch {header.partition_leader_epoch} proposed in epoch {self.epoch}")
-        self.append(batches)
+                raise ValueError(f"a batch of epoch {header.partition_leader_epoch} prepared in epoch {self.epoch}")
+            if header.base_offset != end:
+                raise ValueError(f"a batch at offset {header.base_offset} prepared where the log goes on at {end}")
+            end = header.base_offset + header.last_offset_delta + 1
+        state.prepared.extend(batches)
+        state.prepared_end = end
+        return end - 1
+
+    def append_control(self, messages: list[Message], now: int) -> int:
+        """The leader writes a quorum record itself (a voter change), in a control batch after
+        everything prepared; returns the offset of its last record. The shell hears of it
+        (``ControlAppended``) so that an active controller replays it in order."""
+        base = self.next_offset
+        self.prepare_append([control_batch(base, self.epoch, messages, self.wall_time(now))], now)
+        self.outputs.append(ControlAppended(base, tuple(messages)))
+        return base + len(messages) - 1
+
+    def _append_prepared(self, state: Leader, now: int) -> None:
+        if not state.prepared:
+            return
+        batches, state.prepared = state.prepared, []
+        try:
+            self.append(batches)
+        except OSError as exc:
+            # The log cannot take them: step down, so that their waiters fail, the controller
+            # goes back to what is committed and a healthy voter takes over.
+            self.outputs.append(AppendFailed(f"{len(batches)} batches from offset "
+                                             f"{read_batch_header(batches[0]).base_offset}: {exc}"))
+            state.resign_requested = True
+            return
         if self.flush_due is None:
             # Alone, its own flush is the commit: lingering would only delay it. Appends made
             # while a flush runs join the next one (group commit).
-            self.flush_due = now_ms + (0 if self.only_voter else self.config.append_linger_ms)
-        self._answer_parked(state, now_ms, only_due=False)
-        self._poll(now_ms)
-        return self.log.end_offset - 1
+            self.flush_due = now + (0 if self.only_voter else self.config.append_linger_ms)
+        self._answer_parked(state, now, only_due=False)
 
     def kraft_upgrade(self, level: int) -> tuple[int, str | None, list[Message]]:
         """The records that raise kraft.version to ``level`` as the leader, or why not."""
         return self.membership.kraft_upgrade(level)
-
-    def control_refused(self, now_ms: int) -> None:
-        """The shell could not write a ``ProposeControl`` (its controller is not active yet)."""
-        state = self.state
-        if isinstance(state, Leader):
-            self.membership.not_written(state)
-        self._poll(now_ms)
-
-    def resign(self, now_ms: int) -> None:
-        """Step down from leadership now (the controller asks, e.g. after a failed write)."""
-        if isinstance(self.state, Leader):
-            self.state.resign_requested = True
-        self._poll(now_ms)
 
     def begin_shutdown(self, now_ms: int) -> None:
         """Stop taking part in elections; a leader resigns and tells the voters."""
@@ -286,8 +316,6 @@ class RaftCore:
         for raw in batches:
             for offset, message in quorum_messages(raw):
                 self.history.add(offset, message)
-                if isinstance(self.state, Leader):
-                    self.membership.appended(self.state, offset, message)
 
     # --- the poll loop: timers and requests to send -------------------------------------------
     def _poll(self, now: int) -> None:
@@ -353,6 +381,7 @@ class RaftCore:
         self._send(target, self._fetch_request(), Kind.FETCH, now)
 
     def _poll_leader(self, state: Leader, now: int) -> None:
+        self._append_prepared(state, now)
         if self.flush_due is not None and now >= self.flush_due:
             # The leader's own copy need not be on disk before it is replicated, only before
             # it counts towards a majority: the flush may complete later (the shell ticks).
@@ -770,8 +799,8 @@ class RaftCore:
         if position.snapshot is not None:
             response = rpc.fetch_response(Error.NONE, self.epoch, self.node_id, high_watermark,
                                           self.log.start_offset, leader_address=address)
-            end_offset, epoch = position.snapshot
-            response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=end_offset, epoch=epoch)
+            response.responses[0].partitions[0].snapshot_id = FetchSnapshotId(end_offset=position.snapshot.offset,
+                                                                              epoch=position.snapshot.epoch)
             return response
         if position.diverging is not None:
             return rpc.fetch_response(Error.NONE, self.epoch, self.node_id, high_watermark,
@@ -842,7 +871,7 @@ class RaftCore:
             if part.snapshot_id.epoch < 0 or part.snapshot_id.end_offset < 0:
                 return False
             # The leader's log starts after this one ends: fetch its snapshot first.
-            state.download = SnapshotDownload((part.snapshot_id.end_offset, part.snapshot_id.epoch))
+            state.download = SnapshotDownload(OffsetAndEpoch(part.snapshot_id.end_offset, part.snapshot_id.epoch))
         else:
             batches = split_batches(part.records)
             if batches and not self._append_fetched(batches):

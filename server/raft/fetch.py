@@ -144,10 +144,10 @@ def _read_partition(log: RaftLog, part: FetchPartition, version: int,
     if knows_snapshots and part.last_fetched_epoch >= 0:
         position = fetch_position(log, offset, part.last_fetched_epoch)
         if position.snapshot is not None:
-            data.snapshot_id = SnapshotId(end_offset=position.snapshot[0], epoch=position.snapshot[1])
+            data.snapshot_id = SnapshotId(end_offset=position.snapshot.offset, epoch=position.snapshot.epoch)
             return data, None
         if position.diverging is not None:
-            data.diverging_epoch = EpochEndOffset(epoch=position.diverging[0], end_offset=position.diverging[1])
+            data.diverging_epoch = EpochEndOffset(epoch=position.diverging.epoch, end_offset=position.diverging.offset)
             return data, None
     elif knows_snapshots and offset < log.start_offset and log.latest_snapshot is not None:
         end, epoch = log.latest_snapshot

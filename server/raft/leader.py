@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from server.raft.replication import majority_offset
 from server.raft.state import Leader, ReplicaProgress
-from server.raft.voters import ReplicaKey, VoterSet
+from server.raft.voters import VoterSet
+from server.raft.types import ReplicaKey
 
 # A leader resigns when a majority has not fetched from it for this many fetch timeouts.
 CHECK_QUORUM_FACTOR = 1.5

@@ -23,12 +23,11 @@ from protocol.generated.messages.remove_raft_voter_response import RemoveRaftVot
 from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.generated.messages.update_raft_voter_response import CurrentLeader, UpdateRaftVoterResponse
 from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
-from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.message import Message
 from protocol.primitives import ZERO_UUID
-from server.raft.outputs import ProposeControl
-from server.raft.state import Leader, VoterChange
-from server.raft.voters import KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, ReplicaKey, VoterNode, VoterSet
+from server.raft.state import ChangeKind, Leader, VoterChange
+from server.raft.voters import KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, VoterNode, VoterSet
+from server.raft.types import ReplicaKey
 
 if TYPE_CHECKING:
     from server.raft.core import RaftCore
@@ -50,7 +49,8 @@ class Membership:
             self._update(source, correlation_id, message, now)
             return
         assert isinstance(message, (AddRaftVoterRequest, RemoveRaftVoterRequest))
-        reply = _replier(core, source, correlation_id, message.NAME)
+        reply = _replier(core, source, correlation_id,
+                         ChangeKind.ADD if isinstance(message, AddRaftVoterRequest) else ChangeKind.REMOVE)
         if not core.cluster_id_matches(source, message.cluster_id, message.NAME):
             reply(Error.INCONSISTENT_CLUSTER_ID, f"The given id \"{message.cluster_id}\" doesn't match the "
                                                  f"cluster id \"{core.config.cluster_id}\"")
@@ -81,7 +81,7 @@ class Membership:
                                              f"{voters.describe()}.")
                 return
             timeout = message.timeout_ms if message.timeout_ms > 0 else core.config.request_timeout_ms
-            state.change = VoterChange(message.NAME, source, correlation_id, now + timeout, key, endpoints)
+            state.change = VoterChange(ChangeKind.ADD, source, correlation_id, now + timeout, key, endpoints)
             host_port = next((h, p) for n, h, p in endpoints if n == core.config.listener_name)
             core.send_api_versions(key.id, host_port, now)
             return
@@ -89,9 +89,9 @@ class Membership:
         if removed is None:
             reply(Error.VOTER_NOT_FOUND, f"Cannot remove voter {key} from the set of voters {voters.describe()}")
             return
-        change = VoterChange(message.NAME, source, correlation_id, now + core.config.request_timeout_ms, key)
+        change = VoterChange(ChangeKind.REMOVE, source, correlation_id, now + core.config.request_timeout_ms, key)
         state.change = change
-        self._write(change, removed)
+        self._write(state, change, removed, now)
 
     def _not_now(self, state: Leader, now: int, doing: str) -> tuple[int, str] | None:
         """Why no voter change can start now, as Kafka's handlers check it, or None."""
@@ -159,7 +159,7 @@ class Membership:
         if updated is None:
             reply(Error.VOTER_NOT_FOUND)
             return
-        core.outputs.append(ProposeControl((updated.to_record(),)))
+        core.append_control([updated.to_record()], now)
         reply(Error.NONE)
 
     # --- kraft.version 0 -> 1 ----------------------------------------------------------------
@@ -184,7 +184,7 @@ class Membership:
                                  (SUPPORTED_KRAFT_VERSIONS[0], SUPPORTED_KRAFT_VERSIONS[-1]))
             else:
                 learnt = state.learnt_voters.get(voter)
-                if not isinstance(learnt, VoterNode):
+                if learnt is None:
                     return Error.INVALID_UPDATE_VERSION, (
                         f"voter {voter} has not told the leader its directory id and listeners yet "
                         f"(UpdateRaftVoter); try again once every voter runs"), []
@@ -202,7 +202,6 @@ class Membership:
         if not isinstance(state, Leader) or state.change is None or state.change.last_offset is not None:
             return
         change = state.change
-        assert isinstance(change.key, ReplicaKey)
         if change.key.id != source:
             return
         if response.error_code != Error.NONE:
@@ -227,23 +226,16 @@ class Membership:
         added = core.voter_set.add(VoterNode(change.key, change.endpoints, (supported.min_version,
                                                                             supported.max_version)))
         assert added is not None  # checked when the request came, and no other change since
-        self._write(change, added)
+        self._write(state, change, added, now)
 
-    def _write(self, change: VoterChange, voters: VoterSet) -> None:
+    def _write(self, state: Leader, change: VoterChange, voters: VoterSet, now: int) -> None:
+        """The leader appends the new voter set itself, as Kafka's does; the change is answered
+        once it commits."""
+        if state.resign_requested or self.core.shutting_down:
+            self._finish(state, Error.NOT_LEADER_OR_FOLLOWER, None)
+            return
         change.voters = voters
-        self.core.outputs.append(ProposeControl((voters.to_record(),)))
-
-    def appended(self, state: Leader, offset: int, message: Message) -> None:
-        """A control record reached the leader's log: the change waits for it to commit."""
-        change = state.change
-        if change is not None and change.last_offset is None and isinstance(message, VotersRecord) \
-                and VoterSet.from_record(message) == change.voters:
-            change.last_offset = offset
-
-    def not_written(self, state: Leader) -> None:
-        if state.change is not None and state.change.last_offset is None:
-            self._finish(state, Error.REQUEST_TIMED_OUT, "The voter change could not be written: the controller is "
-                                                         "not active yet")
+        change.last_offset = self.core.append_control([voters.to_record()], now)
 
     # --- the change committing, timing out, or leadership going ---------------------------------
     def committed(self, state: Leader, now: int) -> None:
@@ -259,8 +251,7 @@ class Membership:
     def poll(self, state: Leader, now: int) -> None:
         self._expire(state, now)
         change = state.change
-        if change is not None and change.voters is None and change.api == AddRaftVoterRequest.NAME:
-            assert isinstance(change.key, ReplicaKey)
+        if change is not None and change.voters is None and change.kind is ChangeKind.ADD:
             if not self.core.outbox.busy(change.key.id):
                 # Its ApiVersions failed or went unanswered: Kafka gives up at once too.
                 self._finish(state, Error.REQUEST_TIMED_OUT, f"New voter {change.key} is not ready to receive "
@@ -279,13 +270,13 @@ class Membership:
         change = state.change
         assert change is not None
         state.change = None
-        _replier(self.core, change.source, change.correlation_id, change.api)(error, text)
+        _replier(self.core, change.source, change.correlation_id, change.kind)(error, text)
 
 
-def _replier(core: "RaftCore", source: int, correlation_id: int, api: str) -> Callable[[int, str | None], None]:
-    """How an AddRaftVoter or RemoveRaftVoter request (by ``api`` name) is answered."""
+def _replier(core: "RaftCore", source: int, correlation_id: int, kind: ChangeKind) -> Callable[[int, str | None], None]:
+    """How an AddRaftVoter or RemoveRaftVoter request is answered."""
     cls: type[AddRaftVoterResponse] | type[RemoveRaftVoterResponse]
-    cls = AddRaftVoterResponse if api == AddRaftVoterRequest.NAME else RemoveRaftVoterResponse
+    cls = AddRaftVoterResponse if kind is ChangeKind.ADD else RemoveRaftVoterResponse
 
     def reply(error: int, text: str | None) -> None:
         core.respond(source, correlation_id, cls(error_code=error, error_message=text))

@@ -16,7 +16,7 @@ from protocol.generated.messages import (
     fetch_request as f_req, fetch_response as f_resp, fetch_snapshot_request as fs_req,
     fetch_snapshot_response as fs_resp, vote_request as v_req, vote_response as v_resp)
 from protocol.primitives import METADATA_TOPIC_ID, ZERO_UUID
-from server.raft.voters import ReplicaKey
+from server.raft.types import OffsetAndEpoch, ReplicaKey
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -136,14 +136,14 @@ def fetch_replica_id(request: f_req.FetchRequest) -> int:
 
 
 def fetch_response(error: int, epoch: int, leader_id: int, high_watermark: int, log_start_offset: int,
-                   records: bytes = b"", diverging: tuple[int, int] | None = None,
+                   records: bytes = b"", diverging: OffsetAndEpoch | None = None,
                    leader_address: tuple[str, int] | None = None) -> f_resp.FetchResponse:
     part = f_resp.PartitionData(
         partition_index=0, error_code=error, high_watermark=high_watermark,
         last_stable_offset=high_watermark, log_start_offset=log_start_offset, records=records,
         current_leader=f_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch))
     if diverging is not None:
-        part.diverging_epoch = f_resp.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
+        part.diverging_epoch = f_resp.EpochEndOffset(epoch=diverging.epoch, end_offset=diverging.offset)
     # The leader's endpoint (v16+), so that a fetcher that only knew a bootstrap server can
     # go to it.
     endpoints = [] if leader_address is None or leader_id < 0 else [

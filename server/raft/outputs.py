@@ -79,12 +79,20 @@ class LeaderChanged:
 
 
 @dataclass(frozen=True)
-class ProposeControl:
-    """The leader's voter change to be written: the shell has its active controller write
-    ``messages`` (VotersRecord, KRaftVersionRecord) as one control batch at the controller's
-    next offset, through the same path as every other write, so offsets never collide."""
+class ControlAppended:
+    """The leader wrote quorum records itself (a voter change), from ``base_offset`` on, after
+    everything prepared before them: an active controller replays them there, in order, so
+    that its next write continues after them."""
 
+    base_offset: int
     messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class AppendFailed:
+    """The log refused prepared batches; the leader resigns. Said to the operator."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -96,4 +104,4 @@ class Refused:
 
 
 Output = (PersistElection | SendRequest | SendResponse | Committed | SnapshotInstalled | BecameLeader | LostLeadership
-          | LeaderChanged | Refused | ProposeControl)
+          | LeaderChanged | Refused | ControlAppended | AppendFailed)

@@ -13,17 +13,18 @@ from protocol.records import (
     CONTROL_FLAG, ControlMessage, Record, RecordBatch, control_key, control_type_of, control_value, encode_batch)
 from protocol.message import Message
 from server.raft.log import RaftLog
+from server.raft.types import OffsetAndEpoch
 from server.raft.voters import IN_SNAPSHOT, KRAFT_VERSION_DYNAMIC, VoterHistory
 
 
 @dataclass(frozen=True)
 class FetchPosition:
     """Where a Fetch at (offset, last fetched epoch) stands against the leader's log: it may
-    read on (neither set), must first truncate after ``diverging`` (epoch, end offset), or
-    must first fetch ``snapshot`` (end offset, epoch)."""
+    read on (neither set), must first truncate after ``diverging`` (where that epoch ends
+    here), or must first fetch ``snapshot``."""
 
-    diverging: tuple[int, int] | None = None
-    snapshot: tuple[int, int] | None = None
+    diverging: OffsetAndEpoch | None = None
+    snapshot: OffsetAndEpoch | None = None
 
 
 def fetch_position(log: RaftLog, offset: int, last_epoch: int) -> FetchPosition:
@@ -36,10 +37,10 @@ def fetch_position(log: RaftLog, offset: int, last_epoch: int) -> FetchPosition:
     if snapshot is not None and (offset < log.start_offset or epoch == 0 < log.start_offset):
         # What the fetcher needs next is gone from the log, or its epoch is older than
         # anything left: only the snapshot can bring it up.
-        return FetchPosition(snapshot=snapshot)
+        return FetchPosition(snapshot=OffsetAndEpoch(*snapshot))
     if epoch != last_epoch or offset > end:
         # The fetcher's log parts from this one after (epoch, end).
-        return FetchPosition(diverging=(epoch, end))
+        return FetchPosition(diverging=OffsetAndEpoch(end, epoch))
     return FetchPosition()
 
 

@@ -10,10 +10,13 @@ the same epoch: neither may vote for someone else in an epoch it already voted i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from protocol.generated.messages.fetch_request import FetchRequest
 from protocol.primitives import ZERO_UUID
 from server.raft.fetch import FetchPolicy
+from server.raft.types import Endpoints, OffsetAndEpoch, ReplicaKey
+from server.raft.voters import VoterNode, VoterSet
 
 NO_ID = -1
 
@@ -99,7 +102,7 @@ class Candidate:
 class SnapshotDownload:
     """A snapshot being fetched from the leader (FetchSnapshot), chunk by chunk."""
 
-    snapshot: tuple[int, int]  # (end offset, epoch)
+    snapshot: OffsetAndEpoch
     data: bytearray = field(default_factory=bytearray)
 
 
@@ -155,9 +158,17 @@ class Leader:
     resign_requested: bool = False
     # The one voter change in flight (AddRaftVoter, RemoveRaftVoter), if any.
     change: "VoterChange | None" = None
+    # Batches taken by ``prepare_append``, appended at the core's next step; the offset after them.
+    prepared: list[bytes] = field(default_factory=list)
+    prepared_end: int = -1
     # Under kraft.version 0, the voters' keys and listeners as their UpdateRaftVoter told them:
     # what the upgrade to kraft.version 1 writes as the first voter set.
-    learnt_voters: dict[int, object] = field(default_factory=dict)
+    learnt_voters: dict[int, VoterNode] = field(default_factory=dict)
+
+
+class ChangeKind(Enum):
+    ADD = "AddRaftVoter"
+    REMOVE = "RemoveRaftVoter"
 
 
 @dataclass
@@ -165,14 +176,14 @@ class VoterChange:
     """A membership change the leader works on: answered once its VotersRecord (appended at
     ``last_offset``) commits, or failed when ``deadline`` passes or leadership goes."""
 
-    api: str  # "AddRaftVoter" or "RemoveRaftVoter"
+    kind: ChangeKind
     source: int
     correlation_id: int
     deadline: int
-    key: object  # the voter's ReplicaKey
-    endpoints: tuple[tuple[str, str, int], ...] = ()
-    last_offset: int | None = None  # None: not in the log yet (ApiVersions, or the write, pending)
-    voters: object = None  # the VoterSet asked to be written, once it is
+    key: ReplicaKey  # the voter added or removed
+    endpoints: Endpoints = ()
+    last_offset: int | None = None  # None: not in the log yet (ApiVersions pending)
+    voters: VoterSet | None = None  # the voter set written, once it is
 
 
 @dataclass

@@ -21,6 +21,7 @@ from protocol.message import Message
 from protocol.primitives import ZERO_UUID, uuid_to_str
 from protocol.records import (
     HEADER_SIZE, ControlType, control_message_class, decode_batch, parse_control_key, parse_control_value, read_batch_header)
+from server.raft.types import Endpoints, ReplicaKey
 
 # kraft.version levels: 0 is the static quorum, 1 the dynamic one (KIP-853).
 KRAFT_VERSION_STATIC = 0
@@ -28,27 +29,10 @@ KRAFT_VERSION_DYNAMIC = 1
 SUPPORTED_KRAFT_VERSIONS = (0, 1)
 
 
-@dataclass(frozen=True, order=True)
-class ReplicaKey:
-    id: int
-    directory_id: bytes = ZERO_UUID  # the zero UUID: not known (a kraft.version 0 voter)
-
-    def matches(self, other: "ReplicaKey") -> bool:
-        """The same replica, where a key without a directory id matches any directory."""
-        return self.id == other.id and (
-            self.directory_id == ZERO_UUID or other.directory_id == ZERO_UUID
-            or self.directory_id == other.directory_id)
-
-    def __str__(self) -> str:
-        if self.directory_id == ZERO_UUID:
-            return f"{self.id}"
-        return f"{self.id}@{uuid_to_str(self.directory_id)}"
-
-
 @dataclass(frozen=True)
 class VoterNode:
     key: ReplicaKey
-    endpoints: tuple[tuple[str, str, int], ...] = ()  # (listener name, host, port)
+    endpoints: Endpoints = ()
     kraft_versions: tuple[int, int] = (0, 0)  # the kraft.version range the node supports
 
     def address(self, listener: str) -> tuple[str, int] | None:

@@ -299,7 +299,7 @@ class Simulation:
         if node.core is None or node.incarnation != incarnation or not batches:
             return
         try:
-            self.call(node, lambda core, now: core.propose_batches(batches, now))
+            self.call(node, lambda core, now: (core.prepare_append(batches, now), core.tick(now)))
         except NotLeader:
             pass  # leadership went meanwhile: the replica has undone these records
 

@@ -17,11 +17,13 @@ from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequ
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.vote_response import VoteResponse
 from protocol.records import decode_batch
+from server.raft.types import OffsetAndEpoch
 from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
 from tests.support.raft_log import InMemoryLog
 from server.raft.outputs import (
-    SendRequest, BecameLeader, Committed, LostLeadership, PersistElection, SendResponse, SnapshotInstalled)
+    AppendFailed, SendRequest, BecameLeader, Committed, LostLeadership, PersistElection, SendResponse,
+    SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import (
     Candidate, Election, Follower, Leader, Prospective, ReplicaProgress, Resigned, Unattached)
@@ -162,11 +164,23 @@ def test_a_single_voter_stands_at_its_first_tick_above_every_epoch_it_saw(persis
     assert of_type(core.take_outputs(), BecameLeader) == [BecameLeader(core.epoch, 2)]
 
 
-def test_a_single_voter_that_resigns_stands_again_after_its_election_timeout() -> None:
-    core = new_core(config=QuorumConfig(voters=(1,), cluster_id=CLUSTER))
-    core.resign(10)
+def refuse_appends(log: InMemoryLog) -> None:
+    def append(batches: list[bytes]) -> None:
+        raise OSError(28, "No space left on device")
+    log.append = append  # type: ignore[method-assign]
+
+
+def test_a_single_voter_whose_log_refuses_a_write_resigns_and_stands_again_after_its_election_timeout() -> None:
+    log = InMemoryLog()
+    core = new_core(config=QuorumConfig(voters=(1,), cluster_id=CLUSTER), log=log)
+    refuse_appends(log)
+    propose(core, [b"x"], 10)
     assert isinstance(core.state, Resigned) and core.epoch == 1
-    assert of_type(core.take_outputs(), LostLeadership) == [LostLeadership(1)]
+    outputs = core.take_outputs()
+    assert of_type(outputs, LostLeadership) == [LostLeadership(1)]
+    [failed] = of_type(outputs, AppendFailed)
+    assert "No space left on device" in failed.reason
+    log.append = InMemoryLog.append.__get__(log)  # type: ignore[method-assign]
     core.tick(core.next_deadline())
     assert core.is_leader and core.epoch == 2
 
@@ -421,7 +435,7 @@ def test_a_follower_appends_what_it_fetched_and_takes_the_high_watermark_its_log
 def test_a_follower_truncates_where_the_leader_says_its_log_diverged() -> None:
     core, request = _follower_fetching((1, 1, 2, 2))
     core.receive_response(2, request.correlation_id,
-                          rpc.fetch_response(Error.NONE, 5, 2, -1, 0, diverging=(2, 3)), 10)
+                          rpc.fetch_response(Error.NONE, 5, 2, -1, 0, diverging=OffsetAndEpoch(3, 2)), 10)
     assert core.log.end_offset == 3
     [again] = sent(core.take_outputs(), FetchRequest)
     assert partition_of(again.message).fetch_offset == 3
@@ -433,7 +447,7 @@ def test_a_follower_never_truncates_below_its_high_watermark() -> None:
     [again] = sent(core.take_outputs(), FetchRequest)
     with pytest.raises(RuntimeError):
         core.receive_response(2, again.correlation_id,
-                              rpc.fetch_response(Error.NONE, 5, 2, 4, 0, diverging=(1, 2)), 20)
+                              rpc.fetch_response(Error.NONE, 5, 2, 4, 0, diverging=OffsetAndEpoch(2, 1)), 20)
 
 
 def test_a_fetch_response_of_a_newer_epoch_is_followed_and_its_records_left() -> None:
@@ -451,10 +465,12 @@ def test_a_follower_without_answers_starts_a_pre_vote_after_the_fetch_timeout() 
     assert isinstance(core.state, Prospective) and core.epoch == 5
 
 
-def test_a_leader_asked_to_resign_hands_over_like_at_shutdown() -> None:
-    core = new_core()
+def test_a_leader_whose_log_refuses_a_write_hands_over_like_at_shutdown() -> None:
+    log = InMemoryLog()
+    core = new_core(log=log)
     now = elect(core)
-    core.resign(now + 10)
+    refuse_appends(log)
+    propose(core, [b"x"], now + 10)
     assert isinstance(core.state, Resigned) and not core.shutting_down
     core.tick(now + 3_000)
     assert isinstance(core.state, Prospective) and core.epoch == 1  # the next epoch only by election
@@ -554,7 +570,7 @@ def test_a_truncated_follower_takes_no_high_watermark_until_its_log_is_confirmed
     # Truncating to 3 leaves the epoch-2 records, which the next fetch will find diverging.
     core, request = _follower_fetching((1, 2, 2, 4))
     core.receive_response(2, request.correlation_id,
-                          rpc.fetch_response(Error.NONE, 5, 2, 10, 0, diverging=(3, 3)), 10)
+                          rpc.fetch_response(Error.NONE, 5, 2, 10, 0, diverging=OffsetAndEpoch(3, 3)), 10)
     outputs = core.take_outputs()
     assert core.log.end_offset == 3 and core.high_watermark == 0 and not of_type(outputs, Committed)
 

@@ -13,7 +13,7 @@ from server.raft import messages as rpc
 from server.raft.leader import MAX_OBSERVERS, OBSERVER_TIMEOUT_MS
 from server.raft.outputs import SendResponse
 from server.raft.state import Election, Leader
-from server.raft.voters import ReplicaKey
+from server.raft.types import ReplicaKey
 from tests.raft.helpers import CLUSTER, answer, elect, fetch, log_with, new_core, of_type
 from tests.support.raft_writes import propose
 

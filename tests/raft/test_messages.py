@@ -9,6 +9,7 @@ import pytest
 
 from protocol.error_codes import Error
 from protocol.message import Message
+from server.raft.types import OffsetAndEpoch
 from server.raft import messages as rpc
 from tests.raft.helpers import batch
 
@@ -54,7 +55,7 @@ def test_fetch_round_trips_from_version_12(version: int) -> None:
     answer = _part(response.responses, "topic")
     assert answer.records == records and answer.high_watermark == 38
     assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (1, 5)
-    diverged = _round_trip(rpc.fetch_response(Error.NONE, 5, 1, 38, 0, diverging=(3, 30)), version)
+    diverged = _round_trip(rpc.fetch_response(Error.NONE, 5, 1, 38, 0, diverging=OffsetAndEpoch(30, 3)), version)
     assert _part(diverged.responses, "topic").diverging_epoch.end_offset == 30
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.raft_log import InMemoryLog
+from server.raft.types import OffsetAndEpoch
 from server.raft.replication import FetchPosition, fetch_position, majority_offset, truncation_offset
 from tests.raft.helpers import batch, log_with
 
@@ -17,8 +18,8 @@ def test_the_majority_offset_is_reached_by_most_voters(offsets: list[int], expec
 @pytest.mark.parametrize("offset, last_epoch, expected", [
     (0, 0, FetchPosition()),
     (3, 2, FetchPosition()),              # behind, in an epoch this log has
-    (5, 2, FetchPosition(diverging=(2, 4))),  # past where epoch 2 ends here
-    (4, 3, FetchPosition(diverging=(2, 4))),  # an epoch this log never had
+    (5, 2, FetchPosition(diverging=OffsetAndEpoch(4, 2))),  # past where epoch 2 ends here
+    (4, 3, FetchPosition(diverging=OffsetAndEpoch(4, 2))),  # an epoch this log never had
     (6, 5, FetchPosition()),
 ])
 def test_where_a_fetch_stands(offset: int, last_epoch: int, expected: FetchPosition) -> None:

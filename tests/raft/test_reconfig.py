@@ -19,10 +19,11 @@ from protocol.message import Message
 from server.raft import messages as rpc
 from server.raft.core import RaftCore
 from tests.support.raft_log import InMemoryLog
-from server.raft.outputs import ProposeControl, SendRequest, SendResponse
+from server.raft.outputs import SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Follower, Leader
-from server.raft.voters import ReplicaKey, VoterNode, VoterSet
+from server.raft.voters import VoterNode, VoterSet
+from server.raft.types import ReplicaKey
 from tests.support.raft_writes import propose, propose_control, kraft_version_batch
 
 CLUSTER = "reconfig"
@@ -87,8 +88,6 @@ class Network:
                 for out in core.take_outputs():
                     if isinstance(out, SendRequest):
                         self._request(node_id, out)
-                    elif isinstance(out, ProposeControl):
-                        propose_control(core, list(out.messages), self.now)
                     elif isinstance(out, SendResponse):
                         source, correlation, asked = self._routes.pop((node_id, out.correlation_id))
                         if source == CLIENT:

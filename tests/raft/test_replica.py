@@ -3,9 +3,14 @@ that has caught up activates without replaying anything again."""
 
 from __future__ import annotations
 
+import pytest
+
 from protocol.generated.metadata.config_record import ConfigRecord
 from server.controller.replica import ControllerReplica
 from server.metalog.commit_path import encode_batches
+from server.raft.replication import control_batch
+from server.raft.voters import VoterNode, VoterSet
+from server.raft.types import ReplicaKey
 from tests.support.raft_log import InMemoryLog
 from tests.raft.simulation import BOOTSTRAP, controller_state, new_controller
 
@@ -54,3 +59,45 @@ def test_activating_a_caught_up_standby_replays_nothing_and_bootstraps_only_a_ne
     before = replica.controller.next_offset
     assert replica.activate(lambda: BOOTSTRAP) == []  # metadata.version is there already
     assert replica.active and replica.controller.next_offset == before
+
+
+def voters_record(*ids: int):
+    return VoterSet.of(VoterNode(ReplicaKey(i, bytes([i]) * 16), (("CONTROLLER", "127.0.0.1", 9000 + i),), (0, 1))
+                       for i in ids).to_record()
+
+
+def caught_up_replica() -> tuple[InMemoryLog, ControllerReplica]:
+    log = committed_log()
+    replica = ControllerReplica(new_controller(1), log, "the log")
+    replica.committed(TOPICS)
+    while replica.replay_slice():
+        pass
+    return log, replica
+
+
+def test_a_voter_change_the_leader_wrote_before_activation_is_in_the_state_before_the_first_write() -> None:
+    log, replica = caught_up_replica()
+    committed_voters = replica.controller.quorum.voter_ids
+    # Elected, the Raft layer wrote a voter change past what is committed before the
+    # controller activated.
+    log.append([control_batch(TOPICS + 1, 1, [voters_record(1, 2)], 0)])
+    replica.activate(lambda: BOOTSTRAP)
+    assert replica.controller.quorum.voter_ids == [1, 2]
+    assert replica.controller.next_offset == TOPICS + 2  # its first write goes after it
+    replica.deactivate(TOPICS)  # never committed: undone with the leadership
+    assert replica.controller.quorum.voter_ids == committed_voters != [1, 2] and replica.controller.next_offset == TOPICS + 1
+
+
+def test_an_active_controller_replays_a_voter_change_where_the_leader_wrote_it() -> None:
+    _, replica = caught_up_replica()
+    replica.activate(lambda: BOOTSTRAP)
+    replica.control_appended(TOPICS + 1, (voters_record(1, 3),))
+    assert replica.controller.quorum.voter_ids == [1, 3] and replica.controller.next_offset == TOPICS + 2
+    with pytest.raises(RuntimeError, match="goes on at"):
+        replica.control_appended(TOPICS + 5, (voters_record(1),))
+
+
+def test_a_standby_leaves_a_voter_change_to_its_replay() -> None:
+    _, replica = caught_up_replica()
+    replica.control_appended(TOPICS + 1, (voters_record(1, 3),))
+    assert replica.controller.next_offset == TOPICS + 1

@@ -15,7 +15,7 @@ from server.metalog.segments import PARTITION_DIR
 from server.raft import messages as rpc
 from server.raft.outputs import PersistElection
 from server.raft.state import Election
-from server.raft.voters import ReplicaKey
+from server.raft.types import ReplicaKey
 from tests.raft.helpers import CLUSTER, CONFIG, answer, grant_votes, new_core, of_type, sent
 
 OLD_DISK = bytes(range(16))

@@ -13,20 +13,24 @@ from server.raft.voters import VoterSet
 
 
 def propose(core: RaftCore, values: list[bytes], now_ms: int) -> int:
-    """Append ``values`` as one batch; returns the offset of the last."""
+    """Append ``values`` as one batch now (prepared, then the core's step that appends it);
+    returns the offset of the last."""
     if not values:
         raise ValueError("nothing to propose")
     stamp = core.wall_time(now_ms)
-    return core.propose_batches([encode_batch(RecordBatch(
-        base_offset=core.log.end_offset, partition_leader_epoch=core.epoch, base_timestamp=stamp,
+    last = core.prepare_append([encode_batch(RecordBatch(
+        base_offset=core.next_offset, partition_leader_epoch=core.epoch, base_timestamp=stamp,
         max_timestamp=stamp, records=[Record(value) for value in values]))], now_ms)
+    core.tick(now_ms)
+    return last
 
 
 def propose_control(core: RaftCore, messages: list[Message], now_ms: int) -> int:
-    """Append ``messages`` as one control batch (what a controller does with ``ProposeControl``);
-    returns its offset."""
-    offset = core.log.end_offset
-    core.propose_batches([control_batch(offset, core.epoch, messages, core.wall_time(now_ms))], now_ms)
+    """Append ``messages`` as one control batch, as a controller writes the kraft.version
+    upgrade; returns its offset."""
+    offset = core.next_offset
+    core.prepare_append([control_batch(offset, core.epoch, messages, core.wall_time(now_ms))], now_ms)
+    core.tick(now_ms)
     return offset
 
 

@@ -269,7 +269,8 @@ def failover_with_a_million_partitions(root: Path, kills: int = 3) -> list[float
 
 def add_voter(root: Path, million: bool) -> None:
     from server.metalog.meta_properties import read_meta_properties
-    from server.raft.voters import KRAFT_VERSION_DYNAMIC, ReplicaKey, VoterNode, VoterSet
+    from server.raft.types import ReplicaKey
+    from server.raft.voters import KRAFT_VERSION_DYNAMIC, VoterNode, VoterSet
     from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
     from protocol.primitives import uuid_from_str
 
