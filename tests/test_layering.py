@@ -89,3 +89,9 @@ def test_the_replay_modules_import_no_circle() -> None:
     """The validation job and its summary share what both need (tools.replay.tables) instead of
     importing each other."""
     assert _cycle(_module_graph("tools/replay")) is None
+
+
+def test_the_server_imports_no_circle() -> None:
+    """The Raft core's helpers (transitions, membership) reach it through what it hands them,
+    never by importing it; the same holds everywhere in the server."""
+    assert _cycle(_module_graph("server")) is None

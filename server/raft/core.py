@@ -65,15 +65,16 @@ from server.raft.log import RaftLog, split_batches
 from server.raft.membership import Membership
 from server.raft.outbox import Kind, Outbox
 from server.raft.outputs import (
-    AppendFailed, BecameLeader, Committed, ControlAppended, Output, Refused, SendRequest, SendResponse,
-    SnapshotInstalled)
+    AppendFailed, BecameLeader, Committed, ControlAppended, LostLeadership, Output, Refused, SendRequest,
+    SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import (
-    control_batch, fetch_position, successor_backoff, truncation_offset)
+    bootstrap_quorum_records, control_batch, fetch_position, leader_change_batch, successor_backoff,
+    truncation_offset)
 from server.raft.state import (
     NO_ID, Candidate, Election, EpochState, Follower, Leader, ParkedFetch, Prospective, ReplicaProgress, Resigned,
     SnapshotDownload, Unattached)
-from server.raft.transitions import Transitions
+from server.raft.transitions import TransitionHooks, Transitions
 from server.raft.voters import (
     KRAFT_VERSION_DYNAMIC, SUPPORTED_KRAFT_VERSIONS, VoterSet, quorum_messages, read_history, snapshot_quorum_messages)
 from server.raft.types import OffsetAndEpoch, ReplicaKey
@@ -108,6 +109,7 @@ class RaftCore:
         self._learnt: dict[int, tuple[str, int]] = {}
         self._next_bootstrap = 0
         self.membership = Membership(self)
+        # One list for the whole life of the core: the transitions write into it too.
         self.outputs: list[Output] = []
         # Offsets below it are committed. Not persisted: after a restart it is learnt again
         # from the leader, as in Kafka.
@@ -115,7 +117,6 @@ class RaftCore:
         self.shutting_down = False
         self.outbox = Outbox(config.request_timeout_ms, config.retry_backoff_ms)
         self.flush_due: int | None = None
-        self.transitions = Transitions(self, persisted)
         # What each message received is handled by; a response handler says whether it
         # succeeded (if not, its sender is backed off).
         self._request_handlers: dict[type[Message], Callable[[int, int, Any, int], None]] = {
@@ -141,11 +142,14 @@ class RaftCore:
             ApiVersionsResponse: _any_kind(self._on_api_versions_response),
             UpdateRaftVoterResponse: _any_kind(lambda _, response, __: bool(response.error_code == Error.NONE)),
         }
-        self.state: EpochState = self.transitions.initial_state(persisted or Election(0), now_ms)
-        self.transitions.persist(self.state.election)
-        self.transitions.report_leader()
+        self.transitions = Transitions(self.local_key, config, self.history, log, rng, self.outputs,
+                                       TransitionHooks(self._left, self._elected), persisted, now_ms)
 
     # --- public API ------------------------------------------------------------------------
+    @property
+    def state(self) -> EpochState:
+        return self.transitions.state
+
     @property
     def epoch(self) -> int:
         return self.state.election.epoch
@@ -170,15 +174,33 @@ class RaftCore:
     def is_voter(self) -> bool:
         """Whether this replica (id and directory) is in the latest voter set; an observer
         only fetches, and never stands or votes."""
-        return self.history.latest.is_voter(self.local_key)
+        return self.transitions.is_voter
 
     @property
     def only_voter(self) -> bool:
-        return self.voters == {self.node_id} and self.is_voter
+        return self.transitions.only_voter
 
     def take_outputs(self) -> list[Output]:
-        out, self.outputs = self.outputs, []
+        out = list(self.outputs)
+        self.outputs.clear()
         return out
+
+    def _left(self, old: EpochState, new: EpochState, now: int) -> None:
+        # Requests of the old state are no longer wanted; their responses will be ignored.
+        self.outbox.clear()
+        if isinstance(old, Leader) and not isinstance(new, Leader):
+            self.membership.leadership_lost(old)
+            self.outputs.append(LostLeadership(old.election.epoch))
+            for parked in old.parked:
+                self.answer_fetch(parked, self.fetch_error(Error.NOT_LEADER_OR_FOLLOWER))
+
+    def _elected(self, state: Leader, now: int) -> None:
+        # The epoch's first batch names its leader; committing it is what lets the high
+        # watermark move in this epoch.
+        self.append([leader_change_batch(state.epoch_start_offset, self.epoch, self.node_id, self.voters,
+                                         state.granting_voters, self.wall_time(now),
+                                         bootstrap_quorum_records(self.history, self.log))])
+        self.flush_due = now
 
     def receive_request(self, source: int, correlation_id: int, message: Message, now_ms: int,
                         version: int | None = None) -> None:
