@@ -132,7 +132,8 @@ class OneOf:
         return f"expected {self.expected or 'one of ' + ', '.join(self.choices)}, got {value!r}"
 
     def __str__(self) -> str:
-        return " or ".join(f'"{choice}"' for choice in self.choices)
+        shown = [f"`{choice}`" if choice else "empty" for choice in self.choices]
+        return f"{', '.join(shown[:-1])} or {shown[-1]}"
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ class Only:
         return f"{self.supported or f'only {self.value} is supported'}, got {value}"
 
     def __str__(self) -> str:
-        return f"only {self.value}"
+        return f"only `{self.value}`"
 
 
 Check = AtLeast | Between | PositiveOrNoBound | OneOf | Only
@@ -204,8 +205,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
             "controller", NODE, shown_default="listeners"),
     Setting("controller.listener.names", LIST, None, None, "the name of the listener", NODE, required=True),
     Setting("listener.security.protocol.map", MAP, None, None,
-            "`NAME:PROTOCOL,...`; without it a listener named after a protocol uses that protocol and the "
-            "controller listener PLAINTEXT", NODE, shown_default="see the text"),
+            "`NAME:PROTOCOL,...`: each listener's security protocol", NODE, shown_default="see below"),
     Setting("metadata.log.dir", TEXT, None, None,
             "the directory of the metadata log, meta.properties and the snapshots", NODE,
             shown_default="log.dirs' first"),
