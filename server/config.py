@@ -28,11 +28,8 @@ from server.security.plain import PLAIN_LOGIN_MODULE, parse_jaas, plain_users
 from server.security.settings import SASL_PROTOCOLS, SUPPORTED_MECHANISMS, TLS_PROTOCOLS, SecurityConfig
 from server.security.tls import TlsSettings, parse_mapping_rules
 from server.settings import (
-    AUTHORIZER, DELEGATION_TOKENS, IGNORED_KEYS, INT32_MAX, LISTENER_SECURITY, SETTING, SETTINGS, ConfigError,
-    Reader, settings_field)
-
-# For tests only: see the key's entry in server/settings.py.
-SNAPSHOT_WRITER_DELAY_KEY = "kraftwire.test.snapshot.writer.delay.ms"
+    AUTHORIZER, DELEGATION_TOKENS, IGNORED_KEYS, INT32_MAX, LISTENER_SECURITY, SETTINGS, SETTINGS_BY_NAME,
+    SNAPSHOT_WRITER_DELAY_KEY, ConfigError, Reader, settings_field)
 
 # The keys a test broker's client listener reads (listener_security_from_properties).
 _LISTENER_KEYS = frozenset(s.name for s in SETTINGS if s.group in (LISTENER_SECURITY, AUTHORIZER, DELEGATION_TOKENS))
@@ -243,7 +240,7 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         prefix = next((p for p in _UNSUPPORTED_PREFIXES if key.startswith(p)), None)
         if prefix is not None and not _JAAS_KEY.fullmatch(key):
             raise ConfigError(key, _UNSUPPORTED_PREFIXES[prefix])
-        if key not in SETTING and key not in IGNORED_KEYS and not _JAAS_KEY.fullmatch(key):
+        if key not in SETTINGS_BY_NAME and key not in IGNORED_KEYS and not _JAAS_KEY.fullmatch(key):
             raise ConfigError(key, "unknown configuration key")
 
     roles = _process_roles(reader)
@@ -295,7 +292,7 @@ def config_from_properties(props: dict[str, str]) -> ControllerConfig:
         security=security,
         controller_client=_controller_client(reader, security, listeners[0].name, len(voters) or len(bootstrap) + 1),
         ignored=sorted(key for key in props if key in IGNORED_KEYS),
-        **reader.fields(ControllerConfig),
+        **reader.field_values(ControllerConfig),
     )
 
 

@@ -14,6 +14,8 @@ from typing import Any, Callable, Generic, TypeVar
 T = TypeVar("T")
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# For tests only: so that a test can kill the controller while a forked snapshot writer is at work.
+SNAPSHOT_WRITER_DELAY_KEY = "kraftwire.test.snapshot.writer.delay.ms"
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -35,8 +37,8 @@ _INT = re.compile(r"[+-]?[0-9]+")
 @dataclass(frozen=True)
 class Kind(Generic[T]):
     """How a setting's text becomes a value. A blank value is read as the setting left out
-    where ``blank_is_unset``; elsewhere it is a value (an empty list, an empty string) or, for a
-    number with a default, a malformed one, as Kafka reads it."""
+    where ``blank_is_unset``; elsewhere it is a value (an empty map, an empty string) or a
+    malformed one (a number, a boolean), as Kafka reads it."""
 
     read: Callable[[str, str], T]  # (key, text) -> value; ConfigError when the text is no value
     words: str  # what the documentation calls the values
@@ -268,7 +270,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     Setting("max.request.partition.size.limit", INT, 2000, AtLeast(1),
             "the most partitions one CreateTopics or CreatePartitions request may create", CONTROLLER),
 
-    Setting("ssl.keystore.type", UPPER, "PEM", Only("PEM", "only PEM stores are supported"), "the keystore's format", LISTENER_SECURITY),
+    Setting("ssl.keystore.type", UPPER, "PEM", Only("PEM", "only PEM stores are supported"), "the keystore's format",
+            LISTENER_SECURITY),
     Setting("ssl.keystore.location", PATH, None, None,
             "a PEM file: the private key, then the certificate chain", LISTENER_SECURITY),
     Setting("ssl.keystore.key", PATH, None, None, "the private key as PEM text, instead of a file",
@@ -276,7 +279,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     Setting("ssl.keystore.certificate.chain", PATH, None, None,
             "the certificate chain as PEM text, with ssl.keystore.key", LISTENER_SECURITY),
     Setting("ssl.key.password", PATH, None, None, "opens an encrypted private key", LISTENER_SECURITY),
-    Setting("ssl.truststore.type", UPPER, "PEM", Only("PEM", "only PEM stores are supported"), "the truststore's format", LISTENER_SECURITY),
+    Setting("ssl.truststore.type", UPPER, "PEM", Only("PEM", "only PEM stores are supported"),
+            "the truststore's format", LISTENER_SECURITY),
     Setting("ssl.truststore.location", PATH, None, None, "a PEM file of the trusted CA certificates",
             LISTENER_SECURITY),
     Setting("ssl.truststore.certificates", PATH, None, None,
@@ -321,12 +325,11 @@ SETTINGS: tuple[Setting[Any], ...] = (
             "serve Prometheus metrics on this port (0: any free port); unset, none are served", KRAFTWIRE),
     Setting("kraftwire.log.format", TEXT, "text", OneOf(("text", "json")),
             "log lines as text or as one JSON object a line", KRAFTWIRE),
-    # So that a test can kill the controller while a forked snapshot writer is at work.
-    Setting("kraftwire.test.snapshot.writer.delay.ms", INT, 0, AtLeast(0),
+    Setting(SNAPSHOT_WRITER_DELAY_KEY, INT, 0, AtLeast(0),
             "for tests: the forked snapshot writer waits this long before it writes", KRAFTWIRE),
 )
 
-SETTING: dict[str, Setting[Any]] = {setting.name: setting for setting in SETTINGS}
+SETTINGS_BY_NAME: dict[str, Setting[Any]] = {setting.name: setting for setting in SETTINGS}
 
 # Settings of Kafka's broker (or of threads and buffers kraftwire does not have) that appear in
 # stock server.properties and controller.properties files; accepting them lets those files be
@@ -367,18 +370,18 @@ IGNORED_KEYS = frozenset({
 })
 
 
+_SETTING_KEY = "setting"  # the metadata key of a field made by settings_field
+
+
 def default(name: str) -> Any:
     """The table's default of a setting, for a configuration's field."""
-    return SETTING[name].default
+    return SETTINGS_BY_NAME[name].default
 
 
 def settings_field(name: str) -> Any:
     """A configuration's field that holds one setting of the table as it is read, its default
-    the table's; ``read_fields`` fills every such field."""
+    the table's; ``Reader.field_values`` reads every such field."""
     return field(default=default(name), metadata={_SETTING_KEY: name})
-
-
-_SETTING_KEY = "setting"
 
 
 class Reader:
@@ -391,7 +394,7 @@ class Reader:
     def value(self, name: str) -> Any:
         """The value of setting ``name``, its default where it is unset; ConfigError names the
         key of a value that is malformed or out of bounds, or of a required one that is unset."""
-        setting = SETTING[name]
+        setting = SETTINGS_BY_NAME[name]
         text = self.raw.get(name)
         if text is None or (text == "" and (setting.required or setting.kind.blank_is_unset)):
             if setting.required:
@@ -402,6 +405,6 @@ class Reader:
             raise ConfigError(name, problem)
         return value
 
-    def fields(self, cls: type) -> dict[str, Any]:
+    def field_values(self, cls: type) -> dict[str, Any]:
         """The values of ``cls``'s fields made with ``settings_field``, by field name."""
         return {f.name: self.value(f.metadata[_SETTING_KEY]) for f in fields(cls) if _SETTING_KEY in f.metadata}
