@@ -202,12 +202,31 @@ def test_every_ignored_key_is_accepted_and_reported() -> None:
     ({**BASE, "unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable", "true or false"),
     ({**BASE, "eligible.leader.replicas.enabled": "1"}, "eligible.leader.replicas.enabled", "true or false"),
     ({**BASE, "kraftwire.metadata.nodes": "all"}, "kraftwire.metadata.nodes", "brokers"),
+    ({**BASE, "kraftwire.log.format": "xml"}, "kraftwire.log.format", "text, json"),
+    ({**BASE, "kraftwire.metrics.port": "65536"}, "kraftwire.metrics.port", "at most 65535"),
+    ({**BASE, "kraftwire.metrics.port": "-1"}, "kraftwire.metrics.port", "at least 0"),
+    ({**BASE, "metadata.log.max.record.bytes.between.snapshots": str(2**63)},
+     "metadata.log.max.record.bytes.between.snapshots", f"at most {2**63 - 1}"),
+    # A blank number or boolean is malformed, as in Kafka; a blank required key is missing.
+    ({**BASE, "broker.session.timeout.ms": " "}, "broker.session.timeout.ms", "integer"),
+    ({**BASE, "unclean.leader.election.enable": ""}, "unclean.leader.election.enable", "true or false"),
+    ({**BASE, "node.id": ""}, "node.id", "required"),
+    # A blank map has no entry for the listener; only a missing one means Kafka's default map.
+    ({**BASE, "listener.security.protocol.map": ""}, "listener.security.protocol.map", "CONTROLLER"),
 ])
 def test_errors_name_their_key(props: dict[str, str], key: str, fragment: str) -> None:
     err = error_for(props)
     assert err.key == key
     assert str(err).startswith(f"{key}: ")
     assert fragment in err.message
+
+
+def test_a_blank_value_is_unset_where_blank_means_nothing_else() -> None:
+    blank = config_from_properties({**BASE, "kraftwire.metrics.port": "", "kraftwire.log.format": " ",
+                                    "advertised.listeners": "", "sasl.enabled.mechanisms": ""})
+    assert blank == config_from_properties(BASE)
+    # An empty ssl.endpoint.identification.algorithm is Kafka's "no host name check".
+    assert not config_from_properties({**BASE, "ssl.endpoint.identification.algorithm": ""}).controller_client.check_hostname
 
 
 def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
