@@ -217,18 +217,9 @@ class ControllerServer:
         log.warning("taking over the quorum of voters %s with the voters %s", sorted(found), list(self.voters))
 
     def _quorum_config(self) -> QuorumConfig:
-        c = self.config
-        advertised = c.advertised_controller_listener
-        directory_id = read_meta_properties(c.metadata_log_dir).directory_id
-        return QuorumConfig(
-            voters=() if self.dynamic else self.voters, cluster_id=self.cluster_id,
-            directory_id=uuid_from_str(directory_id) if directory_id else ZERO_UUID,
-            listener_name=advertised.name, endpoints=((advertised.name, advertised.host, advertised.port),),
-            voter_addresses=dict(c.voters), bootstrap_servers=tuple(c.bootstrap_servers),
-            election_timeout_ms=c.quorum_election_timeout_ms,
-            election_backoff_max_ms=c.quorum_election_backoff_max_ms, fetch_timeout_ms=c.quorum_fetch_timeout_ms,
-            request_timeout_ms=c.quorum_request_timeout_ms, retry_backoff_ms=c.quorum_retry_backoff_ms,
-            append_linger_ms=c.quorum_append_linger_ms)
+        directory_id = read_meta_properties(self.config.metadata_log_dir).directory_id
+        return QuorumConfig.from_controller(self.config, () if self.dynamic else self.voters, self.cluster_id,
+                                            uuid_from_str(directory_id) if directory_id else ZERO_UUID)
 
     def _new_controller(self) -> QuorumController:
         advertised = self.config.advertised_controller_listener

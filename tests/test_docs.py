@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tools import settings_doc
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("server", "protocol", "tools", "captures")
 # The generated code is named as a whole: its modules are one per schema.
@@ -121,3 +123,21 @@ def test_the_checks_see_what_is_wrong() -> None:
     assert slug("The controller: `python -m server`") == "the-controller-python--m-server"
     assert slug("Starting on a Kafka controller's directory") == "starting-on-a-kafka-controllers-directory"
     assert "walkthrough-a-controller-three-test-brokers-a-topic-and-a-failure" in anchors(ROOT / "README.md")
+
+
+def test_the_settings_tables_are_written_from_the_settings_table() -> None:
+    """docs/settings.md and the quorum's table in docs/quorum.md list what server/settings.py
+    holds; `python -m tools.settings_doc` rewrites them."""
+    assert settings_doc.drift() == []
+
+
+def test_the_settings_check_sees_a_drifted_table_and_a_group_listed_nowhere(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("no tables here\n", encoding="utf-8")
+    fresh = settings_doc.rewritten("<!-- settings: the quorum -->\n<!-- end settings -->\n")
+    assert "`controller.quorum.election.timeout.ms` | `1000` |" in fresh
+    (tmp_path / "docs" / "quorum.md").write_text(fresh.replace("`1000`", "`900`", 1), encoding="utf-8")
+    problems = settings_doc.drift(tmp_path)
+    assert "docs/quorum.md: its settings tables differ from server/settings.py" in problems
+    assert "no document lists the settings of the node" in problems
+    assert "no document lists the settings of the quorum" not in problems

@@ -29,6 +29,7 @@ from protocol.primitives import random_uuid, uuid_to_str
 from server.controller.offsets import OffsetControl, restore_key
 from server.controller.record_table import RecordTable
 from server.controller.result import ControllerResult, VersionedRecord
+from server.settings import default
 
 MV_3_6_IV2 = 14  # the first metadata.version with delegation token records
 ERROR_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp
@@ -37,11 +38,12 @@ _LONG_MAX = 2**63 - 1
 
 @dataclass(frozen=True)
 class TokenSettings:
-    """Kafka's delegation.token.* settings; no secret means tokens are disabled."""
+    """Kafka's delegation.token.* settings, the table's defaults unless set; no secret means
+    tokens are disabled."""
 
     secret_key: str | None = None
-    max_lifetime_ms: int = 7 * 24 * 3600 * 1000
-    expiry_time_ms: int = 24 * 3600 * 1000
+    max_lifetime_ms: int = default("delegation.token.max.lifetime.ms")
+    expiry_time_ms: int = default("delegation.token.expiry.time.ms")
 
 
 @dataclass(frozen=True)

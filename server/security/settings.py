@@ -1,4 +1,5 @@
-"""The security part of a controller's configuration, once validated."""
+"""The security part of a controller's configuration, once validated, with the settings table's
+defaults."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from dataclasses import dataclass, field
 from server.controller.delegation_tokens import TokenSettings
 from server.security.acl import AuthorizerConfig
 from server.security.tls import MappingRule, TlsSettings
+from server.settings import default
 
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 class SecurityProtocol:
@@ -35,11 +36,12 @@ class SecurityConfig(SecurityProtocol):
     sasl_mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict)  # from the listener's PLAIN JAAS
     authorizer: AuthorizerConfig | None = None  # None: no authorizer, every request is allowed
-    queued_max_request_bytes: int = -1  # -1: no bound on the bytes buffered in total
-    connections_max_idle_ms: int = 600000
-    connections_max_reauth_ms: int = 0
+    # -1: no bound on the bytes buffered in total
+    queued_max_request_bytes: int = default("queued.max.request.bytes")
+    connections_max_idle_ms: int = default("connections.max.idle.ms")
+    connections_max_reauth_ms: int = default("connections.max.reauth.ms")
     # The largest frame before SASL authentication (Kafka's sasl.server.max.receive.size); -1: none.
-    sasl_server_max_receive_size: int = 524288
+    sasl_server_max_receive_size: int = default("sasl.server.max.receive.size")
     delegation_tokens: TokenSettings = field(default_factory=TokenSettings)
 
 

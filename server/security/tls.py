@@ -9,6 +9,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from server.settings import default
+
 # The attribute keywords Java's X500Principal writes in RFC 2253 names.
 _KEYWORDS = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
              "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
@@ -23,7 +25,7 @@ class TlsSettings:
     key_password: str | None = None
     truststore_location: str | None = None
     truststore_certificates: str | None = None  # PEM text
-    client_auth: str = "none"  # required, requested or none
+    client_auth: str = default("ssl.client.auth")  # required, requested or none
 
 
 def server_context(settings: TlsSettings) -> ssl.SSLContext:

@@ -9,6 +9,7 @@ import pytest
 from server.config import (
     EMBEDDED_NODE_ID, IGNORED_KEYS, ConfigError, Listener, config_from_properties,
     embedded_config, load_config, parse_properties)
+from server.settings import SETTINGS, Setting
 
 BASE = {
     "process.roles": "controller",
@@ -201,12 +202,31 @@ def test_every_ignored_key_is_accepted_and_reported() -> None:
     ({**BASE, "unclean.leader.election.enable": "yes"}, "unclean.leader.election.enable", "true or false"),
     ({**BASE, "eligible.leader.replicas.enabled": "1"}, "eligible.leader.replicas.enabled", "true or false"),
     ({**BASE, "kraftwire.metadata.nodes": "all"}, "kraftwire.metadata.nodes", "brokers"),
+    ({**BASE, "kraftwire.log.format": "xml"}, "kraftwire.log.format", "text, json"),
+    ({**BASE, "kraftwire.metrics.port": "65536"}, "kraftwire.metrics.port", "at most 65535"),
+    ({**BASE, "kraftwire.metrics.port": "-1"}, "kraftwire.metrics.port", "at least 0"),
+    ({**BASE, "metadata.log.max.record.bytes.between.snapshots": str(2**63)},
+     "metadata.log.max.record.bytes.between.snapshots", f"at most {2**63 - 1}"),
+    # A blank number or boolean is malformed, as in Kafka; a blank required key is missing.
+    ({**BASE, "broker.session.timeout.ms": " "}, "broker.session.timeout.ms", "integer"),
+    ({**BASE, "unclean.leader.election.enable": ""}, "unclean.leader.election.enable", "true or false"),
+    ({**BASE, "node.id": ""}, "node.id", "required"),
+    # A blank map has no entry for the listener; only a missing one means Kafka's default map.
+    ({**BASE, "listener.security.protocol.map": ""}, "listener.security.protocol.map", "CONTROLLER"),
 ])
 def test_errors_name_their_key(props: dict[str, str], key: str, fragment: str) -> None:
     err = error_for(props)
     assert err.key == key
     assert str(err).startswith(f"{key}: ")
     assert fragment in err.message
+
+
+def test_a_blank_value_is_unset_where_blank_means_nothing_else() -> None:
+    blank = config_from_properties({**BASE, "kraftwire.metrics.port": "", "kraftwire.log.format": " ",
+                                    "advertised.listeners": "", "sasl.enabled.mechanisms": ""})
+    assert blank == config_from_properties(BASE)
+    # An empty ssl.endpoint.identification.algorithm is Kafka's "no host name check".
+    assert not config_from_properties({**BASE, "ssl.endpoint.identification.algorithm": ""}).controller_client.check_hostname
 
 
 def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
@@ -328,33 +348,28 @@ def test_the_voters_client_settings_are_checked(change, key, words):
     assert err.value.key == key and words in str(err.value), err.value
 
 
-# --- the documented defaults ---------------------------------------------------------------------
+# --- the table's defaults ---------------------------------------------------------------------
 
-def documented_defaults() -> list[tuple[str, str]]:
-    """(key, default) for each row of the key table in server.config's docstring whose default
-    is a value (not "(required)", "(none)", "see below" or another key's name)."""
-    import server.config
-
-    doc = (server.config.__doc__ or "").splitlines()
-    start = next(i for i, line in enumerate(doc) if line.split()[:3] == ["Key", "Default", "Rule"])
-    rows = []
-    for line in doc[start + 1:]:
-        if not line.strip():
-            break
-        if line.startswith(" "):
-            continue  # a rule's second line
-        key, default, *_ = line.split()
-        if not key.endswith(",") and not default.startswith("(") and default not in ("see", "listeners"):
-            rows.append((key, default.strip('"')))
-    return rows
+WITH_DEFAULTS = [setting for setting in SETTINGS if setting.default_text is not None]
 
 
-def test_the_docstring_table_lists_the_defaults() -> None:
-    assert len(documented_defaults()) >= 20
+def test_the_defaults_checked_below_are_most_of_the_table() -> None:
+    assert len(WITH_DEFAULTS) > len(SETTINGS) / 2
 
 
-@pytest.mark.parametrize(("key", "default"), documented_defaults())
-def test_each_documented_default_is_the_default(key: str, default: str) -> None:
-    """Setting a key to its documented default changes nothing: the table in the docstring
-    is the one users read, and it must not drift from the reader's defaults."""
-    assert config_from_properties({**BASE, key: default}) == config_from_properties(BASE)
+@pytest.mark.parametrize("setting", WITH_DEFAULTS, ids=lambda setting: setting.name)
+def test_each_default_of_the_table_is_the_default(setting: Setting[object]) -> None:
+    """Setting a key to the default the table (and so the documentation) gives changes nothing."""
+    assert setting.default_text is not None
+    assert config_from_properties({**BASE, setting.name: setting.default_text}) == config_from_properties(BASE)
+
+
+def test_the_quorum_settings_default_to_the_tables() -> None:
+    """A QuorumConfig built without a controller's configuration, as the Raft tests build it,
+    runs by the same defaults as one built from it."""
+    from server.raft.quorum_config import QuorumConfig
+
+    built = QuorumConfig.from_controller(config_from_properties(BASE), (1,), "c", bytes(16))
+    assert built == QuorumConfig(voters=(1,), cluster_id="c", listener_name="CONTROLLER",
+                                 endpoints=(("CONTROLLER", "127.0.0.1", 9093),),
+                                 voter_addresses={1: ("127.0.0.1", 9093)})
