@@ -433,8 +433,12 @@ class RaftCore:
             # only by the election that can win it, so a restarted quorum uses one epoch, not two.
             if self.only_voter:
                 self.transitions.to_candidate(now)
-            else:
+            elif self.is_voter:
                 self.transitions.to_prospective(now)
+            else:
+                # It removed itself from the voters: it never stands again, and observes in
+                # the next epoch, so that no Fetch answer names it leader of this one.
+                self.transitions.to_unattached(self.epoch + 1, now)
             self._poll(now)
             return
         for voter in sorted(state.unacked):

@@ -17,6 +17,11 @@ Each node also runs the controller as the server does (``ControllerReplica``): s
 what commits, the leader applies the client's commands before they commit and undoes them if
 it loses its epoch. ``check_controllers`` asserts that every voter's controller state is the
 state of replaying the committed log.
+
+A dynamic quorum (KIP-853) starts from the voters ``format --initial-controllers`` names, with
+observers beside them (formatted without), which find the leader through the voters as their
+bootstrap servers; an admin client adds and removes voters (``ask``), the leader writes each
+change itself, and the controllers replay it where it lies.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ import itertools
 import random
 from bisect import bisect_left
 from functools import partial
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from typing import Callable, cast
 
+from protocol.generated.messages.api_versions_request import ApiVersionsRequest
+from protocol.generated.messages.api_versions_response import ApiVersionsResponse, SupportedFeatureKey
 from protocol.generated.metadata.config_record import ConfigRecord
 from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from protocol.message import Message
-from protocol.records import frame_metadata_record
+from protocol.records import ControlMessage, control_value, frame_metadata_record
 from server.controller.clock import ManualClock
 from server.controller.quorum_controller import QuorumController
 from server.controller.result import ControllerResult, VersionedRecord
@@ -43,10 +50,13 @@ from server.raft.core import NotLeader, RaftCore
 from server.raft.log import split_batches
 from tests.support.raft_log import InMemoryLog
 from server.raft.outputs import (
-    BecameLeader, Committed, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest, SendResponse,
-    SnapshotInstalled)
+    BecameLeader, Committed, ControlAppended, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest,
+    SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election
+from server.raft.types import ReplicaKey
+from server.raft.voters import SUPPORTED_KRAFT_VERSIONS, VoterNode, VoterSet, quorum_messages
+from tests.support.raft_writes import kraft_version_batch
 
 
 class SafetyViolation(AssertionError):
@@ -54,6 +64,17 @@ class SafetyViolation(AssertionError):
 
 
 CLUSTER = "sim"
+LISTENER = "CONTROLLER"
+CLIENT = 1000  # the admin client's id on the network
+
+
+def directory(node_id: int) -> bytes:
+    return bytes([node_id]) * 16
+
+
+def voter_node(node_id: int) -> VoterNode:
+    return VoterNode(ReplicaKey(node_id, directory(node_id)), ((LISTENER, "127.0.0.1", 9000 + node_id),),
+                     (SUPPORTED_KRAFT_VERSIONS[0], SUPPORTED_KRAFT_VERSIONS[-1]))
 BOOTSTRAP: list[VersionedRecord] = [(FeatureLevelRecord(name="metadata.version", feature_level=21), 0)]
 
 
@@ -68,8 +89,10 @@ def new_controller(node_id: int, snapshot: bytes = b"") -> QuorumController:
 
 
 def controller_state(controller: QuorumController) -> list[bytes]:
-    """The controller's whole state, as the records of a snapshot of it."""
-    return [frame_metadata_record(record, version) for record, version in controller.snapshot_records()]
+    """The controller's whole state, as the records of a snapshot of it (the quorum's control
+    records, which a snapshot holds in its header batch, as their control values)."""
+    return [frame_metadata_record(record, version) if record.API_KEY is not None
+            else control_value(cast(ControlMessage, record)) for record, version in controller.snapshot_records()]
 
 
 class CheckedLog(InMemoryLog):
@@ -157,16 +180,33 @@ class _Event:
 
 
 class Simulation:
-    def __init__(self, seed: int, voters: int, faults: Faults, config: QuorumConfig | None = None) -> None:
+    def __init__(self, seed: int, voters: int, faults: Faults, config: QuorumConfig | None = None,
+                 observers: int = 0) -> None:
+        """``config`` with no voters: a dynamic quorum, whose first ``voters`` nodes are its
+        initial voters and the next ``observers`` nodes observe."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults
-        ids = tuple(range(1, voters + 1))
-        self.config = config or QuorumConfig(voters=ids, cluster_id="sim")
+        initial = tuple(range(1, voters + 1))
+        ids = tuple(range(1, voters + observers + 1))
+        self.config = config or QuorumConfig(voters=initial, cluster_id="sim")
+        self.dynamic = not self.config.voters
+        self.initial_voters = initial
         self.registry: dict[tuple[int, int], bytes] = {}
         self.now = 0.0
         self.step = 0
         self.nodes = {i: Node(i, CheckedLog(self.registry, self.fail, self._check_snapshot)) for i in ids}
+        # Every voter set the committed log has held: committed batches are durable on a
+        # majority of the smallest (one voter changes at a time, so majorities of successive
+        # sets overlap).
+        self.smallest_voter_set = len(initial)
+        self.client_answers: dict[int, Message] = {}
+        self._client_asks = itertools.count()
+        if self.dynamic:
+            bootstrap = kraft_version_batch(0, 0, 1, VoterSet.of(voter_node(v) for v in initial), 0)
+            for v in initial:
+                self.nodes[v].log.append([bootstrap])
+                self.nodes[v].log.flush()
         if faults.skew:
             for node in self.nodes.values():
                 node.offset_ms = self.rng.uniform(0, 10_000_000)
@@ -174,7 +214,8 @@ class Simulation:
         self._queue: list[_Event] = []
         self._seq = itertools.count()
         self._connections = itertools.count()
-        self._askers: dict[int, tuple[int, int, int]] = {}  # connection -> (asker, its run, correlation id)
+        # connection -> (asker, its run, correlation id, the id it asked: a bootstrap server's is below -1)
+        self._askers: dict[int, tuple[int, int, int, int]] = {}
         self.cut: set[frozenset[int]] = set()  # pairs that cannot talk
         # Everything ever reported committed, as the batches of the log's committed prefix,
         # with the offset each ends at.
@@ -212,11 +253,20 @@ class Simulation:
         node.incarnation += 1
         node.last_committed = -1
         rng = random.Random(f"{self.seed}/{node.node_id}/{node.incarnation}")
-        node.core = RaftCore(node.node_id, self.config, node.log, node.persisted, rng, node.local(self.now))
+        node.core = RaftCore(node.node_id, self._config_of(node.node_id), node.log, node.persisted, rng,
+                             node.local(self.now))
         node.core.tick(node.local(self.now))
         node.replica = ControllerReplica(self._controller_from_log(node), node.log, f"node {node.node_id}")
         node.pending = []
         self._drain(node)
+
+    def _config_of(self, node_id: int) -> QuorumConfig:
+        if not self.dynamic:
+            return self.config
+        # Bootstrap servers (ids -2, -3, ... in the core) are the initial voters.
+        return replace(self.config, directory_id=directory(node_id), listener_name=LISTENER,
+                       endpoints=voter_node(node_id).endpoints,
+                       bootstrap_servers=tuple(("127.0.0.1", 9000 + v) for v in self.initial_voters))
 
     def _controller_from_log(self, node: Node) -> QuorumController:
         controller = new_controller(node.node_id, node.log.snapshot_data)
@@ -282,6 +332,9 @@ class Simulation:
         elif isinstance(output, SnapshotInstalled):
             assert node.replica is not None
             node.replica.replace(self._controller_from_log(node))
+        elif isinstance(output, ControlAppended):
+            assert node.replica is not None
+            node.replica.control_appended(output.base_offset, output.messages)
 
     def _queue_proposal(self, node: Node, records: list[VersionedRecord], base_offset: int) -> None:
         """As the server's shell: what is applied in one turn is proposed together, later."""
@@ -344,11 +397,22 @@ class Simulation:
 
     def _deliver_request(self, source: int, destination: int, correlation_id: int,
                          message: Message) -> Callable[[], None]:
-        asker = (source, self.nodes[source].incarnation, correlation_id)
+        asker = (source, self.nodes[source].incarnation if source in self.nodes else 0, correlation_id, destination)
+        if destination <= -2:
+            destination = -1 - destination  # a bootstrap server: an initial voter
 
         def deliver() -> None:
             node = self.nodes[destination]
-            if node.core is not None and self._reachable(source, destination):
+            if node.core is not None and self._reachable(source, destination) and isinstance(message,
+                                                                                              ApiVersionsRequest):
+                # The shell answers ApiVersions, not the core: every node here runs this version.
+                features = [SupportedFeatureKey(name="kraft.version", min_version=SUPPORTED_KRAFT_VERSIONS[0],
+                                                max_version=SUPPORTED_KRAFT_VERSIONS[-1])]
+                answer = ApiVersionsResponse(supported_features=features)
+                connection = next(self._connections)
+                self._askers[connection] = asker
+                self._send(destination, source, self._deliver_response(destination, connection, answer))
+            elif node.core is not None and self._reachable(source, destination):
                 # The receiver answers on the connection the request came in on: a response
                 # never reaches a later run of the asker (see _deliver_response).
                 connection = next(self._connections)
@@ -357,12 +421,15 @@ class Simulation:
         return deliver
 
     def _deliver_response(self, source: int, connection: int, message: Message) -> Callable[[], None]:
-        destination, incarnation, correlation_id = self._askers.pop(connection)
+        destination, incarnation, correlation_id, asked = self._askers.pop(connection)
 
         def deliver() -> None:
+            if destination == CLIENT:
+                self.client_answers[correlation_id] = message
+                return
             node = self.nodes[destination]
             if node.core is not None and node.incarnation == incarnation and self._reachable(source, destination):
-                self.call(node, lambda core, now: core.receive_response(source, correlation_id, message, now))
+                self.call(node, lambda core, now: core.receive_response(asked, correlation_id, message, now))
         return deliver
 
     def partition(self, group: set[int]) -> None:
@@ -377,7 +444,14 @@ class Simulation:
     def heal(self) -> None:
         self.cut = set()
 
-    # --- the client ---------------------------------------------------------------------------
+    # --- the clients ----------------------------------------------------------------------------
+    def ask(self, node_id: int, message: Message) -> int:
+        """An admin client's request to ``node_id`` (AddRaftVoter, RemoveRaftVoter); its answer
+        lands in ``client_answers`` under the number returned, unless the network loses it."""
+        number = next(self._client_asks)
+        self._send(CLIENT, node_id, self._deliver_request(CLIENT, node_id, number, message))
+        return number
+
     def propose(self) -> bool:
         """A client command to the node it believes active: a config change, applied by that
         node's controller and proposed with everything else applied in this turn."""
@@ -456,12 +530,15 @@ class Simulation:
                 self.committed.append(stored.data)
                 self.committed_ends.append(stored.last_offset + 1)
                 self.committed_end = stored.last_offset + 1
+                for _, record in quorum_messages(stored.data):
+                    if record.NAME == "VotersRecord":
+                        self.smallest_voter_set = min(self.smallest_voter_set, len(VoterSet.from_record(record).ids))
         assert node.core is not None
         epoch = node.core.epoch
         self.commit_epochs[epoch] = max(self.commit_epochs.get(epoch, 0), last_offset + 1)
 
     def check_safety(self) -> None:
-        majority = len(self.nodes) // 2 + 1
+        majority = (self.smallest_voter_set if self.dynamic else len(self.nodes)) // 2 + 1
         durable = 0
         for node in self.nodes.values():
             log = node.log

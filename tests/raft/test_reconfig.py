@@ -21,7 +21,7 @@ from server.raft.core import RaftCore
 from tests.support.raft_log import InMemoryLog
 from server.raft.outputs import SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
-from server.raft.state import Follower, Leader
+from server.raft.state import Follower, Leader, Resigned, Unattached
 from server.raft.voters import VoterNode, VoterSet
 from server.raft.types import ReplicaKey
 from tests.support.raft_writes import propose, propose_control, kraft_version_batch
@@ -257,6 +257,21 @@ def test_a_leader_that_removes_itself_leads_until_it_commits_then_resigns() -> N
     new_leader = net.leader()
     assert new_leader is not leader and new_leader.voters == {1, 2, 3} - {leader.node_id}
     assert not leader.is_voter and leader.leader_id == new_leader.node_id
+
+
+def test_a_leader_that_removed_itself_never_stands_again() -> None:
+    # Cut off from the others once its removal commits, the old leader's resignation times
+    # out with nobody to hear from: as Kafka's, it moves to the next epoch as an observer
+    # instead of asking for votes it may no longer get (a dynamic voter grants any candidate).
+    net = three_voters()
+    leader = net.leader()
+    epoch = leader.epoch
+    correlation = net.send(leader.node_id, remove_request(leader.node_id))
+    net.run(200)
+    assert error_of(net, correlation) == Error.NONE and isinstance(leader.state, Resigned)
+    alone = Network(cores={leader.node_id: leader}, now=net.now)
+    alone.run(10_000)
+    assert isinstance(leader.state, Unattached) and leader.epoch == epoch + 1 and not leader.is_voter
 
 
 def test_removing_a_voter_that_is_not_there() -> None:
