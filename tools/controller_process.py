@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from server.config import EMBEDDED_NODE_ID
 from tools.processes import LoggedChild, bounded_child, free_port, poll, stop_child
@@ -31,6 +31,27 @@ LIFETIME_S = 300
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 PORT_ATTEMPTS = 5
+
+
+class Controller(Protocol):
+    """What the benchmarks use of a controller of either implementation: kraftwire's
+    ControllerProcess, or Kafka's own (tools.kafka_dist.controllers.KafkaController)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def cluster_id(self) -> str | None: ...
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def running(self) -> bool: ...
+    def start(self) -> object: ...
+    def stop(self) -> int | None: ...
+    def kill9(self) -> int | None: ...
 
 
 class AddressInUse(RuntimeError):

@@ -49,14 +49,16 @@ from tools.bench.server import broker_features
 from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest
 from protocol.generated.messages.add_raft_voter_request import Listener as AddListener
 from protocol.message import Message
-from tools.controller_process import ControllerProcess, QuorumProcesses, free_port
+from tools.controller_process import Controller, ControllerProcess, QuorumProcesses, free_port
 
 DEPTH = 32
 MEASURE_S = 3.0
 KILLS = 10
 # What docs/quorum.md recommends for voters on one machine or one rack.
 TIMING = {"controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "600"}
-BROKER_ID = 999  # the writer's broker: none of the 1,000,000-partition dataset's
+# The writer's broker: none of the generated ones (the 1,000,000-partition dataset's 30, the
+# 1,000 tools.bench.server registers).
+BROKER_ID = 99_999
 WRITE_TIMEOUT_S = 120
 ALLOCATE_V = 0
 REGISTER_V = 4
@@ -79,7 +81,7 @@ def _register(client: KafkaClient, cluster_id: str) -> int:
     return epoch
 
 
-def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: int = DEPTH,
+def commit_rate(member: Controller, seconds: float = MEASURE_S, depth: int = DEPTH,
                 connections: int = 1) -> dict[str, float]:
     """Closed loop of ``depth`` writes in flight, spread over ``connections`` connections:
     committed writes/s and latency in ms. Kafka's servers read a connection's next request only
@@ -118,7 +120,7 @@ def commit_rate(member: ControllerProcess, seconds: float = MEASURE_S, depth: in
             "p99_ms": _percentile(latencies, 0.99)}
 
 
-def _write_once(member: ControllerProcess, epochs: dict[int, int]) -> bool:
+def _write_once(member: Controller, epochs: dict[int, int]) -> bool:
     """One committed write on ``member``; False while it is not (yet) the active controller."""
     assert member.cluster_id is not None
     try:
@@ -135,11 +137,11 @@ def _write_once(member: ControllerProcess, epochs: dict[int, int]) -> bool:
     return response.error_code == Error.NONE
 
 
-def write_until_committed(member: ControllerProcess, epochs: dict[int, int]) -> None:
-    deadline = time.monotonic() + WRITE_TIMEOUT_S
+def write_until_committed(member: Controller, epochs: dict[int, int], timeout_s: float = WRITE_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
     while not _write_once(member, epochs):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no write committed on {member.host}:{member.port} in {WRITE_TIMEOUT_S} s")
+            raise RuntimeError(f"no write committed on {member.host}:{member.port} in {timeout_s} s")
         time.sleep(0.01)
 
 
@@ -298,36 +300,7 @@ def add_voter(root: Path, million: bool) -> None:
                                    port=ports[1], cluster_id=first.cluster_id, dynamic="observer",
                                    lifetime_s=1800, start_timeout_s=600)
         second.prepare()
-        joiner = read_meta_properties(second.data_dir)
-        assert joiner.directory_id is not None
-        request = AddRaftVoterRequest(cluster_id=first.cluster_id, timeout_ms=30_000, voter_id=2,
-                                      voter_directory_id=uuid_from_str(joiner.directory_id),
-                                      listeners=[AddListener(name="CONTROLLER", host="127.0.0.1", port=ports[1])])
-        latencies: list[float] = []
-        began = time.monotonic()
-        second.start()
-        answered = None
-        refusals = 0
-        while answered is None:
-            if time.monotonic() - began > 600:
-                raise RuntimeError("the new controller was not added within 600 s")
-            sent = time.monotonic()
-            if _write_once(first, epochs):
-                latencies.append(time.monotonic() - sent)
-            with KafkaClient(first.host, first.port, client_id="bench-quorum", timeout=60) as client:
-                response = client.request(request, 0)
-            code = getattr(response, "error_code")
-            if code == Error.NONE:
-                answered = time.monotonic() - began
-            elif code == Error.REQUEST_TIMED_OUT:
-                refusals += 1
-            else:
-                raise RuntimeError(f"AddRaftVoter failed: {Error(code).name}")
-        for _ in range(20):  # writes go on with two voters
-            sent = time.monotonic()
-            write_until_committed(first, epochs)
-            latencies.append(time.monotonic() - sent)
-        caught_up = _new_voter_caught_up(first, 2)
+        answered, refusals, latencies, caught_up = join(first, second, 2, epochs)
     finally:
         if second is not None:
             second.stop()
@@ -338,7 +311,49 @@ def add_voter(root: Path, million: bool) -> None:
          worst_write_s=round(max(latencies), 3), holds_every_acknowledged_write=caught_up)
 
 
-def _new_voter_caught_up(leader: ControllerProcess, voter: int) -> bool:
+def join(first: Controller, second: Controller, node_id: int, epochs: dict[int, int],
+         limit_s: float = 600) -> tuple[float, int, list[float], bool]:
+    """Start ``second``, formatted to join ``first``'s dynamic quorum, and ask ``first`` to add
+    it as voter ``node_id`` until it answers (it is refused while it catches up), one write
+    committed on ``first`` between asks, then 20 more with two voters. Returns the seconds from
+    the start to the answer, the refusals, the writes' latencies, and whether the new voter
+    holds every acknowledged write."""
+    from server.metalog.meta_properties import read_meta_properties
+    from protocol.primitives import uuid_from_str
+
+    joiner = read_meta_properties(second.data_dir)
+    assert joiner.directory_id is not None
+    request = AddRaftVoterRequest(cluster_id=first.cluster_id, timeout_ms=30_000, voter_id=node_id,
+                                  voter_directory_id=uuid_from_str(joiner.directory_id),
+                                  listeners=[AddListener(name="CONTROLLER", host="127.0.0.1", port=second.port)])
+    latencies: list[float] = []
+    began = time.monotonic()
+    second.start()
+    answered = None
+    refusals = 0
+    while answered is None:
+        if time.monotonic() - began > limit_s:
+            raise RuntimeError(f"the new controller was not added within {limit_s} s")
+        sent = time.monotonic()
+        if _write_once(first, epochs):
+            latencies.append(time.monotonic() - sent)
+        with KafkaClient(first.host, first.port, client_id="bench-quorum", timeout=60) as client:
+            response = client.request(request, 0)
+        code = getattr(response, "error_code")
+        if code == Error.NONE:
+            answered = time.monotonic() - began
+        elif code == Error.REQUEST_TIMED_OUT:
+            refusals += 1
+        else:
+            raise RuntimeError(f"AddRaftVoter failed: {Error(code).name}")
+    for _ in range(20):  # writes go on with two voters
+        sent = time.monotonic()
+        write_until_committed(first, epochs)
+        latencies.append(time.monotonic() - sent)
+    return answered, refusals, latencies, _new_voter_caught_up(first, node_id)
+
+
+def _new_voter_caught_up(leader: Controller, voter: int) -> bool:
     """Whether ``voter``'s log end reaches the leader's high watermark (within 60 s)."""
     from protocol.generated.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 
