@@ -28,12 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from protocol.api_keys import APIS
-from protocol.error_codes import Error
-from protocol.generated.messages.vote_request import VoteRequest
-from protocol.generated.messages.vote_response import VoteResponse
-from protocol.message import Message, api_key_of
-from server.client_connection import PLAINTEXT, AuthenticationError, ConnectionLost, KafkaConnection
+from protocol.message import Message
+from server.client_connection import PLAINTEXT, ConnectionLost
 from server.controller.result import VersionedRecord
 from server.metalog.commit_path import CommitFailed, encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
@@ -47,11 +43,10 @@ from server.raft.voters import KRAFT_VERSION_DYNAMIC, VoterSet
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election, Leader
 from server.security.client import ClientSecurity
+from server.voter_channel import VoterChannel
 
 log = logging.getLogger("kraftwire.quorum")
 
-# A voter that refused this one's credentials is asked again this often, not at every retry.
-AUTHENTICATION_BACKOFF_S = 1.0
 MAX_REFUSALS_REMEMBERED = 1000
 
 
@@ -72,23 +67,11 @@ class QuorumEvents:
     control_appended: Callable[[int, tuple[Message, ...]], None]
 
 
-# The first VoteRequest version that can carry a pre-vote (KIP-996).
-PRE_VOTE_VERSION = 2
-
-
-def is_pre_vote(message: Message) -> bool:
-    return isinstance(message, VoteRequest) and any(p.pre_vote for t in message.topics for p in t.partitions)
-
-
 class QuorumReplication:
     def __init__(self, node_id: int, config: QuorumConfig, log_dir: Path, raft_log: DiskRaftLog,
                  events: QuorumEvents, wall_clock_ms: Callable[[], int],
                  security: ClientSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
-        self.security = security  # how the other voters are reached: the controller listener's protocol
-        # voter -> (the authentication failure last logged for it, monotonic s of that attempt)
-        self._refused: dict[int, tuple[str, float]] = {}
-        self._refused_by: set[int] = set()  # voters whose authorizer refused this one, said once
         self._refusals_said: set[str] = set()  # the core's Refused reasons already logged
         self.log_dir = log_dir
         self.raft_log = raft_log
@@ -107,9 +90,8 @@ class QuorumReplication:
         self._submitted_last = -1  # the last offset the active controller submitted
         self._answers: dict[int, asyncio.Future[Message]] = {}  # inbound correlation -> response
         self._next_inbound = 0
-        self._connections: dict[int, KafkaConnection] = {}
-        self._addresses: dict[int, tuple[str, int]] = {}  # where each connection goes
-        self._connecting: dict[int, asyncio.Lock] = {}
+        # How the other voters are reached: the controller listener's protocol.
+        self.channel = VoterChannel(node_id, security, self.request_timeout_s)
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = -1  # when the timer is set to tick
@@ -164,8 +146,7 @@ class QuorumReplication:
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
-        for conn in self._connections.values():
-            conn.close("shutting down")
+        self.channel.close()
         for task in list(self._tasks):
             task.cancel()
         self.purgatory.fail_all(CommitFailed("the controller is shutting down"))
@@ -337,71 +318,13 @@ class QuorumReplication:
     # --- the other voters --------------------------------------------------------------------------
     async def _send(self, request: SendRequest) -> None:
         destination = request.destination
-        key = api_key_of(request.message)
         try:
-            if request.address is None:
-                raise ConnectionLost(f"no address known for node {destination}")
-            conn = await self._connection(destination, request.address)
-            version = conn.version_for(key)
-            if version is None:
-                raise ConnectionLost(f"node {destination} serves no version of {APIS[key].name} that this one does")
-            if version < PRE_VOTE_VERSION and is_pre_vote(request.message):
-                # A voter that knows no pre-vote (Kafka 3.9 and older) cannot be asked one; Kafka's
-                # client hears UNSUPPORTED_VERSION from its own network client, and so does the core.
-                self._step(lambda: self.core.receive_response(
-                    destination, request.correlation_id, VoteResponse(error_code=Error.UNSUPPORTED_VERSION),
-                    monotonic_ms()))
-                return
-            response = await conn.request(request.message, version, self.request_timeout_s)
+            response = await self.channel.exchange(destination, request.address, request.message)
         except (ConnectionLost, OSError, asyncio.TimeoutError) as exc:
-            log.debug("%s to voter %d failed: %s", APIS[key].name, destination, exc)
+            log.debug("%s to voter %d failed: %s", request.message.NAME, destination, exc)
             if not self._closed:
                 self._step(lambda: self.core.request_failed(request.correlation_id, monotonic_ms()))
             return
-        if getattr(response, "error_code", Error.NONE) == Error.CLUSTER_AUTHORIZATION_FAILED:
-            self._unauthorized(destination, APIS[key].name)
         if not self._closed:
             self._step(lambda: self.core.receive_response(destination, request.correlation_id, response,
                                                           monotonic_ms()))
-
-    def _unauthorized(self, voter: int, api: str) -> None:
-        """Said once per voter: the other voter's authorizer refuses this one (a voter needs
-        CLUSTER_ACTION on the cluster), so it cannot take part until an ACL or super.users allows it."""
-        if voter in self._refused_by:
-            return
-        self._refused_by.add(voter)
-        who = f"User:{self.security.sasl_username}" if self.security.uses_sasl else "this voter's principal"
-        log.error("voter %d refuses %s with CLUSTER_AUTHORIZATION_FAILED: %s needs CLUSTER_ACTION on the cluster "
-                  "(super.users or an ACL)", voter, api, who)
-
-    async def _connection(self, voter: int, address: tuple[str, int]) -> KafkaConnection:
-        conn = self._connections.get(voter)
-        if conn is not None and conn.is_open and self._addresses.get(voter) == address:
-            return conn
-        lock = self._connecting.setdefault(voter, asyncio.Lock())
-        async with lock:
-            conn = self._connections.get(voter)
-            if conn is None or not conn.is_open or self._addresses.get(voter) != address:
-                if conn is not None:
-                    conn.close("the node moved")
-                host, port = address
-                refused = self._refused.get(voter)
-                if refused is not None and time.monotonic() - refused[1] < AUTHENTICATION_BACKOFF_S:
-                    raise AuthenticationError(refused[0])
-                try:
-                    conn = await KafkaConnection.open(host, port, f"kraftwire-voter-{self.node_id}",
-                                                      self.request_timeout_s, self.security)
-                    await conn.negotiate_versions(self.request_timeout_s)
-                except AuthenticationError as exc:
-                    # Retried, more slowly than a lost connection, and said once: until the
-                    # settings change, this voter cannot take part through that peer.
-                    if refused is None or refused[0] != str(exc):
-                        log.error("cannot authenticate to voter %d at %s:%d over %s: %s",
-                                  voter, host, port, self.security.protocol, exc)
-                    self._refused[voter] = (str(exc), time.monotonic())
-                    raise
-                if self._refused.pop(voter, None) is not None:
-                    log.info("authenticated to voter %d at %s:%d", voter, host, port)
-                self._connections[voter] = conn
-                self._addresses[voter] = address
-            return conn
