@@ -163,7 +163,6 @@ class Node:
     last_committed: int = -1  # within the current run of the node
     incarnation: int = 0
     replica: ControllerReplica | None = None
-    pending: list[bytes] = field(default_factory=list)  # applied, waiting to be proposed
 
     def local(self, t: float) -> int:
         return int(self.offset_ms + self.rate * t)
@@ -257,7 +256,6 @@ class Simulation:
                              node.local(self.now))
         node.core.tick(node.local(self.now))
         node.replica = ControllerReplica(self._controller_from_log(node), node.log, f"node {node.node_id}")
-        node.pending = []
         self._drain(node)
 
     def _config_of(self, node_id: int) -> QuorumConfig:
@@ -327,7 +325,6 @@ class Simulation:
                 self._queue_proposal(node, applied.records, applied.base_offset)
         elif isinstance(output, LostLeadership):
             assert node.replica is not None
-            node.pending = []
             node.replica.deactivate(node.last_committed)
         elif isinstance(output, SnapshotInstalled):
             assert node.replica is not None
@@ -337,24 +334,19 @@ class Simulation:
             node.replica.control_appended(output.base_offset, output.messages)
 
     def _queue_proposal(self, node: Node, records: list[VersionedRecord], base_offset: int) -> None:
-        """As the server's shell: what is applied in one turn is proposed together, later."""
+        """As the server's shell (``QuorumReplication.submit``): the records are prepared at
+        once, at the offsets the controller gave them, and appended at the core's next step,
+        with whatever else this turn prepares."""
         if not records:
             return
         assert node.core is not None
-        first = not node.pending
-        node.pending.extend(encode_batches(records, base_offset, node.core.epoch, 0))
-        if first:
-            incarnation = node.incarnation
-            self.at(self.now, lambda: self._propose_pending(node, incarnation))
-
-    def _propose_pending(self, node: Node, incarnation: int) -> None:
-        batches, node.pending = node.pending, []
-        if node.core is None or node.incarnation != incarnation or not batches:
-            return
         try:
-            self.call(node, lambda core, now: (core.prepare_append(batches, now), core.tick(now)))
+            node.core.prepare_append(encode_batches(records, base_offset, node.core.epoch, 0), node.local(self.now))
         except NotLeader:
-            pass  # leadership went meanwhile: the replica has undone these records
+            return  # leadership went meanwhile: the replica undoes these records
+        incarnation = node.incarnation
+        self.at(self.now, lambda: node.core is not None and node.incarnation == incarnation
+                and self.call(node, lambda core, now: core.tick(now)))
 
     def _schedule_tick(self, node: Node) -> None:
         core = node.core
