@@ -105,7 +105,11 @@ def arrow_tasks(tasks: list[Broadcast[Task]], counters: Counters, batches: Itera
     def flush(tag: int) -> pa.RecordBatch:
         rows, pending[tag] = pending[tag], []
         columns = [pa.nulls(len(rows), kind) for kind in kinds]
-        columns[tag] = pa.array(rows, type=kinds[tag])
+        # Built field by field: Arrow converts a list of plain values several times faster
+        # than a list of row tuples it must take apart itself.
+        fields = list(kinds[tag])
+        columns[tag] = pa.StructArray.from_arrays(
+            [pa.array(values, type=field.type) for values, field in zip(zip(*rows), fields)], fields=fields)
         return pa.RecordBatch.from_arrays([pa.array([tag] * len(rows), pa.int32()), *columns], schema=target)
 
     for batch in batches:
