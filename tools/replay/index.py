@@ -23,7 +23,7 @@ import numpy as np
 
 from captures import formats as f
 from tools.replay.capture import Buffer, Position, open_buffer, read_positions
-from tools.replay.packet import FAST_LINK_OFFSETS, Segment, decode_segment
+from tools.replay.packet import FAST_LINK_OFFSETS, Segment, decode_segment_at
 from tools.replay.problems import Problem
 from tools.replay.rules import Violation, problem_violation, violation
 from tools.replay.tables import local_path
@@ -101,7 +101,7 @@ def share_events(share: Share) -> Iterator[StreamEvent]:
         feed = reassembler.feed
         for first in range(0, len(share.packets), _CHUNK):
             for timestamp_ns, link_type, at, caplen, orig_len in share.packets[first : first + _CHUNK].tolist():
-                segment = decode_segment(link_type, buf[at : at + caplen], orig_len)
+                segment = decode_segment_at(link_type, buf, at, caplen, orig_len)
                 assert isinstance(segment, Segment), "the index keeps TCP segments only"
                 yield from feed(timestamp_ns, segment)
         yield from reassembler.finish(share.eof_ns)
@@ -142,7 +142,7 @@ def _keys(buf: Buffer, packets: Column, capture: str, violations: list[Violation
     segments = done.copy()
     for ordinal in np.flatnonzero(~done).tolist():
         _, link_type, at, caplen, orig_len = packets[ordinal].tolist()
-        decoded = decode_segment(link_type, buf[at : at + caplen], orig_len)
+        decoded = decode_segment_at(link_type, buf, at, caplen, orig_len)
         if isinstance(decoded, Segment):
             keys[ordinal] = connection_key(decoded.src, decoded.sport, decoded.dst, decoded.dport)
             segments[ordinal] = True
