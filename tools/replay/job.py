@@ -6,7 +6,7 @@ one Spark task each, so one big capture still keeps every core busy; a task read
 of its share and no others, so every byte is decoded once however many tasks there are. Each
 task gets its share's packet positions as a broadcast; the pure-Python decoder runs inside the
 executors, which hand their rows to the JVM as Arrow batches. The driver holds positions
-(40 bytes a packet) and the aggregates coming back (`summary`), never a capture's bytes or
+(30 bytes a TCP segment) and the aggregates coming back (`summary`), never a capture's bytes or
 rows, so a capture bigger than its memory still goes through, as long as its packets'
 positions fit.
 
