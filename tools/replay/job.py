@@ -252,6 +252,10 @@ def build_tables(spark: SparkSession, tasks: list[Broadcast[Task]], counters: Co
     # Rules judged across flows name their frame; add them to that frame's own list.
     late = (judged.where(F.col("frame").isNotNull() & F.col("rule").isin(*CROSS_FLOW_RULES))
             .groupBy("capture", "flow", "frame").agg(F.collect_list("rule").alias("late")))
+    if late.isEmpty():
+        # Most captures break none of them: the frames are written as decoded, without a join
+        # of every frame against nothing, which costs about half of writing them.
+        return Tables(frames.select(*schema.FRAMES.fieldNames()), violations, flows)
     frames = (frames.join(F.broadcast(late), ["capture", "flow", "frame"], "left")
               .withColumn("violations", F.concat("violations", F.coalesce("late", F.array().cast("array<string>"))))
               .drop("late").select(*schema.FRAMES.fieldNames()))
