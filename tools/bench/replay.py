@@ -190,8 +190,9 @@ def grow(session: Path, path: Path, size_bytes: int) -> int:
 
 # --- the readers -------------------------------------------------------------------------------------
 
-# The job's notes that open each part of its time, in order: (part, what the note begins with).
-PARTS = (("session_start_s", "reading"), ("decode_s", "decoded"), ("tables_s", "writing tables"),
+# The parts of the job's time, in order, each with what the job's note that opens it begins
+# with: the session's start opens with the command, and the exit with the note "done".
+PARTS = (("session_start_s", None), ("decode_s", "reading"), ("tables_s", "writing tables"),
          ("summary_s", "summarising"), ("exit_s", "done"))
 
 
@@ -213,7 +214,7 @@ def time_spark(path: Path, workdir: Path, cores: int = CORES) -> tuple[float, di
         raise RuntimeError(f"the replay job failed: {result.stderr[-2000:]}")
     # Each note says when its part began; the job's first comes once the session is up.
     began = [0.0]
-    for _, opening in PARTS:
+    for _, opening in PARTS[1:]:
         found = re.search(rf"replay \[\s*([\d.]+) s\]: {opening}", result.stderr)
         began.append(float(found.group(1)) if found else float("nan"))
     ends = began[1:] + [elapsed]

@@ -165,6 +165,18 @@ class _Router:
 
     def event(self, event: StreamEvent) -> Iterator[FlowItem]:
         key = event.key
+        if type(event) is StreamData:
+            conn = self.active[key]
+            conn.end_ns = event.timestamp_ns
+            conn.bytes[key] = conn.bytes.get(key, 0) + len(event.data)
+            if conn.kafka:
+                # The bulk of a capture: data of a connection known to be Kafka, framed at once.
+                out = conn.framers[key].feed(event.timestamp_ns, event.data)
+                if out:
+                    yield from self._framed(conn, key, out)
+            elif conn.kafka is None:
+                yield from self._probe(conn, event)
+            return
         if type(event) is StreamStart:
             for stale in self._stale(key):
                 yield from self._close(stale)
@@ -172,9 +184,7 @@ class _Router:
         else:
             conn = self.active[key]
         conn.end_ns = event.timestamp_ns
-        if type(event) is StreamData:
-            conn.bytes[key] = conn.bytes.get(key, 0) + len(event.data)
-        elif type(event) is StreamGap:
+        if type(event) is StreamGap:
             conn.gap_bytes += event.size
         if conn.kafka is None:
             yield from self._probe(conn, event)

@@ -96,6 +96,10 @@ class Framer:
             self._skip -= dropped
             self._base += dropped
             data = data[dropped:]
+        elif self._synced and not self._buf:
+            # Most segments start at a frame start and hold whole frames: those are cut from
+            # the segment's own bytes, and only a frame it leaves unfinished is buffered.
+            data = self._whole_frames(timestamp_ns, data, out)
         if data:
             self._buf += data
             self._advance(timestamp_ns, False, out)
@@ -195,6 +199,21 @@ class Framer:
             del buf[:pos]
             self._base += pos
         return False
+
+    def _whole_frames(self, ts: int, data: bytes, out: list[Frame | Problem]) -> bytes:
+        """Cut the whole frames at the front of `data`, a frame start; what follows them."""
+        n = len(data)
+        pos = 0
+        unpack = _INT32.unpack_from
+        while n - pos >= 4:
+            size = unpack(data, pos)[0]
+            end = pos + 4 + size
+            if end > n or size < self._min_size or size > self.max_frame_size:
+                break  # the buffered path cuts it, or says why it cannot
+            out.append(Frame(ts, data[pos + 4 : end]))
+            pos = end
+        self._base += pos
+        return data[pos:] if pos else data
 
     def _lose_sync(self, skipped: int) -> None:
         """Give up the frame position; `skipped` data bytes were dropped on the way."""

@@ -9,13 +9,13 @@ the list of its packets' positions in capture order. A task reads its share's pa
 others, so however many tasks there are, each payload byte is read by one of them, and each
 problem of the capture as a whole is found once, here.
 
-What the driver holds for this is 40 bytes for each packet of the capture (about twice that
-while the index is built), never the packets' bytes.
+What the driver holds for this is 30 bytes for each TCP segment of the capture (a packed row of
+26, and its connection's number), about twice that while the index is built, never the
+packets' bytes.
 """
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from captures import formats as f
 from tools.replay.capture import Buffer, Position, open_buffer, read_positions
-from tools.replay.packet import FAST_LINK_OFFSETS, Segment, decode_segment
+from tools.replay.packet import FAST_LINK_OFFSETS, Segment, decode_segment_at
 from tools.replay.problems import Problem
 from tools.replay.rules import Violation, problem_violation, violation
 from tools.replay.tables import local_path
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     Column = npt.NDArray[np.int64]
+    Rows = npt.NDArray[np.void]
 
 _MASK64 = (1 << 64) - 1
 # Mixes the two endpoints of a connection into one 64-bit key; a collision only puts two
@@ -40,7 +41,9 @@ _MASK64 = (1 << 64) - 1
 _MIX = 0x9E3779B97F4A7C15
 # Packet positions are gathered this many at a time before they become numpy rows.
 _CHUNK = 1 << 16
-_TIMESTAMP, _LINK_TYPE, _AT, _CAPLEN, _ORIG_LEN = range(5)
+# A packet's row: `capture.Position`'s fields, packed, each no wider than its values need.
+PACKET = np.dtype([("timestamp_ns", "<i8"), ("link_type", "<u2"), ("at", "<i8"), ("caplen", "<u4"),
+                   ("orig_len", "<u4")])
 
 
 class Share(NamedTuple):
@@ -48,17 +51,17 @@ class Share(NamedTuple):
 
     path: str
     eof_ns: int  # the time of the capture's last TCP segment: when connections still open end
-    packets: Column  # rows of (timestamp_ns, link type, position, captured length, original length)
+    packets: Rows  # PACKET rows
 
     def size(self) -> int:
-        return int(self.packets[:, _CAPLEN].sum())
+        return int(self.packets["caplen"].sum())
 
 
 class CaptureIndex(NamedTuple):
     path: str
     violations: list[Violation]  # the problems of the capture as a whole and of its packets
-    packets: Column  # the rows of its TCP segments, in capture order
-    owners: Column  # the connection of each of them, numbered from 0
+    packets: Rows  # the PACKET rows of its TCP segments, in capture order
+    owners: npt.NDArray[np.int32]  # the connection of each of them, numbered from 0
     weights: npt.NDArray[np.float64]  # bytes captured per connection
 
     def shares(self, parts: int, share_bytes: int) -> list[Share]:
@@ -67,7 +70,7 @@ class CaptureIndex(NamedTuple):
             return []
         count = max(1, min(parts, math.ceil(float(self.weights.sum()) / share_bytes)))
         share_of = _deal(self.weights, count)[self.owners]
-        eof_ns = int(self.packets[-1, _TIMESTAMP])
+        eof_ns = int(self.packets[-1]["timestamp_ns"])
         shares = [Share(self.path, eof_ns, self.packets[share_of == n]) for n in range(count)]
         return [s for s in shares if len(s.packets)]
 
@@ -84,13 +87,13 @@ def index_capture(path: str, capture: str) -> CaptureIndex:
         return unreadable(path, [*violations, violation(capture, None, None, None, "unreadable_file", None, str(exc))])
     packets = packets[segments]
     connections, owners = np.unique(keys[segments], return_inverse=True)
-    weights = np.bincount(owners, weights=packets[:, _CAPLEN], minlength=len(connections)).astype(np.float64)
-    return CaptureIndex(path, violations, packets, owners, weights)
+    weights = np.bincount(owners, weights=packets["caplen"], minlength=len(connections)).astype(np.float64)
+    return CaptureIndex(path, violations, packets, owners.astype(np.int32), weights)
 
 
 def unreadable(path: str, violations: list[Violation]) -> CaptureIndex:
     """The index of a capture none of whose packets could be read, for the reasons given."""
-    return CaptureIndex(path, violations, np.zeros((0, 5), np.int64), np.zeros(0, np.int64),
+    return CaptureIndex(path, violations, np.zeros(0, PACKET), np.zeros(0, np.int32),
                         np.zeros(0, np.float64))
 
 
@@ -101,19 +104,19 @@ def share_events(share: Share) -> Iterator[StreamEvent]:
         feed = reassembler.feed
         for first in range(0, len(share.packets), _CHUNK):
             for timestamp_ns, link_type, at, caplen, orig_len in share.packets[first : first + _CHUNK].tolist():
-                segment = decode_segment(link_type, buf[at : at + caplen], orig_len)
+                segment = decode_segment_at(link_type, buf, at, caplen, orig_len)
                 assert isinstance(segment, Segment), "the index keeps TCP segments only"
                 yield from feed(timestamp_ns, segment)
         yield from reassembler.finish(share.eof_ns)
 
 
-def _positions(buf: Buffer, capture: str, violations: list[Violation]) -> Column:
+def _positions(buf: Buffer, capture: str, violations: list[Violation]) -> Rows:
     """Every packet's row, in capture order; the capture's problems go to `violations`."""
-    chunks: list[Column] = []
+    chunks: list[Rows] = []
     pending: list[Position] = []
 
     def flush() -> None:
-        chunks.append(np.fromiter(itertools.chain.from_iterable(pending), np.int64, 5 * len(pending)).reshape(-1, 5))
+        chunks.append(np.fromiter(pending, PACKET, len(pending)))
         pending.clear()
 
     for item in read_positions(buf):
@@ -127,7 +130,7 @@ def _positions(buf: Buffer, capture: str, violations: list[Violation]) -> Column
     return np.concatenate(chunks)
 
 
-def _keys(buf: Buffer, packets: Column, capture: str, violations: list[Violation]
+def _keys(buf: Buffer, packets: Rows, capture: str, violations: list[Violation]
           ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]]:
     """(each packet's connection key, the ordinals of the packets that are TCP segments)."""
     keys = np.zeros(len(packets), np.uint64)
@@ -142,7 +145,7 @@ def _keys(buf: Buffer, packets: Column, capture: str, violations: list[Violation
     segments = done.copy()
     for ordinal in np.flatnonzero(~done).tolist():
         _, link_type, at, caplen, orig_len = packets[ordinal].tolist()
-        decoded = decode_segment(link_type, buf[at : at + caplen], orig_len)
+        decoded = decode_segment_at(link_type, buf, at, caplen, orig_len)
         if isinstance(decoded, Segment):
             keys[ordinal] = connection_key(decoded.src, decoded.sport, decoded.dst, decoded.dport)
             segments[ordinal] = True
@@ -151,13 +154,13 @@ def _keys(buf: Buffer, packets: Column, capture: str, violations: list[Violation
     return keys, np.flatnonzero(segments)
 
 
-def _fast_keys(data: npt.NDArray[np.uint8], packets: Column, link_type: int, ip: int, ethertype_at: int | None,
+def _fast_keys(data: npt.NDArray[np.uint8], packets: Rows, link_type: int, ip: int, ethertype_at: int | None,
                keys: npt.NDArray[np.uint64], done: npt.NDArray[np.bool_]) -> None:
     """Keys of the packets of one link type that `packet.decode_segment` reads on its fast
     path (IPv4 without options, unfragmented, carrying TCP): the same tests, column-wise."""
-    caplen = packets[:, _CAPLEN]
-    rows = np.flatnonzero((packets[:, _LINK_TYPE] == link_type) & (caplen >= ip + 40))
-    start = packets[rows, _AT]
+    caplen = packets["caplen"]
+    rows = np.flatnonzero((packets["link_type"] == link_type) & (caplen >= ip + 40))
+    start = packets["at"][rows]
     if ethertype_at is not None:
         ethertype = _be(data, start + ethertype_at, 2)
         kept = ethertype == f.ETHERTYPE_IPV4

@@ -12,6 +12,7 @@ import struct
 from typing import NamedTuple
 
 from captures import formats as f
+from tools.replay.capture import Buffer
 from tools.replay.problems import Problem
 
 
@@ -38,10 +39,16 @@ def format_endpoint(address: bytes, port: int) -> str:
 def decode_segment(link_type: int, data: bytes, orig_len: int) -> Segment | Problem | None:
     """The TCP segment in one captured packet, `None` for packets that carry no TCP, or a
     `Problem` when the headers are damaged, cut short, or belong to an IP fragment."""
-    segment = _fast(link_type, data, orig_len)
+    return decode_segment_at(link_type, data, 0, len(data), orig_len)
+
+
+def decode_segment_at(link_type: int, buf: Buffer, at: int, caplen: int, orig_len: int) -> Segment | Problem | None:
+    """`decode_segment` of the packet of `caplen` bytes at `at` in a capture's bytes, which
+    the fast path reads where they lie: only the payload is copied out."""
+    segment = _fast(link_type, buf, at, caplen, orig_len)
     if segment is not None:
         return segment
-    return decode_segment_declarative(link_type, data, orig_len)
+    return decode_segment_declarative(link_type, buf[at : at + caplen], orig_len)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,17 +69,16 @@ FAST_LINK_OFFSETS = {
 _ETHERTYPE_IPV4 = f.ETHERTYPE_IPV4.to_bytes(2, "big")
 
 
-def _fast(link_type: int, data: bytes, orig_len: int) -> Segment | None:
-    """The segment, or None whenever the declarative path must decide."""
+def _fast(link_type: int, buf: Buffer, at: int, caplen: int, orig_len: int) -> Segment | None:
+    """The segment of the packet at `at`, or None whenever the declarative path must decide."""
     offsets = FAST_LINK_OFFSETS.get(link_type)
     if offsets is None:
         return None
     ip, ethertype_at = offsets
-    caplen = len(data)
-    if caplen < ip + 40 or (ethertype_at is not None and data[ethertype_at : ethertype_at + 2] != _ETHERTYPE_IPV4):
+    if caplen < ip + 40 or (ethertype_at is not None and buf[at + ethertype_at : at + ethertype_at + 2] != _ETHERTYPE_IPV4):
         return None
     version_ihl, total_length, fragment, protocol, src, dst, sport, dport, seq, ack, data_offset, flags = (
-        _IPV4_TCP.unpack_from(data, ip)
+        _IPV4_TCP.unpack_from(buf, at + ip)
     )
     if version_ihl != 0x45 or protocol != f.IPPROTO_TCP or fragment & 0x3FFF or data_offset < 0x50:
         return None
@@ -81,9 +87,9 @@ def _fast(link_type: int, data: bytes, orig_len: int) -> Segment | None:
     if payload_at > ip_end or payload_at > caplen:
         return None
     if ip_end <= caplen:
-        return Segment(src, sport, dst, dport, seq, ack, flags, data[payload_at:ip_end], 0)
+        return Segment(src, sport, dst, dport, seq, ack, flags, buf[at + payload_at : at + ip_end], 0)
     end, missing = _payload_end(ip_end, caplen, orig_len)
-    return Segment(src, sport, dst, dport, seq, ack, flags, data[payload_at:end], missing)
+    return Segment(src, sport, dst, dport, seq, ack, flags, buf[at + payload_at : at + end], missing)
 
 
 def _payload_end(ip_end: int, caplen: int, orig_len: int) -> tuple[int, int]:

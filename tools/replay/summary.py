@@ -28,10 +28,10 @@ def latency_edges() -> list[float]:
 
 
 def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
-    """Each table is read by one aggregation pass over grouping sets (the frames' latency
-    percentiles per API by a second, their timeline, binned from the first frame's time, by a third): every extra Spark job costs about as
-    much as a small table's whole pass. The few rows come back unsorted and are ordered here,
-    since a sorted collect costs Spark a sampling job of its own."""
+    """Each table is read by one aggregation pass (the frames' latency percentiles per API by
+    a second, their timeline, binned from the first frame's time, by a third): every extra
+    Spark job costs about as much as a small table's whole pass. The few rows come back
+    unsorted and are ordered here, since a sorted collect costs Spark a sampling job of its own."""
     from pyspark.sql import functions as F
 
     frames, violations, flows = tables.frames, tables.violations, tables.flows
@@ -46,45 +46,49 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
         "timestamp_ns", "latency_ms",
         F.when(F.col("latency_ms").isNotNull(), latency_bin).alias("latency_bin"))
 
-    api_set, client_set, total_set, capture_set, histogram_set = range(5)
-    frame_sets = [["api_key", "name", "api_version"], ["client_id", "name"], [], ["capture"],
-                  ["name", "latency_bin"]]
-    frame_rows = named.groupingSets(
-        frame_sets, "capture", "api_key", "name", "api_version", "client_id", "latency_bin").agg(
+    # One plain grouping by every key a figure needs, small whatever the capture size (APIs,
+    # versions, client ids, latency bins), added up here into each figure's own grouping.
+    frame_rows = named.groupBy("capture", "api_key", "name", "api_version", "client_id", "latency_bin").agg(
         F.count("*").alias("frames"), F.sum("request").alias("requests"), F.sum("size").alias("kafka_bytes"),
-        F.min("timestamp_ns").alias("first"), F.max("timestamp_ns").alias("last"),
-        F.count("latency_ms").alias("answered"),
-        F.collect_set(F.when(F.col("request") == 1, F.col("api_version"))).alias("versions"),
-        _grouping(frame_sets, ["capture", "api_key", "name", "api_version", "client_id", "latency_bin"]).alias("set"),
-    ).collect()
-    # Percentiles are wanted per API only: computed in every grouping set, their sketches
+        F.min("timestamp_ns").alias("first"), F.max("timestamp_ns").alias("last")).collect()
+    # Percentiles are wanted per API only: computed in every group above, their sketches
     # would cost more than all the other aggregates together.
     latency_rows = named.where(F.col("latency_ms").isNotNull()).groupBy("name").agg(
         F.count("latency_ms").alias("answered"), F.max("latency_ms").alias("max"),
         F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p")).collect()
-    by_set: dict[int, list[Any]] = {}
+
+    by_api: dict[tuple[Any, ...], list[int]] = {}
+    by_client: dict[tuple[Any, ...], set[int]] = {}
+    by_capture: dict[str, list[int]] = {}
+    histogram: dict[str, list[int]] = {}
     for r in frame_rows:
-        by_set.setdefault(r.set, []).append(r)
+        _add(by_api.setdefault((r.api_key, r.name, r.api_version), [0, 0]), r.frames, r.requests)
+        _add(by_capture.setdefault(r.capture, [0, 0]), r.frames, r.requests)
+        if r.requests:
+            versions = by_client.setdefault((r.client_id, r.name), set())
+            if r.api_version is not None:
+                versions.add(r.api_version)
+        if r.latency_bin is not None:
+            histogram.setdefault(r.name, [0] * (last_bin + 1))[int(r.latency_bin)] += r.frames
+    frame_totals = dict(frames=sum(r.frames for r in frame_rows), requests=sum(r.requests for r in frame_rows),
+                        kafka_bytes=sum(r.kafka_bytes for r in frame_rows),
+                        first=min((r.first for r in frame_rows), default=None),
+                        last=max((r.last for r in frame_rows), default=None))
 
     apis = [
-        dict(api_key=r.api_key, api_name=r.name, api_version=r.api_version, requests=r.requests,
-             responses=r.frames - r.requests, unanswered=max(0, 2 * r.requests - r.frames))
-        for r in sorted(by_set.get(api_set, []), key=lambda r: (_nulls_last(r.api_key), _nulls_first(r.api_version)))
+        dict(api_key=api_key, api_name=name, api_version=api_version, requests=asked,
+             responses=count - asked, unanswered=max(0, 2 * asked - count))
+        for (api_key, name, api_version), (count, asked)
+        in sorted(by_api.items(), key=lambda item: (_nulls_last(item[0][0]), _nulls_first(item[0][2])))
     ]
     latency = [
         dict(api_name=r.name, count=r.answered, p50=r.p[0], p90=r.p[1], p99=r.p[2], max=r.max)
         for r in sorted(latency_rows, key=lambda r: r.name)
     ]
     clients = [
-        dict(client_id=r.client_id, api_name=r.name, versions=sorted(r.versions))
-        for r in sorted(by_set.get(client_set, []), key=lambda r: (_nulls_first(r.client_id), r.name)) if r.requests
+        dict(client_id=client_id, api_name=name, versions=sorted(versions))
+        for (client_id, name), versions in sorted(by_client.items(), key=lambda item: (_nulls_first(item[0][0]), item[0][1]))
     ]
-    # Grouping sets give no row at all over an empty table, not even the grand total's.
-    frame_totals = by_set[total_set][0].asDict() if total_set in by_set else dict(frames=0)
-    histogram: dict[str, list[int]] = {}
-    for r in by_set.get(histogram_set, []):
-        if r.latency_bin is not None:
-            histogram.setdefault(r.name, [0] * (last_bin + 1))[int(r.latency_bin)] += r.answered
 
     violation_sets = [["rule", "severity"], ["severity"], ["capture", "severity"]]
     rule_set, severity_set, capture_severity_set = range(3)
@@ -116,8 +120,8 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
     for r in flow_rows.get(1, []):
         per_capture.setdefault(r.capture, dict(_NOTHING)).update(
             flows=r.flows, kafka_flows=r.kafka_flows or 0, unanswered=r.unanswered or 0)
-    for r in by_set.get(capture_set, []):
-        per_capture.setdefault(r.capture, dict(_NOTHING)).update(frames=r.frames, requests=r.requests or 0)
+    for capture, (count, asked) in by_capture.items():
+        per_capture.setdefault(capture, dict(_NOTHING)).update(frames=count, requests=asked)
     for r in violation_rows.get(capture_severity_set, []):
         if r.severity in ("error", "warning"):
             per_capture.setdefault(r.capture, dict(_NOTHING))[f"{r.severity}s"] = r["count"]
@@ -125,14 +129,14 @@ def collect(tables: Tables, captures: list[str]) -> dict[str, Any]:
     sizes = [(path, os.path.getsize(local) if os.path.exists(local := local_path(path)) else None) for path in captures]
     totals = dict(
         captures=len(captures), bytes=sum(size or 0 for _, size in sizes), frames=frame_totals["frames"],
-        requests=frame_totals.get("requests") or 0, kafka_bytes=frame_totals.get("kafka_bytes") or 0,
+        requests=frame_totals["requests"], kafka_bytes=frame_totals["kafka_bytes"],
         flows=flow_totals["flows"], kafka_flows=flow_totals.get("kafka_flows") or 0,
         gap_bytes=flow_totals.get("gap_bytes") or 0, unanswered=flow_totals.get("unanswered") or 0, violations=sum(severities.values()), **severities,
     )
     return dict(
         captures=[dict(capture=path, bytes=size, **per_capture.get(path, _NOTHING)) for path, size in sizes],
         totals=totals, apis=apis, rules=rules, latency=latency, clients=clients, problems=problems,
-        timeline=_timeline(named, frame_totals.get("first"), frame_totals.get("last")),
+        timeline=_timeline(named, frame_totals["first"], frame_totals["last"]),
         latency_histogram=dict(edges_ms=edges, series=dict(sorted(histogram.items()))),
     )
 
@@ -156,6 +160,11 @@ def _timeline(named: DataFrame, first: int | None, last: int | None) -> dict[str
               .count().collect()):
         series.setdefault(r.name, [0.0] * bins)[int(r.bin)] += r["count"] / (bin_ns / 1e9)
     return dict(start_ns=first, bin_ns=bin_ns, series=dict(sorted(series.items())))
+
+
+def _add(sums: list[int], *values: int) -> None:
+    for i, value in enumerate(values):
+        sums[i] += value
 
 
 def _grouping(sets: list[list[str]], columns: list[str]) -> Column:

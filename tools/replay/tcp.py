@@ -130,7 +130,8 @@ class Reassembler:
         out: list[StreamEvent] = []
         self._last_ts = timestamp_ns
         self.stats.segments += 1
-        if self._closed:
+        closed = self._closed
+        if closed and closed[0][0] + self.linger_ns <= timestamp_ns:
             self._evict(timestamp_ns)
         # The segment's first four fields are its flow key: equal to, and hashed as, a FlowKey.
         key = segment[:4]
