@@ -642,20 +642,46 @@ def _encode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
                     out("field_out = bytearray()")
                     _emit_write(out, mod, ctx, f, a, "field_out")
                     out(f"tagged.append(({f.tag}, field_out))")
-            out("if tagged or obj.unknown_tagged_fields:")
+            out("if obj.unknown_tagged_fields:")
             with out.indent():
                 out("write_tagged_fields(out, tagged, obj.unknown_tagged_fields)")
+            out("else:")
+            with out.indent():
+                _write_known_tagged(out, mod, tagged)
         else:
             out("if obj.unknown_tagged_fields:")
             with out.indent():
                 out("write_tagged_fields(out, (), obj.unknown_tagged_fields)")
-        out("else:")
-        with out.indent():
-            out("out.append(0)")
+            out("else:")
+            with out.indent():
+                out("out.append(0)")
+    return _finish_encode(mod, key, out)
+
+
+def _finish_encode(mod: _Module, key: tuple[str, int], out: Lines) -> list[str]:
     if not out.lines:
         out("pass")
     mod.encode_bodies[key] = out.lines
     return out.lines
+
+
+def _write_known_tagged(out: Lines, mod: _Module, tagged: list[Field]) -> None:
+    """The known tagged fields of ``tagged`` (built in tag order), none unknown beside them:
+    written without a call per varint, as nearly every count, tag and size fits one byte."""
+    mod.use("write_uvarint")
+    one_byte = len(tagged) < 0x80 and max(f.tag_id for f in tagged) < 0x80
+    out("out.append(len(tagged))" if one_byte else "write_uvarint(out, len(tagged))")
+    out("for tag, field_out in tagged:")
+    with out.indent():
+        out("out.append(tag)" if one_byte else "write_uvarint(out, tag)")
+        out("size = len(field_out)")
+        out("if size < 0x80:")
+        with out.indent():
+            out("out.append(size)")
+        out("else:")
+        with out.indent():
+            out("write_uvarint(out, size)")
+        out("out += field_out")
 
 
 # --- classes and module ---------------------------------------------------------------------

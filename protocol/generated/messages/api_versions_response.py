@@ -477,10 +477,18 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
         field_out = bytearray()
         field_out += _S_o.pack(obj.zk_migration_ready)
         tagged.append((3, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> None:
@@ -531,10 +539,18 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         field_out = bytearray()
         field_out += _S_o.pack(obj.zk_migration_ready)
         tagged.append((3, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(ApiVersionsResponse,

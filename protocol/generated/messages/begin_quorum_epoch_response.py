@@ -422,10 +422,18 @@ def _encode_BeginQuorumEpochResponse_v1(obj: BeginQuorumEpochResponse, out: byte
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(BeginQuorumEpochResponse,

@@ -414,10 +414,18 @@ def _encode_VoteResponse_v1(obj: VoteResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_many_TopicData_v2(items: list[TopicData], out: bytearray) -> None:
@@ -465,10 +473,18 @@ def _encode_VoteResponse_v2(obj: VoteResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(VoteResponse,
