@@ -448,14 +448,17 @@ def _uniform_rows(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
         out("columns, pos = uniform")
         out(f"items = new_objects({st.name}, count)")
         # The loop's targets are the fields themselves: Python assigns them left to right,
-        # so each object is bound before its fields are set from the columns.
-        targets = ", ".join(["obj", *(f"obj.{attr_name(f)}" for f in regular)])
-        out(f"for {targets} in zip(items, *columns):")
+        # so each object is bound before its fields are set from the columns; the last is
+        # the unknown tagged fields, none, so that a loop of only assignments has no body.
+        mod.use("ENDLESS_NONE")
+        targets = ", ".join(["obj", *(f"obj.{attr_name(f)}" for f in regular), "obj.unknown_tagged_fields"])
+        out(f"for {targets} in zip(items, *columns, ENDLESS_NONE):")
         with out.indent():
-            for f in st.fields:
-                if not ctx.present(f) or ctx.tagged(f):
-                    out(f"obj.{attr_name(f)} = {default_literal(f)}")
-            out("obj.unknown_tagged_fields = None")
+            defaults = [f for f in st.fields if not ctx.present(f) or ctx.tagged(f)]
+            for f in defaults:
+                out(f"obj.{attr_name(f)} = {default_literal(f)}")
+            if not defaults:
+                out("pass")
         out("return items, pos")
     return out.lines
 

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     new_objects,
     read_compact_string,
@@ -217,8 +218,8 @@ def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[A
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ApiVersion, count)
-        for obj, obj.api_key, obj.min_version, obj.max_version in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.api_key, obj.min_version, obj.max_version, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
+    ENDLESS_NONE,
     INT32,
     INT32_ARRAYS,
     ZERO_UUID,
@@ -996,9 +997,8 @@ def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[l
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(FetchPartition, count)
-        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.replica_directory_id = ZERO_UUID
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -1326,9 +1326,8 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ForgottenTopic, count)
-        for obj, obj.topic_id, obj.partitions in zip(items, *columns):
+        for obj, obj.topic_id, obj.partitions, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.topic = ''
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -1902,9 +1901,8 @@ def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[l
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(FetchPartition, count)
-        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.replica_directory_id = ZERO_UUID
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):

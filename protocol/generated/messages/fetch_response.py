@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     ZERO_UUID,
     new_objects,
@@ -1084,8 +1085,8 @@ def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tup
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(AbortedTransaction, count)
-        for obj, obj.producer_id, obj.first_offset in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.producer_id, obj.first_offset, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):
