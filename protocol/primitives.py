@@ -392,6 +392,10 @@ def uniform_columns(buf: bytes, pos: int, count: int, prefix: struct.Struct, pre
     return columns, end
 
 
+# None for ever, to zip beside columns: it holds no state, so one serves every decoder.
+ENDLESS_NONE: Iterator[None] = repeat(None)
+
+
 def new_objects(cls: type[T], count: int) -> list[T]:
     """``count`` instances of ``cls`` with nothing set, for a decoder to fill in."""
     return list(map(object.__new__, repeat(cls, count)))

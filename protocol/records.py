@@ -116,14 +116,57 @@ def encode_batch(batch: RecordBatch) -> bytes:
     for i, rec in enumerate(batch.records):
         rec.offset_delta = i
         _encode_record(records, rec)
-    last_delta = len(batch.records) - 1
-    batch.last_offset_delta = last_delta
-    body = _BODY.pack(batch.attributes, last_delta, batch.base_timestamp, batch.max_timestamp,
-                      batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                      len(batch.records)) + records
+    batch.last_offset_delta = len(batch.records) - 1
+    return _framed(records, len(batch.records), batch.base_offset, batch.partition_leader_epoch,
+                   batch.base_timestamp, batch.max_timestamp, batch.attributes, batch.producer_id,
+                   batch.producer_epoch, batch.base_sequence)
+
+
+def encode_value_batch(values: list[bytes], base_offset: int, partition_leader_epoch: int,
+                       timestamp: int) -> bytes:
+    """A batch of records that hold a value only (no key, no headers, the batch's timestamp),
+    as the metadata log's are: what ``encode_batch`` writes for them, without a Record each.
+    Fencing a fleet writes a million of them."""
+    records = bytearray()
+    small = _SMALL_ZIGZAG
+    for i, value in enumerate(values):
+        n = len(value)
+        # attributes, timestamp delta 0, offset delta, null key, value size, value, no headers
+        if i < _SMALL and n < _SMALL:
+            delta, size = small[i], small[n]
+            write_varint(records, 4 + len(delta) + len(size) + n)
+            records += b"\x00\x00"
+            records += delta
+            records.append(_NULL_LENGTH)
+            records += size
+            records += value
+            records.append(0)
+        else:
+            _encode_record(records, Record(value, offset_delta=i))
+    return _framed(records, len(values), base_offset, partition_leader_epoch, timestamp, timestamp)
+
+
+def _framed(records: bytearray, count: int, base_offset: int, partition_leader_epoch: int,
+            base_timestamp: int, max_timestamp: int, attributes: int = 0,
+            producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+    """The encoded ``records`` behind a batch header, with the length and the CRC-32C."""
+    body = _BODY.pack(attributes, count - 1, base_timestamp, max_timestamp, producer_id,
+                      producer_epoch, base_sequence, count) + records
     crc = crc32c.crc32c(body)
     length = len(body) + PREFIX_SIZE - LOG_OVERHEAD
-    return _PREFIX.pack(batch.base_offset, length, batch.partition_leader_epoch, MAGIC, crc) + body
+    return _PREFIX.pack(base_offset, length, partition_leader_epoch, MAGIC, crc) + body
+
+
+def _zigzag(value: int) -> bytes:
+    out = bytearray()
+    write_varint(out, value)
+    return bytes(out)
+
+
+# Zigzag varints of the offset deltas and value sizes most records have, and of a null length.
+_SMALL = 2048
+_SMALL_ZIGZAG = [_zigzag(v) for v in range(_SMALL)]
+_NULL_LENGTH = _zigzag(-1)[0]
 
 
 @dataclass(frozen=True)
@@ -346,10 +389,15 @@ METADATA_FRAME_VERSION = 1
 
 
 def frame_metadata_record(record: Message, version: int) -> bytes:
-    out = bytearray()
-    write_uvarint(out, METADATA_FRAME_VERSION)
-    write_uvarint(out, api_key_of(record))
-    write_uvarint(out, version)
+    api_key = api_key_of(record)
+    if api_key < 0x80 and 0 <= version < 0x80:
+        # Every record type and version today: the frame is three bytes.
+        out = bytearray((METADATA_FRAME_VERSION, api_key, version))
+    else:
+        out = bytearray()
+        write_uvarint(out, METADATA_FRAME_VERSION)
+        write_uvarint(out, api_key)
+        write_uvarint(out, version)
     record.encode_into(out, version)
     return bytes(out)
 

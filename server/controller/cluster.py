@@ -93,7 +93,7 @@ class Leadership(Protocol):
 
     def many_elections(self) -> bool: ...
 
-    def elections_after_unfence(self, broker_id: int) -> Iterator[VersionedRecord]: ...
+    def elections_after_unfence(self, broker_id: int) -> Iterator[VersionedRecord | None]: ...
 
     def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]: ...
 
@@ -339,7 +339,7 @@ class ClusterControl:
         service (fenced, shutting down or unregistered)."""
         return Later(self._while_out_of_service(broker_id, leadership.leadership_moves(broker_id)), broker_id)
 
-    def _while_out_of_service(self, broker_id: int, records: Iterator[VersionedRecord]) -> Iterator[VersionedRecord]:
+    def _while_out_of_service(self, broker_id: int, records: Iterator[VersionedRecord]) -> Iterator[VersionedRecord | None]:
         for record in records:
             b = self.brokers.get(broker_id)
             if b is not None and not b.fenced and not b.in_controlled_shutdown:
@@ -347,7 +347,7 @@ class ClusterControl:
             yield record
 
     def _while_in_service(self, broker_id: int, epoch: int,
-                          records: Iterator[VersionedRecord]) -> Iterator[VersionedRecord]:
+                          records: Iterator[VersionedRecord | None]) -> Iterator[VersionedRecord | None]:
         for record in records:
             b = self.brokers.get(broker_id)
             if b is None or b.epoch != epoch or b.fenced:

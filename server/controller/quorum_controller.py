@@ -337,12 +337,14 @@ class QuorumController:
         on a later turn of its loop, so that requests are served between slices."""
         while self._later:
             later = self._later[0]
-            records = list(islice(later.records, max_records))
-            if len(records) < max_records:
+            taken = list(islice(later.records, max_records))
+            done = len(taken) < max_records
+            if done:
                 self._later.popleft()
                 if later.leaving is not None and not any(w.leaving == later.leaving for w in self._later):
                     self.cluster.leaving.discard(later.leaving)
-            if records:
+            records = [r for r in taken if r is not None]
+            if records or not done:
                 return self.apply(ControllerResult(records))
         return self.fence_stale_brokers(max_records)
 

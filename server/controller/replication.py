@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
+from operator import attrgetter
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from protocol.constants import NO_LEADER, NO_LEADER_CHANGE, ElectionType, LeaderRecoveryState
@@ -37,7 +39,7 @@ from server.controller import event_log
 from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
 from server.controller.features import MV_3_6_IV0, FeatureControl
-from server.controller.offsets import OffsetControl, restore_attrs, restore_key
+from server.controller.offsets import OffsetControl, restore_key
 from server.controller.partitions import Election, PartitionChange, PartitionState
 from server.controller.result import SLICE_RECORDS, ControllerResult, VersionedRecord
 from server.controller.shared_lists import SharedLists
@@ -124,15 +126,45 @@ class ReplicationControl:
     def replay_partition_change(self, rec: PartitionChangeRecord) -> None:
         p = self.topics[rec.topic_id].partitions[rec.partition_id]
         if self.offsets.recording:
-            restore = restore_attrs(p, PartitionState.__slots__)
-
-            def undo() -> None:
-                self._unindex(p)
-                restore()
-                self._index(p)
-            self.offsets.on_undo(undo)
-        self._unindex(p)
+            self.offsets.on_undo(partial(self._restore_partition, p, _partition_values(p)))
+        isr, elr, leader, reassigning = p.isr, p.elr, p.leader, p.reassigning
         p.apply_change(rec)
+        # Only what the change moved is re-indexed: fencing a fleet replays a million changes
+        # that each take one or two brokers out of an ISR.
+        if p.isr is not isr:
+            self._move_index(self.isr_of, p, isr, p.isr)
+        if p.elr is not elr:
+            self._move_index(self.elr_of, p, elr, p.elr)
+        if p.leader != leader:
+            if p.leader == NO_LEADER:
+                self.leaderless.add(p)
+            elif leader == NO_LEADER:
+                self.leaderless.discard(p)
+        if p.reassigning != reassigning:
+            if reassigning:
+                self.reassigning.discard(p)
+            else:
+                self.reassigning.add(p)
+
+    @staticmethod
+    def _move_index(index: dict[int, set[PartitionState]], p: PartitionState,
+                    before: list[int], after: list[int]) -> None:
+        for b in before:
+            if b not in after:
+                members = index.get(b)
+                if members is not None:
+                    members.discard(p)
+        for b in after:
+            if b not in before:
+                members = index.get(b)
+                if members is None:
+                    members = index[b] = set()
+                members.add(p)
+
+    def _restore_partition(self, p: PartitionState, values: tuple[object, ...]) -> None:
+        self._unindex(p)
+        for name, value in zip(PartitionState.__slots__, values):
+            setattr(p, name, value)
         self._index(p)
 
     def replay_remove_topic(self, rec: RemoveTopicRecord) -> None:
@@ -277,7 +309,8 @@ class ReplicationControl:
         record however many of them it held. ``brokers`` is the order in which Kafka fences
         them, one at a time; the state each partition ends in (leader, ISR, ELR, recovery)
         is the one Kafka's order leaves. ``fencing(b)`` turns false for a broker that is
-        fenced, registers again or goes away meanwhile: it is left where it is from then on.
+        fenced, registers again or goes away meanwhile: it is left where it is from then on;
+        it reads replayed state only, so it is asked again only once something was replayed.
         A partition looked at that needs no change yields None, so that a slice can count the
         partitions it looks at, and not only the records it writes.
 
@@ -288,42 +321,88 @@ class ReplicationControl:
         time as Kafka makes them (Kafka's moves decide the last known leader then), and
         written as one record."""
         order = {b: i for i, b in enumerate(brokers)}
-        topic_id, settings = b"", None
+        usable = self.cluster.is_usable
+        offsets, features = self.offsets, self.features
+        replayed_to = -1
+        still: frozenset[int] = frozenset()
+        # Partitions in the same state (the same shared lists, leader, configs, and replicas
+        # as usable) get the same change: it is decided once per such shape, so a fleet's
+        # million partitions cost a few thousand decisions and a copy each.
+        shapes: dict[tuple[object, ...], _Shape] = {}
+        topic_id: bytes = b""
+        settings: TopicSettings = (0, False, False)
+        versions = (0, 0)  # the record version, and metadata.version
+        context: tuple[object, ...] = ()
         for p in self._partitions_of(brokers):
-            dead = [r for r in p.isr if r in order and fencing(r)]
-            if not dead:
-                yield None
-                continue
-            if p.topic_id != topic_id or settings is None:
+            if offsets.next_offset != replayed_to:
+                replayed_to = offsets.next_offset
+                now = frozenset(b for b in brokers if fencing(b))
+                if now != still:
+                    still, shapes = now, {}
+                versions = (features.partition_record_version(), features.metadata_version)
+                context = (settings, versions)
+            if p.topic_id != topic_id:
+                # Partitions come topic by topic, and the configs are read once per topic: a
+                # topic's partitions move as under one reading of its configs, as they would
+                # in one command.
                 topic_id, settings = p.topic_id, self.settings(p.topic_id)
-            dead.sort(key=order.__getitem__)
+                context = (settings, versions)
             if settings[1] or settings[2] or p.reassigning:
+                dead = [r for r in p.isr if r in still]
+                if not dead:
+                    yield None
+                    continue
+                dead.sort(key=order.__getitem__)
                 # Kafka's moves may elect a broker fenced later in the pass, which must then
                 # leave the ISR it joined in turn.
-                rec = self._one_by_one(p, [b for b in brokers[order[dead[0]]:] if fencing(b)], order, settings)
-            else:
-                # Neither eligible leader replicas nor unclean elections: every step of
-                # Kafka's order shrinks the ISR by one dead member (the last one stays) and
-                # keeps or elects a live leader, so the last step's state is reached at once.
-                isr = [r for r in p.isr if r not in dead] or [dead[-1]]
-                if isr == p.isr and p.leader == NO_LEADER:
-                    yield None  # already where the moves end: nothing to write
-                    continue
-                change = self.change(p, self.cluster.is_usable, settings)
-                change.isr = isr
-                rec = change.build()
-            yield None if rec is None else (rec, self.features.partition_record_version())
+                rec = self._one_by_one(p, [b for b in brokers[order[dead[0]]:] if b in still], order, settings)
+                yield None if rec is None else (rec, versions[0])
+                continue
+            # Lists in state are shared and never changed in place: who they are says what
+            # they hold, as long as the shape keeps them alive.
+            key = (id(p.isr), id(p.replicas), id(p.elr), id(p.last_known_elr), p.leader, p.recovery,
+                   context, *map(usable, p.replicas))
+            shape = shapes.get(key)
+            if shape is None:
+                if len(shapes) >= _MAX_SHAPES:
+                    shapes.clear()
+                shape = shapes[key] = _Shape(self._without_dead(p, still, order, settings),
+                                             (p.isr, p.replicas, p.elr, p.last_known_elr))
+            template = shape.change
+            yield None if template is None else (_for_partition(template, p), versions[0])
+
+    def _without_dead(self, p: PartitionState, still: frozenset[int], order: dict[int, int],
+                      settings: TopicSettings) -> PartitionChangeRecord | None:
+        """The change that takes the brokers of ``still`` out of the ISR of ``p``, neither
+        eligible leader replicas nor unclean elections being allowed: every step of Kafka's
+        order shrinks the ISR by one dead member (the last one stays) and keeps or elects a
+        live leader, so the last step's state is reached at once."""
+        dead = [r for r in p.isr if r in still]
+        if not dead:
+            return None
+        dead.sort(key=order.__getitem__)
+        isr = [r for r in p.isr if r not in dead] or [dead[-1]]
+        if isr == p.isr and p.leader == NO_LEADER:
+            return None  # already where the moves end: nothing to write
+        change = self.change(p, self.cluster.is_usable, settings)
+        change.isr = isr
+        return change.build()
 
     def _partitions_of(self, brokers: list[int]) -> Iterator[PartitionState]:
-        """The partitions whose ISR holds any of ``brokers``, topic by topic in partition
+        """The partitions whose ISR holds any of ``brokers``, as ``_in_partition_order`` gives
+        them."""
+        held = sum(len(self.isr_of.get(b, ())) for b in brokers)
+        return self._in_partition_order(held, lambda: set().union(*(self.isr_of.get(b, ()) for b in brokers)))
+
+    def _in_partition_order(self, count: int, members: Callable[[], Iterable[PartitionState]]
+                            ) -> Iterator[PartitionState]:
+        """The partitions ``members()`` gives (``count`` of them), topic by topic in partition
         order, each as it is when it is reached. When they are a good share of all
         partitions, every topic is walked in its own order rather than sorting them all at
         once: a sort of a million partitions would hold the event loop for a second. The walk
-        gives partitions the brokers are not in too, which a slice counts as work done."""
-        held = sum(len(self.isr_of.get(b, ())) for b in brokers)
-        if held * _WALK_SHARE < self.partition_count:
-            members = set().union(*(self.isr_of.get(b, ()) for b in brokers))
-            for p in sorted(members, key=_order):
+        gives the other partitions too, which a slice counts as work done."""
+        if count * _WALK_SHARE < self.partition_count:
+            for p in sorted(members(), key=_order):
                 topic = self.topics.get(p.topic_id)
                 if topic is not None and p.partition_id < len(topic.partitions) \
                         and topic.partitions[p.partition_id] is p:
@@ -385,19 +464,24 @@ class ReplicationControl:
 
     def elect_after_unfence(self, broker_id: int) -> list[VersionedRecord]:
         """A broker coming back may lead the partitions that had no leader without it."""
-        return list(self.elections_after_unfence(broker_id))
+        return [r for r in self.elections_after_unfence(broker_id) if r is not None]
 
-    def elections_after_unfence(self, broker_id: int) -> Iterator[VersionedRecord]:
+    def elections_after_unfence(self, broker_id: int) -> Iterator[VersionedRecord | None]:
         """``elect_after_unfence``, one partition at a time, each built when asked for: KIP-704
         unclean recovery and ELR elections of many partitions are written in slices. A partition
-        that found a leader meanwhile is passed over."""
+        that found a leader meanwhile is passed over. A partition looked at that gets no
+        election yields None, so that a slice counts it: after a fleet was fenced a million
+        partitions may wait without a leader, and finding the returning broker's among them
+        is work to cut into slices too."""
         def usable(b: int) -> bool:
             return b == broker_id or self.cluster.is_usable(b)
 
         leaderless = self.leaderless
-        for p in sorted((p for p in leaderless if broker_id in p.replicas), key=_order):
-            if p in leaderless:
+        for p in self._in_partition_order(len(leaderless), lambda: leaderless):
+            if p in leaderless and broker_id in p.replicas:
                 yield from self._record(self.change(p, usable))
+            else:
+                yield None
 
     def forget_unclean_broker(self, broker_id: int) -> list[VersionedRecord]:
         """KIP-966: a broker that did not shut down cleanly may have lost unflushed data, so it
@@ -697,9 +781,32 @@ def _order(p: PartitionState) -> tuple[bytes, int]:
     return p.topic_id, p.partition_id
 
 
+# Every slot of a partition's state, read in one C call: the undo of a replayed change.
+_partition_values = attrgetter(*PartitionState.__slots__)
+
 # Fencing walks every partition, rather than sorting those of the fenced brokers, once they
 # hold at least one partition in this many.
 _WALK_SHARE = 64
+# Fencing forgets the changes it decided once it has this many shapes of partition in mind,
+# so that what it holds stays bounded whatever the partitions look like.
+_MAX_SHAPES = 10_000
+
+
+class _Shape(NamedTuple):
+    """A change decided for partitions of one shape, and the lists that shape is made of,
+    held so that no other list takes their identity while the shape is remembered."""
+    change: PartitionChangeRecord | None
+    lists: tuple[list[int], ...]
+
+
+def _for_partition(change: PartitionChangeRecord, p: PartitionState) -> PartitionChangeRecord:
+    """``change`` made to partition ``p``; its lists are shared, as lists in state are."""
+    return PartitionChangeRecord(
+        partition_id=p.partition_id, topic_id=p.topic_id, isr=change.isr, leader=change.leader,
+        replicas=change.replicas, removing_replicas=change.removing_replicas,
+        adding_replicas=change.adding_replicas, leader_recovery_state=change.leader_recovery_state,
+        directories=change.directories, eligible_leader_replicas=change.eligible_leader_replicas,
+        last_known_elr=change.last_known_elr)
 
 
 def fold(first: PartitionChangeRecord, then: PartitionChangeRecord) -> PartitionChangeRecord:

@@ -29,9 +29,10 @@ SLICE_RECORDS = 1_000
 class Later:
     """Records that follow a result's own, written afterwards in slices of at most
     SLICE_RECORDS as a non-atomic result: each is built only when its slice is, on the state
-    the slices before it left, and requests are served in between."""
+    the slices before it left, and requests are served in between. None stands for a
+    partition looked at that needed no record: it counts towards its slice all the same."""
 
-    records: Iterator[VersionedRecord]
+    records: Iterator[VersionedRecord | None]
     # The broker whose leaderships these records move away: nothing is placed on it or
     # elected to it until they are written.
     leaving: int | None = None

@@ -8,7 +8,7 @@ from typing import Callable, Protocol, cast
 
 from protocol.records import (
     CONTROL_FLAG, ControlMessage, Record, RecordBatch, control_key, control_type_of, control_value, encode_batch,
-    frame_metadata_record)
+    encode_value_batch, frame_metadata_record)
 from server.controller.result import MAX_RECORDS_PER_BATCH, VersionedRecord
 
 
@@ -18,10 +18,7 @@ class CommitFailed(Exception):
 
 def encode_records(records: list[VersionedRecord], base_offset: int, epoch: int, now_ms: int) -> bytes:
     """The records as one batch."""
-    return encode_batch(RecordBatch(
-        base_offset=base_offset, partition_leader_epoch=epoch,
-        base_timestamp=now_ms, max_timestamp=now_ms,
-        records=[Record(frame_metadata_record(r, v)) for r, v in records]))
+    return encode_value_batch([frame_metadata_record(r, v) for r, v in records], base_offset, epoch, now_ms)
 
 
 def encode_batches(records: list[VersionedRecord], base_offset: int, epoch: int, now_ms: int) -> list[bytes]:

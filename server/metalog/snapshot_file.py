@@ -21,7 +21,7 @@ from protocol.generated.metadata.snapshot_header_record import SnapshotHeaderRec
 from protocol.generated.metadata.voters_record import VotersRecord
 from protocol.records import (
     CONTROL_FLAG, ControlType, Record, RecordBatch, control_key, control_message_class, control_type_of,
-    ControlMessage, check_batch, control_value, decode_batch, describe_undecodable, encode_batch, frame_metadata_record, parse_control_key,
+    ControlMessage, check_batch, control_value, decode_batch, describe_undecodable, encode_batch, encode_value_batch, frame_metadata_record, parse_control_key,
     parse_control_value,
     parse_metadata_record, read_batch_header, record_values)
 from server.controller.result import VersionedRecord
@@ -55,19 +55,17 @@ def encode_snapshot(records: Iterable[VersionedRecord], epoch: int = 0,
         first = next(records, None)
     yield _control_batch(0, now_ms, epoch, header)
     offset = len(header)
-    pending: list[Record] = []
+    pending: list[bytes] = []
     for record, version in itertools.chain([first] if first is not None else [], records):
         if record.API_KEY is None:
             raise ValueError(f"{record.NAME} is a control message: it must come before every metadata record")
-        pending.append(Record(frame_metadata_record(record, version)))
+        pending.append(frame_metadata_record(record, version))
         if len(pending) == RECORDS_PER_BATCH:
-            yield encode_batch(RecordBatch(base_offset=offset, partition_leader_epoch=epoch,
-                                           base_timestamp=now_ms, max_timestamp=now_ms, records=pending))
+            yield encode_value_batch(pending, offset, epoch, now_ms)
             offset += len(pending)
             pending = []
     if pending:
-        yield encode_batch(RecordBatch(base_offset=offset, partition_leader_epoch=epoch,
-                                       base_timestamp=now_ms, max_timestamp=now_ms, records=pending))
+        yield encode_value_batch(pending, offset, epoch, now_ms)
         offset += len(pending)
     yield _control_batch(offset, now_ms, epoch, [SnapshotFooterRecord(version=0)])
 

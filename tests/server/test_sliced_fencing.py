@@ -140,6 +140,29 @@ def test_a_topic_deleted_meanwhile_is_passed_over() -> None:
     assert "mixed" not in qc.replication.names
 
 
+
+def test_partitions_alike_follow_a_broker_leaving_service_during_the_pass() -> None:
+    """Partitions in the same state get the same change, decided once; a broker that leaves
+    service between slices is elected nowhere after it, although the partitions left are
+    exactly as those it was elected to before (its own moves wait for later slices)."""
+    c = Cluster()
+    c.brokers(*DEAD, *LIVE)
+    c.topic("alike", [[1, 4]] * 30)
+    qc = copy(c)
+    c.qc = qc
+    qc.replication.slice_records = BOUND
+    let_dead_expire(c, qc)
+    assert qc.fence_stale_brokers(BOUND) is not None
+    alike = qc.replication.topics[qc.replication.names["alike"]].partitions
+    assert [(p.leader, p.isr) for p in alike[:BOUND]] == [(4, [4])] * BOUND
+    assert [(p.leader, p.isr) for p in alike[BOUND:]] == [(1, [1, 4])] * (30 - BOUND)
+    c.shut_down(4)
+    assert not qc.cluster.is_usable(4)
+    while qc.fence_stale_brokers(BOUND) is not None:
+        pass
+    assert [(p.leader, p.isr) for p in alike[BOUND:]] == [(-1, [4])] * (30 - BOUND)
+    assert all(qc.cluster.brokers[b].fenced for b in DEAD)
+
 # --- commands whose leadership moves and elections are many ---------------------------------------
 
 def drain(c: Cluster, qc: QuorumController, live: tuple[int, ...] = LIVE) -> list:
@@ -210,6 +233,26 @@ def test_unfencing_elects_many_leaderless_partitions_in_slices() -> None:
     drain(c, sliced, live=(3, *LIVE))
     assert view(sliced) == view(atomic)
 
+
+
+def test_finding_the_partitions_an_unfenced_broker_may_lead_is_cut_into_slices() -> None:
+    """After a fleet was fenced, most leaderless partitions are not the returning broker's:
+    a slice counts those it looks at too, so that finding its own among a million is never
+    one turn of the loop."""
+    c = Cluster()
+    c.brokers(*DEAD, *LIVE)
+    c.topic("others", [[1, 2]] * 40)
+    c.topic("mine", [[3, 1]] * 5)
+    c.expire(1, 2, 3)
+    atomic, sliced, first = command_both_ways(c, lambda c: c.unfence(3))
+    slices = []
+    while (applied := sliced.next_slice(BOUND)) is not None:
+        assert len(applied.records) <= BOUND
+        slices.append(applied)
+    assert any(not s.records for s in slices) and len(slices) >= 45 // BOUND
+    assert view(sliced) == view(atomic)
+    mine = sliced.replication.topics[sliced.replication.names["mine"]].partitions
+    assert [p.leader for p in mine] == [3] * 5
 
 def test_unregistering_a_broker_with_many_partitions() -> None:
     c = cluster(elr=False)

@@ -448,14 +448,17 @@ def _uniform_rows(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
         out("columns, pos = uniform")
         out(f"items = new_objects({st.name}, count)")
         # The loop's targets are the fields themselves: Python assigns them left to right,
-        # so each object is bound before its fields are set from the columns.
-        targets = ", ".join(["obj", *(f"obj.{attr_name(f)}" for f in regular)])
-        out(f"for {targets} in zip(items, *columns):")
+        # so each object is bound before its fields are set from the columns; the last is
+        # the unknown tagged fields, none, so that a loop of only assignments has no body.
+        mod.use("ENDLESS_NONE")
+        targets = ", ".join(["obj", *(f"obj.{attr_name(f)}" for f in regular), "obj.unknown_tagged_fields"])
+        out(f"for {targets} in zip(items, *columns, ENDLESS_NONE):")
         with out.indent():
-            for f in st.fields:
-                if not ctx.present(f) or ctx.tagged(f):
-                    out(f"obj.{attr_name(f)} = {default_literal(f)}")
-            out("obj.unknown_tagged_fields = None")
+            defaults = [f for f in st.fields if not ctx.present(f) or ctx.tagged(f)]
+            for f in defaults:
+                out(f"obj.{attr_name(f)} = {default_literal(f)}")
+            if not defaults:
+                out("pass")
         out("return items, pos")
     return out.lines
 
@@ -642,20 +645,46 @@ def _encode_fields(mod: _Module, st: Struct, ctx: _Ctx) -> list[str]:
                     out("field_out = bytearray()")
                     _emit_write(out, mod, ctx, f, a, "field_out")
                     out(f"tagged.append(({f.tag}, field_out))")
-            out("if tagged or obj.unknown_tagged_fields:")
+            out("if obj.unknown_tagged_fields:")
             with out.indent():
                 out("write_tagged_fields(out, tagged, obj.unknown_tagged_fields)")
+            out("else:")
+            with out.indent():
+                _write_known_tagged(out, mod, tagged)
         else:
             out("if obj.unknown_tagged_fields:")
             with out.indent():
                 out("write_tagged_fields(out, (), obj.unknown_tagged_fields)")
-        out("else:")
-        with out.indent():
-            out("out.append(0)")
+            out("else:")
+            with out.indent():
+                out("out.append(0)")
+    return _finish_encode(mod, key, out)
+
+
+def _finish_encode(mod: _Module, key: tuple[str, int], out: Lines) -> list[str]:
     if not out.lines:
         out("pass")
     mod.encode_bodies[key] = out.lines
     return out.lines
+
+
+def _write_known_tagged(out: Lines, mod: _Module, tagged: list[Field]) -> None:
+    """The known tagged fields of ``tagged`` (built in tag order), none unknown beside them:
+    written without a call per varint, as nearly every count, tag and size fits one byte."""
+    mod.use("write_uvarint")
+    one_byte = len(tagged) < 0x80 and max(f.tag_id for f in tagged) < 0x80
+    out("out.append(len(tagged))" if one_byte else "write_uvarint(out, len(tagged))")
+    out("for tag, field_out in tagged:")
+    with out.indent():
+        out("out.append(tag)" if one_byte else "write_uvarint(out, tag)")
+        out("size = len(field_out)")
+        out("if size < 0x80:")
+        with out.indent():
+            out("out.append(size)")
+        out("else:")
+        with out.indent():
+            out("write_uvarint(out, size)")
+        out("out += field_out")
 
 
 # --- classes and module ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
+    ENDLESS_NONE,
     INT32_ARRAYS,
     new_objects,
     read_compact_string,
@@ -77,8 +78,8 @@ def _decode_many_ReassignablePartition_v0(buf: bytes, pos: int, count: int) -> t
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ReassignablePartition, count)
-        for obj, obj.partition_index, obj.replicas in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.partition_index, obj.replicas, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
+    ENDLESS_NONE,
     INT32_ARRAYS,
     ZERO_UUID,
     new_objects,
@@ -649,8 +650,8 @@ def _decode_many_BrokerState_v3(buf: bytes, pos: int, count: int) -> tuple[list[
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(BrokerState, count)
-        for obj, obj.broker_id, obj.broker_epoch in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.broker_id, obj.broker_epoch, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     new_objects,
     read_compact_string,
@@ -217,8 +218,8 @@ def _decode_many_ApiVersion_v3(buf: bytes, pos: int, count: int) -> tuple[list[A
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ApiVersion, count)
-        for obj, obj.api_key, obj.min_version, obj.max_version in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.api_key, obj.min_version, obj.max_version, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):
@@ -477,10 +478,18 @@ def _encode_ApiVersionsResponse_v3(obj: ApiVersionsResponse, out: bytearray) -> 
         field_out = bytearray()
         field_out += _S_o.pack(obj.zk_migration_ready)
         tagged.append((3, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> None:
@@ -531,10 +540,18 @@ def _encode_ApiVersionsResponse_v4(obj: ApiVersionsResponse, out: bytearray) -> 
         field_out = bytearray()
         field_out += _S_o.pack(obj.zk_migration_ready)
         tagged.append((3, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(ApiVersionsResponse,

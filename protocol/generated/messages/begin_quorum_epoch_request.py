@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     ZERO_UUID,
     new_objects,
@@ -197,8 +198,8 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(PartitionData, count)
-        for obj, obj.partition_index, obj.voter_directory_id, obj.leader_id, obj.leader_epoch in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.partition_index, obj.voter_directory_id, obj.leader_id, obj.leader_epoch, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

@@ -150,10 +150,18 @@ def _encode_BrokerHeartbeatRequest_v1(obj: BrokerHeartbeatRequest, out: bytearra
                     raise EncodeError('OfflineLogDirs holds a UUID that is not 16 bytes')
                 field_out += offline_log_dirs_item
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(BrokerHeartbeatRequest,

@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
+    ENDLESS_NONE,
     INT32,
     INT32_ARRAYS,
     new_objects,
@@ -450,8 +451,8 @@ def _decode_many_CreatableReplicaAssignment_v5(buf: bytes, pos: int, count: int)
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(CreatableReplicaAssignment, count)
-        for obj, obj.partition_index, obj.broker_ids in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.partition_index, obj.broker_ids, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

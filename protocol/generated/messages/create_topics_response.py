@@ -424,10 +424,18 @@ def _encode_many_CreatableTopicResult_v5(items: list[CreatableTopicResult], out:
             field_out = bytearray()
             field_out += _S_h.pack(obj.topic_config_error_code)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_CreateTopicsResponse_v5(obj: CreateTopicsResponse, out: bytearray) -> None:
@@ -585,10 +593,18 @@ def _encode_many_CreatableTopicResult_v7(items: list[CreatableTopicResult], out:
             field_out = bytearray()
             field_out += _S_h.pack(obj.topic_config_error_code)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_CreateTopicsResponse_v7(obj: CreateTopicsResponse, out: bytearray) -> None:

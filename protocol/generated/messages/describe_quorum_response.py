@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     ZERO_UUID,
     new_objects,
     read_compact_nullable_string,
@@ -155,11 +156,10 @@ def _decode_many_ReplicaState_v0(buf: bytes, pos: int, count: int) -> tuple[list
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ReplicaState, count)
-        for obj, obj.replica_id, obj.log_end_offset in zip(items, *columns):
+        for obj, obj.replica_id, obj.log_end_offset, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.replica_directory_id = ZERO_UUID
             obj.last_fetch_timestamp = -1
             obj.last_caught_up_timestamp = -1
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -420,9 +420,8 @@ def _decode_many_ReplicaState_v1(buf: bytes, pos: int, count: int) -> tuple[list
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ReplicaState, count)
-        for obj, obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp in zip(items, *columns):
+        for obj, obj.replica_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.replica_directory_id = ZERO_UUID
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -681,8 +680,8 @@ def _decode_many_ReplicaState_v2(buf: bytes, pos: int, count: int) -> tuple[list
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ReplicaState, count)
-        for obj, obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.replica_id, obj.replica_directory_id, obj.log_end_offset, obj.last_fetch_timestamp, obj.last_caught_up_timestamp, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

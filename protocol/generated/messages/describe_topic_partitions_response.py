@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
+    ENDLESS_NONE,
     INT32_ARRAYS,
     ZERO_UUID,
     new_objects,
@@ -122,8 +123,8 @@ def _decode_many_DescribeTopicPartitionsResponsePartition_v0(buf: bytes, pos: in
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(DescribeTopicPartitionsResponsePartition, count)
-        for obj, obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch, obj.replica_nodes, obj.isr_nodes, obj.eligible_leader_replicas, obj.last_known_elr, obj.offline_replicas in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.error_code, obj.partition_index, obj.leader_id, obj.leader_epoch, obj.replica_nodes, obj.isr_nodes, obj.eligible_leader_replicas, obj.last_known_elr, obj.offline_replicas, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

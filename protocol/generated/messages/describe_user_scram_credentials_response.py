@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     new_objects,
     read_compact_nullable_string,
     read_compact_string,
@@ -87,8 +88,8 @@ def _decode_many_CredentialInfo_v0(buf: bytes, pos: int, count: int) -> tuple[li
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(CredentialInfo, count)
-        for obj, obj.mechanism, obj.iterations in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.mechanism, obj.iterations, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     INT32_ARRAYS,
     ZERO_UUID,
@@ -231,8 +232,8 @@ def _decode_many_ReplicaInfo_v1(buf: bytes, pos: int, count: int) -> tuple[list[
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ReplicaInfo, count)
-        for obj, obj.candidate_id, obj.candidate_directory_id in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.candidate_id, obj.candidate_directory_id, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     new_objects,
     read_compact_string,
@@ -191,8 +192,8 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(PartitionData, count)
-        for obj, obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):
@@ -422,10 +423,18 @@ def _encode_EndQuorumEpochResponse_v1(obj: EndQuorumEpochResponse, out: bytearra
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(EndQuorumEpochResponse,

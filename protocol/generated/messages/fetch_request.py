@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
+    ENDLESS_NONE,
     INT32,
     INT32_ARRAYS,
     ZERO_UUID,
@@ -996,9 +997,8 @@ def _decode_many_FetchPartition_v12(buf: bytes, pos: int, count: int) -> tuple[l
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(FetchPartition, count)
-        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.replica_directory_id = ZERO_UUID
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -1259,10 +1259,18 @@ def _encode_FetchRequest_v12(obj: FetchRequest, out: bytearray) -> None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_many_FetchTopic_v13(buf: bytes, pos: int, count: int) -> tuple[list[FetchTopic], int]:
@@ -1318,9 +1326,8 @@ def _decode_many_ForgottenTopic_v13(buf: bytes, pos: int, count: int) -> tuple[l
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ForgottenTopic, count)
-        for obj, obj.topic_id, obj.partitions in zip(items, *columns):
+        for obj, obj.topic_id, obj.partitions, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.topic = ''
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -1499,10 +1506,18 @@ def _encode_FetchRequest_v13(obj: FetchRequest, out: bytearray) -> None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_many_FetchTopic_v14(items: list[FetchTopic], out: bytearray) -> None:
@@ -1577,10 +1592,18 @@ def _encode_FetchRequest_v14(obj: FetchRequest, out: bytearray) -> None:
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_ReplicaState_v15(buf: bytes, pos: int) -> tuple[ReplicaState, int]:
@@ -1763,10 +1786,18 @@ def _encode_FetchRequest_v15(obj: FetchRequest, out: bytearray) -> None:
         else:
             _encode_ReplicaState_v15(replica_state_value, field_out)
         tagged.append((1, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_many_FetchTopic_v16(items: list[FetchTopic], out: bytearray) -> None:
@@ -1849,10 +1880,18 @@ def _encode_FetchRequest_v16(obj: FetchRequest, out: bytearray) -> None:
         else:
             _encode_ReplicaState_v15(replica_state_value, field_out)
         tagged.append((1, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[list[FetchPartition], int]:
@@ -1862,9 +1901,8 @@ def _decode_many_FetchPartition_v17(buf: bytes, pos: int, count: int) -> tuple[l
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(FetchPartition, count)
-        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes in zip(items, *columns):
+        for obj, obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.replica_directory_id = ZERO_UUID
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -2021,10 +2059,18 @@ def _encode_many_FetchPartition_v17(items: list[FetchPartition], out: bytearray)
                 raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
             field_out += _S_u.pack(obj.replica_directory_id)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_FetchTopic_v17(items: list[FetchTopic], out: bytearray) -> None:
@@ -2107,10 +2153,18 @@ def _encode_FetchRequest_v17(obj: FetchRequest, out: bytearray) -> None:
         else:
             _encode_ReplicaState_v15(replica_state_value, field_out)
         tagged.append((1, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(FetchRequest,

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     ZERO_UUID,
     new_objects,
@@ -1084,8 +1085,8 @@ def _decode_many_AbortedTransaction_v12(buf: bytes, pos: int, count: int) -> tup
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(AbortedTransaction, count)
-        for obj, obj.producer_id, obj.first_offset in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.producer_id, obj.first_offset, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):
@@ -1422,10 +1423,18 @@ def _encode_many_PartitionData_v12(items: list[PartitionData], out: bytearray) -
             else:
                 _encode_SnapshotId_v12(snapshot_id_value, field_out)
             tagged.append((2, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_FetchableTopicResponse_v12(items: list[FetchableTopicResponse], out: bytearray) -> None:
@@ -1593,10 +1602,18 @@ def _encode_many_PartitionData_v13(items: list[PartitionData], out: bytearray) -
             else:
                 _encode_SnapshotId_v12(snapshot_id_value, field_out)
             tagged.append((2, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_FetchableTopicResponse_v13(items: list[FetchableTopicResponse], out: bytearray) -> None:
@@ -1680,10 +1697,18 @@ def _encode_many_PartitionData_v14(items: list[PartitionData], out: bytearray) -
             else:
                 _encode_SnapshotId_v12(snapshot_id_value, field_out)
             tagged.append((2, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_FetchableTopicResponse_v14(items: list[FetchableTopicResponse], out: bytearray) -> None:
@@ -1767,10 +1792,18 @@ def _encode_many_PartitionData_v15(items: list[PartitionData], out: bytearray) -
             else:
                 _encode_SnapshotId_v12(snapshot_id_value, field_out)
             tagged.append((2, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_FetchableTopicResponse_v15(items: list[FetchableTopicResponse], out: bytearray) -> None:
@@ -1946,10 +1979,18 @@ def _encode_many_PartitionData_v16(items: list[PartitionData], out: bytearray) -
             else:
                 _encode_SnapshotId_v12(snapshot_id_value, field_out)
             tagged.append((2, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_FetchableTopicResponse_v16(items: list[FetchableTopicResponse], out: bytearray) -> None:
@@ -2011,10 +2052,18 @@ def _encode_FetchResponse_v16(obj: FetchResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v16(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_many_PartitionData_v17(items: list[PartitionData], out: bytearray) -> None:
@@ -2057,10 +2106,18 @@ def _encode_many_PartitionData_v17(items: list[PartitionData], out: bytearray) -
             else:
                 _encode_SnapshotId_v12(snapshot_id_value, field_out)
             tagged.append((2, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_FetchableTopicResponse_v17(items: list[FetchableTopicResponse], out: bytearray) -> None:
@@ -2110,10 +2167,18 @@ def _encode_FetchResponse_v17(obj: FetchResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v16(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(FetchResponse,

@@ -309,10 +309,18 @@ def _encode_FetchSnapshotRequest_v0(obj: FetchSnapshotRequest, out: bytearray) -
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_many_PartitionSnapshot_v1(buf: bytes, pos: int, count: int) -> tuple[list[PartitionSnapshot], int]:
@@ -462,10 +470,18 @@ def _encode_many_PartitionSnapshot_v1(items: list[PartitionSnapshot], out: bytea
                 raise EncodeError('ReplicaDirectoryId must be a 16-byte UUID')
             field_out += _S_u.pack(obj.replica_directory_id)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_TopicSnapshot_v1(items: list[TopicSnapshot], out: bytearray) -> None:
@@ -504,10 +520,18 @@ def _encode_FetchSnapshotRequest_v1(obj: FetchSnapshotRequest, out: bytearray) -
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.cluster_id)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(FetchSnapshotRequest,

@@ -350,10 +350,18 @@ def _encode_many_PartitionSnapshot_v0(items: list[PartitionSnapshot], out: bytea
             else:
                 _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_TopicSnapshot_v0(items: list[TopicSnapshot], out: bytearray) -> None:
@@ -505,10 +513,18 @@ def _encode_many_PartitionSnapshot_v1(items: list[PartitionSnapshot], out: bytea
             else:
                 _encode_LeaderIdAndEpoch_v0(current_leader_value, field_out)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_TopicSnapshot_v1(items: list[TopicSnapshot], out: bytearray) -> None:
@@ -567,10 +583,18 @@ def _encode_FetchSnapshotResponse_v1(obj: FetchSnapshotResponse, out: bytearray)
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(FetchSnapshotResponse,

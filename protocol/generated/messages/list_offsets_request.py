@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     new_objects,
     read_compact_string,
@@ -470,9 +471,8 @@ def _decode_many_ListOffsetsPartition_v6(buf: bytes, pos: int, count: int) -> tu
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ListOffsetsPartition, count)
-        for obj, obj.partition_index, obj.current_leader_epoch, obj.timestamp in zip(items, *columns):
+        for obj, obj.partition_index, obj.current_leader_epoch, obj.timestamp, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.max_num_offsets = 1
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     INT32,
     INT64_ARRAYS,
     new_objects,
@@ -490,9 +491,8 @@ def _decode_many_ListOffsetsPartitionResponse_v6(buf: bytes, pos: int, count: in
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(ListOffsetsPartitionResponse, count)
-        for obj, obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch in zip(items, *columns):
+        for obj, obj.partition_index, obj.error_code, obj.timestamp, obj.offset, obj.leader_epoch, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.old_style_offsets = []
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):

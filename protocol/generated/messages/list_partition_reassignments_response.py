@@ -9,6 +9,7 @@ from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
     COUNTED_INT32_ARRAYS,
+    ENDLESS_NONE,
     INT32_ARRAYS,
     new_objects,
     read_compact_nullable_string,
@@ -88,8 +89,8 @@ def _decode_many_OngoingPartitionReassignment_v0(buf: bytes, pos: int, count: in
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(OngoingPartitionReassignment, count)
-        for obj, obj.partition_index, obj.replicas, obj.adding_replicas, obj.removing_replicas in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.partition_index, obj.replicas, obj.adding_replicas, obj.removing_replicas, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

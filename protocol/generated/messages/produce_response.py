@@ -1203,10 +1203,18 @@ def _encode_many_PartitionProduceResponse_v10(items: list[PartitionProduceRespon
             else:
                 _encode_LeaderIdAndEpoch_v10(current_leader_value, field_out)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_TopicProduceResponse_v10(items: list[TopicProduceResponse], out: bytearray) -> None:
@@ -1266,10 +1274,18 @@ def _encode_ProduceResponse_v10(obj: ProduceResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v10(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_many_PartitionProduceResponse_v11(items: list[PartitionProduceResponse], out: bytearray) -> None:
@@ -1295,10 +1311,18 @@ def _encode_many_PartitionProduceResponse_v11(items: list[PartitionProduceRespon
             else:
                 _encode_LeaderIdAndEpoch_v10(current_leader_value, field_out)
             tagged.append((0, field_out))
-        if tagged or obj.unknown_tagged_fields:
+        if obj.unknown_tagged_fields:
             write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
         else:
-            out.append(0)
+            out.append(len(tagged))
+            for tag, field_out in tagged:
+                out.append(tag)
+                size = len(field_out)
+                if size < 0x80:
+                    out.append(size)
+                else:
+                    write_uvarint(out, size)
+                out += field_out
 
 
 def _encode_many_TopicProduceResponse_v11(items: list[TopicProduceResponse], out: bytearray) -> None:
@@ -1346,10 +1370,18 @@ def _encode_ProduceResponse_v11(obj: ProduceResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v10(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(ProduceResponse,

@@ -12,6 +12,7 @@ from protocol.primitives import (
     read_uvarint,
     write_compact_string,
     write_tagged_fields,
+    write_uvarint,
 )
 from .api_key import ApiKey
 
@@ -146,10 +147,18 @@ def _encode_UpdateRaftVoterResponse_v0(obj: UpdateRaftVoterResponse, out: bytear
         else:
             _encode_CurrentLeader_v0(current_leader_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(UpdateRaftVoterResponse,

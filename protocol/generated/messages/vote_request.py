@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     ZERO_UUID,
     new_objects,
     read_compact_nullable_string,
@@ -97,11 +98,10 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(PartitionData, count)
-        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset in zip(items, *columns):
+        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.last_offset_epoch, obj.last_offset, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.candidate_directory_id = ZERO_UUID
             obj.voter_directory_id = ZERO_UUID
             obj.pre_vote = False
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -273,9 +273,8 @@ def _decode_many_PartitionData_v1(buf: bytes, pos: int, count: int) -> tuple[lis
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(PartitionData, count)
-        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset in zip(items, *columns):
+        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.pre_vote = False
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -451,8 +450,8 @@ def _decode_many_PartitionData_v2(buf: bytes, pos: int, count: int) -> tuple[lis
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(PartitionData, count)
-        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.partition_index, obj.candidate_epoch, obj.candidate_id, obj.candidate_directory_id, obj.voter_directory_id, obj.last_offset_epoch, obj.last_offset, obj.pre_vote, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

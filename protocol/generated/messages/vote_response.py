@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     new_objects,
     read_compact_string,
     read_uvarint,
@@ -103,8 +104,8 @@ def _decode_many_PartitionData_v0(buf: bytes, pos: int, count: int) -> tuple[lis
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(PartitionData, count)
-        for obj, obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.partition_index, obj.error_code, obj.leader_id, obj.leader_epoch, obj.vote_granted, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):
@@ -414,10 +415,18 @@ def _encode_VoteResponse_v1(obj: VoteResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _encode_many_TopicData_v2(items: list[TopicData], out: bytearray) -> None:
@@ -465,10 +474,18 @@ def _encode_VoteResponse_v2(obj: VoteResponse, out: bytearray) -> None:
                 write_uvarint(field_out, node_endpoints_count + 1)
             _encode_many_NodeEndpoint_v1(node_endpoints_value, field_out)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(VoteResponse,

@@ -12,6 +12,7 @@ from protocol.primitives import (
     read_uvarint,
     write_compact_nullable_string,
     write_tagged_fields,
+    write_uvarint,
 )
 from .metadata_record_type import MetadataRecordType
 
@@ -71,10 +72,18 @@ def _encode_AbortTransactionRecord_v0(obj: AbortTransactionRecord, out: bytearra
         field_out = bytearray()
         write_compact_nullable_string(field_out, obj.reason)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(AbortTransactionRecord,

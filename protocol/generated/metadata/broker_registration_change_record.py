@@ -91,10 +91,18 @@ def _encode_BrokerRegistrationChangeRecord_v0(obj: BrokerRegistrationChangeRecor
         field_out = bytearray()
         field_out += _S_b.pack(obj.fenced)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_BrokerRegistrationChangeRecord_v1(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
@@ -152,10 +160,18 @@ def _encode_BrokerRegistrationChangeRecord_v1(obj: BrokerRegistrationChangeRecor
         field_out = bytearray()
         field_out += _S_b.pack(obj.in_controlled_shutdown)
         tagged.append((1, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_BrokerRegistrationChangeRecord_v2(buf: bytes, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
@@ -245,10 +261,18 @@ def _encode_BrokerRegistrationChangeRecord_v2(obj: BrokerRegistrationChangeRecor
                     raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
                 field_out += log_dirs_item
         tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(BrokerRegistrationChangeRecord,

@@ -8,6 +8,7 @@ import struct
 from protocol.errors import DecodeError, EncodeError
 from protocol.message import MISSING, Message, install_codecs
 from protocol.primitives import (
+    ENDLESS_NONE,
     ZERO_UUID,
     new_objects,
     read_uvarint,
@@ -65,9 +66,8 @@ def _decode_many_Voter_v0(buf: bytes, pos: int, count: int) -> tuple[list[Voter]
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(Voter, count)
-        for obj, obj.voter_id in zip(items, *columns):
+        for obj, obj.voter_id, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
             obj.voter_directory_id = ZERO_UUID
-            obj.unknown_tagged_fields = None
         return items, pos
     try:
         for _ in range(count):
@@ -196,8 +196,8 @@ def _decode_many_Voter_v1(buf: bytes, pos: int, count: int) -> tuple[list[Voter]
     if uniform is not None:
         columns, pos = uniform
         items = new_objects(Voter, count)
-        for obj, obj.voter_id, obj.voter_directory_id in zip(items, *columns):
-            obj.unknown_tagged_fields = None
+        for obj, obj.voter_id, obj.voter_directory_id, obj.unknown_tagged_fields in zip(items, *columns, ENDLESS_NONE):
+            pass
         return items, pos
     try:
         for _ in range(count):

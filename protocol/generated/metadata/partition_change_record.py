@@ -254,10 +254,18 @@ def _encode_PartitionChangeRecord_v0(obj: PartitionChangeRecord, out: bytearray)
         field_out = bytearray()
         field_out += _S_b.pack(obj.leader_recovery_state)
         tagged.append((5, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_PartitionChangeRecord_v1(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
@@ -488,10 +496,18 @@ def _encode_PartitionChangeRecord_v1(obj: PartitionChangeRecord, out: bytearray)
                     raise EncodeError('Directories holds a UUID that is not 16 bytes')
                 field_out += directories_item
         tagged.append((8, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_PartitionChangeRecord_v2(buf: bytes, pos: int) -> tuple[PartitionChangeRecord, int]:
@@ -782,10 +798,18 @@ def _encode_PartitionChangeRecord_v2(obj: PartitionChangeRecord, out: bytearray)
                     raise EncodeError('Directories holds a UUID that is not 16 bytes')
                 field_out += directories_item
         tagged.append((8, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(PartitionChangeRecord,

@@ -224,10 +224,18 @@ def _encode_PartitionRecord_v0(obj: PartitionRecord, out: bytearray) -> None:
         field_out = bytearray()
         field_out += _S_b.pack(obj.leader_recovery_state)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_PartitionRecord_v1(buf: bytes, pos: int) -> tuple[PartitionRecord, int]:
@@ -416,10 +424,18 @@ def _encode_PartitionRecord_v1(obj: PartitionRecord, out: bytearray) -> None:
         field_out = bytearray()
         field_out += _S_b.pack(obj.leader_recovery_state)
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 def _decode_PartitionRecord_v2(buf: bytes, pos: int) -> tuple[PartitionRecord, int]:
@@ -668,10 +684,18 @@ def _encode_PartitionRecord_v2(obj: PartitionRecord, out: bytearray) -> None:
                 write_uvarint(field_out, last_known_elr_count + 1)
                 field_out += INT32_ARRAYS[last_known_elr_count].pack(*last_known_elr_value)
         tagged.append((2, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(PartitionRecord,

@@ -580,10 +580,18 @@ def _encode_RegisterBrokerRecord_v3(obj: RegisterBrokerRecord, out: bytearray) -
                     raise EncodeError('LogDirs holds a UUID that is not 16 bytes')
                 field_out += log_dirs_item
         tagged.append((0, field_out))
-    if tagged or obj.unknown_tagged_fields:
+    if obj.unknown_tagged_fields:
         write_tagged_fields(out, tagged, obj.unknown_tagged_fields)
     else:
-        out.append(0)
+        out.append(len(tagged))
+        for tag, field_out in tagged:
+            out.append(tag)
+            size = len(field_out)
+            if size < 0x80:
+                out.append(size)
+            else:
+                write_uvarint(out, size)
+            out += field_out
 
 
 install_codecs(RegisterBrokerRecord,
