@@ -378,8 +378,8 @@ class RaftCore:
 
     def _poll_observer(self, state: Follower | Unattached, now: int) -> None:
         """An observer never stands: it fetches from the leader it knows, and when that
-        leader goes silent (or it knows none) asks a bootstrap server or a known voter,
-        whose answer names the leader, as Kafka's observers do."""
+        leader goes silent (or it knows none) asks a bootstrap server or a known voter in
+        turn, whose answer names the leader, as Kafka's observers do."""
         if isinstance(state, Follower):
             if now < state.fetch_deadline:
                 self._send_fetch(state, now)
@@ -394,8 +394,11 @@ class RaftCore:
         # Asked again after a backoff whatever happens, so that nothing spins while no
         # bootstrap server answers.
         unattached.election_deadline = now + max(1, self.config.retry_backoff_ms)
-        targets = [-2 - i for i in range(len(self.config.bootstrap_servers))] or sorted(
-            v for v in self.voters if v != self.node_id)
+        # The bootstrap servers, then the voters the log names: a leader that removed itself
+        # may have only itself as a bootstrap server, and the voters left know the new leader.
+        own = self.address_of(self.node_id)
+        targets = [-2 - i for i, server in enumerate(self.config.bootstrap_servers) if tuple(server) != own]
+        targets += sorted(v for v in self.voters if v != self.node_id)
         if not targets:
             return
         target = targets[self._next_bootstrap % len(targets)]

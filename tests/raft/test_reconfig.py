@@ -6,7 +6,7 @@ that delivers at once; time is passed in."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from protocol.error_codes import Error
 from protocol.generated.messages.add_raft_voter_request import AddRaftVoterRequest, Listener
@@ -272,6 +272,19 @@ def test_a_leader_that_removed_itself_never_stands_again() -> None:
     alone = Network(cores={leader.node_id: leader}, now=net.now)
     alone.run(10_000)
     assert isinstance(leader.state, Unattached) and leader.epoch == epoch + 1 and not leader.is_voter
+
+
+def test_a_removed_leader_whose_only_bootstrap_server_is_itself_finds_the_new_leader() -> None:
+    # `--standalone` then add-controller: the first controller's bootstrap server is itself.
+    # Removed and out of the voters, it asks the voters the log names instead.
+    net = three_voters()
+    leader = net.leader()
+    leader.config = replace(leader.config, bootstrap_servers=(endpoints(leader.node_id)[0][1:],))
+    correlation = net.send(leader.node_id, remove_request(leader.node_id))
+    net.run(10_000)
+    assert error_of(net, correlation) == Error.NONE
+    new_leader = net.leader()
+    assert not leader.is_voter and (leader.epoch, leader.leader_id) == (new_leader.epoch, new_leader.node_id)
 
 
 def test_removing_a_voter_that_is_not_there() -> None:
