@@ -41,7 +41,7 @@ from server.controller_registration import ControllerRegistrar
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
 from server.controller.quorum_controller import QuorumController
-from server.controller.result import ControllerResult, accepting
+from server.controller.result import accepting
 from server.image.loader import LoadError, MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
 from server.leadership import Leadership

@@ -287,7 +287,7 @@ class RaftCore:
             # Alone, its own flush is the commit: lingering would only delay it. Appends made
             # while a flush runs join the next one (group commit).
             self.flush_due = now + (0 if self.only_voter else self.config.append_linger_ms)
-        self._answer_parked(state, now, only_due=False)
+        self._answer_parked(state, now, appended=True)
 
     def kraft_upgrade(self, level: int) -> tuple[int, str | None, list[Message]]:
         """The records that raise kraft.version to ``level`` as the leader, or why not."""
@@ -419,7 +419,7 @@ class RaftCore:
             self.transitions.to_resigned(state, now)
             self._poll(now)
             return
-        self._answer_parked(state, now, only_due=True)
+        self._answer_parked(state, now)
         if now >= state.begin_epoch_due:
             for node in self.voter_set.nodes:
                 if node.key.id in state.begin_epoch_acked or node.key.id == self.node_id:
@@ -843,15 +843,19 @@ class RaftCore:
                                   reported_high_watermark(state, self.high_watermark), self.log.start_offset,
                                   records, leader_address=address)
 
-    def _answer_parked(self, state: Leader, now: int, only_due: bool) -> None:
+    def _answer_parked(self, state: Leader, now: int, appended: bool = False, committed: bool = False) -> None:
+        """Answer the parked fetches that something new is for: those whose MaxWaitMs ran
+        out; a replica's on new records (``appended``) or a new high watermark; a reader's
+        only on a new high watermark, since it reads committed batches alone."""
         if not state.parked:
             return
         waiting, state.parked = state.parked, []
         for parked in waiting:
             due = parked.deadline <= now
-            if only_due and not due:
+            reader = parked.policy is FetchPolicy.READER
+            if not (due or committed or (appended and not reader)):
                 state.parked.append(parked)
-            elif parked.policy is FetchPolicy.READER:
+            elif reader:
                 self._serve_reader(parked, now, waited=due)  # parked again while nothing committed
             else:
                 part = parked.request.topics[0].partitions[0]
@@ -868,7 +872,7 @@ class RaftCore:
             state.announced = True
             self.outputs.append(BecameLeader(self.epoch, state.epoch_start_offset))
         self.membership.committed(state, now)
-        self._answer_parked(state, now, only_due=False)
+        self._answer_parked(state, now, committed=True)
 
     def _advance_high_watermark(self, offset: int) -> None:
         self.high_watermark = offset

@@ -18,7 +18,6 @@ from typing import Iterable, Protocol
 from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
 from protocol.generated.metadata.voters_record import Endpoint, KRaftVersionFeature, Voter, VotersRecord
 from protocol.message import Message
-from protocol.primitives import ZERO_UUID, uuid_to_str
 from protocol.records import (
     HEADER_SIZE, ControlType, control_message_class, decode_batch, parse_control_key, parse_control_value, read_batch_header)
 from server.raft.types import Endpoints, ReplicaKey
