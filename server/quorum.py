@@ -35,6 +35,7 @@ from server.metalog.commit_path import CommitFailed, encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from server.metalog.raft_log import DiskRaftLog
 from server.purgatory import OffsetPurgatory
+from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
     AppendFailed, BecameLeader, Committed, ControlAppended, LeaderChanged, LostLeadership, Output, PersistElection,
@@ -209,9 +210,10 @@ class QuorumReplication:
         correlation_id = self._next_inbound
         self._next_inbound += 1
         self._answers[correlation_id] = answer
-        # The source only labels the answer; answers go back by correlation id, on the
-        # connection the request came in on.
-        self._step(lambda: self.core.receive_request(-1, correlation_id, message, monotonic_ms(), version))
+        # Answers go back by correlation id, on the connection the request came in on; the
+        # source is the node the request names, as Kafka's handlers take it.
+        source = rpc.requester_id(message)
+        self._step(lambda: self.core.receive_request(source, correlation_id, message, monotonic_ms(), version))
         return answer
 
     # --- doing what the core asks ----------------------------------------------------------------

@@ -15,6 +15,7 @@ from protocol.generated.messages import (
     end_quorum_epoch_request as eqe_req, end_quorum_epoch_response as eqe_resp,
     fetch_request as f_req, fetch_response as f_resp, fetch_snapshot_request as fs_req,
     fetch_snapshot_response as fs_resp, vote_request as v_req, vote_response as v_resp)
+from protocol.generated.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol.primitives import METADATA_TOPIC_ID, ZERO_UUID
 from server.raft.types import OffsetAndEpoch, ReplicaKey
 
@@ -156,6 +157,25 @@ def fetch_replica_key(request: f_req.FetchRequest) -> ReplicaKey:
     part = request.topics[0].partitions[0] if request.topics and request.topics[0].partitions else None
     return ReplicaKey(fetch_replica_id(request), part.replica_directory_id if part is not None else ZERO_UUID)
 
+
+def requester_id(message: object) -> int:
+    """The node a quorum request says it comes from, as Kafka's handlers read it from the body
+    (the candidate, the leader, the fetching replica, the voter updating itself); -1 for an
+    admin client's request (DescribeQuorum, AddRaftVoter, RemoveRaftVoter) or one naming no
+    partition."""
+    if isinstance(message, f_req.FetchRequest):
+        return fetch_replica_id(message)
+    if isinstance(message, fs_req.FetchSnapshotRequest):
+        return message.replica_id
+    if isinstance(message, UpdateRaftVoterRequest):
+        return message.voter_id
+    if isinstance(message, v_req.VoteRequest):
+        part = only_partition(message.topics)
+        return part.candidate_id if part is not None else -1
+    if isinstance(message, (bqe_req.BeginQuorumEpochRequest, eqe_req.EndQuorumEpochRequest)):
+        part = only_partition(message.topics)
+        return part.leader_id if part is not None else -1
+    return -1
 
 
 # --- FetchSnapshot ----------------------------------------------------------------------------

@@ -73,8 +73,23 @@ class Tally:
         return sorted(self.voters - self.granted - self.rejected)
 
 
+class _NoLeaderYet:
+    """Unattached and Prospective: may still give this epoch's vote."""
+
+    election: Election
+
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
+        """A pre-vote only asks whether the candidate's log is as good; a vote is given once an
+        epoch, and not while a leader of the epoch is known."""
+        if pre_vote:
+            return log_up_to_date
+        if self.election.voted_id != NO_ID:
+            return self.election.voted_for(candidate.id, candidate.directory_id)
+        return self.election.leader_id == NO_ID and log_up_to_date
+
+
 @dataclass
-class Unattached:
+class Unattached(_NoLeaderYet):
     """No leader known for the epoch; "voted" when ``election.voted_id`` is set."""
 
     election: Election
@@ -82,7 +97,7 @@ class Unattached:
 
 
 @dataclass
-class Prospective:
+class Prospective(_NoLeaderYet):
     """Asking for pre-votes without raising the epoch (KIP-996); keeps the leader and vote
     it had, so losing the pre-vote leaves everything as it was."""
 
@@ -96,6 +111,9 @@ class Candidate:
     election: Election  # voted for itself in the raised epoch
     election_deadline: int
     tally: Tally
+
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return pre_vote and log_up_to_date  # its real vote went to itself
 
 
 @dataclass
@@ -116,6 +134,11 @@ class Follower:
     download: SnapshotDownload | None = None
     # This voter asked the leader (UpdateRaftVoter) to record its current listeners.
     update_sent: bool = False
+
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
+        # A follower still hearing from its leader denies pre-votes, so a voter coming back
+        # from a partition cannot start an election against a live leader.
+        return pre_vote and not self.has_fetched and log_up_to_date
 
 
 @dataclass
@@ -165,6 +188,9 @@ class Leader:
     # what the upgrade to kraft.version 1 writes as the first voter set.
     learnt_voters: dict[int, VoterNode] = field(default_factory=dict)
 
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return False  # it leads (or led) this epoch
+
 
 class ChangeKind(Enum):
     ADD = "AddRaftVoter"
@@ -195,6 +221,9 @@ class Resigned:
     election_deadline: int
     unacked: set[int]
     successors: list[int]
+
+    def can_grant_vote(self, candidate: ReplicaKey, log_up_to_date: bool, pre_vote: bool) -> bool:
+        return False  # it leads (or led) this epoch
 
 
 EpochState = Unattached | Prospective | Candidate | Follower | Leader | Resigned

@@ -17,7 +17,7 @@ from protocol.generated.messages.fetch_snapshot_request import FetchSnapshotRequ
 from protocol.generated.messages.vote_request import VoteRequest
 from protocol.generated.messages.vote_response import VoteResponse
 from protocol.records import decode_batch
-from server.raft.types import OffsetAndEpoch
+from server.raft.types import OffsetAndEpoch, ReplicaKey
 from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
 from tests.support.raft_log import InMemoryLog
@@ -26,7 +26,7 @@ from server.raft.outputs import (
     SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import (
-    Candidate, Election, Follower, Leader, Prospective, ReplicaProgress, Resigned, Unattached)
+    Candidate, Election, Follower, Leader, Prospective, ReplicaProgress, Resigned, Tally, Unattached)
 from tests.raft.helpers import (
     CLUSTER, CONFIG, answer, batch, elect, fetch, grant_votes, log_with, new_core, of_type, partition_of, sent, vote)
 from tests.support.raft_writes import propose
@@ -588,3 +588,32 @@ def test_a_voter_without_pre_vote_makes_the_prospective_stand_at_once() -> None:
     core.receive_response(first.destination, first.correlation_id,
                           VoteResponse(error_code=Error.UNSUPPORTED_VERSION), 2_000)
     assert isinstance(core.state, Candidate) and core.epoch == 1
+
+
+def test_each_epoch_state_answers_whether_it_may_grant_a_vote() -> None:
+    """Kafka's EpochState.canGrantVote, state by state: a pre-vote asks about the log alone
+    (except to a follower hearing from its leader), a vote goes once an epoch, and a leader
+    or a resigned leader grants nothing."""
+    a, b = ReplicaKey(1, b"\x01" * 16), ReplicaKey(2, b"\x02" * 16)
+    fresh = Unattached(Election(3), 0)
+    assert fresh.can_grant_vote(a, True, pre_vote=False)
+    assert not fresh.can_grant_vote(a, False, pre_vote=False)
+    voted = Unattached(Election(3, voted_id=1, voted_directory_id=a.directory_id), 0)
+    assert voted.can_grant_vote(a, False, pre_vote=False)  # the same vote again
+    assert not voted.can_grant_vote(b, True, pre_vote=False)
+    assert voted.can_grant_vote(b, True, pre_vote=True)
+    with_leader = Unattached(Election(3, leader_id=2), 0)
+    assert not with_leader.can_grant_vote(a, True, pre_vote=False)
+    follower = Follower(Election(3, leader_id=2), 0)
+    assert follower.can_grant_vote(a, True, pre_vote=True)
+    follower.has_fetched = True
+    assert not follower.can_grant_vote(a, True, pre_vote=True)
+    assert not follower.can_grant_vote(a, True, pre_vote=False)
+    candidate = Candidate(Election(3, voted_id=0), 0, Tally(frozenset({0, 1, 2})))
+    assert candidate.can_grant_vote(a, True, pre_vote=True)
+    assert not candidate.can_grant_vote(a, True, pre_vote=False)
+    leader = Leader(Election(3, leader_id=0), 0, frozenset({0}), 0, 0)
+    resigned = Resigned(Election(3, leader_id=0), 0, set(), [])
+    for state in (leader, resigned):
+        assert not state.can_grant_vote(a, True, pre_vote=True)
+        assert not state.can_grant_vote(a, True, pre_vote=False)
