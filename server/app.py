@@ -18,6 +18,7 @@ import os
 import socket
 import time
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -64,6 +65,16 @@ if TYPE_CHECKING:
     from server.capture import ServerCapture
 
 log = logging.getLogger("kraftwire.server")
+
+
+class Stage(Enum):
+    """This controller's part in the quorum, as the quorum's events move it. Replaying what
+    committed and loading a fetched snapshot are work that goes on in any stage."""
+
+    STANDBY = "standby"  # another voter leads, or none does: what commits is replayed
+    ELECTED = "elected"  # leads the quorum; active once everything committed is replayed
+    ACTIVE = "active"  # the active controller: it writes, and replays nothing more
+
 
 # A snapshot fetched from the leader is loaded this long at a time, the loop answering the
 # other voters, brokers and clients in between: a million partitions take seconds to load.
@@ -147,10 +158,12 @@ class ControllerServer:
             config.snapshot_writer_delay_ms / 1000)
         self.replication.listeners.append(self.snapshots.committed)
         self._serve_quorum_apis()
+        self.stage = Stage.STANDBY
         self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
-        self._leading = False  # the quorum elected this node; active once its replay caught up
-        self._replaying = False  # a slice of the committed log is scheduled
-        # The snapshot fetched from the leader being loaded, step by step (None: none is).
+        # Work the quorum's events started, done a slice at a time between other events: the
+        # committed log's replay (scheduled or not), and the snapshot fetched from the leader
+        # being loaded (None: none is).
+        self._replay_scheduled = False
         self._installing: Iterator[None] | None = None
         self._install_handle: asyncio.Handle | None = None
         self.capture = open_capture(capture_file)
@@ -266,32 +279,33 @@ class ControllerServer:
     # --- the quorum's events ----------------------------------------------------------------------
     def _quorum_committed(self, last_offset: int) -> None:
         self.replica.committed(last_offset)
-        if self._installing is None and not self._replaying and not self.replica.caught_up:
-            self._replaying = True
+        if self._installing is None and not self._replay_scheduled and not self.replica.caught_up:
+            self._replay_scheduled = True
             asyncio.get_running_loop().call_soon(self._replay_slice)
 
     def _replay_slice(self) -> None:
         """One slice of what the quorum committed; the loop answers everyone else before the
         next, so Vote, BeginQuorumEpoch and Fetch are answered however much there is."""
         if self._installing is not None:
-            self._replaying = False  # the log below the installed snapshot is gone; its load goes on
+            self._replay_scheduled = False  # the log below the installed snapshot is gone; its load goes on
             return
         if self.replica.replay_slice():
             asyncio.get_running_loop().call_soon(self._replay_slice)
             return
-        self._replaying = False
+        self._replay_scheduled = False
         self._activate_if_leading()
 
     def _became_leader(self, epoch: int, epoch_start_offset: int) -> None:
-        self._leading = True
+        self.stage = Stage.ELECTED
         self._activate_if_leading()
 
     def _activate_if_leading(self) -> None:
         """Elected, and with everything committed replayed: active now, replaying nothing
         more. The first leader of a new log writes the bootstrap records after its
         LeaderChange, as Kafka's active controller does on activation."""
-        if not self._leading or self.replica.active or self._installing is not None or not self.replica.caught_up:
+        if self.stage is not Stage.ELECTED or self._installing is not None or not self.replica.caught_up:
             return
+        self.stage = Stage.ACTIVE
         epoch = self.replication.epoch
         writes = self.replica.activate(lambda: read_bootstrap(self.config.metadata_log_dir))
         registration = self.registrar.register_active(self.controller)
@@ -303,7 +317,7 @@ class ControllerServer:
 
     def _lost_leadership(self, epoch: int) -> None:
         """What was applied but not committed goes; the quorum's next leader decides it."""
-        self._leading = False
+        self.stage = Stage.STANDBY
         self.replica.deactivate(self.replication.committed_offset)
         if not self.lone_voter:
             self.controller.forget_active_controller()

@@ -180,9 +180,10 @@ class _Event:
 
 class Simulation:
     def __init__(self, seed: int, voters: int, faults: Faults, config: QuorumConfig | None = None,
-                 observers: int = 0) -> None:
+                 observers: int = 0, kraft_version: int = 1) -> None:
         """``config`` with no voters: a dynamic quorum, whose first ``voters`` nodes are its
-        initial voters and the next ``observers`` nodes observe."""
+        initial voters (formatted at ``kraft_version``); with voters, a static quorum. The
+        next ``observers`` nodes observe either."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults
@@ -202,7 +203,7 @@ class Simulation:
         self.client_answers: dict[int, Message] = {}
         self._client_asks = itertools.count()
         if self.dynamic:
-            bootstrap = kraft_version_batch(0, 0, 1, VoterSet.of(voter_node(v) for v in initial), 0)
+            bootstrap = kraft_version_batch(0, 0, kraft_version, VoterSet.of(voter_node(v) for v in initial), 0)
             for v in initial:
                 self.nodes[v].log.append([bootstrap])
                 self.nodes[v].log.flush()
@@ -216,6 +217,11 @@ class Simulation:
         # connection -> (asker, its run, correlation id, the id it asked: a bootstrap server's is below -1)
         self._askers: dict[int, tuple[int, int, int, int]] = {}
         self.cut: set[frozenset[int]] = set()  # pairs that cannot talk
+        # Requests lost on the way, by (sender, request type): a node that answers some
+        # requests and never manages others.
+        self.dropping: set[tuple[int, type[Message]]] = set()
+        # The kraft.version range each node's ApiVersions answer gives, where not this build's.
+        self.kraft_versions: dict[int, tuple[int, int]] = {}
         # Everything ever reported committed, as the batches of the log's committed prefix,
         # with the offset each ends at.
         self.committed: list[bytes] = []
@@ -259,12 +265,12 @@ class Simulation:
         self._drain(node)
 
     def _config_of(self, node_id: int) -> QuorumConfig:
+        identity = replace(self.config, directory_id=directory(node_id), listener_name=LISTENER,
+                           endpoints=voter_node(node_id).endpoints)
         if not self.dynamic:
-            return self.config
+            return identity
         # Bootstrap servers (ids -2, -3, ... in the core) are the initial voters.
-        return replace(self.config, directory_id=directory(node_id), listener_name=LISTENER,
-                       endpoints=voter_node(node_id).endpoints,
-                       bootstrap_servers=tuple(("127.0.0.1", 9000 + v) for v in self.initial_voters))
+        return replace(identity, bootstrap_servers=tuple(("127.0.0.1", 9000 + v) for v in self.initial_voters))
 
     def _controller_from_log(self, node: Node) -> QuorumController:
         controller = new_controller(node.node_id, node.log.snapshot_data)
@@ -333,6 +339,14 @@ class Simulation:
             assert node.replica is not None
             node.replica.control_appended(output.base_offset, output.messages)
 
+    def write(self, node: Node, records: list[VersionedRecord]) -> None:
+        """The active controller of ``node`` applies ``records`` as one command's, and they go
+        to the quorum as the server's shell sends them (a kraft.version upgrade goes this way
+        too: its quorum records are the controller's to write)."""
+        assert node.replica is not None and node.replica.active
+        applied = node.replica.controller.apply(ControllerResult(records))
+        self._queue_proposal(node, applied.records, applied.base_offset)
+
     def _queue_proposal(self, node: Node, records: list[VersionedRecord], base_offset: int) -> None:
         """As the server's shell (``QuorumReplication.submit``): the records are prepared at
         once, at the offsets the controller gave them, and appended at the core's next step,
@@ -394,12 +408,15 @@ class Simulation:
             destination = -1 - destination  # a bootstrap server: an initial voter
 
         def deliver() -> None:
+            if (source, type(message)) in self.dropping:
+                return
             node = self.nodes[destination]
             if node.core is not None and self._reachable(source, destination) and isinstance(message,
                                                                                               ApiVersionsRequest):
                 # The shell answers ApiVersions, not the core: every node here runs this version.
-                features = [SupportedFeatureKey(name="kraft.version", min_version=SUPPORTED_KRAFT_VERSIONS[0],
-                                                max_version=SUPPORTED_KRAFT_VERSIONS[-1])]
+                low, high = self.kraft_versions.get(destination, (SUPPORTED_KRAFT_VERSIONS[0],
+                                                                  SUPPORTED_KRAFT_VERSIONS[-1]))
+                features = [SupportedFeatureKey(name="kraft.version", min_version=low, max_version=high)]
                 answer = ApiVersionsResponse(supported_features=features)
                 connection = next(self._connections)
                 self._askers[connection] = asker
@@ -452,9 +469,8 @@ class Simulation:
         if node.core is not None:
             replica = node.replica
             if replica is not None and replica.active and node.core.is_leader:
-                applied = replica.controller.apply(ControllerResult([(ConfigRecord(
-                    resource_type=4, resource_name="", name=f"sim.{len(self.proposed) % 7}", value=payload), 0)]))
-                self._queue_proposal(node, applied.records, applied.base_offset)
+                self.write(node, [(ConfigRecord(resource_type=4, resource_name="", name=f"sim.{len(self.proposed) % 7}",
+                                                value=payload), 0)])
                 self.proposed.append(payload.encode())
                 return True
             if node.core.leader_id in self.nodes and node.core.leader_id != node.node_id:
@@ -530,7 +546,7 @@ class Simulation:
         self.commit_epochs[epoch] = max(self.commit_epochs.get(epoch, 0), last_offset + 1)
 
     def check_safety(self) -> None:
-        majority = (self.smallest_voter_set if self.dynamic else len(self.nodes)) // 2 + 1
+        majority = self.smallest_voter_set // 2 + 1
         durable = 0
         for node in self.nodes.values():
             log = node.log
