@@ -18,7 +18,6 @@ import os
 import socket
 import time
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -37,11 +36,12 @@ from protocol.primitives import ZERO_UUID, uuid_from_str
 from server.apis import NO_WAIT, Router, anyone
 from server.config import ControllerConfig
 from server.security.settings import SECURITY_PROTOCOL_IDS
+from server.controller.lifecycle import ControllerLifecycle
 from server.controller.replica import ControllerReplica
 from server.controller_registration import ControllerRegistrar
 from server.controller.clock import Clock, SystemClock
 from server.controller.cluster import Endpoint
-from server.controller.quorum_controller import QuorumController
+from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import accepting
 from server.image.loader import LoadError, MetadataLoader
 from server.metalog.bootstrap import read_bootstrap
@@ -66,14 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kraftwire.server")
 
-
-class Stage(Enum):
-    """This controller's part in the quorum, as the quorum's events move it. Replaying what
-    committed and loading a fetched snapshot are work that goes on in any stage."""
-
-    STANDBY = "standby"  # another voter leads, or none does: what commits is replayed
-    ELECTED = "elected"  # leads the quorum; active once everything committed is replayed
-    ACTIVE = "active"  # the active controller: it writes, and replays nothing more
 
 
 # A snapshot fetched from the leader is loaded this long at a time, the loop answering the
@@ -158,13 +150,12 @@ class ControllerServer:
             config.snapshot_writer_delay_ms / 1000)
         self.replication.listeners.append(self.snapshots.committed)
         self._serve_quorum_apis()
-        self.stage = Stage.STANDBY
-        self._activated: asyncio.Future[None] | None = None  # start() of a single voter waits for it
-        # Work the quorum's events started, done a slice at a time between other events: the
-        # committed log's replay (scheduled or not), and the snapshot fetched from the leader
-        # being loaded (None: none is).
-        self._replay_scheduled = False
-        self._installing: Iterator[None] | None = None
+        # The quorum's events move the replica between its stages; replay and snapshot loads
+        # run a slice per turn of the event loop.
+        self.lifecycle = ControllerLifecycle(
+            self.replica, lambda work: asyncio.get_running_loop().call_soon(work),
+            lambda: read_bootstrap(self.config.metadata_log_dir), self._activated)
+        self._active: asyncio.Future[None] | None = None  # start() of a single voter waits for it
         self._install_handle: asyncio.Handle | None = None
         self.capture = open_capture(capture_file)
         self.listener = Listener(self.router.dispatch, config.socket_request_max_bytes,
@@ -278,54 +269,30 @@ class ControllerServer:
 
     # --- the quorum's events ----------------------------------------------------------------------
     def _quorum_committed(self, last_offset: int) -> None:
-        self.replica.committed(last_offset)
-        if self._installing is None and not self._replay_scheduled and not self.replica.caught_up:
-            self._replay_scheduled = True
-            asyncio.get_running_loop().call_soon(self._replay_slice)
-
-    def _replay_slice(self) -> None:
-        """One slice of what the quorum committed; the loop answers everyone else before the
-        next, so Vote, BeginQuorumEpoch and Fetch are answered however much there is."""
-        if self._installing is not None:
-            self._replay_scheduled = False  # the log below the installed snapshot is gone; its load goes on
-            return
-        if self.replica.replay_slice():
-            asyncio.get_running_loop().call_soon(self._replay_slice)
-            return
-        self._replay_scheduled = False
-        self._activate_if_leading()
+        self.lifecycle.committed(last_offset)
 
     def _became_leader(self, epoch: int, epoch_start_offset: int) -> None:
-        self.stage = Stage.ELECTED
-        self._activate_if_leading()
+        self.lifecycle.became_leader()
 
-    def _activate_if_leading(self) -> None:
-        """Elected, and with everything committed replayed: active now, replaying nothing
-        more. The first leader of a new log writes the bootstrap records after its
-        LeaderChange, as Kafka's active controller does on activation."""
-        if self.stage is not Stage.ELECTED or self._installing is not None or not self.replica.caught_up:
-            return
-        self.stage = Stage.ACTIVE
-        epoch = self.replication.epoch
-        writes = self.replica.activate(lambda: read_bootstrap(self.config.metadata_log_dir))
+    def _activated(self, writes: list[Applied]) -> None:
+        """Active now: the first leader of a new log writes the bootstrap records after its
+        LeaderChange, as Kafka's active controller does on activation, and the controller
+        registers itself."""
         registration = self.registrar.register_active(self.controller)
         for applied in [*writes, *([registration] if registration is not None else [])]:
             self.replication.submit(applied.records, applied.base_offset)
-        log.info("active controller of epoch %d (state at offset %d)", epoch, self.controller.last_applied_offset)
-        if self._activated is not None and not self._activated.done():
-            self._activated.set_result(None)
+        log.info("active controller of epoch %d (state at offset %d)", self.replication.epoch,
+                 self.controller.last_applied_offset)
+        if self._active is not None and not self._active.done():
+            self._active.set_result(None)
 
     def _lost_leadership(self, epoch: int) -> None:
-        """What was applied but not committed goes; the quorum's next leader decides it."""
-        self.stage = Stage.STANDBY
-        self.replica.deactivate(self.replication.committed_offset)
+        self.lifecycle.lost_leadership(self.replication.committed_offset)
         if not self.lone_voter:
             self.controller.forget_active_controller()
 
     def _control_appended(self, base_offset: int, messages: tuple[Message, ...]) -> None:
-        """The quorum's leader wrote a voter change: the active controller replays it where it
-        lies, before its own next write. A standby replays it from the log once committed."""
-        self.replica.control_appended(base_offset, messages)
+        self.lifecycle.control_appended(base_offset, messages)
 
     def _leader_changed(self, epoch: int, leader_id: int) -> None:
         self.controller.set_active_controller(leader_id)
@@ -345,12 +312,12 @@ class ControllerServer:
         self.snapshots.latest = snapshot
         where = str(self.log.directory / snapshot.file_name)
         steps = MetadataLoader(controller).snapshot_in_steps(records, snapshot.end_offset, where)
-        self._installing = steps  # a later snapshot's load supersedes this one
+        self.lifecycle.install(steps)
         self._load_installed(steps, controller, snapshot, records)
 
     def _load_installed(self, steps: Iterator[None], controller: QuorumController, snapshot: SnapshotId,
                         records: SnapshotRecords) -> None:
-        if steps is not self._installing:
+        if steps is not self.lifecycle.installing:
             return  # superseded, or the server stopped
         deadline = time.monotonic() + INSTALL_SLICE_S
         try:
@@ -369,11 +336,8 @@ class ControllerServer:
         self._installed(controller)
 
     def _installed(self, controller: QuorumController) -> None:
-        self._installing = None
         controller.set_active_controller(self.replication.leader_id)
-        self.replica.replace(controller)
-        self._quorum_committed(self.replica.commit_target)
-        self._activate_if_leading()
+        self.lifecycle.installed(controller)
 
     def _latest_snapshot(self) -> tuple[SnapshotId, SnapshotRecords] | None:
         """The latest usable snapshot, the unusable newer ones set aside; a log that ends below
@@ -411,16 +375,16 @@ class ControllerServer:
         active before it accepts a connection, so no client hears NOT_CONTROLLER from it; one
         that connected meanwhile waits in the listen backlog."""
         listener = self.config.controller_listener
-        self._activated = asyncio.get_running_loop().create_future()
+        self._active = asyncio.get_running_loop().create_future()
         self.replication.start()
         if self.lone_voter:
             # Its own fsync commits its LeaderChange: a moment. A slow or failing disk is said
             # in the log, not hidden behind a listener that refuses writes.
-            done, _ = await asyncio.wait([self._activated], timeout=self.config.quorum_request_timeout_ms / 1000)
+            done, _ = await asyncio.wait([self._active], timeout=self.config.quorum_request_timeout_ms / 1000)
             if not done:
                 log.warning("not active yet %d ms after start-up (a slow disk?); listening once it is",
                             self.config.quorum_request_timeout_ms)
-                await self._activated
+                await self._active
         self.address = await self.listener.start(listener.host, listener.port, sock)
         if self.metrics is not None and self.config.metrics_port is not None:
             self.metrics_port = self.metrics.start(listener.host, self.config.metrics_port)
@@ -454,7 +418,7 @@ class ControllerServer:
             if timer is not None:
                 timer.cancel()
         self.sliced_work.stop()
-        self._installing = None
+        self.lifecycle.stop()
         if self._install_handle is not None:
             self._install_handle.cancel()
         # What the active controller has written commits first; then it hands leadership

@@ -41,8 +41,9 @@ from protocol.generated.metadata.feature_level_record import FeatureLevelRecord
 from protocol.message import Message
 from protocol.records import ControlMessage, control_value, frame_metadata_record
 from server.controller.clock import ManualClock
-from server.controller.quorum_controller import QuorumController
+from server.controller.quorum_controller import Applied, QuorumController
 from server.controller.result import ControllerResult, VersionedRecord
+from server.controller.lifecycle import ControllerLifecycle
 from server.controller.replica import ControllerReplica
 from server.image.loader import MetadataLoader
 from server.metalog.commit_path import encode_batches
@@ -163,6 +164,7 @@ class Node:
     last_committed: int = -1  # within the current run of the node
     incarnation: int = 0
     replica: ControllerReplica | None = None
+    lifecycle: ControllerLifecycle | None = None
 
     def local(self, t: float) -> int:
         return int(self.offset_ms + self.rate * t)
@@ -262,6 +264,10 @@ class Simulation:
                              node.local(self.now))
         node.core.tick(node.local(self.now))
         node.replica = ControllerReplica(self._controller_from_log(node), node.log, f"node {node.node_id}")
+        # The server's own listener of the quorum's events; its slices of replay are events
+        # here, so that other messages land between them as they do on the server's loop.
+        node.lifecycle = ControllerLifecycle(node.replica, partial(self._later, node), lambda: BOOTSTRAP,
+                                             partial(self._activated, node), slice_bytes=1)
         self._drain(node)
 
     def _config_of(self, node_id: int) -> QuorumConfig:
@@ -317,27 +323,34 @@ class Simulation:
                        self._deliver_response(node.node_id, output.correlation_id, output.message))
         elif isinstance(output, Committed):
             self._on_committed(node, output.last_offset)
-            assert node.replica is not None
-            node.replica.committed(output.last_offset)
-            while node.replica.replay_slice(max_bytes=1):
-                pass  # the shell yields between slices; here nothing else happens meanwhile
+            assert node.lifecycle is not None
+            node.lifecycle.committed(output.last_offset)
         elif isinstance(output, LeaderChanged):
             self._note_leader(output.epoch, output.leader_id)
         elif isinstance(output, BecameLeader):
             self._note_leader(output.epoch, node.node_id)
             self.client_target = node.node_id
-            assert node.replica is not None
-            for applied in node.replica.activate(lambda: BOOTSTRAP):
-                self._queue_proposal(node, applied.records, applied.base_offset)
+            assert node.lifecycle is not None
+            node.lifecycle.became_leader()
         elif isinstance(output, LostLeadership):
-            assert node.replica is not None
-            node.replica.deactivate(node.last_committed)
+            assert node.lifecycle is not None
+            node.lifecycle.lost_leadership(node.last_committed)
         elif isinstance(output, SnapshotInstalled):
-            assert node.replica is not None
-            node.replica.replace(self._controller_from_log(node))
+            assert node.lifecycle is not None
+            node.lifecycle.installed(self._controller_from_log(node))
         elif isinstance(output, ControlAppended):
-            assert node.replica is not None
-            node.replica.control_appended(output.base_offset, output.messages)
+            assert node.lifecycle is not None
+            node.lifecycle.control_appended(output.base_offset, output.messages)
+
+    def _later(self, node: Node, work: Callable[[], None]) -> None:
+        """Work of the node's controller, run as an event of its own, unless the node crashed
+        or restarted meanwhile."""
+        incarnation = node.incarnation
+        self.at(self.now, lambda: node.incarnation == incarnation and node.core is not None and work())
+
+    def _activated(self, node: Node, writes: list[Applied]) -> None:
+        for applied in writes:
+            self._queue_proposal(node, applied.records, applied.base_offset)
 
     def write(self, node: Node, records: list[VersionedRecord]) -> None:
         """The active controller of ``node`` applies ``records`` as one command's, and they go
@@ -382,6 +395,7 @@ class Simulation:
             return
         node.core = None
         node.replica = None
+        node.lifecycle = None
         unflushed = sum(1 for b in node.log.batches if b.last_offset >= node.log.flushed_offset)
         keep = self.rng.choice([0, 0, unflushed, self.rng.randint(0, unflushed)])
         node.log.lose_unflushed(keep)
