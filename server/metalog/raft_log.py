@@ -21,6 +21,7 @@ from protocol.message import Message
 from protocol.errors import DecodeError
 from protocol.records import HEADER_SIZE, read_batch_header
 from server.metalog.durable import write_atomically
+from server.raft.types import OffsetAndEpoch
 from server.raft.voters import IN_SNAPSHOT, quorum_messages
 from server.metalog.segments import MetadataLog
 from server.metalog.snapshots import SnapshotId, list_snapshots
@@ -61,19 +62,19 @@ class DiskRaftLog:
         self._flush_again = False  # appends came while a flush ran: flush once more after it
         self._truncations = 0  # a flush begun before a truncation may not count
         newest = list_snapshots(log.directory)[-1:]
-        self._snapshot: tuple[int, int] | None = (newest[0].end_offset, newest[0].epoch) if newest else None
+        self._snapshot: OffsetAndEpoch | None = OffsetAndEpoch(newest[0].end_offset, newest[0].epoch) if newest else None
 
     def snapshot_taken(self, snapshot: SnapshotId) -> None:
         """The shell wrote a snapshot of its committed state."""
         if self._snapshot is None or (snapshot.end_offset, snapshot.epoch) > self._snapshot:
-            self._snapshot = (snapshot.end_offset, snapshot.epoch)
+            self._snapshot = OffsetAndEpoch(snapshot.end_offset, snapshot.epoch)
 
     @property
     def start_offset(self) -> int:
         return self.log.start_offset
 
     @property
-    def latest_snapshot(self) -> tuple[int, int] | None:
+    def latest_snapshot(self) -> OffsetAndEpoch | None:
         return self._snapshot
 
     @property
@@ -84,7 +85,7 @@ class DiskRaftLog:
     def last_epoch(self) -> int:
         if self.log.entries:
             return self.log.last_epoch
-        return self._snapshot[1] if self._snapshot is not None else 0
+        return self._snapshot.epoch if self._snapshot is not None else 0
 
     @property
     def flushed_offset(self) -> int:
@@ -135,18 +136,18 @@ class DiskRaftLog:
         self.log.truncate_to(offset)
         self._flushed = min(self._flushed, self.log.end_offset)
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         found, end = self.log.epoch_end_offset(epoch)
         if found >= 0:
-            return found, end
-        if self._snapshot is not None and self._snapshot[1] <= epoch:
-            return self._snapshot[1], self.log.start_offset
-        return 0, self.log.start_offset
+            return OffsetAndEpoch(end, found)
+        if self._snapshot is not None and self._snapshot.epoch <= epoch:
+            return OffsetAndEpoch(self.log.start_offset, self._snapshot.epoch)
+        return OffsetAndEpoch(self.log.start_offset, 0)
 
     def read(self, from_offset: int, max_bytes: int, up_to: int | None = None) -> bytes:
         return self.log.read(from_offset, max_bytes, up_to)
 
-    def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
+    def read_snapshot(self, snapshot: OffsetAndEpoch, position: int, max_bytes: int) -> tuple[bytes, int] | None:
         path = self.log.directory / SnapshotId(*snapshot).file_name
         try:
             with open(path, "rb") as f:
@@ -165,9 +166,9 @@ class DiskRaftLog:
             found.extend(quorum_messages(raw))
         return found
 
-    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+    def install_snapshot(self, snapshot: OffsetAndEpoch, data: bytes) -> None:
         write_atomically(self.log.directory / SnapshotId(*snapshot).file_name, data)
         self._truncations += 1
-        self.log.restart_at(snapshot[0])
+        self.log.restart_at(snapshot.offset)
         self._snapshot = snapshot
         self._flushed = snapshot[0]

@@ -20,7 +20,7 @@ from server.raft.leader import forget_observers, quorum_high_watermark, reported
 from server.raft.outputs import BecameLeader
 from server.raft.replication import fetch_position
 from server.raft.state import Leader, ParkedFetch, ReplicaProgress
-from server.raft.types import ReplicaKey
+from server.raft.types import OffsetAndEpoch, ReplicaKey
 
 
 class FetchServing(CoreBase):
@@ -169,7 +169,7 @@ class FetchServing(CoreBase):
         if part is None:
             self.respond(source, correlation_id, FetchSnapshotResponse(error_code=Error.INVALID_REQUEST))
             return
-        snapshot = (part.snapshot_id.end_offset, part.snapshot_id.epoch)
+        snapshot = OffsetAndEpoch(part.snapshot_id.end_offset, part.snapshot_id.epoch)
 
         def reply(error: int, size: int = 0, chunk: bytes = b"") -> None:
             self.respond(source, correlation_id, rpc.fetch_snapshot_response(

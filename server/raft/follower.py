@@ -171,7 +171,7 @@ class FollowerReplication(CoreBase):
             state.download = None
         elif part.error_code != Error.NONE:
             return False
-        elif (part.snapshot_id.end_offset, part.snapshot_id.epoch) != download.snapshot \
+        elif OffsetAndEpoch(part.snapshot_id.end_offset, part.snapshot_id.epoch) != download.snapshot \
                 or part.position != len(download.data):
             return False
         else:

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from protocol.message import Message
 from protocol.records import HEADER_SIZE, read_batch_header
+from server.raft.types import OffsetAndEpoch
 
 
 class RaftLog(Protocol):
@@ -21,7 +22,7 @@ class RaftLog(Protocol):
         latest snapshot."""
 
     @property
-    def latest_snapshot(self) -> tuple[int, int] | None:
+    def latest_snapshot(self) -> OffsetAndEpoch | None:
         """(end offset, epoch) of the newest snapshot, if there is one."""
 
     @property
@@ -42,8 +43,8 @@ class RaftLog(Protocol):
     def truncate_to(self, offset: int) -> None:
         """Drop every batch at or after ``offset`` (a batch boundary)."""
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(the largest epoch <= ``epoch`` in the log, the offset where it ends), as Kafka's
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch <= ``epoch`` in the log and the offset where it ends, as Kafka's
         epoch cache. The snapshot's epoch counts as ending at the log start; with no such
         epoch at all, (0, start_offset)."""
 
@@ -58,11 +59,11 @@ class RaftLog(Protocol):
         """Start making every append durable; ``flushed_offset`` moves when it is done (at
         once, or later: the shell then calls the core's ``tick``)."""
 
-    def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
+    def read_snapshot(self, snapshot: OffsetAndEpoch, position: int, max_bytes: int) -> tuple[bytes, int] | None:
         """Up to ``max_bytes`` of the snapshot's file from ``position``, and the file's size;
         None when the log has no such snapshot (any more)."""
 
-    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+    def install_snapshot(self, snapshot: OffsetAndEpoch, data: bytes) -> None:
         """A snapshot fetched whole from the leader becomes the latest: every batch goes and
         the log starts, and ends, at the snapshot's end offset. Durable on return."""
 

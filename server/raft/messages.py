@@ -180,20 +180,20 @@ def requester_id(message: object) -> int:
 
 # --- FetchSnapshot ----------------------------------------------------------------------------
 
-def fetch_snapshot_request(cluster_id: str, replica: int | ReplicaKey, epoch: int, snapshot: tuple[int, int],
+def fetch_snapshot_request(cluster_id: str, replica: int | ReplicaKey, epoch: int, snapshot: OffsetAndEpoch,
                            position: int, max_bytes: int) -> fs_req.FetchSnapshotRequest:
     replica = as_key(replica)
     part = fs_req.PartitionSnapshot(partition=0, current_leader_epoch=epoch, position=position,
-                                    snapshot_id=fs_req.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]),
+                                    snapshot_id=fs_req.SnapshotId(end_offset=snapshot.offset, epoch=snapshot.epoch),
                                     replica_directory_id=replica.directory_id)
     return fs_req.FetchSnapshotRequest(cluster_id=cluster_id, replica_id=replica.id, max_bytes=max_bytes,
                                        topics=[fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
 
 
-def fetch_snapshot_response(error: int, epoch: int, leader_id: int, snapshot: tuple[int, int], size: int = 0,
+def fetch_snapshot_response(error: int, epoch: int, leader_id: int, snapshot: OffsetAndEpoch, size: int = 0,
                             position: int = 0, chunk: bytes = b"") -> fs_resp.FetchSnapshotResponse:
     part = fs_resp.PartitionSnapshot(
         index=0, error_code=error, size=size, position=position, unaligned_records=chunk,
-        snapshot_id=fs_resp.SnapshotId(end_offset=snapshot[0], epoch=snapshot[1]),
+        snapshot_id=fs_resp.SnapshotId(end_offset=snapshot.offset, epoch=snapshot.epoch),
         current_leader=fs_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch))
     return fs_resp.FetchSnapshotResponse(topics=[fs_resp.TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])

@@ -32,12 +32,12 @@ def fetch_position(log: RaftLog, offset: int, last_epoch: int) -> FetchPosition:
         # An empty log (what a new observer fetches with, epoch 0 or not) agrees with any log
         # that still starts at 0.
         return FetchPosition()
-    epoch, end = log.end_offset_for_epoch(last_epoch)
+    end, epoch = log.end_offset_for_epoch(last_epoch)
     snapshot = log.latest_snapshot
     if snapshot is not None and (offset < log.start_offset or epoch == 0 < log.start_offset):
         # What the fetcher needs next is gone from the log, or its epoch is older than
         # anything left: only the snapshot can bring it up.
-        return FetchPosition(snapshot=OffsetAndEpoch(*snapshot))
+        return FetchPosition(snapshot=snapshot)
     if epoch != last_epoch or offset > end:
         # The fetcher's log parts from this one after (epoch, end).
         return FetchPosition(diverging=OffsetAndEpoch(end, epoch))
@@ -46,7 +46,7 @@ def fetch_position(log: RaftLog, offset: int, last_epoch: int) -> FetchPosition:
 
 def truncation_offset(log: RaftLog, epoch: int, end_offset: int) -> int:
     """Where a follower cuts its log when the leader says it diverges after (epoch, end)."""
-    local_epoch, local_end = log.end_offset_for_epoch(epoch)
+    local_end, local_epoch = log.end_offset_for_epoch(epoch)
     return min(local_end, end_offset) if local_epoch == epoch else local_end
 
 
@@ -85,7 +85,7 @@ def bootstrap_quorum_records(history: VoterHistory, log: RaftLog) -> list[Messag
     ``--initial-controllers`` writes), which no replica fetches, so that every replica and
     every later leader learns them from the log. Nothing once the log holds a voter set."""
     if (history.kraft_version < KRAFT_VERSION_DYNAMIC or history.latest_offset != IN_SNAPSHOT
-            or log.latest_snapshot is None or log.latest_snapshot[0] != 0):
+            or log.latest_snapshot is None or log.latest_snapshot.offset != 0):
         return []
     return [KRaftVersionRecord(version=0, k_raft_version=history.kraft_version), history.latest.to_record()]
 

@@ -55,7 +55,7 @@ from server.raft.outputs import (
     SendResponse, SnapshotInstalled)
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election
-from server.raft.types import ReplicaKey
+from server.raft.types import OffsetAndEpoch, ReplicaKey
 from server.raft.voters import SUPPORTED_KRAFT_VERSIONS, VoterNode, VoterSet, quorum_messages
 from tests.support.raft_writes import kraft_version_batch
 
@@ -118,7 +118,7 @@ class CheckedLog(InMemoryLog):
         super().take_snapshot(end_offset)
         self.verified = 0
 
-    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+    def install_snapshot(self, snapshot: OffsetAndEpoch, data: bytes) -> None:
         self.check_snapshot(snapshot, data)
         super().install_snapshot(snapshot, data)
         self.verified = 0

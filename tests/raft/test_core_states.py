@@ -517,14 +517,14 @@ def test_a_follower_behind_the_leader_fetches_its_snapshot_in_chunks() -> None:
     assert partition_of(first.message).position == 0
     snapshot = b"0123456789"
     core.receive_response(2, first.correlation_id,
-                          rpc.fetch_snapshot_response(Error.NONE, 5, 2, (10, 3), 10, 0, snapshot[:6]), 20)
+                          rpc.fetch_snapshot_response(Error.NONE, 5, 2, OffsetAndEpoch(10, 3), 10, 0, snapshot[:6]), 20)
     [second] = sent(core.take_outputs(), FetchSnapshotRequest)
     assert partition_of(second.message).position == 6
     core.receive_response(2, second.correlation_id,
-                          rpc.fetch_snapshot_response(Error.NONE, 5, 2, (10, 3), 10, 6, snapshot[6:]), 30)
+                          rpc.fetch_snapshot_response(Error.NONE, 5, 2, OffsetAndEpoch(10, 3), 10, 6, snapshot[6:]), 30)
     outputs = core.take_outputs()
     assert core.log.latest_snapshot == (10, 3) and core.log.start_offset == core.log.end_offset == 10
-    assert core.log.read_snapshot((10, 3), 0, 100) == (snapshot, 10)
+    assert core.log.read_snapshot(OffsetAndEpoch(10, 3), 0, 100) == (snapshot, 10)
     assert of_type(outputs, SnapshotInstalled) == [SnapshotInstalled(10, 3)]
     assert of_type(outputs, Committed) == [Committed(9)]
     [after] = sent(outputs, FetchRequest)
@@ -537,19 +537,19 @@ def test_the_leader_serves_its_snapshot_by_position() -> None:
     core = new_core(persisted=Election(2), log=log)
     elect(core)
 
-    def ask(position: int, snapshot: tuple[int, int] = (3, 2)) -> Any:
+    def ask(position: int, snapshot: OffsetAndEpoch = OffsetAndEpoch(3, 2)) -> Any:
         core.receive_request(2, 60, rpc.fetch_snapshot_request(CLUSTER, 2, core.epoch, snapshot, position, 40),
                              6_000)
         return answer(core.take_outputs())
 
-    whole = log.read_snapshot((3, 2), 0, 1 << 20)
+    whole = log.read_snapshot(OffsetAndEpoch(3, 2), 0, 1 << 20)
     assert whole is not None
     data, size = whole
     part = ask(0)
     assert part.error_code == Error.NONE and part.size == size and part.unaligned_records == data[:40]
     assert ask(40).unaligned_records == data[40:80]
     assert ask(size).error_code == Error.POSITION_OUT_OF_RANGE
-    assert ask(0, (2, 1)).error_code == Error.SNAPSHOT_NOT_FOUND
+    assert ask(0, OffsetAndEpoch(2, 1)).error_code == Error.SNAPSHOT_NOT_FOUND
 
 
 def test_the_leader_reports_what_each_replica_fetched() -> None:

@@ -70,10 +70,10 @@ def test_a_partition_of_another_topic_or_index_is_not_the_metadata_partition() -
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_fetch_snapshot_round_trips(version: int) -> None:
-    request = _round_trip(rpc.fetch_snapshot_request("c", 2, 5, (40, 4), 128, 1 << 20), version)
+    request = _round_trip(rpc.fetch_snapshot_request("c", 2, 5, OffsetAndEpoch(40, 4), 128, 1 << 20), version)
     part = _part(request.topics, "name")
     assert (part.snapshot_id.end_offset, part.snapshot_id.epoch, part.position) == (40, 4, 128)
-    response = _round_trip(rpc.fetch_snapshot_response(Error.NONE, 5, 1, (40, 4), 300, 128, b"chunk"), version)
+    response = _round_trip(rpc.fetch_snapshot_response(Error.NONE, 5, 1, OffsetAndEpoch(40, 4), 300, 128, b"chunk"), version)
     answer = _part(response.topics, "name")
     assert (answer.size, answer.position, answer.unaligned_records) == (300, 128, b"chunk")
     assert answer.current_leader.leader_id == 1

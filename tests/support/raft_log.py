@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from protocol.message import Message
 from protocol.records import read_batch_header
+from server.raft.types import OffsetAndEpoch
 from server.raft.voters import IN_SNAPSHOT, quorum_messages, snapshot_quorum_messages
 
 
@@ -24,7 +25,7 @@ class InMemoryLog:
 
     def __init__(self, snapshot: tuple[int, int] | None = None) -> None:
         """``snapshot``: (end offset, epoch) of a snapshot the log starts after."""
-        self._snapshot = snapshot
+        self._snapshot = OffsetAndEpoch(*snapshot) if snapshot else None
         self._snapshot_data = b""
         self._start = snapshot[0] if snapshot else 0
         self.batches: list[StoredBatch] = []
@@ -44,7 +45,7 @@ class InMemoryLog:
         return self._snapshot_data
 
     @property
-    def latest_snapshot(self) -> tuple[int, int] | None:
+    def latest_snapshot(self) -> OffsetAndEpoch | None:
         return self._snapshot
 
     @property
@@ -55,7 +56,7 @@ class InMemoryLog:
     def last_epoch(self) -> int:
         if self.batches:
             return self.batches[-1].epoch
-        return self._snapshot[1] if self._snapshot else 0
+        return self._snapshot.epoch if self._snapshot else 0
 
     @property
     def flushed_offset(self) -> int:
@@ -90,14 +91,14 @@ class InMemoryLog:
             self._epoch_starts.pop()
         self._flushed = min(self._flushed, self.end_offset)
 
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         i = bisect_right(self._epochs, epoch) - 1
         if i < 0:
-            if self._snapshot is not None and self._snapshot[1] <= epoch:
-                return self._snapshot[1], self._start
-            return 0, self._start
+            if self._snapshot is not None and self._snapshot.epoch <= epoch:
+                return OffsetAndEpoch(self._start, self._snapshot.epoch)
+            return OffsetAndEpoch(self._start, 0)
         end = self._epoch_starts[i + 1] if i + 1 < len(self._epochs) else self.end_offset
-        return self._epochs[i], end
+        return OffsetAndEpoch(end, self._epochs[i])
 
     def read(self, from_offset: int, max_bytes: int, up_to: int | None = None) -> bytes:
         i = bisect_right(self._bases, from_offset) - 1
@@ -128,15 +129,15 @@ class InMemoryLog:
                          if flushed + keep_batches < len(self.batches) else self.end_offset)
         self._flushed = self.end_offset
 
-    def read_snapshot(self, snapshot: tuple[int, int], position: int, max_bytes: int) -> tuple[bytes, int] | None:
+    def read_snapshot(self, snapshot: OffsetAndEpoch, position: int, max_bytes: int) -> tuple[bytes, int] | None:
         if snapshot != self._snapshot:
             return None
         return self._snapshot_data[position:position + max_bytes], len(self._snapshot_data)
 
-    def install_snapshot(self, snapshot: tuple[int, int], data: bytes) -> None:
+    def install_snapshot(self, snapshot: OffsetAndEpoch, data: bytes) -> None:
         self.truncate_to(self.start_offset)
         self._snapshot, self._snapshot_data = snapshot, data
-        self._start = self._flushed = snapshot[0]
+        self._start = self._flushed = snapshot.offset
 
     def quorum_messages(self) -> list[tuple[int, Message]]:
         found = [(IN_SNAPSHOT, message) for message in snapshot_quorum_messages(self._snapshot_data)]
@@ -151,7 +152,7 @@ class InMemoryLog:
         if i == 0 or self.batches[i - 1].last_offset != end_offset - 1:
             raise ValueError(f"offset {end_offset} is not the end of a batch in the log")
         kept = self.batches[i:]
-        self._snapshot = (end_offset, self.batches[i - 1].epoch)
+        self._snapshot = OffsetAndEpoch(end_offset, self.batches[i - 1].epoch)
         self._snapshot_data = self._snapshot_data + b"".join(b.data for b in self.batches[:i])
         self._start = end_offset
         self.batches, self._bases = [], []
