@@ -473,7 +473,7 @@ class Router:
             response = _then(response, add_refusals)
         if isinstance(response, asyncio.Future):
             return response  # a long poll: the handler answers later by itself
-        waiter = self.committer.wait(visible)
+        waiter = self.committer.commits.wait(visible)
         if waiter is None:
             return response
         out = asyncio.get_running_loop().create_future()
@@ -593,5 +593,5 @@ class Router:
             response.supported_features = [f for f in c.supported_features() if version >= 4 or f.min_version > 0]
             response.finalized_features = c.finalized_features()
             # As Kafka's controller does: the finalized features are those of the committed log.
-            response.finalized_features_epoch = self.committer.committed_offset
+            response.finalized_features_epoch = self.committer.commits.committed_offset
         return response

@@ -148,7 +148,7 @@ class ControllerServer:
         self.snapshots = SnapshotScheduler(
             self, self.log, self.raft_log, latest_snapshot, config.metadata_log_max_record_bytes_between_snapshots,
             config.snapshot_writer_delay_ms / 1000)
-        self.replication.listeners.append(self.snapshots.committed)
+        self.replication.commits.listeners.append(self.snapshots.committed)
         self._serve_quorum_apis()
         # The quorum's events move the replica between its stages; replay and snapshot loads
         # run a slice per turn of the event loop.
@@ -287,7 +287,7 @@ class ControllerServer:
             self._active.set_result(None)
 
     def _lost_leadership(self, epoch: int) -> None:
-        self.lifecycle.lost_leadership(self.replication.committed_offset)
+        self.lifecycle.lost_leadership(self.replication.commits.committed_offset)
         if not self.lone_voter:
             self.controller.forget_active_controller()
 

@@ -10,8 +10,9 @@ the monotonic clock in milliseconds; the core is ticked at its next deadline.
 
 It is the controller's commit path: the active controller submits the records of each
 command, and a response waiting for an offset is released once a majority of voters (the
-voter itself, alone) has the offset on disk, or failed if leadership is lost first (the client
-then hears NOT_CONTROLLER and retries elsewhere). A command's records that the log refuses
+voter itself, alone) has the offset on disk, or failed if leadership is lost first; the
+waiting and the commit figures are ``server.commit_tracker``'s, the connections to the other
+voters ``server.voter_channel``'s. A command's records that the log refuses
 make the leader resign (``AppendFailed``); a write the core itself cannot make (its LeaderChange, a fetched
 batch) stops the process, as Kafka's fault handler does, to recover from what is durable.
 """
@@ -23,7 +24,6 @@ import logging
 import os
 import random
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -31,10 +31,10 @@ from typing import Callable
 from protocol.message import Message
 from server.client_connection import PLAINTEXT, ConnectionLost
 from server.controller.result import VersionedRecord
-from server.metalog.commit_path import CommitFailed, encode_batches
+from server.metalog.commit_path import encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from server.metalog.raft_log import DiskRaftLog
-from server.purgatory import OffsetPurgatory
+from server.commit_tracker import CommitTracker
 from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
 from server.raft.outputs import (
@@ -84,11 +84,7 @@ class QuorumReplication:
                              lambda _now: wall_clock_ms())
         raft_log.on_flushed = self._poke
         self.request_timeout_s = config.request_timeout_ms / 1000
-        self.committed_offset = -1  # the high watermark minus one
-        self.listeners: list[Callable[[int], None]] = []  # told of every new committed offset
-        # Responses waiting for their offset to commit, and observers' long polls.
-        self.purgatory = OffsetPurgatory(self.committed_offset)
-        self._submitted_last = -1  # the last offset the active controller submitted
+        self.commits = CommitTracker(events.committed)
         self._answers: dict[int, asyncio.Future[Message]] = {}  # inbound correlation -> response
         self._next_inbound = 0
         # How the other voters are reached: the controller listener's protocol.
@@ -97,12 +93,6 @@ class QuorumReplication:
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = -1  # when the timer is set to tick
         self._appending = False  # an append of what was submitted is scheduled
-        # For the metrics: how long the last commit took (from its proposal), when the last
-        # batch was proposed, and writes that failed.
-        self.last_flush_ms: float | None = None  # None: the last commit ended none of this node's proposals
-        self.last_batch_timestamp_ms = -1
-        self.failures = 0
-        self._proposed_at: deque[tuple[int, float]] = deque()  # (last offset, monotonic s)
         self._closed = False
 
     # --- the core's view of things -------------------------------------------------------------
@@ -150,7 +140,7 @@ class QuorumReplication:
         self.channel.close()
         for task in list(self._tasks):
             task.cancel()
-        self.purgatory.fail_all(CommitFailed("the controller is shutting down"))
+        self.commits.fail_all("the controller is shutting down")
 
     # --- the commit path, for the active controller --------------------------------------------
     def submit(self, records: list[VersionedRecord], base_offset: int) -> None:
@@ -159,7 +149,7 @@ class QuorumReplication:
         the core's next step, so the followers fetch it (and fsync it) in one go."""
         if not records or self._closed:
             return
-        self._submitted_last = base_offset + len(records) - 1
+        self.commits.submitted(base_offset + len(records) - 1)
         try:
             last = self.core.prepare_append(
                 encode_batches(records, base_offset, self.core.epoch, self.wall_clock_ms()), monotonic_ms())
@@ -168,8 +158,7 @@ class QuorumReplication:
             # it, and the controller goes back to the committed state.
             log.info("%d records not written: this node no longer leads", len(records))
             return
-        self.last_batch_timestamp_ms = self.wall_clock_ms()
-        self._proposed_at.append((last, time.monotonic()))
+        self.commits.proposed(last, self.wall_clock_ms())
         if not self._appending:
             self._appending = True
             asyncio.get_running_loop().call_soon(self._append_prepared)
@@ -183,19 +172,9 @@ class QuorumReplication:
         """Where the active controller's next record goes."""
         return self.core.next_offset
 
-    def wait(self, offset: int, timeout_s: float | None = None) -> asyncio.Future[int] | None:
-        """A future resolved once ``offset`` is committed (or ``timeout_s`` has passed), failed
-        with CommitFailed if leadership goes first; None if it already is."""
-        return self.purgatory.wait(offset, timeout_s)
-
     async def drain(self) -> None:
-        """Wait for what the active controller submitted to commit; what cannot (leadership
-        lost) has failed already."""
-        fut = self.purgatory.wait(self._submitted_last)
-        if fut is not None:
-            await asyncio.wait([fut], timeout=self.request_timeout_s)
-            if fut.done() and not fut.cancelled():
-                fut.exception()  # seen: a failure here only means it was not committed
+        """Wait for what the active controller submitted to commit."""
+        await self.commits.drain(self.request_timeout_s)
 
     def close(self) -> None:
         self.raft_log.close()
@@ -275,7 +254,7 @@ class QuorumReplication:
         elif isinstance(output, ControlAppended):
             self.events.control_appended(output.base_offset, output.messages)
         elif isinstance(output, AppendFailed):
-            self.failures += 1
+            self.commits.failures += 1
             log.error("metadata log write failed; resigning the leadership: %s", output.reason)
         elif isinstance(output, SendRequest):
             task = asyncio.get_running_loop().create_task(self._send(output))
@@ -286,14 +265,13 @@ class QuorumReplication:
             if answer is not None and not answer.done():
                 answer.set_result(output.message)
         elif isinstance(output, Committed):
-            self._committed(output.last_offset)
+            self.commits.committed(output.last_offset)
         elif isinstance(output, BecameLeader):
             log.info("leading epoch %d from offset %d", output.epoch, output.epoch_start_offset)
             self.events.became_leader(output.epoch, output.epoch_start_offset)
         elif isinstance(output, LostLeadership):
             log.info("no longer leading epoch %d", output.epoch)
-            self._proposed_at.clear()
-            self.purgatory.fail_all(CommitFailed(f"leadership of epoch {output.epoch} was lost"))
+            self.commits.fail_all(f"leadership of epoch {output.epoch} was lost")
             self.events.lost_leadership(output.epoch)
         elif isinstance(output, LeaderChanged):
             log.info("epoch %d: leader %s", output.epoch, output.leader_id if output.leader_id >= 0 else "unknown")
@@ -301,21 +279,6 @@ class QuorumReplication:
         elif isinstance(output, SnapshotInstalled):
             log.info("installed the leader's snapshot ending at offset %d", output.end_offset)
             self.events.snapshot_installed(output.end_offset, output.epoch)
-
-    def _committed(self, last_offset: int) -> None:
-        if last_offset <= self.committed_offset:
-            return
-        self.committed_offset = last_offset
-        proposed = self._proposed_at
-        self.last_flush_ms = None
-        if proposed and proposed[0][0] <= last_offset:
-            while proposed and proposed[0][0] <= last_offset:
-                _, began = proposed.popleft()
-            self.last_flush_ms = (time.monotonic() - began) * 1000
-        self.events.committed(last_offset)
-        self.purgatory.advance(last_offset)
-        for listener in self.listeners:
-            listener(last_offset)
 
     # --- the other voters --------------------------------------------------------------------------
     async def _send(self, request: SendRequest) -> None:

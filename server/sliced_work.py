@@ -84,7 +84,7 @@ class SlicedWork:
             # drops by reference count, not by the collector.
             gc.freeze()
             waiting.append(applied.last_offset)
-            committed = committer.wait(waiting.popleft()) if len(waiting) >= IN_FLIGHT else None
+            committed = committer.commits.wait(waiting.popleft()) if len(waiting) >= IN_FLIGHT else None
             if committed is None:
                 await asyncio.sleep(0)
                 continue

@@ -59,7 +59,7 @@ class SnapshotScheduler:
     def request(self) -> None:
         """Take a snapshot at the next moment the applied state is all committed."""
         self._wanted = True
-        self.committed(self.shell.replication.committed_offset)
+        self.committed(self.shell.replication.commits.committed_offset)
 
     def committed(self, committed: int) -> None:
         """The log committed up to ``committed``: snapshot now if it is time."""

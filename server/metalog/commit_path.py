@@ -45,8 +45,8 @@ def encode_batches(records: list[VersionedRecord], base_offset: int, epoch: int,
     return batches
 
 
-class CommitPath(Protocol):
-    """Where the active controller's records go to be committed (``server.quorum``)."""
+class CommitProgress(Protocol):
+    """How far the quorum has committed, and who waits for it (``server.commit_tracker``)."""
 
     committed_offset: int
     listeners: list[Callable[[int], None]]  # told of every new committed offset
@@ -54,11 +54,18 @@ class CommitPath(Protocol):
     last_batch_timestamp_ms: int  # append time of the last batch written; -1 before any
     failures: int  # writes that failed
 
-    def submit(self, records: list[VersionedRecord], base_offset: int) -> None: ...
-
     def wait(self, offset: int, timeout_s: float | None = None) -> asyncio.Future | None:
         """A future resolved once ``offset`` is committed or ``timeout_s`` has passed (failed
         with CommitFailed if it never will be); None if it already is."""
+
+
+class CommitPath(Protocol):
+    """Where the active controller's records go to be committed (``server.quorum``)."""
+
+    @property
+    def commits(self) -> CommitProgress: ...
+
+    def submit(self, records: list[VersionedRecord], base_offset: int) -> None: ...
 
     async def drain(self) -> None: ...
 

@@ -86,8 +86,8 @@ class ControllerMetrics:
                                          buckets=MS_BUCKETS, registry=r)
         self._state = _StateCollector(observed)
         r.register(self._state)
-        self._committed = observed.replication.committed_offset
-        observed.replication.listeners.append(self._on_commit)
+        self._committed = observed.replication.commits.committed_offset
+        observed.replication.commits.listeners.append(self._on_commit)
         self._probe: asyncio.TimerHandle | None = None
         self._http: WSGIServer | None = None
         self._thread = threading.Thread()
@@ -111,7 +111,7 @@ class ControllerMetrics:
         self.commits.inc(max(0, committed - self._committed))
         self._committed = committed
         # As Kafka's, relevant on the active controller: a standby commits nothing it proposed.
-        latency = self.observed.replication.last_flush_ms
+        latency = self.observed.replication.commits.last_flush_ms
         if latency is not None:
             self.commit_latency.observe(latency)
 
@@ -186,13 +186,13 @@ class _StateCollector(Collector):
         brokers = c.cluster.brokers.values()
         fenced = sum(1 for b in brokers if b.fenced)
         partitions = [p for t in c.replication.topics.values() for p in t.partitions]
-        committed = committer.committed_offset
+        committed = committer.commits.committed_offset
         active = self.observed.active
         # The append time of the last batch applied: one this node wrote, on the active
         # controller (Kafka's takes the time it hands records to the log), else the last one it
         # replayed; a standby's own writes of an epoch it lost were never applied for good.
         replayed = self.observed.replica.loader.last_timestamp_ms
-        stamp = max(committer.last_batch_timestamp_ms, replayed) if active else replayed
+        stamp = max(committer.commits.last_batch_timestamp_ms, replayed) if active else replayed
         return {
             "ActiveControllerCount": ("Whether this controller is the active one", int(active)),
             "ActiveBrokerCount": ("Registered brokers that are not fenced", len(brokers) - fenced),
@@ -210,7 +210,7 @@ class _StateCollector(Collector):
                                        max(0, wall_clock_ms() - stamp) if stamp >= 0 else 0),
             "TimedOutBrokerHeartbeatCount": ("Brokers fenced because their heartbeats stopped",
                                              c.timed_out_heartbeats),
-            "MetadataErrorCount": ("Metadata log writes that failed", committer.failures),
+            "MetadataErrorCount": ("Metadata log writes that failed", committer.commits.failures),
             # KIP-631's: the active controller applies before it commits, so it lags by nothing.
             "MetadataLag": ("Committed records this controller has yet to replay",
                             max(0, committed - c.last_applied_offset)),
