@@ -28,6 +28,11 @@ class HeldCommitter:
 
     committed_offset = -1
 
+    @property
+    def commits(self) -> "HeldCommitter":
+        """Its own progress: how far it committed, and the waits."""
+        return self
+
     def __init__(self) -> None:
         self.waiters: list[asyncio.Future] = []
 
