@@ -21,7 +21,7 @@ from protocol.message import Message
 from server.raft import messages as rpc
 from server.raft.fetch import fit_to_version
 from server.raft.log import RaftLog
-from server.raft.membership import Membership
+from server.raft.reconfig.membership import Membership
 from server.raft.outbox import Kind, Outbox
 from server.raft.outputs import Committed, Output, Refused, SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
