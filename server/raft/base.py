@@ -65,11 +65,11 @@ class CoreBase:
 
     @property
     def epoch(self) -> int:
-        return self.state.election.epoch
+        return self.transitions.epoch
 
     @property
     def leader_id(self) -> int:
-        return self.state.election.leader_id
+        return self.transitions.leader_id
 
     @property
     def is_leader(self) -> bool:
