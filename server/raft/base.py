@@ -21,7 +21,7 @@ from protocol.message import Message
 from server.raft import messages as rpc
 from server.raft.fetch import fit_to_version
 from server.raft.log import RaftLog
-from server.raft.membership import Membership
+from server.raft.reconfig.membership import Membership
 from server.raft.outbox import Kind, Outbox
 from server.raft.outputs import Committed, Output, Refused, SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
@@ -65,11 +65,11 @@ class CoreBase:
 
     @property
     def epoch(self) -> int:
-        return self.state.election.epoch
+        return self.transitions.epoch
 
     @property
     def leader_id(self) -> int:
-        return self.state.election.leader_id
+        return self.transitions.leader_id
 
     @property
     def is_leader(self) -> bool:

@@ -19,7 +19,7 @@ them (``prepare_append``, Kafka's accumulator), and the quorum records the leade
 Kafka's KafkaRaftClient: KIP-595 elections and Fetch-based replication (FetchSnapshot for a
 follower behind the leader's log start), KIP-996 pre-vote, a leader that resigns when a
 majority stops fetching from it (check quorum), graceful resignation with EndQuorumEpoch, and
-KIP-853 voter changes (``server.raft.membership``); a replica outside the voter set observes.
+KIP-853 voter changes (``server.raft.reconfig``); a replica outside the voter set observes.
 Every fetcher of the log is served here (``server.raft.fetch``), voters, joining controllers,
 brokers and tools alike, each by its policy.
 A single voter is a quorum of one: it stands and wins at once, and commits what it has
@@ -69,7 +69,7 @@ from server.raft.fetch_serving import FetchServing
 from server.raft.follower import FollowerReplication
 from server.raft.leader import check_quorum
 from server.raft.log import RaftLog
-from server.raft.membership import Membership
+from server.raft.reconfig.membership import Membership
 from server.raft.outbox import Kind, Outbox
 from server.raft.outputs import AppendFailed, Committed, ControlAppended, LostLeadership, Output
 from server.raft.quorum_config import QuorumConfig

@@ -4,6 +4,8 @@ a voter telling the leader its listeners (UpdateRaftVoter)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 
 from protocol.error_codes import Error
@@ -102,12 +104,10 @@ class FollowerReplication(CoreBase):
             self.outputs.append(Refused(f"node {source} refuses this node's Fetch: this node's cluster id "
                                         f"{self.config.cluster_id!r} is not that node's (INCONSISTENT_CLUSTER_ID)"))
         part = rpc.only_partition(response.responses, "topic")
-        if response.error_code != Error.NONE or part is None:
-            return False
-        leader = part.current_leader
-        handled = self._common_response(part.error_code, leader.leader_id, leader.leader_epoch, now)
+        handled = self._leader_answer(response.error_code, part, now)
         if handled is not None:
             return handled
+        assert part is not None  # a missing one was refused
         state = self.state
         if not isinstance(state, Follower) or state.election.leader_id != source:
             return True
@@ -135,6 +135,15 @@ class FollowerReplication(CoreBase):
         state.fetch_deadline = now + self.config.fetch_timeout_ms
         return True
 
+    def _leader_answer(self, error_code: int, part: Any | None, now: int) -> bool | None:
+        """A Fetch or FetchSnapshot answer's one partition through what every quorum response
+        says of epochs and leaders: True or False when that settles it (False: back off), None
+        when its handler goes on."""
+        if error_code != Error.NONE or part is None:
+            return False
+        leader = part.current_leader
+        return self._common_response(part.error_code, leader.leader_id, leader.leader_epoch, now)
+
     def _truncate_diverging(self, epoch: int, end_offset: int) -> None:
         offset = truncation_offset(self.log, epoch, end_offset)
         if offset < self.high_watermark:
@@ -156,12 +165,10 @@ class FollowerReplication(CoreBase):
 
     def _on_fetch_snapshot_response(self, source: int, response: FetchSnapshotResponse, now: int) -> bool:
         part = rpc.only_partition(response.topics, "name")
-        if response.error_code != Error.NONE or part is None:
-            return False
-        leader = part.current_leader
-        handled = self._common_response(part.error_code, leader.leader_id, leader.leader_epoch, now)
+        handled = self._leader_answer(response.error_code, part, now)
         if handled is not None:
             return handled
+        assert part is not None  # a missing one was refused
         state = self.state
         if not isinstance(state, Follower) or state.election.leader_id != source or state.download is None:
             return True

@@ -3,9 +3,13 @@ that has caught up activates without replaying anything again."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 
 from protocol.generated.metadata.config_record import ConfigRecord
+from server.controller.lifecycle import ControllerLifecycle, Stage
+from server.controller.quorum_controller import Applied
 from server.controller.replica import ControllerReplica
 from server.metalog.commit_path import encode_batches
 from server.raft.replication import control_batch
@@ -101,3 +105,27 @@ def test_a_standby_leaves_a_voter_change_to_its_replay() -> None:
     _, replica = caught_up_replica()
     replica.control_appended(TOPICS + 1, (voters_record(1, 3),))
     assert replica.controller.next_offset == TOPICS + 1
+
+
+def test_the_lifecycle_activates_an_elected_replica_once_its_replay_and_any_snapshot_load_are_done() -> None:
+    log = committed_log()
+    queued: list[Callable[[], None]] = []
+    activations: list[list[Applied]] = []
+    lifecycle = ControllerLifecycle(ControllerReplica(new_controller(1), log, "the log"), queued.append,
+                                    lambda: BOOTSTRAP, activations.append, slice_bytes=4096)
+    lifecycle.committed(TOPICS)
+    lifecycle.became_leader()
+    assert lifecycle.stage is Stage.ELECTED and activations == []  # committed records are still to replay
+    steps = iter([None])
+    lifecycle.install(steps)  # a snapshot fetched before the election is still loading
+    while queued:
+        queued.pop(0)()
+    assert lifecycle.stage is Stage.ELECTED and activations == []
+    lifecycle.installed(lifecycle.replica.controller)
+    while queued:
+        queued.pop(0)()
+    assert lifecycle.stage is Stage.ACTIVE and activations == [[]] and lifecycle.replica.active
+    lifecycle.committed(TOPICS)  # an active controller replays nothing
+    assert queued == []
+    lifecycle.lost_leadership(TOPICS)
+    assert lifecycle.stage is Stage.STANDBY and not lifecycle.replica.active
