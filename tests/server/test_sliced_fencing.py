@@ -13,6 +13,7 @@ from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.records import frame_metadata_record
+from server.controller.partitions import RECOVERING
 from server.controller.quorum_controller import QuorumController
 from tests.support.replication import SESSION_MS, Cluster, view, without_epochs
 
@@ -411,9 +412,10 @@ SETTINGS = {
 
 
 def fleet(settings: dict) -> Cluster:
-    """Three brokers about to die and three that live, in partitions of every kind: replicas
+    """Three brokers about to die and two that live, in partitions of every kind: replicas
     mixing both in every order (four of them, so that a min ISR of 3 can hold), replicas all
-    dead (one or three), and live leaders followed by dead replicas."""
+    dead (one or three), live leaders followed by dead replicas, and live replicas that fell
+    out of the ISR before the dead ones died (only an unclean election can elect them)."""
     c = Cluster(**settings)
     c.brokers(*DEAD, *LIVE)
     brokers = [*DEAD, *LIVE]
@@ -421,6 +423,10 @@ def fleet(settings: dict) -> Cluster:
     c.topic("all-dead", [[1, 2, 3], [3, 1, 2], [2, 3, 1]])
     c.topic("lone", [[2], [3]])
     c.topic("live-led", [[4, 1, 2], [5, 3, 1], [4, 5, 3]])
+    c.topic("behind", [[1, 4, 2], [2, 3, 5], [3, 5, 4], [1, 2, 4]])
+    for index, isr in enumerate([[1, 2], [2, 3], [3], [1]]):
+        _, result = c.alter(isr[0], "behind", index, isr)
+        assert result is not None and result.error_code == Error.NONE
     return c
 
 
@@ -471,6 +477,8 @@ def test_a_fleet_fenced_together_ends_as_kafkas_order_leaves_it(settings: dict) 
              if r.NAME == "PartitionChangeRecord" else (r, v) for r, v in written]
     assert encoded(written) == encoded(plain)
     assert written == plain
+    behind = together.replication.topics[together.replication.names["behind"]].partitions
+    assert any(p.recovery == RECOVERING for p in behind) is settings.get("unclean", False)
 
 
 @pytest.mark.parametrize("settings", SETTINGS.values(), ids=SETTINGS.keys())
