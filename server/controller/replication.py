@@ -42,6 +42,7 @@ from server.controller.features import MV_3_6_IV0, FeatureControl
 from server.controller.offsets import OffsetControl, restore_key
 from server.controller.partitions import Election, PartitionChange, PartitionState
 from server.controller.result import SLICE_RECORDS, ControllerResult, VersionedRecord
+from server.controller.shapes import Shape
 from server.controller.shared_lists import SharedLists
 
 
@@ -127,7 +128,8 @@ class ReplicationControl:
         p = self.topics[rec.topic_id].partitions[rec.partition_id]
         if self.offsets.recording:
             self.offsets.on_undo(partial(self._restore_partition, p, _partition_values(p)))
-        isr, elr, leader, reassigning = p.isr, p.elr, p.leader, p.reassigning
+        isr, elr, leader = p.isr, p.elr, p.leader
+        reassigning = bool(p.adding or p.removing)
         p.apply_change(rec)
         # Only what the change moved is re-indexed: fencing a fleet replays a million changes
         # that each take one or two brokers out of an ISR.
@@ -140,7 +142,7 @@ class ReplicationControl:
                 self.leaderless.add(p)
             elif leader == NO_LEADER:
                 self.leaderless.discard(p)
-        if p.reassigning != reassigning:
+        if bool(p.adding or p.removing) != reassigning:
             if reassigning:
                 self.reassigning.discard(p)
             else:
@@ -328,7 +330,7 @@ class ReplicationControl:
         # Partitions in the same state (the same shared lists, leader, configs, and replicas
         # as usable) get the same change: it is decided once per such shape, so a fleet's
         # million partitions cost a few thousand decisions and a copy each.
-        shapes: dict[tuple[object, ...], _Shape] = {}
+        shapes: dict[tuple[object, ...], Shape] = {}
         topic_id: bytes = b""
         settings: TopicSettings = (0, False, False)
         versions = (0, 0)  # the record version, and metadata.version
@@ -347,7 +349,7 @@ class ReplicationControl:
                 # in one command.
                 topic_id, settings = p.topic_id, self.settings(p.topic_id)
                 context = (settings, versions)
-            if settings[1] or settings[2] or p.reassigning:
+            if settings[1] or settings[2] or p.adding or p.removing:
                 dead = [r for r in p.isr if r in still]
                 if not dead:
                     yield None
@@ -366,10 +368,9 @@ class ReplicationControl:
             if shape is None:
                 if len(shapes) >= _MAX_SHAPES:
                     shapes.clear()
-                shape = shapes[key] = _Shape(self._without_dead(p, still, order, settings),
-                                             (p.isr, p.replicas, p.elr, p.last_known_elr))
-            template = shape.change
-            yield None if template is None else (_for_partition(template, p), versions[0])
+                shape = shapes[key] = Shape(self._without_dead(p, still, order, settings), versions[0],
+                                            (p.isr, p.replicas, p.elr, p.last_known_elr))
+            yield None if shape.change is None else (shape.copy_to(p), versions[0])
 
     def _without_dead(self, p: PartitionState, still: frozenset[int], order: dict[int, int],
                       settings: TopicSettings) -> PartitionChangeRecord | None:
@@ -790,23 +791,6 @@ _WALK_SHARE = 64
 # Fencing forgets the changes it decided once it has this many shapes of partition in mind,
 # so that what it holds stays bounded whatever the partitions look like.
 _MAX_SHAPES = 10_000
-
-
-class _Shape(NamedTuple):
-    """A change decided for partitions of one shape, and the lists that shape is made of,
-    held so that no other list takes their identity while the shape is remembered."""
-    change: PartitionChangeRecord | None
-    lists: tuple[list[int], ...]
-
-
-def _for_partition(change: PartitionChangeRecord, p: PartitionState) -> PartitionChangeRecord:
-    """``change`` made to partition ``p``; its lists are shared, as lists in state are."""
-    return PartitionChangeRecord(
-        partition_id=p.partition_id, topic_id=p.topic_id, isr=change.isr, leader=change.leader,
-        replicas=change.replicas, removing_replicas=change.removing_replicas,
-        adding_replicas=change.adding_replicas, leader_recovery_state=change.leader_recovery_state,
-        directories=change.directories, eligible_leader_replicas=change.eligible_leader_replicas,
-        last_known_elr=change.last_known_elr)
 
 
 def fold(first: PartitionChangeRecord, then: PartitionChangeRecord) -> PartitionChangeRecord:

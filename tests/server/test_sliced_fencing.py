@@ -11,9 +11,11 @@ import pytest
 
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.records import frame_metadata_record
+from server.controller.partitions import RECOVERING
 from server.controller.quorum_controller import QuorumController
-from tests.support.replication import SESSION_MS, Cluster, view
+from tests.support.replication import SESSION_MS, Cluster, view, without_epochs
 
 DEAD = (1, 2, 3)
 LIVE = (4, 5)
@@ -279,14 +281,6 @@ def test_elections_stop_when_the_unfenced_broker_is_fenced_again() -> None:
 
 # --- a fleet that died together ------------------------------------------------------------------
 
-def without_epochs(qc: QuorumController) -> dict:
-    """``view`` without leader and partition epochs: skipping a transient leader writes fewer
-    changes, and every change counts in those."""
-    v = view(qc)
-    v["topics"] = {name: (topic_id, [p[:4] + p[6:] for p in parts]) for name, (topic_id, parts) in v["topics"].items()}
-    return v
-
-
 def dead_leaders(records: list, topic_id: bytes) -> list[int]:
     return [r.leader for r in records
             if r.NAME == "PartitionChangeRecord" and r.topic_id == topic_id and r.leader in DEAD]
@@ -404,3 +398,115 @@ def test_a_broker_back_while_its_own_fencing_runs_is_elected_nowhere() -> None:
     while qc.fence_stale_brokers(BOUND) is not None:
         pass
     assert qc.cluster.brokers[1].fenced
+
+
+# --- fenced together against Kafka's order, case by case -----------------------------------------
+
+SETTINGS = {
+    "isr": {},
+    "min-isr-2-elr": {"min_isr": 2, "elr": True},
+    "min-isr-3-elr": {"min_isr": 3, "elr": True},
+    "unclean": {"unclean": True},
+    "elr-unclean": {"min_isr": 2, "elr": True, "unclean": True},
+}
+
+
+def fleet(settings: dict) -> Cluster:
+    """Three brokers about to die and two that live, in partitions of every kind: replicas
+    mixing both in every order (four of them, so that a min ISR of 3 can hold), replicas all
+    dead (one or three), live leaders followed by dead replicas, and live replicas that fell
+    out of the ISR before the dead ones died (only an unclean election can elect them)."""
+    c = Cluster(**settings)
+    c.brokers(*DEAD, *LIVE)
+    brokers = [*DEAD, *LIVE]
+    c.topic("mixed", [[brokers[(i + k) % 5] for k in (0, 1, 2, 4)] for i in range(20)])
+    c.topic("all-dead", [[1, 2, 3], [3, 1, 2], [2, 3, 1]])
+    c.topic("lone", [[2], [3]])
+    c.topic("live-led", [[4, 1, 2], [5, 3, 1], [4, 5, 3]])
+    c.topic("behind", [[1, 4, 2], [2, 3, 5], [3, 5, 4], [1, 2, 4]])
+    for index, isr in enumerate([[1, 2], [2, 3], [3], [1]]):
+        _, result = c.alter(isr[0], "behind", index, isr)
+        assert result is not None and result.error_code == Error.NONE
+    return c
+
+
+def epochs(qc: QuorumController) -> dict:
+    return {(name, p[0]): (p[4], p[5]) for name, (_, parts) in view(qc)["topics"].items() for p in parts}
+
+
+def assert_as_kafka_leaves_it(start: dict, together: QuorumController, one_by_one: QuorumController) -> None:
+    """Kafka's end state, but for epochs: a partition changed advances its leader and
+    partition epochs at most as often as one-at-a-time fencing does, and never goes back."""
+    assert without_epochs(together) == without_epochs(one_by_one)
+    after, reference = epochs(together), epochs(one_by_one)
+    for key, (leader_epoch, partition_epoch) in after.items():
+        assert start[key][0] <= leader_epoch <= reference[key][0]
+        assert start[key][1] <= partition_epoch <= reference[key][1]
+        assert (partition_epoch > start[key][1]) == (reference[key][1] > start[key][1])
+    assert all(together.cluster.brokers[b].fenced for b in DEAD)
+    assert not any(together.cluster.brokers[b].fenced for b in LIVE)
+
+
+def fence_in_slices(c: Cluster, qc: QuorumController) -> list:
+    """Every slice of the fencing under way, the live brokers heartbeating in between: the
+    records written, each with its version."""
+    written = []
+    while (applied := qc.fence_stale_brokers(BOUND)) is not None:
+        assert len(applied.records) <= BOUND
+        written += applied.records
+        for b in LIVE:
+            heartbeat(c, qc, b)
+    return written
+
+
+@pytest.mark.parametrize("settings", SETTINGS.values(), ids=SETTINGS.keys())
+def test_a_fleet_fenced_together_ends_as_kafkas_order_leaves_it(settings: dict) -> None:
+    c = fleet(settings)
+    together = copy(c)
+    start = epochs(together)
+    c.expire(*DEAD)
+    let_dead_expire(c, together)
+    written = fence_in_slices(c, together)
+    assert_as_kafka_leaves_it(start, together, c.qc)
+    changed = [(r.topic_id, r.partition_id) for r, _ in written if r.NAME == "PartitionChangeRecord"]
+    assert len(changed) == len(set(changed))
+    assert [r.id for r, _ in written if r.NAME == "FenceBrokerRecord"] == list(DEAD)
+    # Copies of a shape's change are written, and compare, as the plain record with their
+    # fields.
+    plain = [(PartitionChangeRecord(**{s: getattr(r, s) for s in PartitionChangeRecord.__slots__}), v)
+             if r.NAME == "PartitionChangeRecord" else (r, v) for r, v in written]
+    assert encoded(written) == encoded(plain)
+    assert written == plain
+    behind = together.replication.topics[together.replication.names["behind"]].partitions
+    assert any(p.recovery == RECOVERING for p in behind) is settings.get("unclean", False)
+
+
+@pytest.mark.parametrize("settings", SETTINGS.values(), ids=SETTINGS.keys())
+@pytest.mark.parametrize("lapse", ["after the pass", "during the pass"])
+def test_a_broker_whose_session_ran_out_later_is_fenced_in_a_pass_of_its_own(settings: dict, lapse: str) -> None:
+    """Broker 3 heartbeats once more after the others went silent: the pass that fences 1 and
+    2 treats it as live (it may lead), and a pass of its own fences it once its session runs
+    out, before or after theirs ends; the end state is still that of Kafka's order."""
+    late_ms = 3000
+    c = fleet(settings)
+    together = copy(c)
+    start = epochs(together)
+    c.expire(*DEAD)
+    c.clock.advance(late_ms)
+    heartbeat(c, together, 3)
+    c.clock.advance(SESSION_MS - late_ms)
+    for b in LIVE:
+        heartbeat(c, together, b)
+    c.clock.advance(1)
+    first = together.fence_stale_brokers(BOUND)
+    assert first is not None and 3 not in together.cluster.leaving and together.cluster.is_usable(3)
+    written = first.records
+    if lapse == "after the pass":
+        written += fence_in_slices(c, together)
+        assert not together.cluster.brokers[3].fenced
+    c.clock.advance(late_ms)
+    for b in LIVE:
+        heartbeat(c, together, b)
+    written += fence_in_slices(c, together)
+    assert [r.id for r, _ in written if r.NAME == "FenceBrokerRecord"] == [1, 2, 3]
+    assert_as_kafka_leaves_it(start, together, c.qc)
