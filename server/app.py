@@ -237,7 +237,7 @@ class ControllerServer:
             metadata_lists_brokers=c.metadata_nodes == "brokers",
             voter_ids=c.voters or {c.node_id},
             voter_endpoints=self._voter_endpoints,
-            kraft_upgrade=lambda level: self.replication.core.kraft_upgrade(level))
+            kraft_upgrade=lambda level: self.replication.kraft_upgrade(level))
 
     def _voter_endpoints(self) -> dict[int, Endpoint]:
         """Where each voter listens, as the Raft layer knows it now: the static voters, or a

@@ -42,7 +42,7 @@ from server.raft.outputs import (
     Refused, SendRequest, SendResponse, SnapshotInstalled)
 from server.raft.voters import KRAFT_VERSION_DYNAMIC, VoterSet
 from server.raft.quorum_config import QuorumConfig
-from server.raft.state import Election, Leader
+from server.raft.state import Election
 from server.security.client import ClientSecurity
 from server.voter_channel import VoterChannel
 
@@ -112,6 +112,10 @@ class QuorumReplication:
         """Where ``node_id`` listens, as this node knows it."""
         return self.core.address_of(node_id)
 
+    def kraft_upgrade(self, level: int) -> tuple[int, str | None, list[Message]]:
+        """The records that raise kraft.version to ``level`` as the leader, or why not."""
+        return self.core.kraft_upgrade(level)
+
     # --- starting and stopping -----------------------------------------------------------------
     def start(self) -> None:
         """Let the core act on the election read back (a single voter elects itself now),
@@ -122,8 +126,7 @@ class QuorumReplication:
         """A leader that a majority has not fetched from within the check-quorum time resigns
         now, before it answers as the leader: its timer may not have run yet (the process
         was frozen, or the loop busy)."""
-        state = self.core.state
-        if isinstance(state, Leader) and monotonic_ms() >= state.check_quorum_deadline:
+        if self.core.leadership_lapsed(monotonic_ms()):
             self._poke()
 
     async def stop(self, grace_s: float) -> None:

@@ -264,6 +264,12 @@ class RaftCore(ElectionRpcs, FetchServing, FollowerReplication):
         """The records that raise kraft.version to ``level`` as the leader, or why not."""
         return self.membership.kraft_upgrade(level)
 
+    def leadership_lapsed(self, now_ms: int) -> bool:
+        """A leader that a majority has not fetched from within the check-quorum time: it
+        resigns at its next step."""
+        state = self.state
+        return isinstance(state, Leader) and now_ms >= state.check_quorum_deadline
+
     def begin_shutdown(self, now_ms: int) -> None:
         """Stop taking part in elections; a leader resigns and tells the voters."""
         self.shutting_down = True
