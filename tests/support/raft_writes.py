@@ -1,11 +1,10 @@
 """Writes to a leading Raft core as its controller would make them, for tests that drive cores
-without a controller: values as one batch, and control records (a voter change) as one control
-batch, both at the log's end in the core's epoch."""
+without a controller: values as one batch at the log's end in the core's epoch, and the
+control batch that formats a log at a kraft.version."""
 
 from __future__ import annotations
 
 from protocol.generated.metadata.k_raft_version_record import KRaftVersionRecord
-from protocol.message import Message
 from protocol.records import Record, RecordBatch, encode_batch
 from server.raft.core import RaftCore
 from server.raft.replication import control_batch
@@ -23,15 +22,6 @@ def propose(core: RaftCore, values: list[bytes], now_ms: int) -> int:
         max_timestamp=stamp, records=[Record(value) for value in values]))], now_ms)
     core.tick(now_ms)
     return last
-
-
-def propose_control(core: RaftCore, messages: list[Message], now_ms: int) -> int:
-    """Append ``messages`` as one control batch, as a controller writes the kraft.version
-    upgrade; returns its offset."""
-    offset = core.next_offset
-    core.prepare_append([control_batch(offset, core.epoch, messages, core.wall_time(now_ms))], now_ms)
-    core.tick(now_ms)
-    return offset
 
 
 def kraft_version_batch(base_offset: int, epoch: int, level: int, voters: VoterSet, now_ms: int) -> bytes:
