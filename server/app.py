@@ -57,7 +57,8 @@ from server.metrics.controller_metrics import ControllerMetrics
 from server.network import Listener
 from server.sliced_work import SlicedWork
 from server.snapshot_scheduler import SnapshotScheduler
-from server.quorum import QuorumEvents, QuorumReplication
+from server.quorum import QuorumReplication
+from server.quorum_driver import QuorumEvents
 from server.raft.voters import VoterSet, read_history
 from server.raft.quorum_config import QuorumConfig
 

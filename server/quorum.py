@@ -1,12 +1,12 @@
 """The network and disk shell around the Raft core, for every controller: one voter or several.
 
-``QuorumReplication`` owns a ``RaftCore`` and does what its outputs ask, in order: persist the
-election in quorum-state before anything else goes out, send requests to the other voters over
-one outbound connection each, answer every request about the metadata log (the voters' RPCs,
-and Fetch, FetchSnapshot and DescribeQuorum from brokers and tools), and tell the controller
-shell what happened (records committed, leadership won or lost, a snapshot installed, a voter
-change the leader wrote). Time is
-the monotonic clock in milliseconds; the core is ticked at its next deadline.
+``QuorumReplication`` owns a ``RaftCore`` and is the I/O of the driver that carries out its
+outputs in order (``server.quorum_driver``): it persists the election in quorum-state before
+anything else goes out, sends requests to the other voters over one outbound connection each,
+and answers every request about the metadata log (the voters' RPCs, and Fetch, FetchSnapshot
+and DescribeQuorum from brokers and tools); the driver tells the controller shell what
+happened. Time is the monotonic clock in milliseconds; the core is ticked at its next
+deadline.
 
 It is the controller's commit path: the active controller submits the records of each
 command, and a response waiting for an offset is released once a majority of voters (the
@@ -24,7 +24,6 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -34,12 +33,10 @@ from server.controller.result import VersionedRecord
 from server.metalog.commit_path import encode_batches
 from server.metalog.quorum_state import QuorumState, read_quorum_state, write_quorum_state
 from server.metalog.raft_log import DiskRaftLog
-from server.commit_tracker import CommitTracker
 from server.raft import messages as rpc
 from server.raft.core import NotLeader, RaftCore
-from server.raft.outputs import (
-    AppendFailed, BecameLeader, Committed, ControlAppended, LeaderChanged, LostLeadership, Output, PersistElection,
-    Refused, SendRequest, SendResponse, SnapshotInstalled)
+from server.quorum_driver import QuorumDriver, QuorumEvents
+from server.raft.outputs import SendRequest, SendResponse
 from server.raft.voters import KRAFT_VERSION_DYNAMIC, VoterSet
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election
@@ -48,24 +45,8 @@ from server.voter_channel import VoterChannel
 
 log = logging.getLogger("kraftwire.quorum")
 
-MAX_REFUSALS_REMEMBERED = 1000
-
-
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-@dataclass
-class QuorumEvents:
-    """What the controller shell does when the quorum moves."""
-
-    committed: Callable[[int], None]  # every record up to the offset is committed
-    became_leader: Callable[[int, int], None]  # (epoch, offset of its LeaderChange)
-    lost_leadership: Callable[[int], None]  # (epoch); uncommitted state must go
-    leader_changed: Callable[[int, int], None]  # (epoch, leader id or -1)
-    snapshot_installed: Callable[[int, int], None]  # (end offset, epoch)
-    # The leader wrote quorum records itself (base offset, records): an active controller replays them.
-    control_appended: Callable[[int, tuple[Message, ...]], None]
 
 
 class QuorumReplication:
@@ -73,7 +54,6 @@ class QuorumReplication:
                  events: QuorumEvents, wall_clock_ms: Callable[[], int],
                  security: ClientSecurity = PLAINTEXT) -> None:
         self.node_id = node_id
-        self._refusals_said: set[str] = set()  # the core's Refused reasons already logged
         self.log_dir = log_dir
         self.raft_log = raft_log
         self.events = events
@@ -84,7 +64,8 @@ class QuorumReplication:
                              lambda _now: wall_clock_ms())
         raft_log.on_flushed = self._poke
         self.request_timeout_s = config.request_timeout_ms / 1000
-        self.commits = CommitTracker(events.committed)
+        self.driver = QuorumDriver(self, events)
+        self.commits = self.driver.commits
         self._answers: dict[int, asyncio.Future[Message]] = {}  # inbound correlation -> response
         self._next_inbound = 0
         # How the other voters are reached: the controller listener's protocol.
@@ -201,7 +182,7 @@ class QuorumReplication:
     # --- doing what the core asks ----------------------------------------------------------------
     def _run(self) -> None:
         for output in self.core.take_outputs():
-            self._do(output)
+            self.driver.perform(output)
         if self._closed:
             return
         deadline = self.core.next_deadline()
@@ -231,57 +212,31 @@ class QuorumReplication:
             os._exit(3)
         self._run()
 
-    def _do(self, output: Output) -> None:
-        if isinstance(output, PersistElection):
-            e = output.election
-            dynamic = self.core.history.kraft_version >= KRAFT_VERSION_DYNAMIC
-            try:
-                write_quorum_state(self.log_dir, QuorumState(
-                    leader_id=e.leader_id, leader_epoch=e.epoch, voted_id=e.voted_id,
-                    voted_directory_id=e.voted_directory_id,
-                    voters=() if dynamic else tuple(sorted(self.core.voters)), data_version=1 if dynamic else 0))
-            except OSError as exc:
-                # A vote or a leadership not on disk could be given again after a restart: the
-                # node stops at once, before anything after this output goes out, as Kafka's
-                # fault handler stops it.
-                log.critical("cannot save the quorum state (epoch %d, vote %d, leader %d); stopping: %s",
-                             e.epoch, e.voted_id, e.leader_id, exc)
-                os._exit(3)
-        elif isinstance(output, Refused):
-            # A refused peer retries every backoff: each distinct reason is said once.
-            if output.reason not in self._refusals_said:
-                if len(self._refusals_said) >= MAX_REFUSALS_REMEMBERED:
-                    self._refusals_said.clear()  # made-up cluster ids cannot grow it without bound
-                self._refusals_said.add(output.reason)
-                log.error("%s", output.reason)
-        elif isinstance(output, ControlAppended):
-            self.events.control_appended(output.base_offset, output.messages)
-        elif isinstance(output, AppendFailed):
-            self.commits.failures += 1
-            log.error("metadata log write failed; resigning the leadership: %s", output.reason)
-        elif isinstance(output, SendRequest):
-            task = asyncio.get_running_loop().create_task(self._send(output))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        elif isinstance(output, SendResponse):
-            answer = self._answers.pop(output.correlation_id, None)
-            if answer is not None and not answer.done():
-                answer.set_result(output.message)
-        elif isinstance(output, Committed):
-            self.commits.committed(output.last_offset)
-        elif isinstance(output, BecameLeader):
-            log.info("leading epoch %d from offset %d", output.epoch, output.epoch_start_offset)
-            self.events.became_leader(output.epoch, output.epoch_start_offset)
-        elif isinstance(output, LostLeadership):
-            log.info("no longer leading epoch %d", output.epoch)
-            self.commits.fail_all(f"leadership of epoch {output.epoch} was lost")
-            self.events.lost_leadership(output.epoch)
-        elif isinstance(output, LeaderChanged):
-            log.info("epoch %d: leader %s", output.epoch, output.leader_id if output.leader_id >= 0 else "unknown")
-            self.events.leader_changed(output.epoch, output.leader_id)
-        elif isinstance(output, SnapshotInstalled):
-            log.info("installed the leader's snapshot ending at offset %d", output.end_offset)
-            self.events.snapshot_installed(output.end_offset, output.epoch)
+    # --- the I/O the driver asks for (QuorumIO) ---------------------------------------------------
+    def persist(self, election: Election) -> None:
+        e = election
+        dynamic = self.core.history.kraft_version >= KRAFT_VERSION_DYNAMIC
+        try:
+            write_quorum_state(self.log_dir, QuorumState(
+                leader_id=e.leader_id, leader_epoch=e.epoch, voted_id=e.voted_id,
+                voted_directory_id=e.voted_directory_id,
+                voters=() if dynamic else tuple(sorted(self.core.voters)), data_version=1 if dynamic else 0))
+        except OSError as exc:
+            # The node stops at once, before anything after this output goes out, as Kafka's
+            # fault handler stops it.
+            log.critical("cannot save the quorum state (epoch %d, vote %d, leader %d); stopping: %s",
+                         e.epoch, e.voted_id, e.leader_id, exc)
+            os._exit(3)
+
+    def send(self, request: SendRequest) -> None:
+        task = asyncio.get_running_loop().create_task(self._send(request))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def answer(self, response: SendResponse) -> None:
+        answer = self._answers.pop(response.correlation_id, None)
+        if answer is not None and not answer.done():
+            answer.set_result(response.message)
 
     # --- the other voters --------------------------------------------------------------------------
     async def _send(self, request: SendRequest) -> None:

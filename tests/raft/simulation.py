@@ -13,9 +13,11 @@ durably by a majority; a leader holds every batch committed in an earlier epoch;
 high watermark never goes back within one run of it; and a batch at a given (offset, epoch)
 is the same bytes in every log (log matching).
 
-Each node also runs the controller as the server does (``ControllerReplica``): standbys replay
-what commits, the leader applies the client's commands before they commit and undoes them if
-it loses its epoch. ``check_controllers`` asserts that every voter's controller state is the
+Each node runs the server's own shell code around its core: the driver that carries out the
+core's outputs (``QuorumDriver``, with this network and disk as its I/O) and the controller's
+lifecycle (``ControllerLifecycle`` over a ``ControllerReplica``): standbys replay what commits,
+a slice per event, the leader applies the client's commands before they commit and undoes them
+if it loses its epoch. ``check_controllers`` asserts that every voter's controller state is the
 state of replaying the committed log.
 
 A dynamic quorum (KIP-853) starts from the voters ``format --initial-controllers`` names, with
@@ -50,9 +52,8 @@ from server.metalog.commit_path import encode_batches
 from server.raft.core import NotLeader, RaftCore
 from server.raft.log import split_batches
 from tests.support.raft_log import InMemoryLog
-from server.raft.outputs import (
-    BecameLeader, Committed, ControlAppended, LeaderChanged, LostLeadership, Output, PersistElection, SendRequest,
-    SendResponse, SnapshotInstalled)
+from server.quorum_driver import QuorumDriver, QuorumEvents
+from server.raft.outputs import Committed, SendRequest, SendResponse
 from server.raft.quorum_config import QuorumConfig
 from server.raft.state import Election
 from server.raft.types import OffsetAndEpoch, ReplicaKey
@@ -165,6 +166,7 @@ class Node:
     incarnation: int = 0
     replica: ControllerReplica | None = None
     lifecycle: ControllerLifecycle | None = None
+    driver: QuorumDriver | None = None
 
     def local(self, t: float) -> int:
         return int(self.offset_ms + self.rate * t)
@@ -178,6 +180,23 @@ class _Event:
     time: float
     seq: int
     action: Callable[[], object] = field(compare=False)
+
+
+@dataclass
+class _NodeIO:
+    """A node's quorum-state file, outbound requests and answers, on the simulated network."""
+
+    sim: "Simulation"
+    node: Node
+
+    def persist(self, election: Election) -> None:
+        self.sim._persist(self.node, election)
+
+    def send(self, request: SendRequest) -> None:
+        self.sim._send_request(self.node, request)
+
+    def answer(self, response: SendResponse) -> None:
+        self.sim._answer(self.node, response)
 
 
 class Simulation:
@@ -268,6 +287,8 @@ class Simulation:
         # here, so that other messages land between them as they do on the server's loop.
         node.lifecycle = ControllerLifecycle(node.replica, partial(self._later, node), lambda: BOOTSTRAP,
                                              partial(self._activated, node), slice_bytes=1)
+        # The server's own driver of the core's outputs, with this network and disk as its I/O.
+        node.driver = QuorumDriver(_NodeIO(self, node), self._events(node))
         self._drain(node)
 
     def _config_of(self, node_id: int) -> QuorumConfig:
@@ -302,51 +323,60 @@ class Simulation:
             if i == crash_at:
                 self.crash(node)
                 return
-            self._perform(node, output)
+            if isinstance(output, Committed):
+                self._check_commit_order(node, output.last_offset)
+            assert node.driver is not None
+            node.driver.perform(output)
         self._schedule_tick(node)
 
-    def _perform(self, node: Node, output: Output) -> None:
-        if isinstance(output, PersistElection):
-            node.persisted = output.election
-            if self.faults.crashes and output.election.leader_id < 0 <= output.election.voted_id \
-                    and self.rng.random() < 0.1:
-                # Die just after voting and come straight back, while the election still
-                # runs: the vote must survive, or this node could vote twice in the epoch.
-                self.at(self.now + self.rng.uniform(0, 1), lambda: self.crash(node))
-                self.at(self.now + self.rng.uniform(1, 30), lambda: self.restart(node))
-        elif isinstance(output, SendRequest):
-            self._send(node.node_id, output.destination,
-                       self._deliver_request(node.node_id, output.destination, output.correlation_id,
-                                             output.message))
-        elif isinstance(output, SendResponse):
-            self._send(node.node_id, output.destination,
-                       self._deliver_response(node.node_id, output.correlation_id, output.message))
-        elif isinstance(output, Committed):
-            self._on_committed(node, output.last_offset)
+    # --- the I/O the server's driver asks of a node (QuorumIO) ----------------------------------
+    def _persist(self, node: Node, election: Election) -> None:
+        node.persisted = election
+        if self.faults.crashes and election.leader_id < 0 <= election.voted_id and self.rng.random() < 0.1:
+            # Die just after voting and come straight back, while the election still runs:
+            # the vote must survive, or this node could vote twice in the epoch.
+            self.at(self.now + self.rng.uniform(0, 1), lambda: self.crash(node))
+            self.at(self.now + self.rng.uniform(1, 30), lambda: self.restart(node))
+
+    def _send_request(self, node: Node, output: SendRequest) -> None:
+        self._send(node.node_id, output.destination,
+                   self._deliver_request(node.node_id, output.destination, output.correlation_id, output.message))
+
+    def _answer(self, node: Node, output: SendResponse) -> None:
+        self._send(node.node_id, output.destination,
+                   self._deliver_response(node.node_id, output.correlation_id, output.message))
+
+    # --- the quorum's events, as the server's controller shell takes them --------------------------
+    def _events(self, node: Node) -> QuorumEvents:
+        def lifecycle() -> ControllerLifecycle:
             assert node.lifecycle is not None
-            node.lifecycle.committed(output.last_offset)
-        elif isinstance(output, LeaderChanged):
-            self._note_leader(output.epoch, output.leader_id)
-        elif isinstance(output, BecameLeader):
-            self._note_leader(output.epoch, node.node_id)
+            return node.lifecycle
+
+        def committed(last_offset: int) -> None:
+            self._on_committed(node, last_offset)
+            lifecycle().committed(last_offset)
+
+        def became_leader(epoch: int, epoch_start_offset: int) -> None:
+            self._note_leader(epoch, node.node_id)
             self.client_target = node.node_id
-            assert node.lifecycle is not None
-            node.lifecycle.became_leader()
-        elif isinstance(output, LostLeadership):
-            assert node.lifecycle is not None
-            node.lifecycle.lost_leadership(node.last_committed)
-        elif isinstance(output, SnapshotInstalled):
-            assert node.lifecycle is not None
-            node.lifecycle.installed(self._controller_from_log(node))
-        elif isinstance(output, ControlAppended):
-            assert node.lifecycle is not None
-            node.lifecycle.control_appended(output.base_offset, output.messages)
+            lifecycle().became_leader()
+
+        return QuorumEvents(
+            committed=committed, became_leader=became_leader,
+            lost_leadership=lambda epoch: lifecycle().lost_leadership(node.last_committed),
+            leader_changed=self._note_leader,
+            snapshot_installed=lambda end_offset, epoch: lifecycle().installed(self._controller_from_log(node)),
+            control_appended=lambda base_offset, messages: lifecycle().control_appended(base_offset, messages))
 
     def _later(self, node: Node, work: Callable[[], None]) -> None:
         """Work of the node's controller, run as an event of its own, unless the node crashed
         or restarted meanwhile."""
         incarnation = node.incarnation
-        self.at(self.now, lambda: node.incarnation == incarnation and node.core is not None and work())
+
+        def run() -> None:
+            if node.incarnation == incarnation and node.core is not None:
+                work()
+        self.at(self.now, run)
 
     def _activated(self, node: Node, writes: list[Applied]) -> None:
         for applied in writes:
@@ -396,6 +426,7 @@ class Simulation:
         node.core = None
         node.replica = None
         node.lifecycle = None
+        node.driver = None
         unflushed = sum(1 for b in node.log.batches if b.last_offset >= node.log.flushed_offset)
         keep = self.rng.choice([0, 0, unflushed, self.rng.randint(0, unflushed)])
         node.log.lose_unflushed(keep)
@@ -532,10 +563,13 @@ class Simulation:
         if batches != self.committed[:len(batches)] or self.committed_ends[len(batches) - 1] != snapshot[0]:
             raise self.fail(f"a snapshot ending at {snapshot[0]} is not the committed log up to there")
 
-    def _on_committed(self, node: Node, last_offset: int) -> None:
+    def _check_commit_order(self, node: Node, last_offset: int) -> None:
+        """Every commit the core reports moves its high watermark on, within one run of it."""
         if last_offset <= node.last_committed:
             raise self.fail(f"node {node.node_id}'s high watermark went back from "
                             f"{node.last_committed + 1} to {last_offset + 1}")
+
+    def _on_committed(self, node: Node, last_offset: int) -> None:
         node.last_committed = last_offset
         if node.log.end_offset <= last_offset:
             raise self.fail(f"node {node.node_id} reports offset {last_offset} committed "
