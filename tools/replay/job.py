@@ -5,7 +5,8 @@ packets belong to which connection. A large capture's connections are dealt to s
 one Spark task each, so one big capture still keeps every core busy; a task reads the packets
 of its share and no others, so every byte is decoded once however many tasks there are. Each
 task gets its share's packet positions as a broadcast; the pure-Python decoder runs inside the
-executors, which hand their rows to the JVM as Arrow batches. The driver holds positions
+executors (plain connections straight from segments to frames, `in_order`), which hand their
+rows to the JVM as Arrow batches. The driver holds positions
 (30 bytes a TCP segment) and the aggregates coming back (`summary`), never a capture's bytes or
 rows, so a capture bigger than its memory still goes through, as long as its packets'
 positions fit.
@@ -28,9 +29,9 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
-from tools.replay.decode import FlowRow, FrameRow, decode_flows
-from tools.replay.flows import route
-from tools.replay.index import CaptureIndex, Share, index_capture, share_events, unreadable
+from tools.replay.decode import FlowRow, FrameRow
+from tools.replay.in_order import decode_share
+from tools.replay.index import CaptureIndex, Share, index_capture, unreadable
 from tools.replay.progress import Progress, TaskShare, note
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
 from tools.replay.tables import Tables
@@ -69,9 +70,8 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         yield _VIOLATION, found
     if task.share is None:
         return
-    ports = task.ports or None
     try:
-        for item in decode_flows(route(share_events(task.share), task.capture, ports), task.capture):
+        for item in decode_share(task.share, task.capture, frozenset(task.ports)):
             yield _TAGS[type(item)], item
     except OSError as exc:
         yield _VIOLATION, violation(task.capture, None, None, None, "unreadable_file", None, str(exc))
