@@ -52,6 +52,7 @@ class Share(NamedTuple):
     path: str
     eof_ns: int  # the time of the capture's last TCP segment: when connections still open end
     packets: Rows  # PACKET rows
+    owners: npt.NDArray[np.int32]  # the connection of each of them, as in its capture's index
 
     def size(self) -> int:
         return int(self.packets["caplen"].sum())
@@ -71,7 +72,8 @@ class CaptureIndex(NamedTuple):
         count = max(1, min(parts, math.ceil(float(self.weights.sum()) / share_bytes)))
         share_of = _deal(self.weights, count)[self.owners]
         eof_ns = int(self.packets[-1]["timestamp_ns"])
-        shares = [Share(self.path, eof_ns, self.packets[share_of == n]) for n in range(count)]
+        shares = [Share(self.path, eof_ns, self.packets[share_of == n], self.owners[share_of == n])
+                  for n in range(count)]
         return [s for s in shares if len(s.packets)]
 
 
@@ -138,8 +140,14 @@ def _keys(buf: Buffer, packets: Rows, capture: str, violations: list[Violation]
     if len(packets):
         data = np.frombuffer(buf, np.uint8)
         try:
-            for link_type, (ip, ethertype_at) in FAST_LINK_OFFSETS.items():
-                _fast_keys(data, packets, link_type, ip, ethertype_at, keys, done)
+            # A slice at a time: the header columns take several times the rows' own bytes.
+            for first in range(0, len(packets), _CHUNK * 16):
+                headers = fast_headers(data, packets[first : first + _CHUNK * 16])
+                rows = headers.rows + first
+                low = np.minimum(headers.src, headers.dst).astype(np.uint64)
+                high = np.maximum(headers.src, headers.dst).astype(np.uint64)
+                keys[rows] = low * np.uint64(_MIX) + high
+                done[rows] = True
         finally:
             del data  # a mapped file cannot close while an array still looks into it
     segments = done.copy()
@@ -154,11 +162,34 @@ def _keys(buf: Buffer, packets: Rows, capture: str, violations: list[Violation]
     return keys, np.flatnonzero(segments)
 
 
-def _fast_keys(data: npt.NDArray[np.uint8], packets: Rows, link_type: int, ip: int, ethertype_at: int | None,
-               keys: npt.NDArray[np.uint64], done: npt.NDArray[np.bool_]) -> None:
-    """Keys of the packets of one link type that `packet.decode_segment` reads on its fast
-    path (IPv4 without options, unfragmented, carrying TCP): the same tests, column-wise."""
-    caplen = packets["caplen"]
+class Headers(NamedTuple):
+    """The IPv4 and TCP fields of the packets that `packet.decode_segment` reads on its fast
+    path, one column each, in the order of `rows`."""
+
+    rows: Column  # which of the packets they are, ascending
+    src: Column  # the source address and port as one number: address << 16 | port
+    dst: Column
+    seq: Column
+    flags: Column
+    payload_at: Column  # where the payload lies in the capture's bytes
+    payload_end: Column
+    missing: Column  # payload bytes the IP length promises but the capture does not hold
+
+
+def fast_headers(data: npt.NDArray[np.uint8], packets: Rows) -> Headers:
+    """The header fields of those of `packets` (in the capture's bytes `data`) that
+    `packet.decode_segment` reads on its fast path (IPv4 without options, unfragmented,
+    carrying TCP): the same tests and the same fields, column-wise."""
+    parts = [_fast_headers(data, packets, link_type, ip, ethertype_at)
+             for link_type, (ip, ethertype_at) in FAST_LINK_OFFSETS.items()]
+    joined = Headers(*(np.concatenate(column) for column in zip(*parts)))
+    order = np.argsort(joined.rows, kind="stable")
+    return Headers(*(column[order] for column in joined))
+
+
+def _fast_headers(data: npt.NDArray[np.uint8], packets: Rows, link_type: int, ip: int, ethertype_at: int | None
+                  ) -> Headers:
+    caplen = packets["caplen"].astype(np.int64)
     rows = np.flatnonzero((packets["link_type"] == link_type) & (caplen >= ip + 40))
     start = packets["at"][rows]
     if ethertype_at is not None:
@@ -169,14 +200,15 @@ def _fast_keys(data: npt.NDArray[np.uint8], packets: Rows, link_type: int, ip: i
     total_length = _be(data, base + 2, 2)
     data_offset = data[base + 32].astype(np.int64)
     payload_at = ip + 20 + (data_offset >> 4) * 4
+    ip_end = ip + total_length
     kept = ((data[base] == 0x45) & (data[base + 9] == f.IPPROTO_TCP) & ((_be(data, base + 6, 2) & 0x3FFF) == 0)
-            & (data_offset >= 0x50) & (payload_at <= ip + total_length) & (payload_at <= caplen[rows]))
-    rows, base = rows[kept], base[kept]
-    source = _be(data, base + 12, 4) << 16 | _be(data, base + 20, 2)
-    destination = _be(data, base + 16, 4) << 16 | _be(data, base + 22, 2)
-    low, high = np.minimum(source, destination).astype(np.uint64), np.maximum(source, destination).astype(np.uint64)
-    keys[rows] = low * np.uint64(_MIX) + high
-    done[rows] = True
+            & (data_offset >= 0x50) & (payload_at <= ip_end) & (payload_at <= caplen[rows]))
+    rows, start, base, payload_at, ip_end = rows[kept], start[kept], base[kept], payload_at[kept], ip_end[kept]
+    captured = caplen[rows]
+    missing = np.maximum(0, np.minimum(ip_end, packets["orig_len"][rows].astype(np.int64)) - captured)
+    return Headers(rows, _be(data, base + 12, 4) << 16 | _be(data, base + 20, 2),
+                   _be(data, base + 16, 4) << 16 | _be(data, base + 22, 2), _be(data, base + 24, 4),
+                   data[base + 33].astype(np.int64), start + payload_at, start + np.minimum(ip_end, captured), missing)
 
 
 def _be(data: npt.NDArray[np.uint8], at: Column, width: int) -> Column:

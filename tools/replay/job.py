@@ -5,7 +5,8 @@ packets belong to which connection. A large capture's connections are dealt to s
 one Spark task each, so one big capture still keeps every core busy; a task reads the packets
 of its share and no others, so every byte is decoded once however many tasks there are. Each
 task gets its share's packet positions as a broadcast; the pure-Python decoder runs inside the
-executors, which hand their rows to the JVM as Arrow batches. The driver holds positions
+executors (plain connections straight from segments to frames, `in_order`), which hand their
+rows to the JVM as Arrow batches. The driver holds positions
 (30 bytes a TCP segment) and the aggregates coming back (`summary`), never a capture's bytes or
 rows, so a capture bigger than its memory still goes through, as long as its packets'
 positions fit.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -28,9 +30,9 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
-from tools.replay.decode import FlowRow, FrameRow, decode_flows
-from tools.replay.flows import route
-from tools.replay.index import CaptureIndex, Share, index_capture, share_events, unreadable
+from tools.replay.decode import FlowRow, FrameRow
+from tools.replay.in_order import decode_share
+from tools.replay.index import CaptureIndex, Share, index_capture, unreadable
 from tools.replay.progress import Progress, TaskShare, note
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, Violation, controller_violations, violation
 from tools.replay.tables import Tables
@@ -69,9 +71,8 @@ def run_task(task: Task) -> Iterator[tuple[int, RowTuple]]:
         yield _VIOLATION, found
     if task.share is None:
         return
-    ports = task.ports or None
     try:
-        for item in decode_flows(route(share_events(task.share), task.capture, ports), task.capture):
+        for item in decode_share(task.share, task.capture, frozenset(task.ports)):
             yield _TAGS[type(item)], item
     except OSError as exc:
         yield _VIOLATION, violation(task.capture, None, None, None, "unreadable_file", None, str(exc))
@@ -226,24 +227,27 @@ def spark_session(master: str | None, app_name: str = "kraftwire-replay", log: s
     return spark
 
 
-def build_tables(spark: SparkSession, tasks: list[Broadcast[Task]], counters: Counters,
+def build_tables(spark: SparkSession, tasks: list[Broadcast[Task]], counters: Counters, decoded: str,
                  say: Callable[[str], None]) -> Tables:
-    """Decode the tasks on the cluster, counting in `counters`; the DataFrames of frames,
-    violations and flows."""
+    """Decode the tasks on the cluster into Parquet at `decoded`, counting in `counters`; the
+    DataFrames of frames, violations and flows, read from there."""
     from pyspark.sql import functions as F
 
     from tools.replay import schema
 
     # The executors decode their tasks and hand every kind of row to the JVM in Arrow batches
-    # of one cached table, one struct column per kind, split apart by the JVM; the driver
-    # sends the function, and each task's share goes to the executor that reads it. A range
-    # of task indexes, one per partition, needs no Python worker to build, as a DataFrame of
-    # Python rows would.
+    # of one table, one struct column per kind, split apart by the JVM; the driver sends the
+    # function, and each task's share goes to the executor that reads it. A range of task
+    # indexes, one per partition, needs no Python worker to build, as a DataFrame of Python
+    # rows would.
     indexes = spark.range(0, len(tasks), 1, max(1, len(tasks)))
-    rows = indexes.mapInArrow(functools.partial(arrow_tasks, tasks, counters), schema.TAGGED).persist()
-    # Decode once, now: the jobs below would otherwise each decode before the cache is filled
-    # (the broadcast of the cross-flow violations runs beside the frames' own job).
-    say(f"decoded {rows.count()} rows")
+    # Decoded once, now, and written as it comes: the tables below each read their own column
+    # of it, where a cache of the rows in memory would be built whole first, spilling to disk
+    # once a large capture's rows outgrow the executors' memory.
+    decoding = indexes.mapInArrow(functools.partial(arrow_tasks, tasks, counters), schema.TAGGED)
+    decoding.write.mode("overwrite").parquet(decoded)
+    say(f"decoded {counters.frames.value} frames")
+    rows = spark.read.parquet(decoded)
     frames = rows.where("tag = 0").select("frame.*")
     events = rows.where("tag = 3").select("event.*")
     judged = events.groupBy("capture").applyInArrow(judge_capture, schema.VIOLATIONS).persist()  # read twice below
@@ -279,6 +283,7 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
         if spark is None:
             spark = spark_session(master, log=os.path.join(out, "spark.log"))
         broadcasts: list[Broadcast[Task]] = []
+        decoded = os.path.join(out, "_decoded")  # the rows as the tasks decode them, until the tables are written
         try:
             sc = spark.sparkContext
             running_on = sc.master
@@ -295,12 +300,12 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
                               counters.frames)
                 broadcasts = [sc.broadcast(task) for task in tasks]
                 del tasks  # the executors have them now
-                tables = build_tables(spark, broadcasts, counters, progress.note)
+                tables = build_tables(spark, broadcasts, counters, decoded, progress.note)
                 progress.note(f"writing tables under {out}")
                 progress.step("writing tables")
                 for name in Tables._fields:
                     getattr(tables, name).write.mode("overwrite").parquet(os.path.join(out, name))
-                # The decoded rows are in the tables now: their cache leaves the memory to the summary.
+                # The cross-flow violations are in the tables now.
                 spark.catalog.clearCache()
                 # The summary reads the Parquet just written rather than decoding the captures again.
                 written = Tables(*(spark.read.parquet(os.path.join(out, name)) for name in Tables._fields))
@@ -313,6 +318,7 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
         finally:
             for broadcast in broadcasts:
                 broadcast.destroy()
+            shutil.rmtree(decoded, ignore_errors=True)
             if own_session:
                 spark.stop()
     figures["seconds"] = round(time.monotonic() - started, 3)
