@@ -71,7 +71,7 @@ from server.raft.leader import check_quorum
 from server.raft.log import RaftLog
 from server.raft.reconfig.membership import Membership
 from server.raft.outbox import Kind, Outbox
-from server.raft.outputs import AppendFailed, Committed, ControlAppended, LostLeadership, Output
+from server.raft.outputs import AppendFailed, ControlAppended, LostLeadership, Output
 from server.raft.quorum_config import QuorumConfig
 from server.raft.replication import bootstrap_quorum_records, control_batch, leader_change_batch
 from server.raft.state import (
