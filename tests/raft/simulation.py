@@ -190,13 +190,23 @@ class _NodeIO:
     node: Node
 
     def persist(self, election: Election) -> None:
-        self.sim._persist(self.node, election)
+        sim, node = self.sim, self.node
+        node.persisted = election
+        if sim.faults.crashes and election.leader_id < 0 <= election.voted_id and sim.rng.random() < 0.1:
+            # Die just after voting and come straight back, while the election still runs:
+            # the vote must survive, or this node could vote twice in the epoch.
+            sim.at(sim.now + sim.rng.uniform(0, 1), lambda: sim.crash(node))
+            sim.at(sim.now + sim.rng.uniform(1, 30), lambda: sim.restart(node))
 
     def send(self, request: SendRequest) -> None:
-        self.sim._send_request(self.node, request)
+        source = self.node.node_id
+        self.sim._send(source, request.destination, self.sim._deliver_request(
+            source, request.destination, request.correlation_id, request.message))
 
     def answer(self, response: SendResponse) -> None:
-        self.sim._answer(self.node, response)
+        source = self.node.node_id
+        self.sim._send(source, response.destination,
+                       self.sim._deliver_response(source, response.correlation_id, response.message))
 
 
 class Simulation:
@@ -328,23 +338,6 @@ class Simulation:
             assert node.driver is not None
             node.driver.perform(output)
         self._schedule_tick(node)
-
-    # --- the I/O the server's driver asks of a node (QuorumIO) ----------------------------------
-    def _persist(self, node: Node, election: Election) -> None:
-        node.persisted = election
-        if self.faults.crashes and election.leader_id < 0 <= election.voted_id and self.rng.random() < 0.1:
-            # Die just after voting and come straight back, while the election still runs:
-            # the vote must survive, or this node could vote twice in the epoch.
-            self.at(self.now + self.rng.uniform(0, 1), lambda: self.crash(node))
-            self.at(self.now + self.rng.uniform(1, 30), lambda: self.restart(node))
-
-    def _send_request(self, node: Node, output: SendRequest) -> None:
-        self._send(node.node_id, output.destination,
-                   self._deliver_request(node.node_id, output.destination, output.correlation_id, output.message))
-
-    def _answer(self, node: Node, output: SendResponse) -> None:
-        self._send(node.node_id, output.destination,
-                   self._deliver_response(node.node_id, output.correlation_id, output.message))
 
     # --- the quorum's events, as the server's controller shell takes them --------------------------
     def _events(self, node: Node) -> QuorumEvents:
