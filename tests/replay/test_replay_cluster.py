@@ -74,14 +74,14 @@ def test_the_job_on_a_standalone_cluster_gives_the_local_tables(cluster, spark, 
     for n, capture in enumerate(captures):
         capture.write_bytes(traffic(brokers=3 + n))
     local, remote = tmp_path / "local", tmp_path / "cluster"
-    job.validate([str(c) for c in captures], str(local), spark=spark)
+    job.validate([str(c) for c in captures], str(local), context=spark.sparkContext)
     # The executors run this interpreter (it has the decoder's packages); the code goes as a zip.
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     result = subprocess.run([sys.executable, "-m", "tools.replay", "validate", *map(str, captures),
                              "--out", str(remote), "--master", cluster], cwd=ROOT, env=env, capture_output=True, timeout=JOB_TIMEOUT_S)
     assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
     assert f"report: {remote / 'report.html'}" in result.stdout.decode()
-    for table in job.Tables._fields:
+    for table in job.TABLES:
         assert rows(spark, remote, table) == rows(spark, local, table), table
     # Both captures' every request and answer: 3 + 4 brokers, 3 + HEARTBEATS exchanges each.
     assert len(rows(spark, remote, "frames")) == (3 + 4) * 2 * (3 + HEARTBEATS)

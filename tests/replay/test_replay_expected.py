@@ -108,12 +108,12 @@ def results(spark: Any, folder: Path, share_bytes: int | None = None) -> dict[st
         path.write_bytes(build())
         paths.append(str(path))
     out = folder / "out"
-    figures = job.validate(paths, str(out), spark=spark, quiet=True, share_bytes=share_bytes)
+    figures = job.validate(paths, str(out), context=spark.sparkContext, quiet=True, share_bytes=share_bytes)
     figures.pop("seconds")
     figures.pop("cpu_s")
     tables = {name: sorted(_plain([list(r) for r in spark.read.parquet(str(out / name)).collect()], folder),
                            key=json.dumps)
-              for name in job.Tables._fields}
+              for name in job.TABLES}
     return dict(figures=_plain(figures, folder), **tables)
 
 
@@ -139,7 +139,7 @@ def expected() -> dict[str, Any]:
 @pytest.mark.parametrize("share_bytes", [None, 4096], ids=["whole", "small-shares"])
 def test_tables_and_report_are_the_expected_ones(spark, tmp_path, expected, share_bytes):
     got = results(spark, tmp_path, share_bytes)
-    for table in job.Tables._fields:
+    for table in job.TABLES:
         assert len(got[table]) == len(expected[table]), table
         for row, want in zip(got[table], expected[table]):
             assert row == want, table
@@ -157,7 +157,10 @@ if __name__ == "__main__":
     import tempfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    session = job.spark_session("local[2]", "kraftwire-replay-expected")
+    from pyspark.sql import SparkSession
+
+    job.spark_context("local[2]", "kraftwire-replay-expected")
+    session = SparkSession.builder.getOrCreate()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             written = results(session, Path(tmp))

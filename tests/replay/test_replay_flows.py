@@ -222,7 +222,7 @@ def test_the_spark_job_keeps_the_good_frames_of_a_flow_with_bad_ones(spark, tmp_
         (tmp_path / f"{name}.pcapng").write_bytes(CAPTURES[name]())
     out = tmp_path / "out"
 
-    figures = job.validate(list(paths.values()), str(out), spark=spark)
+    figures = job.validate(list(paths.values()), str(out), context=spark.sparkContext)
 
     frames = spark.read.parquet(str(out / "frames"))
     violations = spark.read.parquet(str(out / "violations"))

@@ -114,7 +114,7 @@ def test_the_spark_job_on_real_and_broken_captures(live, spark, tmp_path):
     garbage.write_bytes(b"\x00" * 1000)
     out = tmp_path / "out"
 
-    figures = job.validate([good, str(empty), str(truncated), str(garbage)], str(out), spark=spark)
+    figures = job.validate([good, str(empty), str(truncated), str(garbage)], str(out), context=spark.sparkContext)
 
     frames = spark.read.parquet(str(out / "frames"))
     violations = spark.read.parquet(str(out / "violations"))
@@ -153,7 +153,7 @@ def test_the_spark_job_on_real_and_broken_captures(live, spark, tmp_path):
 def test_the_report_renders_every_chart_in_chromium(live, spark, tmp_path):
     browser.require()
     out = tmp_path / "out"
-    job.validate([str(live.capture_file)], str(out), spark=spark)
+    job.validate([str(live.capture_file)], str(out), context=spark.sparkContext)
     rendered = browser.render(out / "report.html", report.CHARTS)
     assert rendered.console == []
     # One trace per API that the capture holds requests (rates) or answers (latency) of.

@@ -15,8 +15,8 @@ the same file in the same run:
 summary and report), from nothing to the report as a user waits for it. ``anchor`` is
 ``tshark -r FILE -Y kafka -T fields -e kafka.api_key`` (with ``-d tcp.port==PORT,kafka``: the
 controller does not listen on Kafka's registered port). Without tshark the anchor is null.
-Beside the ratio, each line splits the job's time by its notes (session start, decoding,
-tables, summary, exit) and gives the decoding rate per core.
+Beside the ratio, each line splits the job's time by its notes (session start, decoding
+and writing the tables, summary, exit) and gives the decoding rate per core.
 
 One more line, on the first size only, is the CPU that reading a gigabyte costs, the driver's
 index and the decoding tasks' Python workers summed (the job's ``cpu_s`` figures), at local[2]
@@ -192,14 +192,13 @@ def grow(session: Path, path: Path, size_bytes: int) -> int:
 
 # The parts of the job's time, in order, each with what the job's note that opens it begins
 # with: the session's start opens with the command, and the exit with the note "done".
-PARTS = (("session_start_s", None), ("decode_s", "reading"), ("tables_s", "writing tables"),
-         ("summary_s", "summarising"), ("exit_s", "done"))
+PARTS = (("session_start_s", None), ("decode_s", "reading"), ("summary_s", "summarising"), ("exit_s", "done"))
 
 
 def time_spark(path: Path, workdir: Path, cores: int = CORES) -> tuple[float, dict[str, float], dict[str, Any]]:
     """(seconds from the command to its exit, as a user waits for `python -m tools.replay
     validate`, JVM and session start included; how they split between the session's start,
-    decoding, writing the tables, the summary and the exit, from the job's notes; the job's
+    decoding (which writes the tables), the summary and the exit, from the job's notes; the job's
     figures). A child process each time: a JVM this process already started would make every
     later start look free."""
     out = workdir / "out"

@@ -132,7 +132,7 @@ def _unusable(captures: list[str], out: str | None) -> str | None:
     """Why the job cannot start, found before Spark does: a missing capture or output folder
     in the way. Paths with another scheme than file: are the executors' filesystem's business."""
     from tools.replay.capture import format_problem
-    from tools.replay.tables import local_path
+    from tools.replay.paths import local_path
 
     if out is not None and os.path.exists(out) and not os.path.isdir(out):
         return f"--out {out} is a file, not a folder"

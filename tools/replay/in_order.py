@@ -27,7 +27,7 @@ from tools.replay.framing import REQUEST, RESPONSE, Frame, Framer
 from tools.replay.index import Headers, Share, fast_headers, share_events
 from tools.replay.packet import format_endpoint
 from tools.replay.rules import ControllerEvent, Violation
-from tools.replay.tables import local_path
+from tools.replay.paths import local_path
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -26,7 +26,7 @@ from tools.replay.capture import Buffer, Position, open_buffer, read_positions
 from tools.replay.packet import FAST_LINK_OFFSETS, Segment, decode_segment_at
 from tools.replay.problems import Problem
 from tools.replay.rules import Violation, problem_violation, violation
-from tools.replay.tables import local_path
+from tools.replay.paths import local_path
 from tools.replay.tcp import Reassembler, StreamEvent
 
 if TYPE_CHECKING:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import datetime
 import html
-from typing import TYPE_CHECKING, Any, Sequence
+import importlib.resources
+import json
+from typing import Any, NamedTuple, Sequence
 
 from tools.replay.rules import RULES
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 # The charts, in page order, with the id of the element each is drawn in.
 CHARTS = ("rates", "latency")
@@ -133,52 +132,58 @@ def html_page(figures: dict[str, Any]) -> str:
     ]
     style = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:.5em 0}"
              "td,th{border:1px solid #ccc;padding:2px 8px;font-size:13px}td.n{text-align:right}")
-    from plotly.offline import get_plotlyjs
-
     # The library once, inline, ahead of the charts that use it.
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>Kafka capture validation</title>"
-            f"<style>{style}</style><script>{get_plotlyjs()}</script></head><body>{''.join(sections)}</body></html>\n")
+            f"<style>{style}</style><script>{_plotly_js()}</script></head><body>{''.join(sections)}</body></html>\n")
 
 
-def rates_chart(timeline: dict[str, Any]) -> go.Figure | None:
+def rates_chart(timeline: dict[str, Any]) -> Chart | None:
     """Requests per second per API against the capture's clock (UTC)."""
-    import plotly.graph_objects as go
-
     if not timeline["series"]:
         return None
     bin_s = timeline["bin_ns"] / 1e9
-    start = datetime.datetime.fromtimestamp(timeline["start_ns"] / 1e9, datetime.timezone.utc)
-    figure = go.Figure()
+    start = datetime.datetime.fromtimestamp(timeline["start_ns"] / 1e9, datetime.timezone.utc).replace(tzinfo=None)
+    traces = []
     for name, rates in timeline["series"].items():
-        times = [start + datetime.timedelta(seconds=i * bin_s) for i in range(len(rates))]
-        figure.add_trace(go.Scatter(x=times, y=rates, mode="lines", name=name, line_shape="hv"))
-    figure.update_layout(xaxis_title=f"capture time (UTC), {bin_s:g} s bins",
-                         yaxis_title="requests per second", hovermode="x unified")
-    return figure
+        times = [(start + datetime.timedelta(seconds=i * bin_s)).isoformat(sep=" ") for i in range(len(rates))]
+        traces.append(dict(type="scatter", x=times, y=rates, mode="lines", name=name, line=dict(shape="hv")))
+    return Chart(traces, dict(xaxis=dict(title=dict(text=f"capture time (UTC), {bin_s:g} s bins"), type="date"),
+                              yaxis=dict(title=dict(text="requests per second")), hovermode="x unified"))
 
 
-def latency_chart(histogram: dict[str, Any]) -> go.Figure | None:
+def latency_chart(histogram: dict[str, Any]) -> Chart | None:
     """Responses per API in logarithmic latency bins, drawn at each bin's geometric middle."""
-    import plotly.graph_objects as go
-
     if not histogram["series"]:
         return None
     edges = histogram["edges_ms"]
     middles = [(lo * hi) ** 0.5 for lo, hi in zip(edges, edges[1:])]
-    figure = go.Figure()
-    for name, counts in histogram["series"].items():
-        figure.add_trace(go.Scatter(x=middles, y=counts, mode="lines+markers", name=name,
-                                    hovertemplate="%{x:.3g} ms: %{y} responses"))
-    figure.update_layout(xaxis_title="latency (ms, log scale)", yaxis_title="responses per bin")
-    figure.update_xaxes(type="log")
-    return figure
+    traces = [dict(type="scatter", x=middles, y=counts, mode="lines+markers", name=name,
+                   hovertemplate="%{x:.3g} ms: %{y} responses")
+              for name, counts in histogram["series"].items()]
+    return Chart(traces, dict(xaxis=dict(title=dict(text="latency (ms, log scale)"), type="log"),
+                              yaxis=dict(title=dict(text="responses per bin"))))
 
 
-def _chart(element_id: str, figure: go.Figure | None) -> str:
-    if figure is None:
+class Chart(NamedTuple):
+    """A Plotly chart as plotly.js takes it: its traces and its layout, plain JSON. Written as
+    such rather than through plotly's Python figures, whose checking of every property costs
+    seconds at the end of each run."""
+
+    traces: list[dict[str, Any]]
+    layout: dict[str, Any]
+
+
+def _chart(element_id: str, chart: Chart | None) -> str:
+    if chart is None:
         return f"<p id='{element_id}'>no data</p>"
-    figure.update_layout(height=380, margin=dict(l=60, r=20, t=20, b=50))
-    return str(figure.to_html(full_html=False, include_plotlyjs=False, div_id=element_id))
+    layout = dict(chart.layout, height=380, margin=dict(l=60, r=20, t=20, b=50))
+    return (f"<div id='{element_id}'></div><script>Plotly.newPlot({json.dumps(element_id)}, "
+            f"{json.dumps(chart.traces)}, {json.dumps(layout)}, {{responsive: true}});</script>")
+
+
+def _plotly_js() -> str:
+    """plotly.js as the plotly package ships it."""
+    return (importlib.resources.files("plotly") / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
 
 
 def _summary_line(t: dict[str, Any]) -> str:
