@@ -1,12 +1,13 @@
 """Reading pcap and pcapng files, well-formed, hand-crafted, and damaged."""
 import io
 import struct
+from pathlib import Path
 
 import pytest
 
 from captures import formats as f
 from captures import pcapng_writer
-from tools.replay.capture import Packet, read_packets
+from tools.replay.capture import Packet, plain_positions, read_packets, read_positions
 from tools.replay.problems import Problem
 
 T0 = 1_700_000_000_123_456_789  # a timestamp with nanoseconds in it
@@ -278,3 +279,54 @@ def test_unknown_link_type_interface_is_skipped_and_counted_the_rest_read():
 def test_pcap_with_unknown_link_type_reports_the_count():
     raw = pcap_bytes("<", f.PCAP_MAGIC_MICRO, 147, [(1, 0, frame(40), 40)] * 3)
     assert [(p.kind, p.size) for p in read_packets(raw)] == [("unknown_link_type", 3)]
+
+
+# -- plain pcapng, read many blocks at once ----------------------------------------------------
+
+
+def plain_cases() -> dict[str, tuple[bytes, bool]]:
+    """Captures and whether each is plain (see `plain_positions`)."""
+    two = (shb("<") + idb("<", f.LINKTYPE_ETHERNET)
+           + idb("<", f.LINKTYPE_LINUX_SLL, options=option("<", f.OPT_IF_TSRESOL, b"\x09"))
+           + block("<", 0x00000BAD, b"custom block, skipped by its length")
+           + epb("<", 0, 1_700_000_000_123_456, frame(61)) + epb("<", 1, T0, frame(62), orig=1000)
+           + block("<", 5, b"\0" * 20) + epb("<", 0, 1_700_000_000_123_457, frame(63)))
+    mismatched = bytearray(two)
+    struct.pack_into("<I", mismatched, len(two) - 4, 999)
+    binary = option("<", f.OPT_IF_TSRESOL, bytes([0x80 | 10]))
+    offset = option("<", f.OPT_IF_TSOFFSET, struct.pack("<q", 100))
+    return {
+        "two interfaces": (two, True),
+        "time offset": (shb("<") + idb("<", f.LINKTYPE_RAW, options=offset) + epb("<", 0, 7, frame(40)), True),
+        "no packets": (shb("<") + idb("<", f.LINKTYPE_RAW), True),
+        "big-endian": (shb(">") + idb(">", f.LINKTYPE_ETHERNET) + epb(">", 0, 1, frame(30)), False),
+        "binary time units": (shb("<") + idb("<", f.LINKTYPE_RAW, options=binary) + epb("<", 0, 9, frame(40)), False),
+        "time past 64 bits": (shb("<") + idb("<", f.LINKTYPE_RAW) + epb("<", 0, (1 << 64) - 1, frame(40)), False),
+        "simple packet": (shb("<") + idb("<", f.LINKTYPE_ETHERNET) + spb("<", frame(50)), False),
+        "two sections": (shb("<") + idb("<", 1) + epb("<", 0, 1, frame(30)) + shb("<") + idb("<", 1), False),
+        "interface after a packet": (shb("<") + idb("<", 1) + epb("<", 0, 1, frame(30)) + idb("<", 1)
+                                     + epb("<", 1, 2, frame(31)), False),
+        "unknown link type": (shb("<") + idb("<", 147) + epb("<", 0, 1, frame(30)), False),
+        "packet on an undeclared interface": (shb("<") + idb("<", 1) + epb("<", 3, 1, frame(30)), False),
+        "trailing length differs": (bytes(mismatched), False),
+        "cut short": (two[:-9], False),
+        "not a capture": (b"\0" * 64, False),
+    }
+
+
+@pytest.mark.parametrize("name", list(plain_cases()))
+def test_plain_pcapng_read_at_once_gives_the_walk_s_positions(name):
+    raw, plain = plain_cases()[name]
+    walked = list(read_positions(raw))
+    read = plain_positions(raw)
+    assert (read is not None) == plain
+    if read is not None:
+        assert not any(isinstance(item, Problem) for item in walked)
+        assert [tuple(int(v) for v in row) for row in zip(*read)] == walked
+
+
+def test_the_walkthrough_capture_is_plain():
+    raw = (Path(__file__).parent / "data" / "walkthrough.pcapng").read_bytes()
+    read = plain_positions(raw)
+    assert read is not None
+    assert [tuple(int(v) for v in row) for row in zip(*read)] == list(read_positions(raw))

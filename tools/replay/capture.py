@@ -8,7 +8,11 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import struct
 from typing import BinaryIO, Callable, Generator, Iterator, NamedTuple, Union
+
+import numpy as np
+import numpy.typing as npt
 
 from captures import formats as f
 from tools.replay.problems import Problem
@@ -361,3 +365,88 @@ def _unknown_link_types(interfaces: list[_Interface], skipped: dict[int, int]) -
 def _unknown_link_type(offset: int, if_id: int, link_type: int, count: int) -> Problem:
     what = f"link type {link_type}" if link_type >= 0 else "an unreadable description"
     return Problem("unknown_link_type", offset, count, f"interface {if_id} has {what}: {count} packets skipped")
+
+
+# ---------------------------------------------------------------------------------------------
+# plain pcapng, many blocks at once
+
+
+class Positions(NamedTuple):
+    """Where a capture's packets lie, one column per field of `Position`."""
+
+    timestamp_ns: npt.NDArray[np.int64]
+    link_type: npt.NDArray[np.int64]
+    at: npt.NDArray[np.int64]
+    caplen: npt.NDArray[np.int64]
+    orig_len: npt.NDArray[np.int64]
+
+
+def plain_positions(buf: Buffer) -> Positions | None:
+    """`read_positions` of a plain capture, its blocks read many at once: one little-endian
+    pcapng section whose interfaces, of link types the decoder reads and with decimal time
+    units, are declared before its first packet, and whose every packet is an enhanced packet
+    block that fits its block, in range of time. Every block's length must match its trailing
+    copy and the last block end the file. A capture that is not plain gives None, and the
+    block-by-block walk, which reports what it finds wrong, reads it instead."""
+    n = len(buf)
+    if format_problem(buf) is not None or _section_order(buf, 0) != "<" \
+            or f.PCAPNG_U32["<"].unpack_from(buf, 0)[0] != f.PCAPNG_SHB:
+        return None
+    length = f.PCAPNG_U32["<"].unpack_from
+    min_block = f.PCAPNG_MIN_BLOCK_SIZE
+    starts: list[int] = []
+    add = starts.append
+    pos = 0
+    try:
+        # Only the lengths, one block after another: the loop a packet costs, kept to that.
+        while pos < n:
+            add(pos)
+            total = length(buf, pos + 4)[0]
+            if total < min_block or total % 4:
+                return None
+            pos += total
+    except struct.error:
+        return None
+    if pos != n:
+        return None
+    # Every block starts and ends at a multiple of 4 bytes: its fields are whole words.
+    words = np.frombuffer(buf, "<u4")
+    try:
+        return _plain_columns(buf, words, np.array(starts, np.int64) // 4)
+    finally:
+        del words  # a mapped file cannot close while an array still looks into it
+
+
+def _plain_columns(buf: Buffer, words: npt.NDArray[np.uint32], starts: npt.NDArray[np.int64]) -> Positions | None:
+    """The columns of `plain_positions`, from the file's 32-bit words and each block's first."""
+    types, totals = words[starts].astype(np.int64), words[starts + 1].astype(np.int64)
+    if np.any(words[starts + totals // 4 - 1] != totals):
+        return None
+    if np.count_nonzero(types == f.PCAPNG_SHB) != 1 or np.any(types == f.PCAPNG_SPB):
+        return None
+    try:
+        f.PCAPNG["<"]["shb"].parse(bytes(buf[0 : int(totals[0])]))
+    except f.PARSE_ERRORS:
+        return None
+    packets = np.flatnonzero(types == f.PCAPNG_EPB)
+    declared = np.flatnonzero(types == f.PCAPNG_IDB)
+    if len(packets) and (not len(declared) or declared[-1] > packets[0]):
+        return None
+    interfaces = [_interface(buf, int(starts[i]) * 4, int(totals[i]), "<") for i in declared]
+    if any(isinstance(i, Problem) or not i.known or not i.ts_mult for i in interfaces):
+        return None
+    at, sizes = starts[packets], totals[packets]
+    if_id, caplen, orig_len = (words[at + k].astype(np.int64) for k in (2, 5, 6))
+    if np.any(f.PCAPNG_EPB_FIXED_SIZE + caplen + 4 > sizes) or np.any(if_id >= len(interfaces)):
+        return None
+    ticks = (words[at + 3].astype(np.uint64) << np.uint64(32)) | words[at + 4].astype(np.uint64)
+    ifaces = [i for i in interfaces if isinstance(i, _Interface)]
+    mult = np.array([i.ts_mult for i in ifaces], np.int64)[if_id]
+    offset = np.array([i.ts_offset_ns for i in ifaces], np.int64)[if_id]
+    # Past these, a time would not fit in 64 bits: such a capture takes the careful walk.
+    if len(ticks) and any(int(ticks[if_id == number].max(initial=0)) * i.ts_mult + abs(i.ts_offset_ns) > _MAX_TS_NS
+                          for number, i in enumerate(ifaces)):
+        return None
+    timestamp_ns = ticks.astype(np.int64) * mult + offset
+    link_type = np.array([i.link_type for i in ifaces], np.int64)[if_id]
+    return Positions(timestamp_ns, link_type, at * 4 + f.PCAPNG_EPB_FIXED_SIZE, caplen, orig_len)

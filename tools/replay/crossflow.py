@@ -33,6 +33,9 @@ def judge_capture(capture: Capture, out: str, scratch: str, first_ns: int | None
     `bin_ns` from `first_ns`) and the latency samples."""
     tally = Tally()
     events = pq.read_table([part_path(scratch, EVENTS, n) for n in capture.tasks], schema=schema.EVENTS)
+    # In the rules' own order already: their sort then only confirms it, several times faster
+    # than ordering a capture's events itself.
+    events = events.sort_by([("timestamp_ns", "ascending"), ("frame", "ascending")])
     columns = [events[name].to_pylist() for name in ControllerEvent._fields]
     found = list(controller_violations(map(ControllerEvent._make, zip(*columns))))
     frame_files = [part_path(out, "frames", n) for n in capture.tasks]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterator, NamedTuple
 import numpy as np
 
 from captures import formats as f
-from tools.replay.capture import Buffer, Position, open_buffer, read_positions
+from tools.replay.capture import Buffer, Position, open_buffer, plain_positions, read_positions
 from tools.replay.packet import FAST_LINK_OFFSETS, Segment, decode_segment_at
 from tools.replay.problems import Problem
 from tools.replay.rules import Violation, problem_violation, violation
@@ -114,6 +114,12 @@ def share_events(share: Share) -> Iterator[StreamEvent]:
 
 def _positions(buf: Buffer, capture: str, violations: list[Violation]) -> Rows:
     """Every packet's row, in capture order; the capture's problems go to `violations`."""
+    plain = plain_positions(buf)
+    if plain is not None:
+        rows = np.empty(len(plain.at), PACKET)
+        for name, column in plain._asdict().items():
+            rows[name] = column
+        return rows
     chunks: list[Rows] = []
     pending: list[Position] = []
 
