@@ -39,10 +39,10 @@ from server.controller import event_log
 from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
 from server.controller.features import MV_3_6_IV0, FeatureControl
-from server.controller.offsets import OffsetControl, restore_key
+from server.controller.offsets import OffsetControl, UndoEntry, restore_key
 from server.controller.partitions import Election, PartitionChange, PartitionState
 from server.controller.result import SLICE_RECORDS, ControllerResult, VersionedRecord
-from server.controller.shapes import Shape
+from server.controller.shapes import CopiedChange, Shape, ShapeReplay
 from server.controller.shared_lists import SharedLists
 
 
@@ -147,6 +147,70 @@ class ReplicationControl:
                 self.reassigning.discard(p)
             else:
                 self.reassigning.add(p)
+
+    def replay_copies(self, records: list[VersionedRecord], start: int, base_offset: int) -> int:
+        """Replay the run of copied changes (``CopiedChange``) that begins at ``records[start]``,
+        ``records[0]`` being at ``base_offset``; returns where the run ends. Each copy replays
+        as its shape's change replayed on a partition in the same state, worked out once per
+        shape: the same fields take the same values and the same brokers move in the indexes,
+        and its undo puts back what the shape found. A copy whose partition is in another state
+        replays as any change does."""
+        offsets = self.offsets
+        recording = offsets.recording
+        topics, isr_of, leaderless = self.topics, self.isr_of, self.leaderless
+        unreplay = self._unreplay_copy
+        undos: list[UndoEntry] = []
+        i = start
+        try:
+            for i in range(start, len(records)):
+                rec = records[i][0]
+                if rec.__class__ is not CopiedChange:
+                    break
+                p = topics[rec.topic_id].partitions[rec.partition_id]
+                replay = rec.shape.replay or rec.shape.learn_replay(p)
+                if not replay.plain or replay.read(p) != replay.before:
+                    offsets.add_undos(undos)
+                    undos = []
+                    offsets.replaying(base_offset + i)
+                    self.replay_partition_change(rec)
+                    continue
+                for name, value in zip(replay.fields, replay.after):
+                    setattr(p, name, value)
+                p.leader_epoch += replay.leader_bump
+                p.partition_epoch += 1
+                for b in replay.isr_out:
+                    isr_of[b].discard(p)
+                for b in replay.isr_in:
+                    members = isr_of.get(b)
+                    if members is None:
+                        members = isr_of[b] = set()
+                    members.add(p)
+                if replay.leaderless > 0:
+                    leaderless.add(p)
+                elif replay.leaderless < 0:
+                    leaderless.discard(p)
+                if recording:
+                    undos.append((base_offset + i, unreplay, p, replay))
+            else:
+                i = len(records)
+        finally:
+            offsets.add_undos(undos)
+        offsets.replayed(base_offset + i - 1)
+        return i
+
+    def _unreplay_copy(self, p: PartitionState, replay: ShapeReplay) -> None:
+        for name, value in zip(replay.fields, replay.restore):
+            setattr(p, name, value)
+        p.leader_epoch -= replay.leader_bump
+        p.partition_epoch -= 1
+        for b in replay.isr_in:
+            self.isr_of[b].discard(p)
+        for b in replay.isr_out:
+            self.isr_of.setdefault(b, set()).add(p)
+        if replay.leaderless > 0:
+            self.leaderless.discard(p)
+        elif replay.leaderless < 0:
+            self.leaderless.add(p)
 
     @staticmethod
     def _move_index(index: dict[int, set[PartitionState]], p: PartitionState,
@@ -334,7 +398,10 @@ class ReplicationControl:
         topic_id: bytes = b""
         settings: TopicSettings = (0, False, False)
         versions = (0, 0)  # the record version, and metadata.version
-        context: tuple[object, ...] = ()
+        # The configs and versions a decision is made under, numbered: a shape's key holds
+        # the number, hashed for every partition, rather than the tuples themselves.
+        contexts: dict[tuple[TopicSettings, tuple[int, int]], int] = {}
+        context = 0
         for p in self._partitions_of(brokers):
             if offsets.next_offset != replayed_to:
                 replayed_to = offsets.next_offset
@@ -342,13 +409,13 @@ class ReplicationControl:
                 if now != still:
                     still, shapes = now, {}
                 versions = (features.partition_record_version(), features.metadata_version)
-                context = (settings, versions)
+                context = contexts.setdefault((settings, versions), len(contexts))
             if p.topic_id != topic_id:
                 # Partitions come topic by topic, and the configs are read once per topic: a
                 # topic's partitions move as under one reading of its configs, as they would
                 # in one command.
                 topic_id, settings = p.topic_id, self.settings(p.topic_id)
-                context = (settings, versions)
+                context = contexts.setdefault((settings, versions), len(contexts))
             if settings[1] or settings[2] or p.adding or p.removing:
                 dead = [r for r in p.isr if r in still]
                 if not dead:
