@@ -387,7 +387,8 @@ class ReplicationControl:
         time as Kafka makes them (Kafka's moves decide the last known leader then), and
         written as one record."""
         order = {b: i for i, b in enumerate(brokers)}
-        usable = self.cluster.is_usable
+        cluster = self.cluster
+        usable = cluster.is_usable
         offsets, features = self.offsets, self.features
         replayed_to = -1
         still: frozenset[int] = frozenset()
@@ -402,9 +403,17 @@ class ReplicationControl:
         # the number, hashed for every partition, rather than the tuples themselves.
         contexts: dict[tuple[TopicSettings, tuple[int, int]], int] = {}
         context = 0
+        # Which replicas of a list are usable, by the list's identity, for as long as nothing
+        # is replayed and the brokers leaving stay the same (nothing else changes who is usable).
+        usable_in: dict[int, tuple[list[int], tuple[bool, ...]]] = {}
+        leaving = cluster.leaving
+        # The settings of topics that set none of their own, read once until something is
+        # replayed: a million partitions are in ten thousand topics.
+        cluster_settings: TopicSettings | None = None
         for p in self._partitions_of(brokers):
-            if offsets.next_offset != replayed_to:
-                replayed_to = offsets.next_offset
+            if offsets.next_offset != replayed_to or cluster.leaving is not leaving:
+                replayed_to, leaving = offsets.next_offset, cluster.leaving
+                usable_in, cluster_settings = {}, None
                 now = frozenset(b for b in brokers if fencing(b))
                 if now != still:
                     still, shapes = now, {}
@@ -414,7 +423,11 @@ class ReplicationControl:
                 # Partitions come topic by topic, and the configs are read once per topic: a
                 # topic's partitions move as under one reading of its configs, as they would
                 # in one command.
-                topic_id, settings = p.topic_id, self.settings(p.topic_id)
+                topic_id = p.topic_id
+                if self.configs.has_topic_configs(self.topics[topic_id].name):
+                    settings = self.settings(topic_id)
+                else:
+                    settings = cluster_settings = cluster_settings or self.settings(topic_id)
                 context = contexts.setdefault((settings, versions), len(contexts))
             if settings[1] or settings[2] or p.adding or p.removing:
                 dead = [r for r in p.isr if r in still]
@@ -429,8 +442,11 @@ class ReplicationControl:
                 continue
             # Lists in state are shared and never changed in place: who they are says what
             # they hold, as long as the shape keeps them alive.
-            key = (id(p.isr), id(p.replicas), id(p.elr), id(p.last_known_elr), p.leader, p.recovery,
-                   context, *map(usable, p.replicas))
+            replicas = p.replicas
+            known = usable_in.get(id(replicas))
+            if known is None or known[0] is not replicas:
+                known = usable_in[id(replicas)] = (replicas, tuple(map(usable, replicas)))
+            key = (id(p.isr), id(replicas), id(p.elr), id(p.last_known_elr), p.leader, p.recovery, context, known[1])
             shape = shapes.get(key)
             if shape is None:
                 if len(shapes) >= _MAX_SHAPES:

@@ -19,6 +19,7 @@ from typing import Any
 
 from protocol.constants import NO_LEADER
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
+from protocol.records import frame_metadata_record
 from server.controller.partitions import PartitionState
 
 # Partition id and topic id: the head of a PartitionChangeRecord in every version.
@@ -35,13 +36,13 @@ class Shape:
     """A change decided for partitions of one shape, and the lists that shape is made of,
     held so that no other list takes their identity while the shape is remembered."""
 
-    __slots__ = ("change", "lists", "version", "tail", "replay")
+    __slots__ = ("change", "lists", "version", "frame", "tail", "replay")
 
     def __init__(self, change: PartitionChangeRecord | None, version: int, lists: tuple[list[int], ...]) -> None:
         self.change = change
         self.lists = lists
         self.version = version
-        self.tail = b""
+        self.frame = self.tail = b""
         # How a copy replays, learnt from the first one replayed: it serves every copy whose
         # partition is in the state that one found.
         self.replay: ShapeReplay | None = None
@@ -51,6 +52,8 @@ class Shape:
             if not encoded.startswith(head):
                 raise AssertionError(f"PartitionChangeRecord v{version} does not begin with its partition")
             self.tail = encoded[len(head):]
+            framed = frame_metadata_record(change, version)
+            self.frame = framed[:len(framed) - len(encoded)]
 
     def copy_to(self, p: PartitionState) -> "CopiedChange":
         """The shape's change made to partition ``p``."""
@@ -121,6 +124,14 @@ class CopiedChange(PartitionChangeRecord):
             return
         out += _HEAD.pack(self.partition_id, self.topic_id)
         out += shape.tail
+
+    def framed(self, version: int) -> bytes:
+        """``frame_metadata_record`` of the copy: the shape's frame, the copy's partition,
+        the shape's tail, joined at once."""
+        shape = self.shape
+        if version != shape.version:
+            return frame_metadata_record(self, version)
+        return shape.frame + _HEAD.pack(self.partition_id, self.topic_id) + shape.tail
 
     def plain(self) -> PartitionChangeRecord:
         """The same record as the generated class holds it."""

@@ -45,6 +45,7 @@ def test_a_copy_is_the_plain_record_for_its_partition(change: PartitionChangeRec
     assert repr(copy) == repr(plain)
     for version in versions:  # its own version from the shape's bytes, the others field by field
         assert frame_metadata_record(copy, version) == frame_metadata_record(plain, version)
+        assert copy.framed(version) == frame_metadata_record(plain, version)
     decoded, _ = parse_metadata_record(frame_metadata_record(copy, decided_at))
     assert decoded == plain
 
