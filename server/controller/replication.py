@@ -382,10 +382,10 @@ class ReplicationControl:
 
         Kafka hands a partition from one dead broker to the next before a live replica gets
         it; a broker fenced in this pass is passed over instead, which ends where Kafka's last
-        move ends. Where passing over would elect uncleanly, or leave the partition leaderless
-        while eligible leader replicas are kept, the moves are worked out one broker at a
-        time as Kafka makes them (Kafka's moves decide the last known leader then), and
-        written as one record."""
+        move ends. Where passing over would leave the partition leaderless while eligible
+        leader replicas are kept or unclean elections allowed, the moves are worked out one
+        broker at a time as Kafka makes them (Kafka's moves may then elect a dead replica
+        uncleanly, and decide the last known leader), and written as one record."""
         order = {b: i for i, b in enumerate(brokers)}
         cluster = self.cluster
         usable = cluster.is_usable
@@ -528,9 +528,11 @@ class ReplicationControl:
                 continue  # it keeps its last ISR member and nobody may lead it
             change = self._without(state, broker_id, passing_over, settings)
             rec = change.build()
-            if change.unclean or change.leader == NO_LEADER and change.elr_enabled:
-                # An unclean leader is no leader to pick early, and a partition left without
-                # one must go through Kafka's moves to end with Kafka's last known leader.
+            if change.leader == NO_LEADER and (change.elr_enabled or change.unclean_allowed):
+                # Left without a leader, the partition goes through Kafka's moves: they may
+                # elect uncleanly a replica still in service for Kafka, fenced later in the
+                # pass, and they decide the last known leader. An unclean leader passing over
+                # finds is the one Kafka's last move elects, once every dead replica is out.
                 change = self._without(state, broker_id, usable, settings)
                 rec = change.build()
             if rec is not None:

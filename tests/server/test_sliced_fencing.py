@@ -415,8 +415,9 @@ SETTINGS = {
 def fleet(settings: dict) -> Cluster:
     """Three brokers about to die and two that live, in partitions of every kind: replicas
     mixing both in every order (four of them, so that a min ISR of 3 can hold), replicas all
-    dead (one or three), live leaders followed by dead replicas, and live replicas that fell
-    out of the ISR before the dead ones died (only an unclean election can elect them)."""
+    dead (one or three), live leaders followed by dead replicas, live replicas that fell out
+    of the ISR before the dead ones died (only an unclean election can elect them), and dead
+    ones that did (Kafka's order elects them uncleanly while they still count as live)."""
     c = Cluster(**settings)
     c.brokers(*DEAD, *LIVE)
     brokers = [*DEAD, *LIVE]
@@ -425,9 +426,11 @@ def fleet(settings: dict) -> Cluster:
     c.topic("lone", [[2], [3]])
     c.topic("live-led", [[4, 1, 2], [5, 3, 1], [4, 5, 3]])
     c.topic("behind", [[1, 4, 2], [2, 3, 5], [3, 5, 4], [1, 2, 4]])
-    for index, isr in enumerate([[1, 2], [2, 3], [3], [1]]):
-        _, result = c.alter(isr[0], "behind", index, isr)
-        assert result is not None and result.error_code == Error.NONE
+    c.topic("dead-behind", [[1, 2, 3], [3, 1, 2]])
+    for name, isrs in (("behind", [[1, 2], [2, 3], [3], [1]]), ("dead-behind", [[1], [3, 2]])):
+        for index, isr in enumerate(isrs):
+            _, result = c.alter(isr[0], name, index, isr)
+            assert result is not None and result.error_code == Error.NONE
     return c
 
 
