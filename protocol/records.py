@@ -134,7 +134,11 @@ def encode_value_batch(values: list[bytes], base_offset: int, partition_leader_e
         # attributes, timestamp delta 0, offset delta, null key, value size, value, no headers
         if i < _SMALL and n < _SMALL:
             delta, size = small[i], small[n]
-            write_varint(records, 4 + len(delta) + len(size) + n)
+            length = 4 + len(delta) + len(size) + n
+            if length < _SMALL:
+                records += small[length]
+            else:
+                write_varint(records, length)
             records += b"\x00\x00"
             records += delta
             records.append(_NULL_LENGTH)

@@ -118,8 +118,8 @@ class ClusterControl:
         self._metadata_offset: dict[int, int] = {}
         # Soft state: brokers whose leaderships are being moved away in slices (fencing,
         # controlled shutdown, unregistration); nothing new is placed on them or elected to
-        # them meanwhile.
-        self.leaving: set[int] = set()
+        # them meanwhile. Replaced, never changed in place: who it is says whether it changed.
+        self.leaving: frozenset[int] = frozenset()
 
     # --- leases (soft state) -------------------------------------------------------------
     def has_live_session(self, broker_id: int, now_ms: int) -> bool:
@@ -140,7 +140,7 @@ class ClusterControl:
         may take its id at once, as before the failover."""
         self._last_contact = {b.broker_id: now_ms for b in self.brokers.values() if not b.fenced}
         self._metadata_offset = {}
-        self.leaving = set()
+        self.leaving = frozenset()
 
     def lowest_active_offset(self) -> int:
         """The lowest metadata offset reported by an active broker (unfenced, not shutting

@@ -124,6 +124,10 @@ class ConfigControl:
     def topic_configs(self, topic: str) -> dict[str, str]:
         return dict(self._resource(ConfigResourceType.TOPIC, topic))
 
+    def has_topic_configs(self, topic: str) -> bool:
+        """Whether the topic sets any config of its own (else it has the cluster's)."""
+        return bool(self._resource(ConfigResourceType.TOPIC, topic))
+
     def min_insync_replicas(self, topic: str) -> int:
         return self._typed_topic_value(topic, "min.insync.replicas")
 

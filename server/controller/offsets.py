@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from operator import attrgetter
-from typing import Callable
+from typing import Any, Callable
 
 # What an undo returns is ignored, so that ``dict.pop`` and the like serve as undos as they are.
 Undo = Callable[[], object]
+# An entry of the undo log: the offset of the record whose replay it reverses, then a function
+# and the arguments to call it with. One tuple rather than a closure and a pair: a fenced
+# fleet registers, and then drops, a million of them.
+UndoEntry = tuple[Any, ...]
 
 
 class OffsetControl:
@@ -29,7 +33,7 @@ class OffsetControl:
         # Offset of the BeginTransactionRecord of the open metadata transaction, or -1.
         self.transaction_start = -1
         self._active = False  # an active controller keeps undo entries until they commit
-        self._undo: list[tuple[int, Undo]] = []
+        self._undo: list[UndoEntry] = []
         self._offset = -1  # the offset whose replay is registering undo entries
 
     @property
@@ -62,13 +66,19 @@ class OffsetControl:
         """Register how to reverse a change the current record's replay just made."""
         self._undo.append((self._offset, undo))
 
+    def add_undos(self, entries: list[UndoEntry]) -> None:
+        """Register how to reverse the changes of several records replayed in one go, in
+        offset order after every entry registered so far."""
+        self._undo += entries
+
     # --- going back ----------------------------------------------------------------------
     def revert_to(self, offset: int) -> None:
         """Undo every change made by records at ``offset`` or later; the next record goes
         at ``offset``."""
         undo = self._undo
         while undo and undo[-1][0] >= offset:
-            undo.pop()[1]()
+            entry = undo.pop()
+            entry[1](*entry[2:])
         if self.transaction_start >= offset:
             self.transaction_start = -1
         self.next_offset = offset
@@ -111,7 +121,8 @@ class OffsetControl:
         start = self.transaction_start
         undo = self._undo
         while undo and undo[-1][0] >= start:
-            undo.pop()[1]()
+            entry = undo.pop()
+            entry[1](*entry[2:])
         self.transaction_start = -1
 
 

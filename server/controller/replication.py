@@ -39,10 +39,10 @@ from server.controller import event_log
 from server.controller.cluster import ClusterControl
 from server.controller.configs import ConfigControl
 from server.controller.features import MV_3_6_IV0, FeatureControl
-from server.controller.offsets import OffsetControl, restore_key
+from server.controller.offsets import OffsetControl, UndoEntry, restore_key
 from server.controller.partitions import Election, PartitionChange, PartitionState
 from server.controller.result import SLICE_RECORDS, ControllerResult, VersionedRecord
-from server.controller.shapes import Shape
+from server.controller.shapes import CopiedChange, Shape, ShapeReplay
 from server.controller.shared_lists import SharedLists
 
 
@@ -147,6 +147,70 @@ class ReplicationControl:
                 self.reassigning.discard(p)
             else:
                 self.reassigning.add(p)
+
+    def replay_copies(self, records: list[VersionedRecord], start: int, base_offset: int) -> int:
+        """Replay the run of copied changes (``CopiedChange``) that begins at ``records[start]``,
+        ``records[0]`` being at ``base_offset``; returns where the run ends. Each copy replays
+        as its shape's change replayed on a partition in the same state, worked out once per
+        shape: the same fields take the same values and the same brokers move in the indexes,
+        and its undo puts back what the shape found. A copy whose partition is in another state
+        replays as any change does."""
+        offsets = self.offsets
+        recording = offsets.recording
+        topics, isr_of, leaderless = self.topics, self.isr_of, self.leaderless
+        unreplay = self._unreplay_copy
+        undos: list[UndoEntry] = []
+        i = start
+        try:
+            for i in range(start, len(records)):
+                rec = records[i][0]
+                if rec.__class__ is not CopiedChange:
+                    break
+                p = topics[rec.topic_id].partitions[rec.partition_id]
+                replay = rec.shape.replay or rec.shape.learn_replay(p)
+                if not replay.plain or replay.read(p) != replay.before:
+                    offsets.add_undos(undos)
+                    undos = []
+                    offsets.replaying(base_offset + i)
+                    self.replay_partition_change(rec)
+                    continue
+                for name, value in zip(replay.fields, replay.after):
+                    setattr(p, name, value)
+                p.leader_epoch += replay.leader_bump
+                p.partition_epoch += 1
+                for b in replay.isr_out:
+                    isr_of[b].discard(p)
+                for b in replay.isr_in:
+                    members = isr_of.get(b)
+                    if members is None:
+                        members = isr_of[b] = set()
+                    members.add(p)
+                if replay.leaderless > 0:
+                    leaderless.add(p)
+                elif replay.leaderless < 0:
+                    leaderless.discard(p)
+                if recording:
+                    undos.append((base_offset + i, unreplay, p, replay))
+            else:
+                i = len(records)
+        finally:
+            offsets.add_undos(undos)
+        offsets.replayed(base_offset + i - 1)
+        return i
+
+    def _unreplay_copy(self, p: PartitionState, replay: ShapeReplay) -> None:
+        for name, value in zip(replay.fields, replay.restore):
+            setattr(p, name, value)
+        p.leader_epoch -= replay.leader_bump
+        p.partition_epoch -= 1
+        for b in replay.isr_in:
+            self.isr_of[b].discard(p)
+        for b in replay.isr_out:
+            self.isr_of.setdefault(b, set()).add(p)
+        if replay.leaderless > 0:
+            self.leaderless.discard(p)
+        elif replay.leaderless < 0:
+            self.leaderless.add(p)
 
     @staticmethod
     def _move_index(index: dict[int, set[PartitionState]], p: PartitionState,
@@ -318,12 +382,13 @@ class ReplicationControl:
 
         Kafka hands a partition from one dead broker to the next before a live replica gets
         it; a broker fenced in this pass is passed over instead, which ends where Kafka's last
-        move ends. Where passing over would elect uncleanly, or leave the partition leaderless
-        while eligible leader replicas are kept, the moves are worked out one broker at a
-        time as Kafka makes them (Kafka's moves decide the last known leader then), and
-        written as one record."""
+        move ends. Where passing over would leave the partition leaderless while eligible
+        leader replicas are kept or unclean elections allowed, the moves are worked out one
+        broker at a time as Kafka makes them (Kafka's moves may then elect a dead replica
+        uncleanly, and decide the last known leader), and written as one record."""
         order = {b: i for i, b in enumerate(brokers)}
-        usable = self.cluster.is_usable
+        cluster = self.cluster
+        usable = cluster.is_usable
         offsets, features = self.offsets, self.features
         replayed_to = -1
         still: frozenset[int] = frozenset()
@@ -334,21 +399,36 @@ class ReplicationControl:
         topic_id: bytes = b""
         settings: TopicSettings = (0, False, False)
         versions = (0, 0)  # the record version, and metadata.version
-        context: tuple[object, ...] = ()
+        # The configs and versions a decision is made under, numbered: a shape's key holds
+        # the number, hashed for every partition, rather than the tuples themselves.
+        contexts: dict[tuple[TopicSettings, tuple[int, int]], int] = {}
+        context = 0
+        # Which replicas of a list are usable, by the list's identity, for as long as nothing
+        # is replayed and the brokers leaving stay the same (nothing else changes who is usable).
+        usable_in: dict[int, tuple[list[int], tuple[bool, ...]]] = {}
+        leaving = cluster.leaving
+        # The settings of topics that set none of their own, read once until something is
+        # replayed: a million partitions are in ten thousand topics.
+        cluster_settings: TopicSettings | None = None
         for p in self._partitions_of(brokers):
-            if offsets.next_offset != replayed_to:
-                replayed_to = offsets.next_offset
+            if offsets.next_offset != replayed_to or cluster.leaving is not leaving:
+                replayed_to, leaving = offsets.next_offset, cluster.leaving
+                usable_in, cluster_settings = {}, None
                 now = frozenset(b for b in brokers if fencing(b))
                 if now != still:
                     still, shapes = now, {}
                 versions = (features.partition_record_version(), features.metadata_version)
-                context = (settings, versions)
+                context = contexts.setdefault((settings, versions), len(contexts))
             if p.topic_id != topic_id:
                 # Partitions come topic by topic, and the configs are read once per topic: a
                 # topic's partitions move as under one reading of its configs, as they would
                 # in one command.
-                topic_id, settings = p.topic_id, self.settings(p.topic_id)
-                context = (settings, versions)
+                topic_id = p.topic_id
+                if self.configs.has_topic_configs(self.topics[topic_id].name):
+                    settings = self.settings(topic_id)
+                else:
+                    settings = cluster_settings = cluster_settings or self.settings(topic_id)
+                context = contexts.setdefault((settings, versions), len(contexts))
             if settings[1] or settings[2] or p.adding or p.removing:
                 dead = [r for r in p.isr if r in still]
                 if not dead:
@@ -362,8 +442,11 @@ class ReplicationControl:
                 continue
             # Lists in state are shared and never changed in place: who they are says what
             # they hold, as long as the shape keeps them alive.
-            key = (id(p.isr), id(p.replicas), id(p.elr), id(p.last_known_elr), p.leader, p.recovery,
-                   context, *map(usable, p.replicas))
+            replicas = p.replicas
+            known = usable_in.get(id(replicas))
+            if known is None or known[0] is not replicas:
+                known = usable_in[id(replicas)] = (replicas, tuple(map(usable, replicas)))
+            key = (id(p.isr), id(replicas), id(p.elr), id(p.last_known_elr), p.leader, p.recovery, context, known[1])
             shape = shapes.get(key)
             if shape is None:
                 if len(shapes) >= _MAX_SHAPES:
@@ -445,9 +528,11 @@ class ReplicationControl:
                 continue  # it keeps its last ISR member and nobody may lead it
             change = self._without(state, broker_id, passing_over, settings)
             rec = change.build()
-            if change.unclean or change.leader == NO_LEADER and change.elr_enabled:
-                # An unclean leader is no leader to pick early, and a partition left without
-                # one must go through Kafka's moves to end with Kafka's last known leader.
+            if change.leader == NO_LEADER and (change.elr_enabled or change.unclean_allowed):
+                # Left without a leader, the partition goes through Kafka's moves: they may
+                # elect uncleanly a replica still in service for Kafka, fenced later in the
+                # pass, and they decide the last known leader. An unclean leader passing over
+                # finds is the one Kafka's last move elects, once every dead replica is out.
                 change = self._without(state, broker_id, usable, settings)
                 rec = change.build()
             if rec is not None:

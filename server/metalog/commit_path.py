@@ -10,6 +10,7 @@ from protocol.records import (
     CONTROL_FLAG, ControlMessage, Record, RecordBatch, control_key, control_type_of, control_value, encode_batch,
     encode_value_batch, frame_metadata_record)
 from server.controller.result import MAX_RECORDS_PER_BATCH, VersionedRecord
+from server.controller.shapes import CopiedChange
 
 
 class CommitFailed(Exception):
@@ -17,8 +18,9 @@ class CommitFailed(Exception):
 
 
 def encode_records(records: list[VersionedRecord], base_offset: int, epoch: int, now_ms: int) -> bytes:
-    """The records as one batch."""
-    return encode_value_batch([frame_metadata_record(r, v) for r, v in records], base_offset, epoch, now_ms)
+    """The records as one batch; fencing's copies of a shape's change framed from its bytes."""
+    return encode_value_batch([r.framed(v) if r.__class__ is CopiedChange else frame_metadata_record(r, v)
+                               for r, v in records], base_offset, epoch, now_ms)
 
 
 def encode_batches(records: list[VersionedRecord], base_offset: int, epoch: int, now_ms: int) -> list[bytes]:

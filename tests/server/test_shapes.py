@@ -1,14 +1,19 @@
 """A shape's change copied to another partition: written, compared and shown as the plain
-PartitionChangeRecord with the same fields, whichever version it is written at."""
+PartitionChangeRecord with the same fields, whichever version it is written at, and replayed
+as it."""
 
 from __future__ import annotations
 
 import pytest
 
+from protocol.error_codes import Error
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
 from protocol.records import frame_metadata_record, parse_metadata_record
 from server.controller.partitions import PartitionState
+from server.controller.quorum_controller import QuorumController
+from server.controller.result import ControllerResult
 from server.controller.shapes import Shape
+from tests.support.replication import Cluster, view
 
 TOPIC_A, TOPIC_B = bytes(range(16)), bytes(range(16, 32))
 
@@ -40,5 +45,35 @@ def test_a_copy_is_the_plain_record_for_its_partition(change: PartitionChangeRec
     assert repr(copy) == repr(plain)
     for version in versions:  # its own version from the shape's bytes, the others field by field
         assert frame_metadata_record(copy, version) == frame_metadata_record(plain, version)
+        assert copy.framed(version) == frame_metadata_record(plain, version)
     decoded, _ = parse_metadata_record(frame_metadata_record(copy, decided_at))
     assert decoded == plain
+
+
+def test_a_copy_replays_as_its_plain_record_on_a_partition_in_another_state() -> None:
+    """The first copy replayed teaches its shape what the change does; a copy whose partition
+    is in another state (here its ISR shrank meanwhile) replays as its plain record does."""
+    c = Cluster()
+    c.brokers(1, 2, 3)
+    topic_id = c.topic("t", [[1, 2, 3]] * 3)
+    _, result = c.alter(1, "t", 2, [1, 3])
+    assert result.error_code == Error.NONE
+    parts = c.qc.replication.topics[topic_id].partitions
+    decided = PartitionChangeRecord(partition_id=0, topic_id=topic_id, isr=[2], leader=2)
+    shape = Shape(decided, 0, (parts[0].isr,))
+    copies = [(shape.copy_to(p), 0) for p in parts]
+    plain = copy_of(c)
+    plain.apply(ControllerResult([(copy.plain(), 0) for copy, _ in copies]))
+    before = view(c.qc)
+    start = c.qc.next_offset
+    c.qc.apply(ControllerResult(copies))
+    assert view(c.qc) == view(plain)
+    assert [p.isr for p in parts] == [[2]] * 3
+    c.qc.offsets.revert_to(start)
+    assert view(c.qc) == before
+
+
+def copy_of(c: Cluster) -> QuorumController:
+    qc = c.replayed()
+    qc.activate()
+    return qc

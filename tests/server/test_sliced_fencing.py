@@ -12,9 +12,10 @@ import pytest
 from protocol.error_codes import Error
 from protocol.generated.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol.generated.metadata.partition_change_record import PartitionChangeRecord
-from protocol.records import frame_metadata_record
+from protocol.records import frame_metadata_record, parse_metadata_record
 from server.controller.partitions import RECOVERING
 from server.controller.quorum_controller import QuorumController
+from server.controller.shapes import CopiedChange
 from tests.support.replication import SESSION_MS, Cluster, view, without_epochs
 
 DEAD = (1, 2, 3)
@@ -414,8 +415,9 @@ SETTINGS = {
 def fleet(settings: dict) -> Cluster:
     """Three brokers about to die and two that live, in partitions of every kind: replicas
     mixing both in every order (four of them, so that a min ISR of 3 can hold), replicas all
-    dead (one or three), live leaders followed by dead replicas, and live replicas that fell
-    out of the ISR before the dead ones died (only an unclean election can elect them)."""
+    dead (one or three), live leaders followed by dead replicas, live replicas that fell out
+    of the ISR before the dead ones died (only an unclean election can elect them), and dead
+    ones that did (Kafka's order elects them uncleanly while they still count as live)."""
     c = Cluster(**settings)
     c.brokers(*DEAD, *LIVE)
     brokers = [*DEAD, *LIVE]
@@ -424,9 +426,11 @@ def fleet(settings: dict) -> Cluster:
     c.topic("lone", [[2], [3]])
     c.topic("live-led", [[4, 1, 2], [5, 3, 1], [4, 5, 3]])
     c.topic("behind", [[1, 4, 2], [2, 3, 5], [3, 5, 4], [1, 2, 4]])
-    for index, isr in enumerate([[1, 2], [2, 3], [3], [1]]):
-        _, result = c.alter(isr[0], "behind", index, isr)
-        assert result is not None and result.error_code == Error.NONE
+    c.topic("dead-behind", [[1, 2, 3], [3, 1, 2]])
+    for name, isrs in (("behind", [[1, 2], [2, 3], [3], [1]]), ("dead-behind", [[1], [3, 2]])):
+        for index, isr in enumerate(isrs):
+            _, result = c.alter(isr[0], name, index, isr)
+            assert result is not None and result.error_code == Error.NONE
     return c
 
 
@@ -510,3 +514,37 @@ def test_a_broker_whose_session_ran_out_later_is_fenced_in_a_pass_of_its_own(set
     written += fence_in_slices(c, together)
     assert [r.id for r, _ in written if r.NAME == "FenceBrokerRecord"] == [1, 2, 3]
     assert_as_kafka_leaves_it(start, together, c.qc)
+
+
+# --- copies replayed in one go, and undone -------------------------------------------------------
+
+def isr_index(qc: QuorumController) -> dict[int, set]:
+    return {b: {(p.topic_id, p.partition_id) for p in ps} for b, ps in qc.replication.isr_of.items() if ps}
+
+
+@pytest.mark.parametrize("build", [lambda: fleet({}), lambda: cluster(elr=False)], ids=["fleet", "mixed"])
+def test_copies_replay_as_their_plain_records_and_undo_to_any_offset(build) -> None:
+    """The active controller replays a shape's copies in one go; the same records replayed
+    one by one from their log encoding end in the same state, indexes included; and going
+    back to any offset of the pass, inside a slice too, leaves the state that replaying the
+    records before it leaves."""
+    c = build()
+    together, reference, partly = copy(c), copy(c), copy(c)
+    before = (view(together), eligible_index(together), isr_index(together))
+    start = together.next_offset
+    let_dead_expire(c, together, reference, partly)
+    written = fence_in_slices(c, together)
+    assert together.next_offset == start + len(written)
+    assert sum(isinstance(r, CopiedChange) for r, _ in written) > len(written) // 2
+    for offset, (record, version) in enumerate(written, start):
+        reference.replay(parse_metadata_record(frame_metadata_record(record, version))[0], offset)
+    assert view(together) == view(reference)
+    assert isr_index(together) == isr_index(reference)
+
+    middle = start + len(written) // 2 + 1
+    for offset, (record, version) in enumerate(written[:middle - start], start):
+        partly.replay(parse_metadata_record(frame_metadata_record(record, version))[0], offset)
+    together.offsets.revert_to(middle)
+    assert view(together) == view(partly) and isr_index(together) == isr_index(partly)
+    together.offsets.revert_to(start)
+    assert (view(together), eligible_index(together), isr_index(together)) == before
