@@ -1,5 +1,6 @@
 """`python -m tools.replay` as a user runs it: what it refuses before Spark starts, what it says
-when a capture holds no Kafka, and that the JVM's own output stays off the terminal."""
+when a capture holds no Kafka, that the JVM's own output stays off the terminal, and that its
+class archive, written by a first run, serves the next."""
 from __future__ import annotations
 
 import os
@@ -14,9 +15,9 @@ from tools.controller_process import ROOT
 T0 = 1_700_000_000_000_000_000
 
 
-def replay(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def replay(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tools.replay", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def test_a_missing_capture_is_refused_before_spark_starts(tmp_path):
@@ -82,3 +83,26 @@ def test_validate_without_a_java_runtime_says_so_in_one_line(tmp_path):
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("python -m tools.replay validate: Spark needs a Java runtime (no java on PATH")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.spark
+def test_the_first_local_run_leaves_the_jvm_s_class_archive_and_the_next_reads_the_same_tables(tmp_path):
+    import pyarrow.parquet as pq
+
+    from tests.replay.test_replay_cluster import traffic
+
+    capture, cache = tmp_path / "brokers.pcapng", tmp_path / "cache"
+    capture.write_bytes(traffic(brokers=2))
+    env = dict(os.environ, KRAFTWIRE_SPARK_CACHE=str(cache))
+    first = replay("validate", str(capture), "--out", str(tmp_path / "first"), "--master", "local[2]", env=env)
+    assert first.returncode == 0, first.stderr
+    archives = sorted(p.name for p in cache.iterdir())
+    assert len(archives) == 1 and archives[0].endswith(".jsa"), archives
+    written = (cache / archives[0]).stat().st_mtime_ns
+    second = replay("validate", str(capture), "--out", str(tmp_path / "second"), "--master", "local[2]", env=env)
+    assert second.returncode == 0, second.stderr
+    assert (cache / archives[0]).stat().st_mtime_ns == written  # read, not written again
+    for table in ("frames", "violations", "flows"):
+        rows = [sorted(map(repr, pq.read_table(tmp_path / run / table).to_pylist())) for run in ("first", "second")]
+        assert rows[0] == rows[1] and (table != "frames" or rows[0]), table
+
