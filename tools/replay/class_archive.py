@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -42,44 +43,50 @@ def archive_path() -> Path | None:
 
 
 class Use(NamedTuple):
-    """How this run uses the archive: the JVM option, and where a run that writes it writes."""
+    """How this run uses the archive: the JVM option; and for a run that writes it, where its
+    JVM writes and where the archive goes once whole."""
 
     option: str
     writing: Path | None
+    archive: Path
 
 
 def use() -> Use | None:
-    """Read the archive if it exists, else write it at this run's end; None without Java."""
+    """Read the archive if it exists, else write it at this run's end; None without Java or
+    without a cache folder that can be written."""
     path = archive_path()
     if path is None:
         return None
     if path.exists():
-        return Use(f"-XX:SharedArchiveFile={path}", None)
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return Use(f"-XX:SharedArchiveFile={path}", None, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
     writing = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    return Use(f"-XX:ArchiveClassesAtExit={writing}", writing)
+    return Use(f"-XX:ArchiveClassesAtExit={writing}", writing, path)
 
 
-def finish(context: SparkContext, writing: Path) -> None:
+def finish(context: SparkContext, archive: Use) -> None:
     """After the run's last job: end its JVM, which writes the archive as it exits, and put
-    the archive in place once whole. A JVM that does not finish in time leaves none."""
+    the archive in place once whole. A JVM that does not finish in time is ended, leaving none."""
     from pyspark import SparkContext
 
+    context.stop()
     gateway = SparkContext._gateway
     process = getattr(gateway, "proc", None)
-    if gateway is None or process is None:
-        context.stop()
+    if archive.writing is None or gateway is None or process is None:
         return
-    context.stop()
     gateway.shutdown()
     SparkContext._gateway = None
     SparkContext._jvm = None
     process.stdin.close()  # the JVM exits when its Python driver's pipe closes
     try:
         process.wait(WRITE_TIMEOUT_S)
-    except Exception:
-        return
-    if writing.exists() and process.returncode == 0:
-        os.replace(writing, writing.with_name(writing.name.split(".jsa.")[0] + ".jsa"))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.returncode == 0 and archive.writing.exists():
+        os.replace(archive.writing, archive.archive)
     else:
-        writing.unlink(missing_ok=True)
+        archive.writing.unlink(missing_ok=True)

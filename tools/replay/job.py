@@ -207,8 +207,8 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
             for broadcast in broadcasts:
                 broadcast.destroy()
             shutil.rmtree(scratch, ignore_errors=True)
-            if own_context and archive is not None and archive.writing is not None:
-                class_archive.finish(sc, archive.writing)
+            if own_context and archive is not None:
+                class_archive.finish(sc, archive)
             elif own_context:
                 sc.stop()
     figures["seconds"] = round(time.monotonic() - started, 3)
