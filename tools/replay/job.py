@@ -60,6 +60,10 @@ def decode_tasks(tasks: list[Broadcast[Task]], frames: Accumulator[int], out: st
         yield written
 
 
+def _nothing(_: int) -> None:
+    """The work of the job that starts the Python workers."""
+
+
 def index_all(captures: list[str]) -> tuple[list[CaptureIndex], float]:
     """Each capture's index (see `index`), a decoder failure in one reported as its violation;
     and the CPU seconds this thread spent on them."""
@@ -157,9 +161,9 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
     started = time.monotonic()
     own_context = context is None
     with tempfile.TemporaryDirectory(prefix="kraftwire-replay-") as code, \
-            concurrent.futures.ThreadPoolExecutor(1, "replay-index") as indexer:
+            concurrent.futures.ThreadPoolExecutor(2, "replay-driver") as driver:
         # The index is the driver's own work: it runs while the JVM starts.
-        indexing = indexer.submit(index_all, captures)
+        indexing = driver.submit(index_all, captures)
         archive = None
         if context is None:
             # Under spark-submit (which names the gateway's port) the JVM is already running.
@@ -174,9 +178,14 @@ def validate(captures: list[str], out: str, master: str | None = None, ports: It
         try:
             if sc.master is None or not sc.master.startswith("local"):
                 sc.addPyFile(code_zip(code))
+            # A first job of one empty task starts the executors' Python workers (a process that
+            # imports the decoder, a few seconds) while the index goes on; its stage is done
+            # before the progress line counts the decoding's.
+            warming = driver.submit(sc.parallelize([0], 1).foreach, _nothing)
             progress = Progress(sc, enabled=not quiet)
             try:
                 indexes, index_cpu_s = indexing.result()
+                warming.result()
                 tasks, groups = plan(indexes, ports, sc.defaultParallelism, share_bytes or SHARE_BYTES)
                 del indexes, indexing  # the tasks hold what the executors need of them
                 for folder in [*(os.path.join(out, table) for table in TABLES), scratch]:
