@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from tools.replay import schema
 from tools.replay.rules import CROSS_FLOW_RULES, ControllerEvent, controller_violations
 from tools.replay.summary import Tally
-from tools.replay.tasks import EVENTS, PartFile, part_path
+from tools.replay.tasks import EVENTS, part_path, write_part
 
 _TIMELINE_COLUMNS = ["api_key", "api_name", "direction", "timestamp_ns", "latency_ms"]
 
@@ -41,12 +41,7 @@ def judge_capture(capture: Capture, out: str, scratch: str, first_ns: int | None
     frame_files = [part_path(out, "frames", n) for n in capture.tasks]
     if found:
         judged = schema.table(found, schema.VIOLATIONS)
-        file = PartFile(os.path.join(out, "violations", f"part-flows-{capture.number:05d}.parquet"), schema.VIOLATIONS)
-        try:
-            file.write(judged)
-            file.close()
-        finally:
-            file.abandon()
+        write_part(os.path.join(out, "violations", f"part-flows-{capture.number:05d}.parquet"), judged)
         tally.add_violations(judged)
         late: dict[tuple[str | None, int | None], list[str]] = {}
         for v in found:
@@ -69,9 +64,4 @@ def _add_late(path: str, late: dict[tuple[str | None, int | None], list[str]]) -
     lists = [own + late.get(key, []) for key, own in zip(keys, frames["violations"].to_pylist())]
     patched = frames.set_column(frames.schema.get_field_index("violations"), schema.FRAMES.field("violations"),
                                 pa.array(lists, schema.FRAMES.field("violations").type))
-    file = PartFile(path, schema.FRAMES)
-    try:
-        file.write(patched)
-        file.close()
-    finally:
-        file.abandon()
+    write_part(path, patched)

@@ -84,7 +84,9 @@ def write_task(task: Task, number: int, out: str, scratch: str) -> Written:
     frames = 0
 
     def flush(kind: type) -> None:
+        nonlocal frames
         rows, pending[kind] = pending[kind], []
+        frames += len(rows) if kind is FrameRow else 0
         batch = schema.table(rows, _SCHEMAS[kind])
         files[kind].write(batch)
         if kind is FrameRow:
@@ -100,10 +102,8 @@ def write_task(task: Task, number: int, out: str, scratch: str) -> Written:
             rows = pending[kind]
             rows.append(row)
             if len(rows) >= BATCH_ROWS:
-                frames += len(rows) if kind is FrameRow else 0
                 flush(kind)
         for kind, rows in pending.items():
-            frames += len(rows) if kind is FrameRow else 0
             if rows:
                 flush(kind)
         for file in files.values():
@@ -139,3 +139,13 @@ class PartFile:
             self.writer.close()
             self.writer = None
             os.unlink(self.temporary)
+
+
+def write_part(path: str, table: pa.Table) -> None:
+    """One whole part file of `table`, in place only once complete."""
+    file = PartFile(path, table.schema)
+    try:
+        file.write(table)
+        file.close()
+    finally:
+        file.abandon()
